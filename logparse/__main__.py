@@ -1,0 +1,3 @@
+from logparse.cli import main
+
+main()

@@ -1,0 +1,73 @@
+"""Match bare messages against the catalog: a literal prefilter, then the precise regexes.
+
+The prefilter is one alternation of every entry's keywords, compiled with the standard `re` engine
+(a C loop over the message); only messages it accepts are tried with the entries whose keywords
+they contain, using the `regex` module with a per-search timeout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import regex
+
+from patterns import Catalog, Entry
+
+MATCH_TIMEOUT_S = 0.05  # per pattern search; a pathological user pattern gives up instead of hanging
+
+
+@dataclass(frozen=True)
+class Match:
+    entry: Entry
+    groups: dict[str, str | None]
+
+
+class Matcher:
+    def __init__(self, catalog: Catalog):
+        self.entries = catalog.entries
+        self._by_keyword: dict[str, list[Entry]] = {}
+        for entry in self.entries:
+            for kw in entry.keywords:
+                self._by_keyword.setdefault(kw, []).append(entry)
+        keywords = sorted(self._by_keyword, key=len, reverse=True)
+        self._keywords = keywords
+        self._prefilter = re.compile("|".join(re.escape(k) for k in keywords)) if keywords else None
+        self.timeouts = 0
+
+    def candidates(self, message: str) -> list[Entry]:
+        if self._prefilter is None or not self._prefilter.search(message):
+            return []
+        seen: dict[str, Entry] = {}
+        for kw in self._keywords:
+            if kw in message:
+                for entry in self._by_keyword[kw]:
+                    seen.setdefault(entry.id, entry)
+        return list(seen.values())
+
+    def match(self, message: str) -> list[Match]:
+        out = []
+        for entry in self.candidates(message):
+            m = self.match_entry(entry, message)
+            if m is not None:
+                out.append(m)
+        return out
+
+    def match_entry(self, entry: Entry, message: str) -> Match | None:
+        """The first pattern of `entry` that matches, with its named groups."""
+        for pattern in entry.patterns:
+            try:
+                m = pattern.search(message, timeout=MATCH_TIMEOUT_S)
+            except TimeoutError:
+                self.timeouts += 1
+                continue
+            if m:
+                return Match(entry, {k: v for k, v in m.groupdict().items()})
+        return None
+
+    def keyword_hit(self, entry: Entry, message: str) -> bool:
+        return any(kw in message for kw in entry.keywords)
+
+
+def compile_literal(text: str) -> regex.Pattern:
+    return regex.compile(regex.escape(text))

@@ -1,0 +1,230 @@
+"""Strip the prefixes that launchers put before a log message, and keep what they say.
+
+Real prefixes (see ../shared/reference/verl-log-formats.md): Ray `(WorkerDict pid=1, ip=10.0.0.2)`
+(nested for vLLM workers), `(raylet)`, torch.distributed `[rank3]:`, torchrun --tee `[default0]:`,
+c10 glog `[E314 14:33:45.172185860 ProcessGroupNCCL.cpp:607]`, torch's logging formatter
+`W0731 10:50:07.575000 3247964 api.py:897]`, vLLM `INFO 03-14 14:33:45 [file.py:123]`, Python
+logging `INFO:2025-08-22 23:08:37,898:`, Ray's own `2025-04-30 20:59:12,200\tINFO worker.py:1832 --`,
+SGLang `[2025-11-20 01:13:05 TP0]`, NCCL `host:pid:tid [0]`; and Ray's `[repeated 7x across cluster]`.
+"""
+
+from __future__ import annotations
+
+import calendar
+from dataclasses import dataclass
+
+import regex
+
+from logparse.reader import Line
+
+MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
+
+RAY_ACTOR = regex.compile(
+    r"\((?:(?P<actor>[^()\s,=]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
+)
+RAY_DAEMON = regex.compile(
+    r"\((?P<daemon>raylet|autoscaler|gcs_server|monitor|dashboard(?:_agent)?|log_monitor)"
+    r"(?: \+[0-9hms.]+)?(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
+)
+RANK = regex.compile(r"\[rank(?P<rank>\d+)\]: ?")
+TEE = regex.compile(r"\[(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<lr>\d+)\]: ?")
+GLOG = regex.compile(
+    r"\[(?P<lvl>[IWEF])(?P<mon>1[0-2]|0?[1-9])(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?"
+    r"(?: \d+)? (?P<loc>[^\]\s]+:\d+)\] ?"
+)
+TORCH_LOG = regex.compile(
+    r"(?P<lvl>[VIWEC])(?P<mon>[01]\d)(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ (?P<pid>\d+) "
+    r"(?P<loc>\S+:\d+)\] ?"
+)
+VLLM = regex.compile(
+    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>[01]\d)-(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)"
+    r"(?:\.\d+)? (?:\[(?P<loc>[^\]\s]+:\d+)\]|(?P<loc2>[^\]\s]+:\d+)\]) ?"
+)
+PY_LOGGING = regex.compile(
+    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:"
+)
+# ISO-ish timestamp at line start, optionally bracketed (SGLang, NCCL WARN, Hydra), optionally followed by
+# a level and Ray's ` file.py:N -- ` or a ` - name - LEVEL - ` logging layout.
+STAMPED = regex.compile(
+    r"\[?(?P<date>\d{4}-\d\d-\d\d)[ T_](?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"(?: (?:TP|DP|PP|EP)\d+(?: ?(?:TP|DP|PP|EP)\d+)*)?\]?"
+    r"(?:\[[^\]]*\])*"
+    r"(?:(?:\s+|\s*[-|]\s*)(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b)?"
+    r"(?:\s+[\w.-]+\.py:\d+ --|\s*-\s*[\w.]+\s*-)?"
+    r"(?:\s+|\s*-\s+|:\s*|$)"
+)
+NCCL_HOST = regex.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ?")
+MESSAGE_RANK = regex.compile(r"\[(?:Rank |rank-)(?P<rank>\d+)\]")
+REPEATED = regex.compile(
+    r"\s*\[repeated (?P<n>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a line came from, as far as its prefixes tell."""
+
+    rank: int | None = None
+    local_rank: int | None = None
+    pid: int | None = None
+    node: str | None = None
+    actor: str | None = None
+    time: float | None = None  # seconds since the epoch, naive (no time zone)
+    level: str | None = None
+    repeat: int = 1  # 1 + the copies Ray folded into `[repeated Nx across cluster]`
+
+    def stream_key(self, source: str) -> tuple:
+        """One process's output: traceback lines of one process share this key."""
+        if self.pid is not None and self.actor is not None:
+            return (source, "pid", self.node, self.pid)
+        if self.local_rank is not None:
+            return (source, "local", self.node, self.local_rank)
+        if self.rank is not None:
+            return (source, "rank", self.rank)
+        if self.pid is not None:
+            return (source, "pid", self.node, self.pid)
+        return (source,)
+
+    def where(self) -> str:
+        parts = []
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.local_rank is not None:
+            parts.append(f"local rank {self.local_rank}")
+        if self.actor:
+            parts.append(self.actor)
+        if self.pid is not None:
+            parts.append(f"pid {self.pid}")
+        if self.node:
+            parts.append(f"node {self.node}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A line with its prefixes understood: `message` is what patterns run on."""
+
+    line: Line
+    origin: Origin
+    message: str
+    seq: int = 0  # position in the whole scan (all inputs), for ordering
+
+    @property
+    def stream(self) -> tuple:
+        return self.origin.stream_key(self.line.source)
+
+
+class Normalizer:
+    """Stateful only for time: year-less timestamps take the year of the last full date seen."""
+
+    def __init__(self, default_year: int = 2000):
+        self.year = default_year
+        self._node_of_source: dict[str, str] = {}
+
+    def _stamp(self, year: int, mon: int, day: int, hms: str) -> float | None:
+        try:
+            h, m, s = (int(x) for x in hms.split(":"))
+            if not (1 <= mon <= 12 and 1 <= day <= 31 and h < 24 and m < 60 and s < 62):
+                return None
+            return float(calendar.timegm((year, mon, day, h, m, s, 0, 0, 0)))
+        except ValueError:
+            return None
+
+    def _full(self, date: str, hms: str) -> float | None:
+        y, mo, d = (int(x) for x in date.split("-"))
+        self.year = y
+        return self._stamp(y, mo, d, hms)
+
+    def normalize(self, line: Line, seq: int = 0) -> Record:
+        text = line.text
+        pos = 0
+        rank = local_rank = pid = None
+        node = actor = level = None
+        time = None
+        repeat = 1
+        if "[repeated " in text:
+            m = REPEATED.search(text)
+            if m:
+                repeat = 1 + int(m.group("n"))
+                text = text[: m.start()]
+        for _ in range(MAX_PREFIXES):
+            if pos >= len(text):
+                break
+            c = text[pos]
+            m = None
+            if c == "(":
+                m = RAY_ACTOR.match(text, pos)
+                if m:
+                    pid = int(m.group("pid"))
+                    actor = m.group("actor") or actor
+                    if m.group("ip"):
+                        node = m.group("ip")
+                else:
+                    m = RAY_DAEMON.match(text, pos)
+                    if m:
+                        actor = m.group("daemon")
+                        if m.group("ip"):
+                            node = m.group("ip")
+            elif c == "[":
+                m = RANK.match(text, pos)
+                if m:
+                    rank = int(m.group("rank"))
+                else:
+                    m = GLOG.match(text, pos)
+                    if m:
+                        level = m.group("lvl")
+                        time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+                    else:
+                        m = TEE.match(text, pos)
+                        if m and m.group("role") != "rank":
+                            local_rank = int(m.group("lr"))
+                        else:
+                            m = STAMPED.match(text, pos)
+                            if m:
+                                time = self._full(m.group("date"), m.group("hms"))
+                                level = m.group("lvl") or level
+            elif c.isdigit():
+                m = STAMPED.match(text, pos)
+                if m:
+                    time = self._full(m.group("date"), m.group("hms"))
+                    level = m.group("lvl") or level
+                else:
+                    m = NCCL_HOST.match(text, pos)
+                    if m:
+                        pid = pid or int(m.group("pid"))
+                        node = node or m.group("host")
+            elif c in "VIWEC" or c in "DF":
+                m = TORCH_LOG.match(text, pos)
+                if m:
+                    level = m.group("lvl")
+                    time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+                    pid = pid or int(m.group("pid"))
+                else:
+                    m = VLLM.match(text, pos) or PY_LOGGING.match(text, pos)
+                    if m:
+                        level = m.group("lvl")
+                        if "date" in m.groupdict():
+                            time = self._full(m.group("date"), m.group("hms"))
+                        else:
+                            time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+                    else:
+                        m = NCCL_HOST.match(text, pos)
+                        if m:
+                            pid = pid or int(m.group("pid"))
+                            node = node or m.group("host")
+            elif c.isalpha():
+                m = NCCL_HOST.match(text, pos)
+                if m:
+                    pid = pid or int(m.group("pid"))
+                    node = node or m.group("host")
+            if not m or m.end() == pos:
+                break
+            pos = m.end()
+        message = text[pos:] if pos else text
+        if "\r" in message:
+            segments = [s for s in message.split("\r") if s.strip()]
+            message = segments[-1] if segments else ""
+        if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
+            rank = int(m.group("rank"))
+        origin = Origin(rank, local_rank, pid, node, actor, time, level, repeat)
+        return Record(line, origin, message, seq)

@@ -1,0 +1,267 @@
+"""Reassemble Python tracebacks per stream (rank / pid / actor), even when streams interleave.
+
+Handles plain tracebacks, chained ones ("The above exception was the direct cause of ..."), Ray's
+`RayTaskError(X): ray::Actor.method()` header followed by the worker's frames and inner exception,
+and multi-line exception messages (ChildFailedError's summary, ActorDiedError's details).
+
+Bounds: a traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
+MAX_FRAMES frames; an exception message keeps at most MAX_MESSAGE_LINES continuation lines; at most
+MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most recent half).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+import regex
+
+from logparse.normalize import Record
+
+MAX_TRACEBACK_RECORDS = 200
+MAX_FRAMES = 100
+MAX_MESSAGE_LINES = 40
+MAX_KEPT_TRACEBACKS = 400
+CONTEXT_LINES = 5
+
+TB_START = "Traceback (most recent call last):"
+CHAIN_MARKERS = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+FRAME_RE = regex.compile(r'^\s+File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
+EXC_RE = regex.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$"
+)
+EXC_NAME_RE = regex.compile(r"(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Iteration|Timeout)\)?$")
+RAY_TASK_RE = regex.compile(
+    r"ray::(?P<task>[\w.<>]+)\(\)(?:\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?)?"
+)
+LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ", "/_private/")
+THIRD_PARTY_OK = ("/verl/",)  # verl is the user's framework: its frames count as user code
+
+
+class LineRole(str, Enum):
+    NONE = "none"
+    START = "start"
+    FRAME = "frame"  # a frame header or the source line under it: never matched against the catalog
+    EXCEPTION = "exception"
+    MESSAGE = "message"  # continuation of a multi-line exception message
+
+
+@dataclass
+class Frame:
+    file: str
+    line: int
+    function: str
+    code: str | None = None
+
+    @property
+    def is_library(self) -> bool:
+        if any(m in self.file for m in THIRD_PARTY_OK):
+            return False
+        return any(m in self.file for m in LIBRARY_MARKERS)
+
+
+@dataclass
+class RaisedException:
+    type: str
+    message: str
+    record: Record
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def short_type(self) -> str:
+        return self.type.rsplit(".", 1)[-1]
+
+
+@dataclass
+class Traceback:
+    stream: tuple
+    start: Record
+    context: list[Record]
+    records: list[Record] = field(default_factory=list)
+    dropped: int = 0
+    frames: list[Frame] = field(default_factory=list)
+    exceptions: list[RaisedException] = field(default_factory=list)
+    chained_from: Traceback | None = None
+    task: str | None = None  # Ray task/actor method, e.g. WorkerDict.actor_rollout_update_actor
+    task_pid: int | None = None  # the worker that raised, from the RayTaskError header
+    task_node: str | None = None
+    closed: bool = False
+    _tail: deque = field(default_factory=lambda: deque(maxlen=MAX_TRACEBACK_RECORDS // 2))
+
+    def add(self, record: Record) -> None:
+        if len(self.records) < MAX_TRACEBACK_RECORDS // 2:
+            self.records.append(record)
+        else:
+            if len(self._tail) == self._tail.maxlen:
+                self.dropped += 1
+            self._tail.append(record)
+
+    def all_records(self) -> list[Record]:
+        return self.records + list(self._tail)
+
+    @property
+    def final(self) -> RaisedException | None:
+        """The exception that ended this traceback: for Ray's nested form, the inner one."""
+        return self.exceptions[-1] if self.exceptions else None
+
+    @property
+    def origin_exception(self) -> RaisedException | None:
+        """The first exception of a chain (what started it)."""
+        tb = self
+        while tb.chained_from is not None and tb.chained_from.final is not None:
+            tb = tb.chained_from
+        return tb.final
+
+    def innermost_user_frame(self) -> Frame | None:
+        for frame in reversed(self.frames):
+            if not frame.is_library:
+                return frame
+        return None
+
+
+@dataclass
+class _StreamState:
+    tb: Traceback | None = None
+    phase: str = "idle"  # idle | frames | code | message
+    pending_chain: Traceback | None = None
+    context: deque = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
+
+
+def parse_exception_line(message: str) -> tuple[str, str] | None:
+    if not message or message[0].isspace():
+        return None
+    m = EXC_RE.match(message)
+    if not m:
+        return None
+    etype = m.group("type")
+    if "." not in etype and not EXC_NAME_RE.search(etype):
+        return None
+    if not etype[0].isalpha():
+        return None
+    return etype, m.group("msg") or ""
+
+
+class TracebackAssembler:
+    """A small state machine per stream; `feed` tells each record's role in a traceback."""
+
+    def __init__(self) -> None:
+        self._streams: dict[tuple, _StreamState] = {}
+        self.closed: list[Traceback] = []
+        self._recent: deque[Traceback] = deque(maxlen=MAX_KEPT_TRACEBACKS // 2)
+        self.total = 0
+
+    def state(self, stream: tuple) -> _StreamState:
+        st = self._streams.get(stream)
+        if st is None:
+            st = self._streams[stream] = _StreamState()
+        return st
+
+    def current(self, stream: tuple) -> Traceback | None:
+        st = self._streams.get(stream)
+        return st.tb if st else None
+
+    def context_of(self, stream: tuple) -> list[Record]:
+        st = self._streams.get(stream)
+        return list(st.context) if st else []
+
+    def _close(self, st: _StreamState) -> None:
+        tb = st.tb
+        if tb is None:
+            return
+        tb.closed = True
+        self.total += 1
+        if len(self.closed) < MAX_KEPT_TRACEBACKS // 2:
+            self.closed.append(tb)
+        else:
+            self._recent.append(tb)
+        st.tb = None
+        st.phase = "idle"
+
+    def kept(self) -> list[Traceback]:
+        return self.closed + list(self._recent)
+
+    def feed(self, rec: Record) -> LineRole:
+        st = self.state(rec.stream)
+        msg = rec.message
+        stripped = msg.strip()
+        if stripped == TB_START or (stripped.endswith(TB_START) and "hit an exception" in stripped):
+            chained = st.pending_chain
+            if st.tb is not None:
+                chained = chained or None
+                self._close(st)
+            st.tb = Traceback(rec.stream, rec, list(st.context), chained_from=chained)
+            st.pending_chain = None
+            st.tb.add(rec)
+            st.phase = "frames"
+            return LineRole.START
+        if st.tb is None:
+            if stripped in CHAIN_MARKERS:
+                return LineRole.NONE
+            if stripped:
+                st.context.append(rec)
+            return LineRole.NONE
+        tb = st.tb
+        if stripped in CHAIN_MARKERS:
+            st.pending_chain = tb
+            tb.add(rec)
+            self._close(st)
+            return LineRole.FRAME
+        fm = FRAME_RE.match(msg)
+        if fm:
+            if len(tb.frames) < MAX_FRAMES:
+                tb.frames.append(Frame(fm.group("file"), int(fm.group("line")), (fm.group("func") or "").strip()))
+            tb.add(rec)
+            st.phase = "code"
+            return LineRole.FRAME
+        if st.phase in ("frames", "code"):
+            if msg[:1].isspace() or not stripped:
+                # the source line under a frame, caret markers, or faulthandler detail
+                if st.phase == "code" and tb.frames and tb.frames[-1].code is None and stripped:
+                    tb.frames[-1].code = stripped
+                tb.add(rec)
+                return LineRole.FRAME
+            parsed = parse_exception_line(stripped)
+            if parsed is None:
+                # an unrelated line of the same stream printed inside the traceback (interleaving)
+                st.context.append(rec)
+                return LineRole.NONE
+            etype, emsg = parsed
+            tb.exceptions.append(RaisedException(etype, emsg, rec))
+            if tb.task is None and "RayTaskError" in etype:
+                m = RAY_TASK_RE.search(emsg)
+                if m:
+                    tb.task = m.group("task")
+                    tb.task_pid = int(m.group("pid")) if m.group("pid") else None
+                    tb.task_node = m.group("ip")
+            tb.add(rec)
+            st.phase = "message"
+            return LineRole.EXCEPTION
+        # phase == "message": continuation lines of a multi-line exception message
+        exc = tb.exceptions[-1]
+        if not stripped:
+            if exc.message or exc.extra:
+                tb.add(rec)
+                self._close(st)
+                return LineRole.NONE
+            return LineRole.MESSAGE
+        if rec.origin.level is not None or rec.origin.time is not None or len(exc.extra) >= MAX_MESSAGE_LINES:
+            self._close(st)
+            st.context.append(rec)
+            return LineRole.NONE
+        parsed = parse_exception_line(stripped)
+        if parsed is not None and tb.task is not None and "RayTaskError" in exc.type:
+            # Ray prints the inner exception right after the RayTaskError header when frames are hidden
+            tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
+            tb.add(rec)
+            return LineRole.EXCEPTION
+        exc.extra.append(stripped)
+        tb.add(rec)
+        return LineRole.MESSAGE
+
+    def close_all(self) -> None:
+        for st in self._streams.values():
+            self._close(st)

@@ -1,0 +1,406 @@
+"""Load and validate YAML catalogs: every problem at once, each with file, line, reason and help.
+
+YAML is read with a SafeLoader subclass only (no tags, no code); no field is ever evaluated as code
+or as a template. Regexes are compiled with the `regex` module; matching runs with a timeout
+(see logparse.matcher), so a pathological pattern cannot hang a scan.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+from rapidfuzz import process as fuzz_process
+
+from patterns.schema import (
+    Catalog,
+    CategoryFrom,
+    Entry,
+    Example,
+    Examples,
+    Remediation,
+    Role,
+    Severity,
+    placeholders,
+)
+from patterns.taxonomy import CATEGORIES, STAGES
+
+ENTRY_FIELDS = {
+    "id": True,
+    "title": True,
+    "category": True,
+    "role": True,
+    "severity": True,
+    "priority": True,
+    "keywords": True,
+    "patterns": True,
+    "message": True,
+    "remediation": True,
+    "examples": True,
+    "stage": False,
+    "explains": False,
+    "category_from": False,
+}
+REMEDIATION_FIELDS = {"summary": True, "why": True, "fix": True, "references": False}
+EXAMPLE_FIELDS = {"match": True, "no_match": True, "todo_match": False}
+ID_RE = regex.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MAX_PATTERN_LENGTH = 2000
+# A nested unbounded quantifier such as (a+)+ or (a*)* can backtrack exponentially.
+NESTED_QUANTIFIER_RE = regex.compile(r"\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)[+*{]")
+HUGE_REPEAT_RE = regex.compile(r"\{(\d{4,})(?:,(\d*))?\}|\{,(\d{4,})\}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    reason: str
+    help: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.file}:{self.line}: {self.reason}"
+        return text + (f"\n    help: {self.help}" if self.help else "")
+
+
+class CatalogError(Exception):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class _LineDict(dict):
+    """A mapping that remembers the line of itself and of each key (1-based)."""
+
+    line: int = 0
+    key_lines: dict[str, int]
+
+
+class _LineLoader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _LineDict:
+    loader.flatten_mapping(node)
+    result = _LineDict()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str):
+            key = str(key)
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.key_lines[key] = key_node.start_mark.line + 1
+    return result
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _suggest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    best = fuzz_process.extractOne(word, list(choices), score_cutoff=60)
+    return f"did you mean '{best[0]}'?" if best else ""
+
+
+class _EntryBuilder:
+    """Validates one raw mapping; collects problems instead of stopping at the first."""
+
+    def __init__(self, raw: _LineDict, file: str, problems: list[Problem]):
+        self.raw = raw
+        self.file = file
+        self.problems = problems
+        self.ok = True
+
+    def line_of(self, key: str | None = None) -> int:
+        if key is not None and key in getattr(self.raw, "key_lines", {}):
+            return self.raw.key_lines[key]
+        return getattr(self.raw, "line", 0)
+
+    def fail(self, key: str | None, reason: str, help: str = "") -> None:
+        ident = self.raw.get("id") if isinstance(self.raw.get("id"), str) else None
+        prefix = f"entry '{ident}': " if ident else "entry: "
+        self.problems.append(Problem(self.file, self.line_of(key), prefix + reason, help))
+        self.ok = False
+
+    def text(self, key: str, required: bool = True) -> str | None:
+        value = self.raw.get(key)
+        if value is None:
+            if required:
+                self.fail(key, f"missing required field '{key}'", f"add '{key}: ...' to the entry")
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.fail(key, f"'{key}' must be a non-empty string, got {type(value).__name__}")
+            return None
+        return value
+
+    def text_list(self, key: str, value: Any, required: bool = True) -> tuple[str, ...]:
+        if value is None:
+            if required:
+                self.fail(key, f"missing required field '{key}'", f"add '{key}:' with a list of strings")
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.fail(key, f"'{key}' must be a list of non-empty strings")
+            return ()
+        if required and not value:
+            self.fail(key, f"'{key}' must not be empty")
+        return tuple(value)
+
+    def build(self) -> Entry | None:
+        raw = self.raw
+        for key in raw:
+            if key not in ENTRY_FIELDS:
+                self.fail(key, f"unknown field '{key}'", _suggest(key, ENTRY_FIELDS) or
+                          f"known fields: {', '.join(ENTRY_FIELDS)}")
+        entry_id = self.text("id")
+        if entry_id is not None and not ID_RE.match(entry_id):
+            self.fail("id", f"id '{entry_id}' is not kebab-case", "use lower-case words joined by '-'")
+        title = self.text("title")
+        category = self.text("category")
+        if category is not None and category not in CATEGORIES:
+            self.fail("category", f"unknown category '{category}'",
+                      _suggest(category, CATEGORIES) or "see TAXONOMY.md for the category ids")
+        role = self._enum("role", Role)
+        severity = self._enum("severity", Severity)
+        priority = raw.get("priority")
+        if priority is None:
+            self.fail("priority", "missing required field 'priority'", "an integer 0-100; higher wins")
+        elif not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
+            self.fail("priority", f"'priority' must be an integer 0-100, got {priority!r}")
+        keywords = self.text_list("keywords", raw.get("keywords"))
+        compiled = self._patterns()
+        message = self.text("message")
+        groups: set[str] = set()
+        for p in compiled:
+            groups.update(p.groupindex)
+        if message is not None:
+            for name in placeholders(message):
+                if name not in groups:
+                    self.fail("message", f"placeholder '{{{name}}}' names no group of the patterns",
+                              f"named groups: {', '.join(sorted(groups)) or 'none'}")
+        stage = raw.get("stage")
+        if stage is not None and stage not in STAGES:
+            self.fail("stage", f"unknown stage '{stage}'", _suggest(str(stage), STAGES) or "see TAXONOMY.md")
+        explains = self.text_list("explains", raw.get("explains"), required=False)
+        category_from = self._category_from(groups)
+        remediation = self._remediation()
+        examples = self._examples()
+        if not self.ok:
+            return None
+        return Entry(
+            id=entry_id, title=title, category=category, role=role, severity=severity,
+            priority=priority, keywords=keywords, patterns=tuple(compiled), message=message,
+            remediation=remediation, examples=examples, stage=stage, explains=explains,
+            category_from=category_from, source=self.file, line=self.line_of(),
+        )
+
+    def _enum(self, key: str, enum: type) -> Any:
+        value = self.raw.get(key)
+        names = [m.value for m in enum]
+        if value is None:
+            self.fail(key, f"missing required field '{key}'", f"one of: {', '.join(names)}")
+            return None
+        if value not in names:
+            self.fail(key, f"'{key}' must be one of {', '.join(names)}, got {value!r}",
+                      _suggest(str(value), names))
+            return None
+        return enum(value)
+
+    def _patterns(self) -> list[regex.Pattern]:
+        value = self.raw.get("patterns")
+        if value is None:
+            self.fail("patterns", "missing required field 'patterns'", "a list of regexes (single-quoted)")
+            return []
+        if not isinstance(value, list) or not value:
+            self.fail("patterns", "'patterns' must be a non-empty list of regexes")
+            return []
+        compiled = []
+        for i, p in enumerate(value):
+            if not isinstance(p, str) or not p:
+                self.fail("patterns", f"pattern #{i + 1} must be a non-empty string")
+                continue
+            if len(p) > MAX_PATTERN_LENGTH:
+                self.fail("patterns", f"pattern #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})")
+                continue
+            if NESTED_QUANTIFIER_RE.search(p):
+                self.fail("patterns", f"pattern #{i + 1} nests unbounded quantifiers, which can backtrack "
+                          f"catastrophically: {p!r}", "rewrite without a quantified group that itself ends in + or *")
+                continue
+            if HUGE_REPEAT_RE.search(p):
+                self.fail("patterns", f"pattern #{i + 1} has a repetition count of 1000 or more: {p!r}",
+                          "use a smaller bound or + / *")
+                continue
+            try:
+                compiled.append(regex.compile(p))
+            except regex.error as exc:
+                self.fail("patterns", f"pattern #{i + 1} does not compile: {exc}", f"pattern: {p!r}")
+        return compiled
+
+    def _category_from(self, groups: set[str]) -> CategoryFrom | None:
+        value = self.raw.get("category_from")
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("group"), str) \
+                or not isinstance(value.get("map"), dict):
+            self.fail("category_from", "'category_from' needs 'group' (a named group) and 'map' (value: category)")
+            return None
+        if value["group"] not in groups:
+            self.fail("category_from", f"group '{value['group']}' is not a named group of the patterns")
+        default = value.get("default", "unknown")
+        pairs = []
+        for k, cat in value["map"].items():
+            if cat not in CATEGORIES:
+                self.fail("category_from", f"unknown category '{cat}' in category_from.map",
+                          _suggest(str(cat), CATEGORIES))
+            pairs.append((str(k), cat))
+        if default not in CATEGORIES:
+            self.fail("category_from", f"unknown default category '{default}'")
+        return CategoryFrom(value["group"], tuple(pairs), default)
+
+    def _remediation(self) -> Remediation | None:
+        value = self.raw.get("remediation")
+        if not isinstance(value, dict):
+            self.fail("remediation", "missing or invalid 'remediation'", "a mapping with summary, why, fix, references")
+            return None
+        for key in value:
+            if key not in REMEDIATION_FIELDS:
+                self.fail("remediation", f"unknown remediation field '{key}'", _suggest(key, REMEDIATION_FIELDS))
+        summary, why = value.get("summary"), value.get("why")
+        for key, v in (("summary", summary), ("why", why)):
+            if not isinstance(v, str) or not v.strip():
+                self.fail("remediation", f"remediation.{key} must be a non-empty string")
+        fix = self.text_list("remediation", value.get("fix"))
+        refs = self.text_list("remediation", value.get("references", []), required=False)
+        return Remediation(str(summary or "").strip(), str(why or "").strip(), fix, refs)
+
+    def _examples(self) -> Examples | None:
+        value = self.raw.get("examples")
+        if not isinstance(value, dict):
+            self.fail("examples", "missing or invalid 'examples'", "a mapping with match and no_match lists")
+            return None
+        for key in value:
+            if key not in EXAMPLE_FIELDS:
+                self.fail("examples", f"unknown examples field '{key}'", _suggest(key, EXAMPLE_FIELDS))
+
+        def items(key: str, need_why: bool) -> tuple[Example, ...]:
+            raw_list = value.get(key)
+            if raw_list is None:
+                if EXAMPLE_FIELDS[key]:
+                    self.fail("examples", f"examples.{key} is required and must not be empty")
+                return ()
+            if not isinstance(raw_list, list) or (EXAMPLE_FIELDS[key] and not raw_list):
+                self.fail("examples", f"examples.{key} must be a non-empty list")
+                return ()
+            out = []
+            for item in raw_list:
+                if isinstance(item, str):
+                    if need_why:
+                        self.fail("examples", f"examples.{key} items need 'line' and 'why' (why it must not match)")
+                    out.append(Example(item))
+                elif isinstance(item, dict) and isinstance(item.get("line"), str):
+                    why = item.get("why", "")
+                    if need_why and not (isinstance(why, str) and why.strip()):
+                        self.fail("examples", f"examples.{key} item lacks 'why': {item['line'][:60]!r}")
+                    out.append(Example(item["line"], str(why or "")))
+                else:
+                    self.fail("examples", f"examples.{key} items must be strings or {{line, why}} mappings")
+            return tuple(out)
+
+        return Examples(items("match", False), items("no_match", True), items("todo_match", False))
+
+
+def _load_file(path: Path, label: str, problems: list[Problem]) -> list[Entry]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(label, 0, f"cannot read catalog file: {exc}"))
+        return []
+    try:
+        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        problems.append(Problem(label, line, f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                                "regexes belong in single-quoted scalars: 'like \\d+ this'"))
+        return []
+    if data is None:
+        return []
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        problems.append(Problem(label, 1, "a catalog file holds a list of entries (or one entry mapping)"))
+        return []
+    entries = []
+    seen: dict[str, int] = {}
+    for raw in data:
+        if not isinstance(raw, dict):
+            problems.append(Problem(label, getattr(raw, "line", 0), "each catalog entry must be a mapping"))
+            continue
+        entry = _EntryBuilder(raw, label, problems).build()
+        if entry is not None:
+            if entry.id in seen:
+                problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' (first at line {seen[entry.id]})",
+                                        "ids are unique within a catalog source"))
+                continue
+            seen[entry.id] = entry.line
+            entries.append(entry)
+    return entries
+
+
+def _catalog_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    return [path]
+
+
+def _load_source(path: Path, display: str, problems: list[Problem]) -> list[Entry]:
+    """One source (a file or a folder): ids must be unique across it."""
+    if not path.exists():
+        problems.append(Problem(display, 0, "catalog path does not exist"))
+        return []
+    entries: list[Entry] = []
+    first: dict[str, Entry] = {}
+    for f in _catalog_files(path):
+        label = display if f == path else str(Path(display) / f.relative_to(path))
+        for entry in _load_file(f, label, problems):
+            if entry.id in first:
+                other = first[entry.id]
+                problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' "
+                                        f"(also at {other.source}:{other.line})", "ids are unique within a catalog source"))
+                continue
+            first[entry.id] = entry
+            entries.append(entry)
+    return entries
+
+
+def _builtin_dir() -> Path:
+    return Path(str(importlib.resources.files("patterns").joinpath("catalog")))
+
+
+def load_catalog(extra: list[str] | tuple[str, ...] = (), builtin: bool = True) -> Catalog:
+    """Built-in entries, then each extra source in order; a later source overrides an id."""
+    problems: list[Problem] = []
+    merged: dict[str, Entry] = {}
+    sources = []
+    if builtin:
+        for e in _load_source(_builtin_dir(), "patterns/catalog", problems):
+            merged[e.id] = e
+        sources.append("built-in")
+    for path in extra:
+        for e in _load_source(Path(path), str(path), problems):
+            merged[e.id] = e
+        sources.append(str(path))
+    for e in merged.values():
+        for target in e.explains:
+            if target not in merged and target not in CATEGORIES:
+                problems.append(Problem(e.source, e.line, f"entry '{e.id}': explains unknown id or category '{target}'",
+                                        _suggest(target, list(merged)) or ""))
+    if problems:
+        raise CatalogError(problems)
+    return Catalog(tuple(merged.values()), tuple(sources))
+
+
+def load_builtin_catalog() -> Catalog:
+    return load_catalog(())

@@ -1,0 +1,116 @@
+"""Typed, frozen shapes of catalog entries. The loader builds them; nothing else mutates them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import regex
+
+
+class Role(str, Enum):
+    """What a finding means for the verdict."""
+
+    CAUSE = "cause"  # can be the root cause
+    SYMPTOM = "symptom"  # an echo of a failure elsewhere (watchdog on other ranks, SIGTERM, ...)
+    WRAPPER = "wrapper"  # re-raises something else (RayTaskError, ChildFailedError, Hydra)
+    CONTEXT = "context"  # informative only; never a failure by itself
+
+
+class Severity(str, Enum):
+    FATAL = "fatal"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Remediation:
+    summary: str
+    why: str
+    fix: tuple[str, ...]
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Example:
+    line: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Examples:
+    match: tuple[Example, ...]
+    no_match: tuple[Example, ...]
+    todo_match: tuple[Example, ...] = ()
+
+
+@dataclass(frozen=True)
+class CategoryFrom:
+    """Derive the category from a named group (e.g. a torchrun exit code, a RayTaskError class)."""
+
+    group: str
+    map: tuple[tuple[str, str], ...]
+    default: str
+
+    def resolve(self, value: str | None) -> str:
+        for key, category in self.map:
+            if value == key:
+                return category
+        return self.default
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    title: str
+    category: str
+    role: Role
+    severity: Severity
+    priority: int
+    keywords: tuple[str, ...]
+    patterns: tuple[regex.Pattern, ...]
+    message: str
+    remediation: Remediation
+    examples: Examples
+    stage: str | None = None
+    explains: tuple[str, ...] = ()
+    category_from: CategoryFrom | None = None
+    source: str = ""
+    line: int = 0
+
+    def render_message(self, groups: dict[str, str | None]) -> str:
+        """Fill `{name}` placeholders from regex groups by plain substitution (never str.format)."""
+        return fill_placeholders(self.message, groups)
+
+    def category_for(self, groups: dict[str, str | None]) -> str:
+        if self.category_from is None:
+            return self.category
+        return self.category_from.resolve(groups.get(self.category_from.group))
+
+
+_PLACEHOLDER = regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def placeholders(text: str) -> list[str]:
+    return _PLACEHOLDER.findall(text)
+
+
+def fill_placeholders(text: str, groups: dict[str, str | None]) -> str:
+    def sub(m: regex.Match) -> str:
+        value = groups.get(m.group(1))
+        return value if value is not None else "?"
+
+    return _PLACEHOLDER.sub(sub, text)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    entries: tuple[Entry, ...]
+    sources: tuple[str, ...] = field(default=())
+
+    def by_id(self) -> dict[str, Entry]:
+        return {e.id: e for e in self.entries}
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self.by_id().get(entry_id)

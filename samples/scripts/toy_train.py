@@ -1,0 +1,200 @@
+"""Tiny distributed "training loop" used to capture real torchrun / gloo failure logs.
+
+Launched by capture.sh with torchrun; every case is a real run on CPU (gloo backend).
+The model is a single nn.Linear wrapped in DDP, trained on synthetic regression data.
+
+Cases (--case):
+  healthy       train --steps steps and exit 0
+  nan-guard     rank 2's batch carries NaNs at step 5; the user-code loss guard raises
+                RuntimeError while the other ranks wait in DDP's backward all_reduce
+  sigkill       rank 1 SIGKILLs itself at step 4 (what the host OOM killer does)
+  hang          rank 3 stalls before step 3's collectives; the others hit the gloo timeout
+  interleaved   ranks 1, 2 and 3 meet at a barrier, then all raise at the same moment
+                from a few frames deep (rank 0 waits in an all_reduce)
+  record        rank 1 raises at step 3; main() is wrapped in @record so torchrun
+                writes error.json files
+"""
+
+import argparse
+import math
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class SlowLineWriter:
+    """Wraps sys.stderr so that text goes out one line at a time with a pause after each line.
+
+    Used only for the interleaving fixture: it stands in for a rank that is starved of CPU or writes
+    to a slow filesystem, so that torchrun's tailer (which polls each rank's log file every 0.1 s)
+    picks up the ranks' tracebacks line by line instead of one whole traceback at a time.
+    The text itself is untouched.
+    """
+
+    def __init__(self, stream, delay_s):
+        self._stream = stream
+        self._delay_s = delay_s
+
+    def write(self, text):
+        for line in text.splitlines(keepends=True):
+            self._stream.write(line)
+            self._stream.flush()
+            time.sleep(self._delay_s)
+        return len(text)
+
+    def flush(self):
+        self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class SyntheticShard:
+    """A rank's shard of a synthetic regression data set."""
+
+    def __init__(self, rank, dim=16, batch_size=32, poison_step=None):
+        self.rank = rank
+        self.dim = dim
+        self.batch_size = batch_size
+        self.poison_step = poison_step
+        self.gen = torch.Generator().manual_seed(1234 + rank)
+        self.w_true = torch.randn(dim, 1, generator=torch.Generator().manual_seed(7))
+
+    def batch(self, step):
+        x = torch.randn(self.batch_size, self.dim, generator=self.gen)
+        y = x @ self.w_true + 0.1 * torch.randn(self.batch_size, 1, generator=self.gen)
+        if self.poison_step is not None and step == self.poison_step:
+            # a corrupt record: a few labels are NaN
+            y[3:6] = float("nan")
+        return x, y
+
+
+def check_loss(loss, step, rank):
+    if not torch.isfinite(loss):
+        raise RuntimeError(
+            f"Loss is {loss.item()} at step {step} (rank {rank}); aborting to avoid writing a corrupt checkpoint"
+        )
+
+
+def validate_batch(x, step):
+    # deliberately a few frames deep, for the interleaving fixture
+    if x.shape[1] != 17:
+        raise ValueError(
+            f"expected features of width 17 from the tokenizer cache, got {x.shape[1]} at step {step}"
+        )
+
+
+def prepare_batch(shard, step):
+    x, y = shard.batch(step)
+    validate_batch(x, step)
+    return x, y
+
+
+def train_step(model, opt, shard, step, args, rank):
+    if args.case == "interleaved" and step == args.fail_step and rank != 0:
+        dist.barrier(group=args.side_group)  # ranks 1-3 line up, then all fail together
+        x, y = prepare_batch(shard, step)
+    else:
+        x, y = shard.batch(step)
+    loss = F.mse_loss(model(x), y)
+    if args.case == "nan-guard":
+        check_loss(loss, step, rank)
+    opt.zero_grad()
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+    opt.step()
+    return loss.detach(), grad_norm
+
+
+def run(args):
+    if args.slow_stderr > 0:
+        sys.stderr = SlowLineWriter(sys.stderr, args.slow_stderr)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
+    rank = dist.get_rank()
+    world = dist.get_world_size()
+    torch.manual_seed(0)
+
+    if args.case == "interleaved":
+        # every rank must take part in new_group
+        args.side_group = dist.new_group(ranks=list(range(1, world)))
+
+    model = DDP(torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    scaler = None
+    if args.case == "healthy":
+        # a common pattern in scripts written for GPUs; on a CPU-only host it only warns
+        scaler = torch.cuda.amp.GradScaler()
+    poison = args.fail_step if (args.case == "nan-guard" and rank == 2) else None
+    shard = SyntheticShard(rank, poison_step=poison)
+    if rank == 0:
+        n_params = sum(p.numel() for p in model.parameters())
+        log(f"world_size={world} backend={dist.get_backend()} model=Linear(16, 1) params={n_params} steps={args.steps}")
+
+    t0 = time.time()
+    for step in range(1, args.steps + 1):
+        if args.case == "sigkill" and rank == 1 and step == args.fail_step:
+            # what the kernel OOM killer does to a process: no Python exception, no output
+            os.kill(os.getpid(), signal.SIGKILL)
+        if args.case == "hang" and rank == 3 and step == args.fail_step:
+            time.sleep(args.hang_s)  # a stalled data loader on this rank
+        if args.case == "record" and rank == 1 and step == args.fail_step:
+            raise FileNotFoundError(
+                f"[Errno 2] No such file or directory: '/workspace/job/data/shard-{rank:05d}.parquet'"
+            )
+
+        loss, grad_norm = train_step(model, opt, shard, step, args, rank)
+        stats = torch.stack([loss, grad_norm.detach()])
+        dist.all_reduce(stats)
+        stats /= world
+        if rank == 0:
+            log(f"step:{step} - loss:{stats[0].item():.4f} - grad_norm:{stats[1].item():.4f} - lr:{args.lr}")
+        time.sleep(args.step_s)
+
+    if rank == 0:
+        log(f"Training finished: {args.steps} steps in {time.time() - t0:.1f}s")
+    if not args.no_destroy:
+        dist.destroy_process_group()
+
+
+def parse():
+    p = argparse.ArgumentParser()
+    p.add_argument("--case", default="healthy",
+                   choices=["healthy", "nan-guard", "sigkill", "hang", "interleaved", "record"])
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--fail-step", type=int, default=5)
+    p.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
+    p.add_argument("--hang-s", type=float, default=60.0)
+    p.add_argument("--step-s", type=float, default=0.2)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--no-destroy", action="store_true")
+    p.add_argument("--slow-stderr", type=float, default=0.0,
+                   help="pause this many seconds after each stderr line (interleaving fixture)")
+    return p.parse_args()
+
+
+@record
+def main_recorded():
+    run(parse())
+
+
+def main():
+    run(parse())
+
+
+if __name__ == "__main__":
+    if "--case=record" in sys.argv or ("--case" in sys.argv and sys.argv[sys.argv.index("--case") + 1] == "record"):
+        main_recorded()
+    else:
+        main()
