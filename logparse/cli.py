@@ -112,8 +112,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
                 _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
     scanner = Scanner(catalog)
     try:
-        for f in files:
-            scanner.feed_input(f)
+        scanner.feed_inputs(files)
     except InputError as exc:
         _fail(str(exc))
     report = scanner.report()

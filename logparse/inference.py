@@ -196,10 +196,11 @@ def _where(rec: Record, tb: Traceback | None) -> dict:
         "actor": o.actor or start.actor,
         "node": o.node or start.node,
     }
-    if tb is not None and tb.task and out["pid"] is None:
+    if tb is not None and tb.task and tb.task_pid is not None:
+        # the error was raised in the Ray worker named in the header, wherever it was printed
         out["pid"] = tb.task_pid
         out["actor"] = tb.task.split(".", 1)[0]
-        out["node"] = out["node"] or tb.task_node
+        out["node"] = tb.task_node or out["node"]
     return out
 
 
@@ -238,6 +239,7 @@ def root_cause_of(choice: Choice, choices: list[Choice], collector: FindingColle
             stage=stage_for(entry, tb),
             confidence=confidence_for(choice, symptoms),
             remediation=fix_of(entry),
+            error_line=evidence_of(rec),
             traceback=traceback_view(tb),
             explanation=tuple(explanation) + tuple(f"Beat {c.id} ({c.first.source}:{c.first.line}): {c.reason}"
                                                    for c in candidates),
@@ -260,6 +262,7 @@ def root_cause_of(choice: Choice, choices: list[Choice], collector: FindingColle
         stage=stage_for(None, tb),
         confidence=confidence_for(choice, symptoms),
         remediation=UNKNOWN_FIX,
+        error_line=evidence_of(rec),
         traceback=traceback_view(tb),
         explanation=tuple(explanation) + tuple(f"Beat {c.id} ({c.first.source}:{c.first.line}): {c.reason}"
                                                for c in candidates),

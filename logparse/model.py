@@ -58,6 +58,7 @@ class RootCause:
     stage: str | None
     confidence: float
     remediation: Fix
+    error_line: Evidence | None = None  # where the error line itself is (also within `evidence`)
     traceback: TracebackView | None = None
     explanation: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = ()

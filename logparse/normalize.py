@@ -100,7 +100,7 @@ class Origin:
         return ", ".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record:
     """A line with its prefixes understood: `message` is what patterns run on."""
 
@@ -135,7 +135,9 @@ class Normalizer:
         self.year = y
         return self._stamp(y, mo, d, hms)
 
-    def normalize(self, line: Line, seq: int = 0) -> Record:
+    def normalize(self, line: Line, seq: int = 0, default: Origin | None = None) -> Record:
+        """Strip the prefixes of `line`; `default` (from the file's place in a log folder) fills what
+        the line's own prefixes do not say."""
         text = line.text
         pos = 0
         rank = local_rank = pid = None
@@ -226,5 +228,11 @@ class Normalizer:
             message = segments[-1] if segments else ""
         if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
             rank = int(m.group("rank"))
+        if default is not None:
+            rank = default.rank if rank is None else rank
+            local_rank = default.local_rank if local_rank is None else local_rank
+            pid = default.pid if pid is None else pid
+            node = node or default.node
+            actor = actor or default.actor
         origin = Origin(rank, local_rank, pid, node, actor, time, level, repeat)
         return Record(line, origin, message, seq)

@@ -7,7 +7,6 @@ line count stays right).
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
 import zlib
@@ -64,44 +63,85 @@ def decode_line(raw: bytes) -> str:
     return strip_ansi(raw.decode("utf-8", errors="replace"))
 
 
-def iter_raw_lines(stream: BinaryIO, stats: InputStats) -> Iterator[tuple[bytes, bool]]:
-    """Yield (line bytes without the newline, truncated?) from a binary stream, chunk by chunk."""
-    rest = b""
-    skipping = False  # inside an over-long line whose head was already yielded
+def plain_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
     while True:
         chunk = stream.read(CHUNK_BYTES)
         if not chunk:
-            break
+            return
         stats.bytes += len(chunk)
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                break
-            if skipping:
-                skipping = False
+        yield chunk
+
+
+class TruncatedGzip(Exception):
+    pass
+
+
+def gunzip_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+    """Decompress gzip incrementally (multi-member too), so a truncated file yields what it holds."""
+    d = zlib.decompressobj(wbits=31)
+    for raw in plain_chunks(stream, stats):
+        while raw:
+            try:
+                out = d.decompress(raw, CHUNK_BYTES)
+            except zlib.error as exc:
+                raise TruncatedGzip(f"damaged gzip data ({exc})") from None
+            if out:
+                yield out
+            while d.unconsumed_tail:
+                out = d.decompress(d.unconsumed_tail, CHUNK_BYTES)
+                if out:
+                    yield out
+            if d.eof:
+                raw = d.unused_data
+                d = zlib.decompressobj(wbits=31)
             else:
-                piece = rest + chunk[start:nl] if rest else chunk[start:nl]
-                rest = b""
-                if len(piece) > MAX_LINE_BYTES:
-                    yield piece[:MAX_LINE_BYTES], True
+                raw = b""
+    if not d.eof and (d.unconsumed_tail or stats.bytes):
+        tail = d.flush()
+        if tail:
+            yield tail
+        raise TruncatedGzip("compressed data ends early")
+
+
+def iter_raw_lines(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """Yield (line bytes without the newline, truncated?) from byte chunks."""
+    rest = b""
+    skipping = False  # inside an over-long line whose head was already yielded
+    pending: bytes | None = None
+    try:
+        for chunk in chunks:
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                if nl < 0:
+                    break
+                if skipping:
+                    skipping = False
                 else:
-                    yield piece, False
-            start = nl + 1
-        if not skipping:
-            rest += chunk[start:]
-            if len(rest) > MAX_LINE_BYTES:
-                yield rest[:MAX_LINE_BYTES], True
-                rest = b""
-                skipping = True
-    if rest and not skipping:
-        yield rest, False
+                    piece = rest + chunk[start:nl] if rest else chunk[start:nl]
+                    rest = b""
+                    if len(piece) > MAX_LINE_BYTES:
+                        yield piece[:MAX_LINE_BYTES], True
+                    else:
+                        yield piece, False
+                start = nl + 1
+            if not skipping:
+                rest += chunk[start:]
+                if len(rest) > MAX_LINE_BYTES:
+                    yield rest[:MAX_LINE_BYTES], True
+                    rest = b""
+                    skipping = True
+    finally:
+        pending = rest if rest and not skipping else None
+        if pending is not None:
+            yield pending, False
 
 
-def iter_lines(stream: BinaryIO, source: str, stats: InputStats) -> Iterator[Line]:
+def iter_lines(stream: BinaryIO, source: str, stats: InputStats, gz: bool = False) -> Iterator[Line]:
     number = 0
     truncated_count = 0
-    for raw, truncated in iter_raw_lines(stream, stats):
+    chunks = gunzip_chunks(stream, stats) if gz else plain_chunks(stream, stats)
+    for raw, truncated in iter_raw_lines(chunks):
         number += 1
         stats.lines = number
         if truncated:
@@ -156,7 +196,6 @@ def open_input(path: str) -> BinaryIO:
         if head != b"\x1f\x8b":
             fh.close()
             raise InputError(f"{path}: has a .gz name but is not gzip data")
-        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
     return fh
 
 
@@ -164,12 +203,12 @@ def read_input(path: str, stats: InputStats) -> Iterator[Line]:
     """All lines of one input. A damaged .gz yields what could be read and a note."""
     fh = open_input(path)
     display = "-" if path == "-" else path
+    gz = path != "-" and Path(path).suffix.lower() == ".gz"
     try:
         try:
-            yield from iter_lines(fh, display, stats)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            stats.notes.append(f"{display}: compressed data ends early or is damaged ({exc}); "
-                               f"scanned the {stats.lines} line(s) before that")
+            yield from iter_lines(fh, display, stats, gz=gz)
+        except TruncatedGzip as exc:
+            stats.notes.append(f"{display}: {exc}; scanned the {stats.lines} line(s) before that")
         except OSError as exc:
             raise InputError(f"{display}: read error: {exc.strerror or exc}") from None
     finally:

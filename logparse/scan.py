@@ -1,17 +1,32 @@
-"""One pass over the inputs: read -> normalise -> tracebacks -> match -> findings -> verdict."""
+"""One pass over the inputs: read -> normalise -> tracebacks -> match -> findings -> verdict.
+
+Several files are read as one job. Up to MAX_MERGE_FILES files are merged into one timeline by
+their timestamps (a line without one takes the last timestamp seen in its file; lines before any
+timestamp come first, in file order); more files than that are read one after the other.
+"""
 
 from __future__ import annotations
 
+import heapq
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+import regex
 
 from logparse.findings import FindingCollector, Hit
 from logparse.inference import infer
+from logparse.layout import file_origin
 from logparse.matcher import Matcher
 from logparse.model import InputInfo, Report
-from logparse.normalize import Normalizer
-from logparse.reader import InputStats, expand_inputs, read_input
+from logparse.normalize import Normalizer, Origin, Record
+from logparse.reader import InputStats, Line, expand_inputs, read_input
 from logparse.tracebacks import LineRole, TracebackAssembler
 from patterns import Catalog
+
+MAX_MERGE_FILES = 64
+MAX_ERROR_JSON_BYTES = 16 << 20
+RAY_ACTOR_MARKER = regex.compile(r"^:actor_name:(?P<actor>\S+)")
 
 
 @dataclass(frozen=True)
@@ -19,10 +34,11 @@ class ScanConfig:
     """Knobs of one scan (frozen: the scanner's state lives apart, in Scanner)."""
 
     max_groups: int = 2000
+    merge_files: int = MAX_MERGE_FILES
 
 
 class Scanner:
-    """Holds the per-scan state; feed lines in order, then call `report()`."""
+    """Holds the per-scan state; feed inputs in order, then call `report()`."""
 
     def __init__(self, catalog: Catalog, config: ScanConfig | None = None):
         self.catalog = catalog
@@ -33,16 +49,76 @@ class Scanner:
         self.collector = FindingCollector()
         self.inputs: list[InputStats] = []
         self.seq = 0
+        self.attribution: dict[str, Origin] = {}  # file -> what its place in a layout says
 
-    def feed_input(self, path: str) -> None:
+    # -- reading ---------------------------------------------------------------------------------
+    def records(self, path: str) -> Iterator[Record]:
+        """Normalised records of one input, with the file's layout attribution as default origin."""
         stats = InputStats("-" if path == "-" else path)
         self.inputs.append(stats)
-        for line in read_input(path, stats):
-            self.feed_line(line)
+        fo = file_origin(path) if path != "-" else None
+        default = None
+        if fo is not None and fo.layout:
+            default = Origin(local_rank=fo.local_rank, pid=fo.pid, actor=fo.actor)
+            self.attribution[stats.path] = default
+        lines = read_input(path, stats)
+        if fo is not None and fo.error_file:
+            lines = self._error_file_lines(path, stats, lines)
+        for line in lines:
+            if line.text.startswith(":actor_name:") and default is not None:
+                m = RAY_ACTOR_MARKER.match(line.text)
+                if m:  # Ray worker logs name their actor once, at the top
+                    default = Origin(local_rank=default.local_rank, pid=default.pid, actor=m.group("actor"))
+                    self.attribution[stats.path] = default
+            yield self.normalizer.normalize(line, 0, default)
 
-    def feed_line(self, line) -> None:
+    def _error_file_lines(self, path: str, stats: InputStats, lines: Iterator[Line]) -> Iterator[Line]:
+        """torchrun's `@record` error.json: its py_callstack (or message) becomes the lines scanned;
+        line numbers then count lines of the callstack. Anything else is scanned as plain text."""
+        buffered = []
+        size = 0
+        for line in lines:
+            buffered.append(line)
+            size += len(line.text)
+            if size > MAX_ERROR_JSON_BYTES:
+                yield from buffered
+                yield from lines
+                return
+        try:
+            data = json.loads("\n".join(line.text for line in buffered))
+            message = data["message"]
+            if isinstance(message, dict):
+                text = message.get("extraInfo", {}).get("py_callstack") or message.get("message", "")
+            else:
+                text = str(message)
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError("empty")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            yield from buffered
+            return
+        stats.notes.append(f"{stats.path}: read as a torchrun error file (its py_callstack)")
+        for i, t in enumerate(text.splitlines(), 1):
+            yield Line(stats.path, i, t)
+
+    def feed_input(self, path: str) -> None:
+        for rec in self.records(path):
+            self.feed_record(rec)
+
+    def feed_inputs(self, paths: list[str]) -> None:
+        if 1 < len(paths) <= self.config.merge_files:
+            for rec in merge_by_time([self.records(p) for p in paths]):
+                self.feed_record(rec)
+        else:
+            for p in paths:
+                self.feed_input(p)
+
+    def feed_line(self, line: Line) -> None:
+        self.feed_record(self.normalizer.normalize(line))
+
+    # -- understanding ---------------------------------------------------------------------------
+    def feed_record(self, rec: Record) -> None:
         self.seq += 1
-        rec = self.normalizer.normalize(line, self.seq)
+        rec.seq = self.seq
         role = self.assembler.feed(rec)
         if role in (LineRole.FRAME, LineRole.START):
             return
@@ -75,8 +151,21 @@ class Scanner:
         )
 
 
+def merge_by_time(streams: list[Iterator[Record]]) -> Iterator[Record]:
+    """k-way merge of per-file record streams by timestamp, stable by file order."""
+
+    def keyed(index: int, it: Iterator[Record]) -> Iterator[tuple[float, int, int, Record]]:
+        last = float("-inf")
+        for n, rec in enumerate(it):
+            if rec.origin.time is not None:
+                last = rec.origin.time
+            yield last, index, n, rec
+
+    for _, _, _, rec in heapq.merge(*(keyed(i, s) for i, s in enumerate(streams))):
+        yield rec
+
+
 def scan_paths(paths: list[str], catalog: Catalog, config: ScanConfig | None = None) -> Report:
     scanner = Scanner(catalog, config)
-    for path in expand_inputs(paths or ["-"]):
-        scanner.feed_input(path)
+    scanner.feed_inputs(expand_inputs(paths or ["-"]))
     return scanner.report()

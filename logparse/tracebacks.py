@@ -38,6 +38,9 @@ EXC_NAME_RE = regex.compile(r"(?:Error|Exception|Interrupt|Exit|Warning|Failure|
 RAY_TASK_RE = regex.compile(
     r"ray::(?P<task>[\w.<>]+)\(\)(?:\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?)?"
 )
+# A Ray task header printed without a "Traceback" line: `Unhandled error (suppress with ...): ray::X.m() (pid=..`
+# or the driver's `ray.exceptions.RayTaskError(E): ray::X.m() (pid=...` when Ray prints the error alone.
+RAY_HEADER_RE = regex.compile(r"(?:^|: )ray::(?P<task>[\w.<>]+)\(\)\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?")
 LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ", "/_private/")
 THIRD_PARTY_OK = ("/verl/",)  # verl is the user's framework: its frames count as user code
 
@@ -128,6 +131,7 @@ class _StreamState:
     tb: Traceback | None = None
     phase: str = "idle"  # idle | frames | code | message
     pending_chain: Traceback | None = None
+    last_closed: Traceback | None = None
     context: deque = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
 
 
@@ -178,6 +182,7 @@ class TracebackAssembler:
             self.closed.append(tb)
         else:
             self._recent.append(tb)
+        st.last_closed = tb
         st.tb = None
         st.phase = "idle"
 
@@ -198,9 +203,22 @@ class TracebackAssembler:
             st.tb.add(rec)
             st.phase = "frames"
             return LineRole.START
+        if st.tb is None and "ray::" in msg and not msg[:1].isspace():
+            m = RAY_HEADER_RE.search(msg)
+            if m:
+                tb = st.tb = Traceback(rec.stream, rec, list(st.context))
+                tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
+                tb.add(rec)
+                st.phase = "frames"
+                parsed = parse_exception_line(stripped)
+                if parsed is not None:
+                    tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
+                    return LineRole.EXCEPTION
+                return LineRole.MESSAGE
         if st.tb is None:
             if stripped in CHAIN_MARKERS:
-                return LineRole.NONE
+                st.pending_chain = st.last_closed
+                return LineRole.FRAME
             if stripped:
                 st.context.append(rec)
             return LineRole.NONE
@@ -242,6 +260,10 @@ class TracebackAssembler:
             return LineRole.EXCEPTION
         # phase == "message": continuation lines of a multi-line exception message
         exc = tb.exceptions[-1]
+        if "ray::" in msg and RAY_HEADER_RE.search(msg) and not stripped.startswith("ray.exceptions.RayTaskError"):
+            # the next Ray task error starts right after this one (Ray prints one per failed task)
+            self._close(st)
+            return self.feed(rec)
         if not stripped:
             if exc.message or exc.extra:
                 tb.add(rec)

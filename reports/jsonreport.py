@@ -36,6 +36,7 @@ def _root(rc: RootCause) -> dict[str, Any]:
     return {
         "id": rc.id, "category": rc.category, "title": rc.title, "summary": rc.summary, "message": rc.message,
         "evidence": [_evidence(e) for e in rc.evidence],
+        "error_line": _evidence(rc.error_line) if rc.error_line else None,
         "rank": rc.rank, "local_rank": rc.local_rank, "pid": rc.pid, "actor": rc.actor, "node": rc.node,
         "stage": rc.stage, "confidence": rc.confidence,
         "remediation": {"summary": rc.remediation.summary, "why": rc.remediation.why,
