@@ -54,8 +54,9 @@ def concat_dict_to_str(metrics, step):
 
 def create_colocated_worker_cls():
     class WorkerDict:
-        def __init__(self, rank, world_size, case, fail_step):
+        def __init__(self, rank, world_size, case, fail_step, total_steps):
             self.rank = rank
+            self.total_steps = total_steps
             self.world_size = world_size
             self.case = case
             self.fail_step = fail_step
@@ -72,13 +73,13 @@ def create_colocated_worker_cls():
                 print("Before Actor FSDP, memory allocated (GB): 0.00, memory reserved (GB): 0.00, "
                       "device memory used/total (GB): 0.53/79.11")
             print("Actor use_remove_padding=True")
-            print("Total steps: 6, num_warmup_steps: 0")
+            print(f"Total steps: {self.total_steps}, num_warmup_steps: 0")
             return True
 
         def actor_rollout_generate_sequences(self, step):
             if self.case == "sigkill" and self.rank == 1 and step == self.fail_step:
                 os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(0.2)
+            time.sleep(1.0)
             gen = torch.Generator().manual_seed(step * 100 + self.rank)
             lengths = torch.randint(120, 900, (64,), generator=gen).float()
             return {"response_length": lengths.mean().item(), "score": torch.rand(1, generator=gen).item()}
@@ -99,6 +100,7 @@ def create_colocated_worker_cls():
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.optim.step()
+            time.sleep(0.5)
             return {"pg_loss": -loss.item() / 10, "grad_norm": grad_norm.item(), "ppo_kl": loss.item() / 100}
 
         def actor_rollout_update_actor(self, step):
@@ -124,7 +126,7 @@ class TaskRunner:
         WorkerDict = ray.remote(create_colocated_worker_cls())
         n = cfg.trainer.n_gpus_per_node
         workers = [
-            WorkerDict.options(num_cpus=0.25, name=f"Xk3QvbWorkerDict_0:{r}").remote(r, n, cfg.case, cfg.fail_step)
+            WorkerDict.options(num_cpus=0.25, name=f"Xk3QvbWorkerDict_0:{r}").remote(r, n, cfg.case, cfg.fail_step, total)
             for r in range(n)
         ]
         ray.get([w.actor_rollout_init_model.remote() for w in workers])

@@ -11,12 +11,11 @@ Cases (--case):
   hang          rank 3 stalls before step 3's collectives; the others hit the gloo timeout
   interleaved   ranks 1, 2 and 3 meet at a barrier, then all raise at the same moment
                 from a few frames deep (rank 0 waits in an all_reduce)
-  record        rank 1 raises at step 3; main() is wrapped in @record so torchrun
-                writes error.json files
+  record        rank 1 fails to open its next data shard (FileNotFoundError) at --fail-step;
+                main() is wrapped in @record so torchrun writes error.json files
 """
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -118,6 +117,12 @@ def train_step(model, opt, shard, step, args, rank):
     return loss.detach(), grad_norm
 
 
+def load_next_shard(data_dir, rank):
+    path = os.path.join(data_dir, f"shard-{rank:05d}.parquet")
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def run(args):
     if args.slow_stderr > 0:
         sys.stderr = SlowLineWriter(sys.stderr, args.slow_stderr)
@@ -150,9 +155,7 @@ def run(args):
         if args.case == "hang" and rank == 3 and step == args.fail_step:
             time.sleep(args.hang_s)  # a stalled data loader on this rank
         if args.case == "record" and rank == 1 and step == args.fail_step:
-            raise FileNotFoundError(
-                f"[Errno 2] No such file or directory: '/workspace/job/data/shard-{rank:05d}.parquet'"
-            )
+            load_next_shard(args.data_dir, rank)  # this rank's next shard is missing
 
         loss, grad_norm = train_step(model, opt, shard, step, args, rank)
         stats = torch.stack([loss, grad_norm.detach()])
@@ -179,22 +182,24 @@ def parse():
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--no-destroy", action="store_true")
+    p.add_argument("--data-dir", default="data")
     p.add_argument("--slow-stderr", type=float, default=0.0,
                    help="pause this many seconds after each stderr line (interleaving fixture)")
     return p.parse_args()
 
 
 @record
-def main_recorded():
-    run(parse())
+def main_recorded(args):
+    run(args)
 
 
-def main():
-    run(parse())
+def main(args):
+    run(args)
 
 
 if __name__ == "__main__":
-    if "--case=record" in sys.argv or ("--case" in sys.argv and sys.argv[sys.argv.index("--case") + 1] == "record"):
-        main_recorded()
+    cli_args = parse()
+    if cli_args.case == "record":
+        main_recorded(cli_args)  # errors are written to $TORCHELASTIC_ERROR_FILE (error.json)
     else:
-        main()
+        main(cli_args)

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Capture every real sample log and fixture of verl-logscan (CPU only, gloo backend, local Ray).
+#
+#   python3.11 -m venv /tmp/capvenv
+#   /tmp/capvenv/bin/pip install torch==2.13.0 ray hydra-core transformers tokenizers
+#   bash samples/scripts/capture.sh            # VENV=/path/to/venv to use another venv
+#
+# Each run is launched the way a user would (`CMD 2>&1 | tee FILE`) under `timeout`, from a
+# scratch job directory ($JOB) holding copies of the scripts, then neutralised by neutralise.py
+# (venv -> /opt/venv, job dir -> /workspace/job, hostname -> node-1, IPs -> 10.0.0.x, /root -> /home/user).
+# Writes samples/*.log, samples/scripts/wordings/*.txt, tests/fixtures/torchrun/*, tests/fixtures/ray/*.
+# Runs are real, so pids, ports, timings and (for racing ranks) the order of events differ per run.
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SAMPLES=$(dirname "$HERE")
+REPO=$(dirname "$SAMPLES")
+FIX_T=$REPO/tests/fixtures/torchrun
+FIX_R=$REPO/tests/fixtures/ray
+WORD=$HERE/wordings
+VENV=${VENV:-/tmp/capvenv}
+JOB=${JOB:-/tmp/logscan-job}
+PY=$VENV/bin/python
+TORCHRUN=$VENV/bin/torchrun
+STDLIB=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
+ONLY=${ONLY:-all}   # ONLY=torchrun|ray|wordings to run one group
+
+NEUT_ARGS=(--venv "$VENV" --workdir "$JOB" --workdir "$HERE" --stdlib "$STDLIB" --host "$(hostname)"
+           --host "$(hostname -f 2>/dev/null || hostname)")
+for ip in $(hostname -I 2>/dev/null); do NEUT_ARGS+=(--ip "$ip"); done
+neutralise() { python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" "$@"; }
+
+fresh_job() {
+    rm -rf "$JOB"
+    mkdir -p "$JOB"
+    cp "$HERE/toy_train.py" "$HERE/main_ppo.py" "$JOB/"
+    cp -r "$HERE/config" "$JOB/"
+}
+
+# run_case OUTFILE TIMEOUT_S CMD... : run CMD in $JOB as `CMD 2>&1 | tee OUTFILE`, then neutralise
+run_case() {
+    local out=$1 limit=$2
+    shift 2
+    mkdir -p "$(dirname "$out")"
+    (cd "$JOB" && timeout -k 10 "$limit" "$@" 2>&1 | tee "$out" > /dev/null)
+    local rc=$?
+    neutralise "$out"
+    printf '%-70s rc=%s\n' "${out#$REPO/}" "$rc"
+}
+
+export PYTHONDONTWRITEBYTECODE=1
+
+if [[ $ONLY == all || $ONLY == torchrun ]]; then
+    fresh_job
+    # a. rank 2 raises (loss guard) while ranks 0,1,3 wait in DDP's all_reduce
+    run_case "$SAMPLES/torchrun-rank-exception.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29601 toy_train.py --case nan-guard --fail-step 5
+    # b. rank 1 is SIGKILLed at step 4 (as by the host OOM killer)
+    run_case "$SAMPLES/torchrun-sigkill.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29602 toy_train.py --case sigkill --fail-step 4
+    # c. rank 3 stalls before step 3's collectives; the others hit the 10 s gloo timeout
+    run_case "$SAMPLES/torchrun-gloo-timeout.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29603 toy_train.py --case hang --fail-step 3 --timeout 10 --hang-s 45
+    # d. the master port is already taken by another process
+    "$PY" -c "
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', 29604)); s.listen(); time.sleep(60)" &
+    LISTENER=$!
+    sleep 1
+    run_case "$SAMPLES/torchrun-port-in-use.log" 60 \
+        "$TORCHRUN" --nproc_per_node 2 --master_port 29604 toy_train.py --case healthy
+    kill "$LISTENER" 2>/dev/null; wait "$LISTENER" 2>/dev/null
+    # e. a healthy run
+    run_case "$SAMPLES/torchrun-healthy.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29605 toy_train.py --case healthy --steps 20 --step-s 0.1
+
+    # fixtures: ranks 1-3 fail together, output tee'd with [defaultN]: prefixes
+    run_case "$FIX_T/tee-interleaved.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29606 --tee 3 toy_train.py --case interleaved --fail-step 3 --slow-stderr 0.08
+    # fixtures: --redirects 3 --log-dir logdir with @record (error.json files)
+    rm -rf "$FIX_T/logdir"
+    run_case "$JOB/console.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29607 --redirects 3 --log-dir logdir toy_train.py --case record --fail-step 3
+    cp -r "$JOB/logdir" "$FIX_T/logdir"
+    cp "$JOB/console.log" "$FIX_T/logdir/console.log"
+    find "$FIX_T/logdir" -type f -exec python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" {} +
+    cp "$(ls "$FIX_T"/logdir/*/attempt_0/1/error.json)" "$FIX_T/record-error.json"
+
+    # wordings taken from the runs above
+    grep -h -m1 'EADDRINUSE' "$SAMPLES/torchrun-port-in-use.log" > "$WORD/torchrun-eaddrinuse.txt"
+    grep -h -m1 'Connection closed by peer' "$SAMPLES"/torchrun-*.log > "$WORD/gloo-connection-closed.txt"
+    grep -h -m1 'Connection reset by peer' "$SAMPLES"/torchrun-*.log > "$WORD/gloo-connection-reset.txt" || true
+    grep -h 'Timed out waiting' "$SAMPLES/torchrun-gloo-timeout.log" > "$WORD/gloo-timeout.txt"
+    [[ -s $WORD/gloo-connection-reset.txt ]] || rm -f "$WORD/gloo-connection-reset.txt"
+fi
+
+if [[ $ONLY == all || $ONLY == ray ]]; then
+    fresh_job
+    RAYTMP=/tmp/ray
+    run_case "$SAMPLES/ray-actor-exception.log" 120 \
+        "$PY" main_ppo.py case=oom fail_step=4 algorithm.adv_estimator=grpo data.train_batch_size=256 trainer.n_gpus_per_node=4
+    run_case "$SAMPLES/ray-import-error.log" 120 \
+        "$PY" main_ppo.py case=import-error actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct
+    run_case "$SAMPLES/ray-healthy.log" 120 \
+        "$PY" main_ppo.py case=healthy trainer.total_training_steps=5
+    run_case "$FIX_R/ray-actor-sigkill.log" 120 \
+        "$PY" main_ppo.py case=sigkill fail_step=3
+    # the session folder of that last run: killed actor's and TaskRunner's worker logs, raylet.out
+    SESSION=$(readlink -f "$RAYTMP/session_latest")
+    KILLED=$(grep -a -m1 -oP '^\tpid: \K[0-9]+' "$FIX_R/ray-actor-sigkill.log")
+    RUNNER=$(grep -a -m1 -oP '\(TaskRunner pid=\K[0-9]+' "$FIX_R/ray-actor-sigkill.log")
+    rm -rf "$FIX_R/session_logs"
+    python3 "$HERE/collect_ray_session.py" "$SESSION/logs" "$FIX_R/session_logs" --pid "$KILLED" --pid "$RUNNER"
+    find "$FIX_R/session_logs" -type f -exec python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" {} +
+fi
+
+if [[ $ONLY == all || $ONLY == wordings ]]; then
+    fresh_job
+    cp "$WORD/transformers_errors.py" "$JOB/"
+    for c in padding chat-template; do
+        run_case "$WORD/transformers-$c.txt" 60 "$PY" transformers_errors.py "$c"
+    done
+    (cd "$JOB" && bash "$WORD/import_errors.sh" "$PY" "$WORD")
+    neutralise "$WORD"/python-*.txt
+fi
+rm -rf "$JOB"
+echo "done"
