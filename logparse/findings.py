@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import regex
+from rapidfuzz import fuzz
 
 from logparse.normalize import Record
 from logparse.tracebacks import Traceback
@@ -35,6 +36,8 @@ class Hit:
     seq: int
     traceback: Traceback | None
     context: list[Record]
+    time: float | None = None  # the line's timestamp, else the last one seen in its stream
+    step: int | None = None  # the last training step seen in the job when this line arrived
 
     @property
     def category(self) -> str:
@@ -86,3 +89,32 @@ class FindingCollector:
 
     def by_role(self, role: Role) -> list[FindingGroup]:
         return [g for g in self.groups.values() if g.entry.role == role]
+
+
+# Near-identical masked messages of one entry are one finding. 90 (of 100, rapidfuzz ratio): after
+# masking, what differs between copies of one failure is a word or two (`send`/`recv`, a tensor name);
+# distinct failures of one family differ in more than a tenth of their text.
+SIMILARITY_THRESHOLD = 90
+MAX_FUZZY_GROUPS = 400  # beyond this many groups, only exact (masked) grouping is done
+
+
+def merge_similar(groups: list[FindingGroup]) -> list[FindingGroup]:
+    """Fold groups of the same entry whose masked messages are near-identical (first one kept)."""
+    if len(groups) > MAX_FUZZY_GROUPS:
+        return groups
+    kept: list[FindingGroup] = []
+    for g in groups:
+        target = next((k for k in kept if k.entry.id == g.entry.id
+                       and fuzz.ratio(k.key, g.key) >= SIMILARITY_THRESHOLD), None)
+        if target is None:
+            kept.append(g)
+            continue
+        target.count += g.count
+        target.ranks |= g.ranks
+        target.nodes |= g.nodes
+        for stream, hit in g.stream_firsts.items():
+            if stream not in target.stream_firsts and len(target.stream_firsts) < MAX_STREAMS_PER_GROUP:
+                target.stream_firsts[stream] = hit
+        if g.first.seq < target.first.seq:
+            target.first = g.first
+    return kept

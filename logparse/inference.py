@@ -9,16 +9,18 @@ symptom; both with low confidence.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 from rapidfuzz import process as fuzz_process
 
-from logparse.findings import FindingCollector, FindingGroup, Hit
+from logparse.findings import FindingCollector, FindingGroup, Hit, merge_similar
 from logparse.model import Candidate, Evidence, FindingView, Fix, RootCause, TracebackView
 from logparse.normalize import Record
 from logparse.tracebacks import Traceback
 from patterns import Catalog, Entry, Role
+from patterns.inference import InferenceRules, inference_rules
 from patterns.stages import stage_of_task
 
 MAX_EVIDENCE = 60
@@ -43,8 +45,41 @@ class Choice:
     kind: str  # cause | unknown | wrapper | symptom
     priority: int
     seq: int
+    time: float | None = None
     hit: Hit | None = None
     traceback: Traceback | None = None
+    group: FindingGroup | None = None
+    explained_by: Choice | None = None
+    survived_to: int | None = None  # training went on to this step after it
+
+    @property
+    def category(self) -> str:
+        return self.hit.category if self.hit is not None else "unknown"
+
+    @property
+    def entry_id(self) -> str:
+        return self.hit.entry.id if self.hit is not None else "unknown"
+
+    @property
+    def record(self) -> Record:
+        return self.hit.record if self.hit is not None else self.traceback.final.record
+
+    def explains(self, other: Choice, rules: InferenceRules) -> bool:
+        if other is self or other.kind in ("wrapper", "symptom"):
+            return other is not self and self.kind in ("cause", "unknown")
+        if self.kind == "cause":
+            listed = self.hit.entry.explains
+            ok = other.category in listed or other.entry_id in listed
+        elif self.kind == "unknown":
+            ok = other.category in rules.unknown_exception_explains and other.kind == "cause"
+        else:
+            return False
+        if not ok:
+            return False
+        # a cause cannot explain what clearly happened before it
+        if self.time is not None and other.time is not None:
+            return self.time <= other.time + rules.chronology_tolerance_s
+        return True
 
 
 def evidence_of(record: Record) -> Evidence:
@@ -99,8 +134,9 @@ def fix_of(entry: Entry) -> Fix:
     return Fix(r.summary, r.why, r.fix, r.references)
 
 
-def finding_view(group: FindingGroup, category: str | None = None) -> FindingView:
+def finding_view(group: FindingGroup, category: str | None = None, explained_by: str | None = None) -> FindingView:
     return FindingView(
+        explained_by=explained_by,
         id=group.entry.id,
         category=category or group.first.category,
         title=group.entry.title,
@@ -129,39 +165,106 @@ def stage_for(entry: Entry | None, tb: Traceback | None) -> str | None:
     return entry.stage if entry is not None else None
 
 
-def choose(collector: FindingCollector, tracebacks: list[Traceback]) -> tuple[Choice | None, list[Choice]]:
-    """All candidates ordered best first; the first is the verdict."""
-    choices: list[Choice] = []
-    for g in collector.by_role(Role.CAUSE):
-        choices.append(Choice("cause", g.entry.priority, g.first.seq, hit=g.first))
+def chrono_cmp(a: Choice, b: Choice, tolerance: float) -> int:
+    """Order by timestamp where both carry one and they differ by more than the tolerance,
+    else by position in the (time-merged) input."""
+    if a.time is not None and b.time is not None and abs(a.time - b.time) > tolerance:
+        return -1 if a.time < b.time else 1
+    return (a.seq > b.seq) - (a.seq < b.seq)
+
+
+def candidates_of(collector: FindingCollector, groups: list[FindingGroup], tracebacks: list[Traceback],
+                  last_step: tuple[int, int] | None) -> list[Choice]:
+    """Every cause finding and every exception no entry recognises; survivors are marked."""
+    out: list[Choice] = []
+    for g in groups:
+        if g.entry.role == Role.CAUSE:
+            out.append(Choice("cause", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g))
     for tb in tracebacks:
         exc = tb.final
         if exc is None or exc.short_type in IGNORED_EXCEPTIONS:
             continue
         if exc.record.seq in collector.hit_seqs:
             continue
-        choices.append(Choice("unknown", UNKNOWN_PRIORITY, exc.record.seq, traceback=tb))
-    kind_rank = {"cause": 0, "unknown": 0, "wrapper": 1, "symptom": 2}
-    if not choices:
-        for g in collector.by_role(Role.WRAPPER):
-            choices.append(Choice("wrapper", g.entry.priority, g.first.seq, hit=g.first))
-        if not choices:
-            for g in collector.by_role(Role.SYMPTOM):
-                choices.append(Choice("symptom", g.entry.priority, g.first.seq, hit=g.first))
-    choices.sort(key=lambda c: (kind_rank[c.kind], -c.priority, c.seq))
-    return (choices[0] if choices else None), choices
+        out.append(Choice("unknown", UNKNOWN_PRIORITY, exc.record.seq, exc.record.origin.time, traceback=tb))
+    if last_step is not None:
+        step_seq, step = last_step
+        for c in out:
+            at = c.hit.step if c.hit is not None else None
+            if step_seq > c.seq and (at is None or step > at):
+                c.survived_to = step
+    return out
 
 
-def confidence_for(choice: Choice, symptom_count: int) -> float:
+def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: list[Traceback],
+           last_step: tuple[int, int] | None = None) -> tuple[Choice | None, list[Choice]]:
+    """The verdict and every candidate considered, best first.
+
+    1. Candidates: causes and unrecognised exceptions; one after which training went on is dropped.
+    2. A candidate explained by another (the catalog's `explains`, inference.yaml for unrecognised
+       exceptions), and not clearly earlier than it, is an echo.
+    3. Among the rest: the most specific priority band first, then the earliest, then priority.
+    4. With no cause at all: the best wrapper (its own category), else the best symptom.
+    """
+    rules = inference_rules()
+    tol = rules.chronology_tolerance_s
+    cands = candidates_of(collector, groups, tracebacks, last_step)
+    live = [c for c in cands if c.survived_to is None]
+    for c in live:
+        for other in live:
+            if other is not c and other.explains(c, rules) and not c.explains(other, rules):
+                c.explained_by = other
+                break
+    roots = [c for c in live if c.explained_by is None] or live
+
+    def order(a: Choice, b: Choice) -> int:
+        ba, bb = rules.band(a.priority), rules.band(b.priority)
+        if ba != bb:
+            return bb - ba
+        c = chrono_cmp(a, b, tol)
+        if c:
+            return c
+        return b.priority - a.priority
+
+    roots.sort(key=functools.cmp_to_key(order))
+    if roots:
+        rest = [c for c in live if c not in roots] + [c for c in cands if c.survived_to is not None]
+        return roots[0], roots + rest
+
+    def in_first_observed(c: Choice) -> bool:
+        """A line inside torchrun's "Root Cause (first observed failure)" block: evidence, ranked first
+        among wrappers (not a verdict: any cause beats it)."""
+        tb = c.hit.traceback
+        f = tb.torchrun_failure_at(c.hit.seq) if tb is not None else None
+        return f is not None and f.section == "root"
+
+    for kind, role in (("wrapper", Role.WRAPPER), ("symptom", Role.SYMPTOM)):
+        pool = [Choice(kind, g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
+                for g in groups if g.entry.role == role]
+        if pool:
+            pool.sort(key=lambda c: (not in_first_observed(c), -c.priority, c.seq))
+            return pool[0], pool + [c for c in cands if c.survived_to is not None]
+    survivors = [c for c in cands if c.survived_to is not None]
+    return None, survivors
+
+
+def confidence_for(choice: Choice, choices: list[Choice]) -> float:
+    rules = inference_rules()
+    explained = sum(1 for c in choices if c.explained_by is choice)
+    rivals = sum(1 for c in choices if c is not choice and c.explained_by is None and c.survived_to is None
+                 and c.kind in ("cause", "unknown") and rules.band(c.priority) == rules.band(choice.priority))
     if choice.kind == "cause":
-        entry = choice.hit.entry
-        base = 0.8 if entry.severity.value == "fatal" else 0.65
-        if choice.hit.traceback is not None:
-            base += 0.05
-        if symptom_count:
-            base += 0.05
-        return round(min(base, 0.95), 2)
-    return {"unknown": 0.4, "wrapper": 0.3, "symptom": 0.2}[choice.kind]
+        base = 0.8 if choice.hit.entry.severity.value == "fatal" else 0.7
+        base += 0.1 if explained else 0.0
+        base += 0.05 if choice.hit.traceback is not None else 0.0
+    elif choice.kind == "unknown":
+        base = 0.45 + (0.1 if explained else 0.0)
+    elif choice.kind == "wrapper":
+        base = 0.35 if choice.category != "unknown" else 0.25
+    else:
+        base = 0.2
+    base -= 0.15 * min(rivals, 2)
+    return round(max(0.1, min(base, 0.97)), 2)
 
 
 def describe(choice: Choice) -> str:
@@ -173,15 +276,20 @@ def describe(choice: Choice) -> str:
 
 
 def why_lost(winner: Choice, other: Choice) -> str:
+    rules = inference_rules()
+    if other.survived_to is not None:
+        return f"training went on to step {other.survived_to} after it"
+    if other.explained_by is not None:
+        return f"an echo: explained by {describe(other.explained_by)}"
     if other.kind in ("wrapper", "symptom") and winner.kind in ("cause", "unknown"):
         return f"a {other.kind}, never the root cause while a cause is visible"
-    if other.kind == "unknown" and winner.kind == "cause":
-        return "an exception no catalog entry names; a recognised cause wins"
-    if other.priority < winner.priority:
-        return f"lower priority ({other.priority} < {winner.priority})"
-    if other.seq > winner.seq:
-        return "same priority, seen later"
-    return "ranked lower"
+    if rules.band(other.priority) < rules.band(winner.priority):
+        return f"less specific (priority {other.priority} < {winner.priority})"
+    if chrono_cmp(winner, other, rules.chronology_tolerance_s) < 0:
+        if winner.time is not None and other.time is not None and other.time - winner.time > rules.chronology_tolerance_s:
+            return f"happened later ({other.time - winner.time:.0f} s after)"
+        return "seen later"
+    return f"lower priority ({other.priority} < {winner.priority})"
 
 
 def _where(rec: Record, tb: Traceback | None) -> dict:
@@ -196,6 +304,11 @@ def _where(rec: Record, tb: Traceback | None) -> dict:
         "actor": o.actor or start.actor,
         "node": o.node or start.node,
     }
+    failure = tb.torchrun_failure_at(rec.seq) if tb is not None else None
+    if failure is not None:
+        # a line of torchrun's ChildFailedError summary: the block names the failed rank
+        out.update(rank=failure.rank, local_rank=failure.local_rank, pid=failure.pid,
+                   node=failure.host or out["node"], actor=None)
     if tb is not None and tb.task and tb.task_pid is not None:
         # the error was raised in the Ray worker named in the header, wherever it was printed
         out["pid"] = tb.task_pid
@@ -204,30 +317,51 @@ def _where(rec: Record, tb: Traceback | None) -> dict:
     return out
 
 
-def root_cause_of(choice: Choice, choices: list[Choice], collector: FindingCollector,
-                  catalog: Catalog) -> RootCause:
-    symptoms = len(collector.groups) - 1
-    explanation = []
-    candidates = []
+def _explanation(choice: Choice, choices: list[Choice], echoes: int) -> list[str]:
+    rules = inference_rules()
+    lines = []
+    where = choice.record.origin.where()
+    if choice.kind == "cause":
+        lines.append(f"Chosen: {describe(choice)}{' on ' + where if where else ''}: a catalog cause "
+                     f"(priority {choice.priority}); of the causes that nothing else explains, it is in the most "
+                     f"specific priority band and the earliest.")
+    elif choice.kind == "unknown":
+        lines.append(f"Chosen: {describe(choice)}{' on ' + where if where else ''}: no catalog entry names it; it "
+                     f"is the exception that ended the first failing process.")
+    elif choice.kind == "wrapper":
+        lines.append(f"Chosen: {describe(choice)}: only wrappers were found; the wrapper's own category "
+                     f"({choice.category}) decides, with low confidence.")
+    else:
+        lines.append(f"Chosen: {describe(choice)}: only symptoms were found; their category is reported with "
+                     f"low confidence.")
+    explained = [c for c in choices if c.explained_by is choice]
+    if explained:
+        cats = sorted({c.category for c in explained})
+        lines.append(f"It explains {len(explained)} other candidate(s) as echoes ({', '.join(cats)}).")
+    if echoes:
+        lines.append(f"{echoes} wrapper/symptom finding(s) are echoes of it (wrappers and symptoms never win "
+                     f"while a cause is visible).")
     for other in choices[1:8]:
-        reason = why_lost(choice, other)
-        rec = other.hit.record if other.hit else other.traceback.final.record
-        cid = other.hit.entry.id if other.hit else "unknown"
-        cat = other.hit.category if other.hit else "unknown"
-        candidates.append(Candidate(cid, cat, reason, evidence_of(rec)))
+        lines.append(f"Beat {describe(other)}: {why_lost(choice, other)}.")
+    _ = rules
+    return lines
+
+
+def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGroup],
+                  catalog: Catalog, extra_explanation: tuple[str, ...] = ()) -> RootCause:
+    echoes = sum(1 for g in groups if g.entry.role in (Role.SYMPTOM, Role.WRAPPER)
+                 and (choice.group is None or g is not choice.group))
+    candidates = tuple(
+        Candidate(other.entry_id, other.category, why_lost(choice, other), evidence_of(other.record))
+        for other in choices[1:8]
+    )
+    explanation = tuple(_explanation(choice, choices, echoes)) + extra_explanation
+    confidence = confidence_for(choice, choices)
     if choice.hit is not None:
         hit = choice.hit
         entry = hit.entry
         rec = hit.record
         tb = hit.traceback
-        explanation.append(
-            f"Chosen: {describe(choice)}, a catalog {choice.kind} (priority {entry.priority})"
-            + (f" on {rec.origin.where()}" if rec.origin.where() else "")
-        )
-        if choice.kind == "wrapper":
-            explanation.append("Only wrappers were found; the wrapper's own category decides, with low confidence.")
-        if choice.kind == "symptom":
-            explanation.append("Only symptoms were found; their category is reported with low confidence.")
         return RootCause(
             id=entry.id,
             category=hit.category,
@@ -237,20 +371,17 @@ def root_cause_of(choice: Choice, choices: list[Choice], collector: FindingColle
             evidence=build_evidence(rec, tb, hit.context if tb is None else tb.context),
             **_where(rec, tb),
             stage=stage_for(entry, tb),
-            confidence=confidence_for(choice, symptoms),
+            confidence=confidence,
             remediation=fix_of(entry),
             error_line=evidence_of(rec),
             traceback=traceback_view(tb),
-            explanation=tuple(explanation) + tuple(f"Beat {c.id} ({c.first.source}:{c.first.line}): {c.reason}"
-                                                   for c in candidates),
-            candidates=tuple(candidates),
+            explanation=explanation,
+            candidates=candidates,
         )
     tb = choice.traceback
     exc = tb.final
     rec = exc.record
-    text = f"{exc.type}: {exc.message}".rstrip(": ") if exc.message else exc.type
-    explanation.append(f"Chosen: {describe(choice)}: no catalog entry matched; it is the exception that "
-                       f"ended the first failing stream")
+    text = f"{exc.type}: {exc.message}" if exc.message else exc.type
     return RootCause(
         id="unknown",
         category="unknown",
@@ -260,30 +391,38 @@ def root_cause_of(choice: Choice, choices: list[Choice], collector: FindingColle
         evidence=build_evidence(rec, tb, tb.context),
         **_where(rec, tb),
         stage=stage_for(None, tb),
-        confidence=confidence_for(choice, symptoms),
+        confidence=confidence,
         remediation=UNKNOWN_FIX,
         error_line=evidence_of(rec),
         traceback=traceback_view(tb),
-        explanation=tuple(explanation) + tuple(f"Beat {c.id} ({c.first.source}:{c.first.line}): {c.reason}"
-                                               for c in candidates),
-        candidates=tuple(candidates),
+        explanation=explanation,
+        candidates=candidates,
         similar=similar_entries(catalog, text),
     )
 
 
-def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Catalog
-          ) -> tuple[RootCause | None, tuple[FindingView, ...], tuple[FindingView, ...]]:
-    choice, choices = choose(collector, tracebacks)
-    groups = sorted(collector.groups.values(), key=lambda g: g.first.seq)
+@dataclass(frozen=True)
+class Verdict:
+    root: RootCause | None
+    symptoms: tuple[FindingView, ...]
+    findings: tuple[FindingView, ...]
+    notes: tuple[str, ...] = ()
+
+
+def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Catalog,
+          last_step: tuple[int, int] | None = None, extra_explanation: tuple[str, ...] = ()) -> Verdict:
+    groups = merge_similar(sorted(collector.groups.values(), key=lambda g: g.first.seq))
     findings = tuple(finding_view(g) for g in groups)
+    choice, choices = choose(collector, groups, tracebacks, last_step)
+    notes = tuple(f"{describe(c)} was not taken as the cause: training went on to step {c.survived_to} after it"
+                  for c in choices if c.survived_to is not None)
     if choice is None:
-        return None, (), findings
-    root = root_cause_of(choice, choices, collector, catalog)
-    winner_group = None
-    if choice.hit is not None:
-        winner_group = next(g for g in groups if g.first is choice.hit)
+        return Verdict(None, (), findings, notes)
+    root = root_cause_of(choice, choices, groups, catalog, extra_explanation)
+    explained_by = {id(c.group): describe(c.explained_by) for c in choices
+                    if c.group is not None and c.explained_by is not None}
     symptoms = tuple(
-        finding_view(g) for g in groups
-        if g is not winner_group and g.entry.role != Role.CONTEXT
+        finding_view(g, explained_by=explained_by.get(id(g))) for g in groups
+        if g is not choice.group and g.entry.role != Role.CONTEXT
     )
-    return root, symptoms, findings
+    return Verdict(root, symptoms, findings, notes)

@@ -75,6 +75,7 @@ class FindingView:
     ranks: tuple[int, ...]
     nodes: tuple[str, ...]
     first: Evidence
+    explained_by: str | None = None  # the cause this finding is an echo of, when known
 
 
 @dataclass(frozen=True)

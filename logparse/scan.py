@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import regex
 
+from logparse.collectives import CollectiveAnalyzer
 from logparse.findings import FindingCollector, Hit
 from logparse.inference import infer
 from logparse.layout import file_origin
@@ -27,6 +28,8 @@ from patterns import Catalog
 MAX_MERGE_FILES = 64
 MAX_ERROR_JSON_BYTES = 16 << 20
 RAY_ACTOR_MARKER = regex.compile(r"^:actor_name:(?P<actor>\S+)")
+STEP_RE = regex.compile(r"(?:^|[\s\]])step:(?P<step>\d+) - ")
+MAX_STREAM_CLOCKS = 100_000
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class Scanner:
         self.inputs: list[InputStats] = []
         self.seq = 0
         self.attribution: dict[str, Origin] = {}  # file -> what its place in a layout says
+        self.clock: dict[tuple, float] = {}  # stream -> last timestamp seen in it
+        self.last_step: tuple[int, int] | None = None  # (seq, step) of the highest step line so far
+        self.collectives = CollectiveAnalyzer()
 
     # -- reading ---------------------------------------------------------------------------------
     def records(self, path: str) -> Iterator[Record]:
@@ -119,23 +125,43 @@ class Scanner:
     def feed_record(self, rec: Record) -> None:
         self.seq += 1
         rec.seq = self.seq
+        msg = rec.message
+        stream = rec.stream
+        t = rec.origin.time
+        if t is not None:
+            if stream in self.clock or len(self.clock) < MAX_STREAM_CLOCKS:
+                self.clock[stream] = t
         role = self.assembler.feed(rec)
         if role in (LineRole.FRAME, LineRole.START):
             return
-        matches = self.matcher.match(rec.message)
+        if "step:" in msg:
+            m = STEP_RE.search(msg)
+            if m:
+                step = int(m.group("step"))
+                if self.last_step is None or step >= self.last_step[1]:
+                    self.last_step = (rec.seq, step)
+        if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
+            self.collectives.feed(rec)
+        matches = self.matcher.match(msg)
         if not matches:
             return
+        if t is None:
+            t = self.clock.get(stream)
         tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
         context = self.assembler.context_of(rec.stream) if tb is None else []
         if tb is None and context and context[-1] is rec:
             context = context[:-1]
         for m in matches:
-            self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, context))
+            self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, context, t,
+                                   self.last_step[1] if self.last_step else None))
 
     def report(self) -> Report:
         self.assembler.close_all()
-        root, symptoms, findings = infer(self.collector, self.assembler.kept(), self.catalog)
-        notes = [n for s in self.inputs for n in s.notes]
+        nccl = self.collectives.report()
+        verdict = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step,
+                        nccl.sentences if nccl else ())
+        root, symptoms, findings = verdict.root, verdict.symptoms, verdict.findings
+        notes = [n for s in self.inputs for n in s.notes] + list(verdict.notes)
         if self.collector.overflow:
             notes.append(f"{self.collector.overflow} further distinct finding(s) were counted but not listed "
                          f"(limit {self.config.max_groups})")

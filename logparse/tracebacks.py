@@ -21,7 +21,7 @@ from logparse.normalize import Record
 
 MAX_TRACEBACK_RECORDS = 200
 MAX_FRAMES = 100
-MAX_MESSAGE_LINES = 40
+MAX_MESSAGE_LINES = 120
 MAX_KEPT_TRACEBACKS = 400
 CONTEXT_LINES = 5
 
@@ -79,6 +79,81 @@ class RaisedException:
         return self.type.rsplit(".", 1)[-1]
 
 
+TORCHRUN_FIELD = regex.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$")
+TORCHRUN_RANK = regex.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
+TORCHRUN_EXIT = regex.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s+\((?P<signal>SIG\w+)\))?")
+TORCHRUN_SIGNAL = regex.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)")
+
+
+@dataclass
+class TorchrunFailure:
+    """One `[i]:` block of torchrun's ChildFailedError summary."""
+
+    section: str  # "failures" or "root" (Root Cause (first observed failure))
+    index: int
+    first_seq: int
+    last_seq: int
+    time: str | None = None
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    exitcode: int | None = None
+    pid: int | None = None
+    signal: str | None = None
+    error_file: str | None = None
+    traceback: str | None = None
+
+    def covers(self, seq: int) -> bool:
+        return self.first_seq <= seq <= self.last_seq
+
+
+def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
+    """Parse the summary that follows `ChildFailedError:` (torch/distributed/elastic/.../errors)."""
+    out: list[TorchrunFailure] = []
+    section = "failures"
+    current: TorchrunFailure | None = None
+    for rec in records:
+        text = rec.message.strip()
+        if text.startswith("Root Cause"):
+            section = "root"
+            current = None
+            continue
+        if text.startswith("Failures:"):
+            section = "failures"
+            current = None
+            continue
+        m = regex.match(r"^\[(\d+)\]:$", text)
+        if m:
+            current = TorchrunFailure(section, int(m.group(1)), rec.seq, rec.seq)
+            out.append(current)
+            continue
+        if current is None:
+            continue
+        f = TORCHRUN_FIELD.match(rec.message)
+        if not f:
+            if text and not set(text) <= set("=-"):
+                current.last_seq = rec.seq  # a multi-line traceback inside the block
+            continue
+        current.last_seq = rec.seq
+        key, value = f.group("key"), f.group("value").strip()
+        if key == "time":
+            current.time = value
+        elif key == "host":
+            current.host = value
+        elif key == "rank" and (m := TORCHRUN_RANK.search(value)):
+            current.rank, current.local_rank = int(m.group("rank")), int(m.group("local"))
+        elif key == "exitcode" and (m := TORCHRUN_EXIT.search(value)):
+            current.exitcode, current.pid = int(m.group("code")), int(m.group("pid"))
+            current.signal = m.group("signal") or current.signal
+        elif key == "error_file":
+            current.error_file = None if value == "<N/A>" else value
+        elif key == "traceback":
+            current.traceback = value
+            if (m := TORCHRUN_SIGNAL.search(value)):
+                current.signal = m.group("name")
+    return out
+
+
 @dataclass
 class Traceback:
     stream: tuple
@@ -93,6 +168,7 @@ class Traceback:
     task_pid: int | None = None  # the worker that raised, from the RayTaskError header
     task_node: str | None = None
     closed: bool = False
+    torchrun_failures: list[TorchrunFailure] = field(default_factory=list)
     _tail: deque = field(default_factory=lambda: deque(maxlen=MAX_TRACEBACK_RECORDS // 2))
 
     def add(self, record: Record) -> None:
@@ -118,6 +194,15 @@ class Traceback:
         while tb.chained_from is not None and tb.chained_from.final is not None:
             tb = tb.chained_from
         return tb.final
+
+    def torchrun_failure_at(self, seq: int) -> TorchrunFailure | None:
+        for f in self.torchrun_failures:
+            if f.covers(seq):
+                return f
+        return None
+
+    def torchrun_root_failure(self) -> TorchrunFailure | None:
+        return next((f for f in self.torchrun_failures if f.section == "root"), None)
 
     def innermost_user_frame(self) -> Frame | None:
         for frame in reversed(self.frames):
@@ -177,6 +262,12 @@ class TracebackAssembler:
         if tb is None:
             return
         tb.closed = True
+        for i, exc in enumerate(tb.exceptions):
+            if exc.short_type == "ChildFailedError":
+                records = tb.all_records()
+                start = next((k for k, r in enumerate(records) if r is exc.record), 0)
+                tb.torchrun_failures = parse_child_failed(records[start + 1:])
+                break
         self.total += 1
         if len(self.closed) < MAX_KEPT_TRACEBACKS // 2:
             self.closed.append(tb)
@@ -249,7 +340,8 @@ class TracebackAssembler:
                 return LineRole.NONE
             etype, emsg = parsed
             tb.exceptions.append(RaisedException(etype, emsg, rec))
-            if tb.task is None and "RayTaskError" in etype:
+            if "RayTaskError" in etype:
+                # nested task errors (TaskRunner.run -> WorkerDict.update_actor): the innermost names the worker
                 m = RAY_TASK_RE.search(emsg)
                 if m:
                     tb.task = m.group("task")

@@ -16,6 +16,7 @@ def _finding(f: FindingView) -> dict[str, Any]:
     return {
         "id": f.id, "category": f.category, "title": f.title, "role": f.role, "count": f.count,
         "ranks": list(f.ranks), "nodes": list(f.nodes), "first": _evidence(f.first),
+        "explained_by": f.explained_by,
     }
 
 

@@ -1,0 +1,37 @@
+"""Inference knowledge as data (patterns/inference.yaml)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from dataclasses import dataclass
+
+import yaml
+
+from patterns.taxonomy import CATEGORIES
+
+
+@dataclass(frozen=True)
+class InferenceRules:
+    unknown_exception_explains: frozenset[str]
+    chronology_tolerance_s: float
+    priority_bands: tuple[int, ...]
+
+    def band(self, priority: int) -> int:
+        """Higher band = more specific; bands are the thresholds in priority_bands."""
+        return sum(1 for threshold in self.priority_bands if priority >= threshold)
+
+
+@functools.lru_cache(maxsize=1)
+def inference_rules() -> InferenceRules:
+    text = importlib.resources.files("patterns").joinpath("inference.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text) or {}
+    explains = frozenset(data.get("unknown_exception_explains") or ())
+    bad = explains - set(CATEGORIES)
+    if bad:
+        raise ValueError(f"patterns/inference.yaml: unknown categories {sorted(bad)}")
+    return InferenceRules(
+        unknown_exception_explains=explains,
+        chronology_tolerance_s=float(data.get("chronology_tolerance_s", 5.0)),
+        priority_bands=tuple(sorted(int(x) for x in data.get("priority_bands", (75, 50, 25)))),
+    )
