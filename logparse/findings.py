@@ -38,6 +38,7 @@ class Hit:
     context: list[Record]
     time: float | None = None  # the line's timestamp, else the last one seen in its stream
     step: int | None = None  # the last training step seen in the job when this line arrived
+    after: list[Record] = field(default_factory=list)  # continuation lines of a multi-line message
 
     @property
     def category(self) -> str:

@@ -86,7 +86,8 @@ def evidence_of(record: Record) -> Evidence:
     return Evidence(record.line.source, record.line.number, record.line.text)
 
 
-def build_evidence(error: Record, tb: Traceback | None, context: list[Record]) -> tuple[Evidence, ...]:
+def build_evidence(error: Record, tb: Traceback | None, context: list[Record],
+                   after: list[Record] | None = None) -> tuple[Evidence, ...]:
     records: list[Record] = list(context[-CONTEXT_LINES:])
     if tb is not None:
         body = tb.all_records()
@@ -98,6 +99,7 @@ def build_evidence(error: Record, tb: Traceback | None, context: list[Record]) -
         records.extend(body)
     if all(r is not error for r in records):
         records.append(error)
+        records.extend(after or ())
         records = records[-MAX_EVIDENCE:]
     seen = set()
     out = []
@@ -368,7 +370,7 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
             title=entry.title,
             summary=entry.render_message(hit.groups),
             message=rec.message,
-            evidence=build_evidence(rec, tb, hit.context if tb is None else tb.context),
+            evidence=build_evidence(rec, tb, hit.context if tb is None else tb.context, hit.after),
             **_where(rec, tb),
             stage=stage_for(entry, tb),
             confidence=confidence,
@@ -419,10 +421,31 @@ def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Cat
     if choice is None:
         return Verdict(None, (), findings, notes)
     root = root_cause_of(choice, choices, groups, catalog, extra_explanation)
-    explained_by = {id(c.group): describe(c.explained_by) for c in choices
+    explained_by = {c.group.entry.id: describe(c.explained_by) for c in choices
                     if c.group is not None and c.explained_by is not None}
-    symptoms = tuple(
-        finding_view(g, explained_by=explained_by.get(id(g))) for g in groups
-        if g is not choice.group and g.entry.role != Role.CONTEXT
-    )
-    return Verdict(root, symptoms, findings, notes)
+    echo_of = describe(choice) if choice.kind in ("cause", "unknown") else None
+    symptoms = []
+    for g in merge_by_entry([g for g in groups if g is not choice.group and g.entry.role != Role.CONTEXT]):
+        if g.entry.role in (Role.SYMPTOM, Role.WRAPPER):
+            cause = echo_of
+        else:
+            cause = explained_by.get(g.entry.id)
+        symptoms.append(finding_view(g, explained_by=cause))
+    return Verdict(root, tuple(symptoms), findings, notes)
+
+
+def merge_by_entry(groups: list[FindingGroup]) -> list[FindingGroup]:
+    """One symptom row per entry: counts added, rank and node sets joined, the earliest first line."""
+    out: dict[str, FindingGroup] = {}
+    for g in groups:
+        k = out.get(g.entry.id)
+        if k is None:
+            out[g.entry.id] = FindingGroup(g.entry, g.key, g.first, g.count, set(g.ranks), set(g.nodes),
+                                           dict(g.stream_firsts))
+            continue
+        k.count += g.count
+        k.ranks |= g.ranks
+        k.nodes |= g.nodes
+        if g.first.seq < k.first.seq:
+            k.first = g.first
+    return list(out.values())

@@ -30,6 +30,12 @@ MAX_ERROR_JSON_BYTES = 16 << 20
 RAY_ACTOR_MARKER = regex.compile(r"^:actor_name:(?P<actor>\S+)")
 STEP_RE = regex.compile(r"(?:^|[\s\]])step:(?P<step>\d+) - ")
 MAX_STREAM_CLOCKS = 100_000
+# verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
+# over many lines, then `[ground_truth] ...` / `[score] ...`. Model output is never evidence.
+SAMPLE_TEXT_START = ("[prompt]", "[response]")
+SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
+MAX_SAMPLE_TEXT_LINES = 5000
+MAX_AFTER_LINES = 8  # continuation lines kept after an error line that is not in a traceback
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,8 @@ class Scanner:
         self.clock: dict[tuple, float] = {}  # stream -> last timestamp seen in it
         self.last_step: tuple[int, int] | None = None  # (seq, step) of the highest step line so far
         self.collectives = CollectiveAnalyzer()
+        self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
+        self.open_message: dict[tuple, Hit] = {}  # stream -> error line still collecting continuation lines
 
     # -- reading ---------------------------------------------------------------------------------
     def records(self, path: str) -> Iterator[Record]:
@@ -131,7 +139,21 @@ class Scanner:
         if t is not None:
             if stream in self.clock or len(self.clock) < MAX_STREAM_CLOCKS:
                 self.clock[stream] = t
+        if msg.startswith("[") and msg.startswith(SAMPLE_TEXT_START + SAMPLE_TEXT_END):
+            if msg.startswith(SAMPLE_TEXT_START):
+                self.sample_text[stream] = 0
+            else:
+                self.sample_text.pop(stream, None)
+            return
+        if self.sample_text and stream in self.sample_text:
+            n = self.sample_text[stream] + 1
+            if n < MAX_SAMPLE_TEXT_LINES and not STEP_RE.search(msg):
+                self.sample_text[stream] = n
+                return
+            del self.sample_text[stream]
         role = self.assembler.feed(rec)
+        if self.open_message and stream in self.open_message:
+            self._continue_message(rec, role)
         if role in (LineRole.FRAME, LineRole.START):
             return
         if "step:" in msg:
@@ -151,9 +173,23 @@ class Scanner:
         context = self.assembler.context_of(rec.stream) if tb is None else []
         if tb is None and context and context[-1] is rec:
             context = context[:-1]
-        for m in matches:
-            self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, context, t,
-                                   self.last_step[1] if self.last_step else None))
+        hits = [Hit(m.entry, rec, m.groups, rec.seq, tb, context, t, self.last_step[1] if self.last_step else None)
+                for m in matches]
+        for hit in hits:
+            self.collector.add(hit)
+        if tb is None and stream not in self.open_message:
+            self.open_message[stream] = hits[0]
+
+    def _continue_message(self, rec: Record, role: LineRole) -> None:
+        """Lines right after an error line outside a traceback belong to its message until a blank
+        line, a new log record (a level or timestamp), a traceback, or MAX_AFTER_LINES."""
+        hit = self.open_message[rec.stream]
+        text = rec.message.strip()
+        if (role != LineRole.NONE or not text or rec.origin.level is not None or rec.origin.time is not None
+                or len(hit.after) >= MAX_AFTER_LINES):
+            del self.open_message[rec.stream]
+            return
+        hit.after.append(rec)
 
     def report(self) -> Report:
         self.assembler.close_all()

@@ -30,7 +30,8 @@ CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
 )
-FRAME_RE = regex.compile(r'^\s+File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.+))?')
+# Frames are indented by Python; pasted excerpts sometimes lose the indentation, so it is optional.
+FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
 EXC_RE = regex.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$"
 )
@@ -306,6 +307,11 @@ class TracebackAssembler:
                     tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
                     return LineRole.EXCEPTION
                 return LineRole.MESSAGE
+        if st.tb is None and "File \"" in msg and FRAME_RE.match(msg):
+            # a traceback whose header was cut off (an excerpt, a rotated file): start it here
+            st.tb = Traceback(rec.stream, rec, list(st.context), chained_from=st.pending_chain)
+            st.pending_chain = None
+            st.phase = "frames"
         if st.tb is None:
             if stripped in CHAIN_MARKERS:
                 st.pending_chain = st.last_closed
@@ -331,10 +337,17 @@ class TracebackAssembler:
                 # the source line under a frame, caret markers, or faulthandler detail
                 if st.phase == "code" and tb.frames and tb.frames[-1].code is None and stripped:
                     tb.frames[-1].code = stripped
+                    st.phase = "frames"
                 tb.add(rec)
                 return LineRole.FRAME
             parsed = parse_exception_line(stripped)
             if parsed is None:
+                if st.phase == "code" and tb.frames and tb.frames[-1].code is None:
+                    # the source line under a frame, its indentation lost in a paste
+                    tb.frames[-1].code = stripped
+                    tb.add(rec)
+                    st.phase = "frames"
+                    return LineRole.FRAME
                 # an unrelated line of the same stream printed inside the traceback (interleaving)
                 st.context.append(rec)
                 return LineRole.NONE

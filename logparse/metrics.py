@@ -1,0 +1,343 @@
+"""Per-step metrics from verl's step lines, and the training anomalies they show.
+
+verl prints one line per step (reference §1.3): `step:N - key:value - key:value ...`, the keys in
+dict order, values as `0.123` (v0.1-v0.4), the full repr (v0.5+: `np.float64(0.1)`, `np.int64(3)`,
+`nan`, `inf`, `1e-06`, plain ints). The line is split on ` - ` and each part on its LAST `:` (data-source
+names inside keys may hold anything); values that are not numbers are dropped. The step line may
+follow a tqdm bar on the same line, so `step:N - ` is searched, not anchored.
+
+Bounds: one row per step (a later line for the same step merges into the row); at most
+`MetricsConfig.max_keys_per_row` (512) keys in a row and `max_rows` (100,000) rows, the oldest row
+dropped first; what was dropped is counted and reported in `notes`.
+
+Anomaly thresholds (all on the rows sorted by step; the constants below):
+* nan-inf: the first step at which a watched key is NaN or +-Inf. Watched: loss keys (any key ending
+  in `loss`, e.g. `actor/pg_loss`, `critic/vf_loss`, `actor/kl_loss`, `loss`; not `actor/entropy_loss`),
+  grad norms (`grad_norm`, `*/grad_norm`) and `critic/score/mean`, `critic/rewards/mean`,
+  `actor/ppo_kl`, `actor/entropy`, `actor/entropy_loss`. Never `critic/values/*` or
+  `critic/vf_explained_var`, which print `nan` harmlessly when the response mask is empty. `fatal` when
+  the key is a loss or grad norm AND the job failed or the key is still non-finite at its last step.
+* grad-norm-spike: a grad norm above SPIKE_FACTOR (10) x the median of its previous finite values
+  (the last SPIKE_WINDOW = 20, at least SPIKE_MIN_HISTORY = 5 of them).
+* response-length-collapse: `response_length/mean` below LENGTH_COLLAPSE_FRACTION (20%) of its running
+  max, after at least LENGTH_MIN_HISTORY (5) steps.
+* clip-ratio-blowup: `response_length/clip_ratio` above CLIP_RATIO_HIGH (0.9) after an earlier step
+  below CLIP_RATIO_LOW (0.5).
+* reward-collapse: `critic/score/mean` or `critic/rewards/mean`, after at least REWARD_MIN_HISTORY (5)
+  steps, falls from the highest of the previous REWARD_DROP_WITHIN (3) steps by more than
+  REWARD_DROP_FRACTION (50%) of its range so far AND by more than REWARD_NOISE_FACTOR (5) x the median
+  step-to-step change so far (so noise is no collapse), and stays down: the mean of this and the next
+  two steps is still below (max so far - 50% of the range).
+Each kind is reported once per key (its first step); a detail sentence gives the step and values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from logparse.normalize import Record
+
+if TYPE_CHECKING:
+    import pandas
+
+STEP_KEYWORD = "step:"
+# `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
+STEP_RE = re.compile(r"(?<![\w/])step:(\d+) - ")
+NUMPY_SCALAR_RE = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")
+
+SPIKE_FACTOR = 10.0
+SPIKE_WINDOW = 20
+SPIKE_MIN_HISTORY = 5
+LENGTH_KEY = "response_length/mean"
+LENGTH_COLLAPSE_FRACTION = 0.2
+LENGTH_MIN_HISTORY = 5
+CLIP_RATIO_KEY = "response_length/clip_ratio"
+CLIP_RATIO_HIGH = 0.9
+CLIP_RATIO_LOW = 0.5
+REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
+REWARD_MIN_HISTORY = 5
+REWARD_DROP_WITHIN = 3
+REWARD_DROP_FRACTION = 0.5
+REWARD_NOISE_FACTOR = 5.0
+REWARD_STAY_STEPS = 3
+
+WATCHED_KEYS = frozenset({"critic/score/mean", "critic/rewards/mean", "actor/ppo_kl", "actor/entropy",
+                          "actor/entropy_loss"})
+HARMLESS_NAN_PREFIXES = ("critic/values/",)
+HARMLESS_NAN_KEYS = frozenset({"critic/vf_explained_var"})
+
+
+class AnomalyKind(str, Enum):
+    NAN_INF = "nan-inf"
+    GRAD_NORM_SPIKE = "grad-norm-spike"
+    RESPONSE_LENGTH_COLLAPSE = "response-length-collapse"
+    CLIP_RATIO_BLOWUP = "clip-ratio-blowup"
+    REWARD_COLLAPSE = "reward-collapse"
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: AnomalyKind
+    step: int
+    key: str
+    value: float
+    detail: str  # one sentence with the step and the values
+    fatal: bool = False  # NaN/Inf in a loss or grad norm, and the job then failed or stayed non-finite
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    max_rows: int = 100_000
+    max_keys_per_row: int = 512
+
+
+def parse_value(text: str) -> float | None:
+    """`0.123`, `np.float64(0.1)`, `np.int64(3)`, `nan`, `inf`, `-inf`, `1e-06`, `7` -> float; else None."""
+    t = text.strip()
+    m = NUMPY_SCALAR_RE.match(t)
+    if m:
+        t = m.group(1).strip()
+    if not t or t[0] not in "0123456789+-.niNI":  # fast reject of words, lists, tensors, True/False
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
+    """(step, [(key, raw value), ...]) of a step line anywhere in `message`, or None."""
+    m = STEP_RE.search(message)
+    if not m:
+        return None
+    pairs = []
+    for part in message[m.end():].split(" - "):
+        key, sep, value = part.rpartition(":")
+        key = key.strip()
+        if sep and key:
+            pairs.append((key, value))
+    return int(m.group(1)), pairs
+
+
+def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
+    """(step, {key: value}) with the numeric values of a step line, or None if there is none."""
+    split = split_step_line(message)
+    if split is None:
+        return None
+    step, pairs = split
+    values = {}
+    for key, raw in pairs:
+        value = parse_value(raw)
+        if value is not None:
+            values[key] = value
+    return step, values
+
+
+def key_family(key: str) -> str | None:
+    """`loss`, `grad-norm`, `watched` (NaN there is worth reporting) or None (not watched)."""
+    if key in HARMLESS_NAN_KEYS or key.startswith(HARMLESS_NAN_PREFIXES):
+        return None
+    if key in WATCHED_KEYS:
+        return "watched"
+    if key == "grad_norm" or key.endswith("/grad_norm"):
+        return "grad-norm"
+    if key.endswith("loss"):
+        return "loss"
+    return None
+
+
+def _fmt(value: float) -> str:
+    return repr(value) if not math.isfinite(value) else f"{value:.4g}"
+
+
+class MetricsTracker:
+    """Rows of step metrics (bounded), a DataFrame / CSV of them, and the anomalies they show."""
+
+    def __init__(self, config: MetricsConfig | None = None):
+        self.config = config or MetricsConfig()
+        self._rows: dict[int, dict[str, float]] = {}
+        self.dropped_rows = 0
+        self.dropped_keys = 0
+
+    def feed(self, rec: Record) -> None:
+        message = rec.message
+        if STEP_KEYWORD not in message:
+            return
+        parsed = parse_step_line(message)
+        if parsed is not None:
+            self.add(*parsed)
+
+    def add(self, step: int, values: dict[str, float]) -> None:
+        row = self._rows.get(step)
+        if row is None:
+            if len(self._rows) >= self.config.max_rows:
+                del self._rows[next(iter(self._rows))]
+                self.dropped_rows += 1
+            row = self._rows[step] = {}
+        for key, value in values.items():
+            if key not in row and len(row) >= self.config.max_keys_per_row:
+                self.dropped_keys += 1
+                continue
+            row[key] = value
+
+    @property
+    def steps(self) -> list[int]:
+        return sorted(self._rows)
+
+    @property
+    def notes(self) -> list[str]:
+        notes = []
+        if self.dropped_rows:
+            notes.append(f"{self.dropped_rows} oldest step row(s) were dropped (limit {self.config.max_rows} steps)")
+        if self.dropped_keys:
+            notes.append(f"{self.dropped_keys} metric value(s) were dropped from rows over "
+                         f"{self.config.max_keys_per_row} keys")
+        return notes
+
+    def series(self, key: str) -> list[tuple[int, float]]:
+        """(step, value) of one key, sorted by step."""
+        return [(s, self._rows[s][key]) for s in sorted(self._rows) if key in self._rows[s]]
+
+    def frame(self) -> pandas.DataFrame:
+        """One row per step (index `step`, sorted), one column per key."""
+        import pandas as pd  # imported here: a scan that needs no table does not pay for pandas
+
+        df = pd.DataFrame.from_dict(self._rows, orient="index")
+        df.index.name = "step"
+        return df.sort_index()
+
+    def to_csv(self, path: str | Path) -> None:
+        self.frame().to_csv(path)
+
+    # -- anomalies -------------------------------------------------------------------------------
+    def anomalies(self, failed: bool) -> list[Anomaly]:
+        """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed."""
+        keys: dict[str, None] = {}
+        for row in self._rows.values():
+            for key in row:
+                keys.setdefault(key, None)
+        found: list[Anomaly] = []
+        for key in keys:
+            family = key_family(key)
+            if family is None and key not in (LENGTH_KEY, CLIP_RATIO_KEY):
+                continue
+            series = self.series(key)
+            if family is not None:
+                found.extend(self._nan_inf(key, family, series, failed))
+            if family == "grad-norm":
+                found.extend(self._grad_norm_spike(key, series))
+            if key == LENGTH_KEY:
+                found.extend(self._length_collapse(key, series))
+            if key == CLIP_RATIO_KEY:
+                found.extend(self._clip_ratio_blowup(key, series))
+            if key in REWARD_KEYS:
+                found.extend(self._reward_collapse(key, series))
+        return sorted(found, key=lambda a: (a.step, not a.fatal, a.kind.value, a.key))
+
+    @staticmethod
+    def _nan_inf(key: str, family: str, series: list[tuple[int, float]], failed: bool) -> list[Anomaly]:
+        last_finite = None
+        for step, value in series:
+            if math.isfinite(value):
+                last_finite = (step, value)
+                continue
+            last_step, last_value = series[-1]
+            persists = not math.isfinite(last_value)
+            fatal = family in ("loss", "grad-norm") and (failed or persists)
+            before = f"; the last finite value was {_fmt(last_finite[1])} at step {last_finite[0]}" \
+                if last_finite else ""
+            if not persists:
+                after = f"; finite again at the last logged step, {last_step}"
+            elif last_step != step:
+                after = f"; still {_fmt(last_value)} at step {last_step}, the last logged"
+            else:
+                after = " (the last logged step)"
+            return [Anomaly(AnomalyKind.NAN_INF, step, key, value,
+                            f"{key} is {_fmt(value)} at step {step}{before}{after}.", fatal)]
+        return []
+
+    @staticmethod
+    def _grad_norm_spike(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        history: deque[float] = deque(maxlen=SPIKE_WINDOW)
+        first = None
+        count = 0
+        for step, value in series:
+            if not math.isfinite(value):
+                continue
+            if len(history) >= SPIKE_MIN_HISTORY:
+                median = statistics.median(history)
+                if median > 0 and value > SPIKE_FACTOR * median:
+                    count += 1
+                    if first is None:
+                        first = (step, value, median, len(history))
+            history.append(value)
+        if first is None:
+            return []
+        step, value, median, n = first
+        more = f" ({count} such spikes in all)" if count > 1 else ""
+        return [Anomaly(AnomalyKind.GRAD_NORM_SPIKE, step, key, value,
+                        f"{key} jumped to {_fmt(value)} at step {step}, {value / median:.1f}x the median "
+                        f"{_fmt(median)} of the previous {n} steps{more}.")]
+
+    @staticmethod
+    def _length_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        peak = None
+        seen = 0
+        for step, value in series:
+            if not math.isfinite(value):
+                continue
+            if seen >= LENGTH_MIN_HISTORY and peak is not None and value < LENGTH_COLLAPSE_FRACTION * peak[1]:
+                return [Anomaly(AnomalyKind.RESPONSE_LENGTH_COLLAPSE, step, key, value,
+                                f"{key} fell to {_fmt(value)} at step {step}, below "
+                                f"{LENGTH_COLLAPSE_FRACTION:.0%} of its running max {_fmt(peak[1])} "
+                                f"(step {peak[0]}).")]
+            if peak is None or value > peak[1]:
+                peak = (step, value)
+            seen += 1
+        return []
+
+    @staticmethod
+    def _clip_ratio_blowup(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        low = None
+        for step, value in series:
+            if not math.isfinite(value):
+                continue
+            if low is not None and value > CLIP_RATIO_HIGH:
+                return [Anomaly(AnomalyKind.CLIP_RATIO_BLOWUP, step, key, value,
+                                f"{key} rose to {_fmt(value)} at step {step} (above {CLIP_RATIO_HIGH}) from "
+                                f"{_fmt(low[1])} at step {low[0]}: most responses hit the length limit.")]
+            if value < CLIP_RATIO_LOW and low is None:
+                low = (step, value)
+        return []
+
+    @staticmethod
+    def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        points = [(s, v) for s, v in series if math.isfinite(v)]
+        values = [v for _, v in points]
+        for i in range(REWARD_MIN_HISTORY, len(points)):
+            prev = values[:i]
+            hi, lo = max(prev), min(prev)
+            spread = hi - lo
+            if spread <= 0:
+                continue
+            recent = max(prev[-REWARD_DROP_WITHIN:])
+            drop = recent - values[i]
+            noise = statistics.median(abs(b - a) for a, b in zip(prev, prev[1:]))
+            if drop <= REWARD_DROP_FRACTION * spread or drop <= REWARD_NOISE_FACTOR * noise:
+                continue
+            held = values[i:i + REWARD_STAY_STEPS]
+            if sum(held) / len(held) >= hi - REWARD_DROP_FRACTION * spread:
+                continue
+            step, value = points[i]
+            return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
+                            f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
+                            f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its range so far "
+                            f"({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
+        return []

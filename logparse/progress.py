@@ -1,0 +1,424 @@
+"""Where a job got to: stages reached, last step, total steps, completion, restarts.
+
+`StageTracker.feed(rec)` is called for every record, in order (records carry increasing `seq`, as
+the Scanner sets them). One `re` alternation of the stage markers' keywords plus `step:` and
+`Training Progress` rejects almost every line with a single C-level search; only the lines it
+accepts are examined: the stage markers of patterns/stages.yaml (through `MarkerMatcher`), verl's
+step line (`step:N - key:value - ...`, found anywhere in the message because it can be glued to a
+tqdm bar) and the `Training Progress` tqdm bar.
+
+Rules that come from how the logs are written (reference §1.5, §1.8, §4.2):
+* Ray's dedup summaries (`... [repeated 3x across cluster]`, `Origin.repeat > 1`) arrive seconds
+  late and repeat a line printed earlier, so they move no stage.
+* After a completion marker, lines of the same attempt (late checkpoint flushes, dedup lines, the
+  final tqdm refresh) are no new stage.
+* An attempt starts at an `attempt_start` marker seen after some progress (any stage other than
+  `launch`, a step line or a bar); attempt-start markers in a row (`ray init kwargs:` then `Started
+  a local Ray instance`) are one start. `progress()` reports on the attempt that holds `end_seq`.
+
+Bounds (StageTrackerConfig): transitions (seq, stage) for `stage_at` at most `max_transitions`
+(10,000); step-line and tqdm marks at most `max_marks` (100,000) each; attempt starts, completions,
+total-step and resume records at most `max_events` (1,000) each. A full list drops its oldest half
+(and says so in `notes`); one span per stage in the timeline. Everything else is O(1).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from logparse.metrics import STEP_KEYWORD, STEP_RE
+from logparse.normalize import Normalizer, Record
+from logparse.reader import Line, strip_ansi
+from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
+
+STEP_STAGE = "training"  # a step line or a progress-bar update means the training loop runs
+LAUNCH_STAGE = "launch"
+TQDM_KEYWORD = "Training Progress"
+STEP_TIME_RE = re.compile(
+    r"(?<![\w/])timing(?:_s)?/step:(?:np\.float\d*\()?([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
+)
+TQDM_RE = re.compile(r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^\]]*)\]")
+RATE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s/it|it/s)")
+
+
+def keyword_pattern(keywords: Iterable[str]) -> re.Pattern[str]:
+    """One `re` alternation that finds any of the literal `keywords`, factored as a trie (`a(?:bc|xy)`),
+    so that at each position of a line only the branch of its first character is tried: about three
+    times faster than a flat `kw1|kw2|...` for the ~100 keywords of a tracker."""
+    trie: dict = {}
+    for word in keywords:
+        if not word:
+            continue
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}  # a keyword ends here
+
+    def build(node: dict) -> str:
+        if "" in node:
+            return ""  # a keyword ends here: whatever follows needs no check
+        branches = [re.escape(ch) + build(node[ch]) for ch in sorted(node)]
+        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+    return re.compile(build(trie) if trie else r"(?!)")
+
+
+@dataclass(frozen=True)
+class MarkerHit:
+    marker: StageMarker
+    groups: dict[str, str | None]
+
+
+class MarkerMatcher:
+    """Stage markers against bare messages: keyword prefilter, then the markers' regexes.
+
+    Markers are tried in file order; the first whose keyword is in the message and whose pattern
+    matches decides the message's stage."""
+
+    def __init__(self, markers: StageMarkers, extra_keywords: Iterable[str] = ()):
+        self.markers = markers.markers
+        self._by_keyword: dict[str, list[int]] = {}
+        for index, marker in enumerate(self.markers):
+            for kw in marker.keywords:
+                self._by_keyword.setdefault(kw, []).append(index)
+        self._keywords = sorted(self._by_keyword, key=len, reverse=True)
+        self.keywords: tuple[str, ...] = tuple(sorted(set(self._keywords) | set(extra_keywords)))
+        self.prefilter: re.Pattern[str] = keyword_pattern(self.keywords)
+
+    def candidates(self, message: str) -> list[StageMarker]:
+        found: set[int] = set()
+        for kw in self._keywords:
+            if kw in message:
+                found.update(self._by_keyword[kw])
+        return [self.markers[i] for i in sorted(found)]
+
+    def match(self, message: str) -> MarkerHit | None:
+        for marker in self.candidates(message):
+            groups = marker.search(message)
+            if groups is not None:
+                return MarkerHit(marker, groups)
+        return None
+
+    @staticmethod
+    def fires(marker: StageMarker, message: str) -> bool:
+        """Would `marker` match this bare message in a scan (keyword present and a pattern hit)?"""
+        return any(kw in message for kw in marker.keywords) and marker.search(message) is not None
+
+
+@dataclass(frozen=True)
+class StageTrackerConfig:
+    """Knobs of a StageTracker (frozen; the tracker's state lives apart, in the tracker)."""
+
+    max_transitions: int = 10_000
+    max_marks: int = 100_000
+    max_events: int = 1_000
+    step_time_window: int = 5  # seconds_per_step: median of the last N `timing_s/step` values
+
+
+@dataclass(frozen=True)
+class StageSpan:
+    """First and last record of one stage (over the whole scan, whatever `end_seq`)."""
+
+    stage: str
+    first_source: str
+    first_line: int
+    last_source: str
+    last_line: int
+    first_time: float | None
+    last_time: float | None
+    first_seq: int = 0
+    last_seq: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    stage_reached: str | None  # the last stage seen at or before end_seq (not the "highest")
+    last_step: int | None  # highest `step:N` of the attempt (a resume's global step counts), else tqdm N
+    total_steps: int | None  # `Total training steps: N`, else the tqdm total
+    completed: bool  # a completion marker in the attempt
+    seconds_per_step: float | None  # median of the last `timing_s/step` values, else tqdm's rate
+    timeline: tuple[StageSpan, ...]  # stages in order of first appearance
+    attempts: int = 0  # attempt starts seen up to end_seq (0: none seen, the log is one attempt)
+    note: str | None = None  # set when not completed and no failure is known: see stopped_note
+
+
+class _Span:
+    __slots__ = ("stage", "first", "last", "first_time", "last_time")
+
+    def __init__(self, stage: str, rec: Record):
+        self.stage = stage
+        self.first = (rec.line.source, rec.line.number, rec.seq)
+        self.last = self.first
+        self.first_time = self.last_time = rec.origin.time
+
+    def see(self, rec: Record) -> None:
+        self.last = (rec.line.source, rec.line.number, rec.seq)
+        if rec.origin.time is not None:
+            if self.first_time is None:
+                self.first_time = rec.origin.time
+            self.last_time = rec.origin.time
+
+    def freeze(self) -> StageSpan:
+        return StageSpan(self.stage, self.first[0], self.first[1], self.last[0], self.last[1],
+                         self.first_time, self.last_time, self.first[2], self.last[2])
+
+
+def _trim(items: list, cap: int) -> bool:
+    """Drop the oldest half of `items` once it holds more than `cap`; True if it did."""
+    if len(items) > cap:
+        del items[: len(items) // 2]
+        return True
+    return False
+
+
+def _rate(bracket: str) -> float | None:
+    """Seconds per step from tqdm's `[00:03<00:06,  1.52s/it]` or `[..., 4.43it/s]`."""
+    m = RATE_RE.search(bracket)
+    if not m:
+        return None
+    value = float(m.group(1))
+    if m.group(2) == "s/it":
+        return value
+    return 1.0 / value if value > 0 else None
+
+
+class StageTracker:
+    """Bounded state machine over records: stage events, steps, progress bar, attempts, completion."""
+
+    def __init__(self, markers: StageMarkers | None = None, config: StageTrackerConfig | None = None):
+        self.config = config or StageTrackerConfig()
+        self.matcher = MarkerMatcher(markers or builtin_stage_markers(), (STEP_KEYWORD, TQDM_KEYWORD))
+        self._prefilter = self.matcher.prefilter
+        self._spans: dict[str, _Span] = {}
+        self._transition_seqs: list[int] = []
+        self._transition_stages: list[str] = []
+        self._steps: list[tuple[int, int, float | None]] = []  # (seq, step, timing_s/step)
+        self._bars: list[tuple[int, int, int, float | None]] = []  # (seq, n, total, seconds per step)
+        self._attempt_starts: list[int] = []
+        self._completions: list[int] = []
+        self._totals: list[tuple[int, int]] = []
+        self._resumes: list[tuple[int, int]] = []
+        self._seen_in_attempt: set[str] = set()
+        self._progress_since_start = True  # so that the first attempt-start marker opens an attempt
+        self._completed = False
+        self._dropped: set[str] = set()
+        self.last_seq = 0
+
+    # -- feeding ---------------------------------------------------------------------------------
+    def feed(self, rec: Record) -> None:
+        message = rec.message
+        if not self._prefilter.search(message):
+            return
+        self.last_seq = rec.seq
+        hit = self.matcher.match(message)
+        if hit is not None:
+            self._on_marker(rec, hit)
+        if STEP_KEYWORD in message:
+            m = STEP_RE.search(message)
+            if m:
+                self._on_step(rec, int(m.group(1)), message)
+        if TQDM_KEYWORD in message:
+            m = TQDM_RE.search(message)
+            if m:
+                self._on_bar(rec, int(m.group(2)), int(m.group(3)), _rate(m.group(4)))
+
+    def _on_marker(self, rec: Record, hit: MarkerHit) -> None:
+        marker = hit.marker
+        if marker.attempt_start and rec.origin.repeat == 1:
+            self._start_attempt(rec.seq)
+        groups = hit.groups
+        if groups.get("total_steps"):
+            self._add_event(self._totals, (rec.seq, int(groups["total_steps"])), "total")
+        if groups.get("resume_step"):
+            self._add_event(self._resumes, (rec.seq, int(groups["resume_step"])), "resume")
+        if rec.origin.repeat > 1 or (self._completed and not marker.attempt_start):
+            return
+        stage = marker.stage
+        if marker.repeat_stage is not None and marker.id in self._seen_in_attempt:
+            stage = marker.repeat_stage
+        self._seen_in_attempt.add(marker.id)
+        self._record_stage(rec, stage)
+        if marker.completion:
+            self._completed = True
+            self._add_event(self._completions, rec.seq, "completion")
+
+    def _on_step(self, rec: Record, step: int, message: str) -> None:
+        seconds = None
+        m = STEP_TIME_RE.search(message)
+        if m:
+            value = float(m.group(1))
+            seconds = value if math.isfinite(value) and value > 0 else None
+        self._steps.append((rec.seq, step, seconds))
+        if _trim(self._steps, self.config.max_marks):
+            self._dropped.add("step")
+        self._progress_since_start = True
+        if not self._completed and rec.origin.repeat == 1:
+            self._record_stage(rec, STEP_STAGE)
+
+    def _on_bar(self, rec: Record, n: int, total: int, seconds: float | None) -> None:
+        self._bars.append((rec.seq, n, total, seconds))
+        if _trim(self._bars, self.config.max_marks):
+            self._dropped.add("progress-bar")
+        self._progress_since_start = True
+
+    def _start_attempt(self, seq: int) -> None:
+        if not self._progress_since_start:
+            return  # the same start, told by a second launcher line
+        self._add_event(self._attempt_starts, seq, "attempt")
+        self._progress_since_start = False
+        self._seen_in_attempt.clear()
+        self._completed = False
+
+    def _add_event(self, items: list, item: object, what: str) -> None:
+        items.append(item)
+        if _trim(items, self.config.max_events):
+            self._dropped.add(what)
+
+    def _record_stage(self, rec: Record, stage: str) -> None:
+        span = self._spans.get(stage)
+        if span is None:
+            self._spans[stage] = _Span(stage, rec)
+        else:
+            span.see(rec)
+        if not self._transition_stages or self._transition_stages[-1] != stage:
+            self._transition_seqs.append(rec.seq)
+            self._transition_stages.append(stage)
+            if len(self._transition_seqs) > self.config.max_transitions:
+                half = len(self._transition_seqs) // 2
+                del self._transition_seqs[:half]
+                del self._transition_stages[:half]
+                self._dropped.add("transition")
+        if stage != LAUNCH_STAGE:
+            self._progress_since_start = True
+
+    # -- questions -------------------------------------------------------------------------------
+    @property
+    def attempt_starts(self) -> list[int]:
+        """Seqs of the records that started each attempt (see the module docstring)."""
+        return list(self._attempt_starts)
+
+    @property
+    def notes(self) -> list[str]:
+        if not self._dropped:
+            return []
+        return [f"progress tracking kept only the most recent {', '.join(sorted(self._dropped))} records "
+                f"(limits: {self.config.max_transitions} stage transitions, {self.config.max_marks} step/bar "
+                f"marks, {self.config.max_events} events)"]
+
+    def stage_at(self, seq: int) -> str | None:
+        """The last stage seen at or before record `seq` (None: none yet, or older than what is kept)."""
+        i = bisect_right(self._transition_seqs, seq) - 1
+        return self._transition_stages[i] if i >= 0 else None
+
+    def progress(self, end_seq: int | None = None, failed: bool = False) -> Progress:
+        """Progress of the attempt that holds `end_seq` (default: the end of the scan), as of end_seq.
+        `failed`: a failure is known (then no stopped-without-error note is made)."""
+        end = self.last_seq if end_seq is None else end_seq
+        starts = [s for s in self._attempt_starts if s <= end]
+        begin = starts[-1] if starts else -1
+
+        def window(items: list) -> list:
+            return [x for x in items if begin <= (x[0] if isinstance(x, tuple) else x) <= end]
+
+        steps = window(self._steps)
+        bars = window(self._bars)
+        resumes = window(self._resumes)
+        last_step = None
+        if steps or resumes:
+            last_step = max([s[1] for s in steps] + [r[1] for r in resumes])
+        elif bars:
+            last_step = bars[-1][1]
+        totals = window(self._totals) or [t for t in self._totals if t[0] <= end]
+        total_steps = totals[-1][1] if totals else (bars[-1][2] if bars else None)
+        times = [s[2] for s in steps if s[2] is not None][-self.config.step_time_window:]
+        seconds = statistics.median(times) if times else None
+        if seconds is None:
+            rates = [b[3] for b in bars if b[3] is not None]
+            seconds = rates[-1] if rates else None
+        timeline = tuple(sorted((s.freeze() for s in self._spans.values() if s.first[2] <= end),
+                                key=lambda span: span.first_seq))
+        progress = Progress(
+            stage_reached=self.stage_at(end),
+            last_step=last_step,
+            total_steps=total_steps,
+            completed=bool(window(self._completions)),
+            seconds_per_step=seconds,
+            timeline=timeline,
+            attempts=len(starts),
+        )
+        if not progress.completed and not failed:
+            progress = replace(progress, note=stopped_note(progress))
+        return progress
+
+
+def stopped_note(progress: Progress) -> str:
+    """The sentence for a log that ends with neither an error nor a completion marker."""
+    if progress.completed:
+        return ""
+    if progress.last_step is not None:
+        total = f" of {progress.total_steps}" if progress.total_steps else ""
+        at = f"stopped at step {progress.last_step}{total}"
+    else:
+        at = "stopped before the first training step"
+    where = f" in {progress.stage_reached}" if progress.stage_reached else ""
+    return (f"{at}{where} with no error and no completion marker: the job was still running, or was "
+            f"stopped from outside (time limit, OOM killer, cancel)")
+
+
+# -- the markers' own examples, through the real normaliser -----------------------------------------
+@dataclass(frozen=True)
+class MarkerExampleFailure:
+    marker: StageMarker
+    kind: str  # match | no_match | pattern
+    line: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (f"{self.marker.source}:{self.marker.line}: marker '{self.marker.id}': {self.kind} example "
+                f"{self.reason}\n    line: {self.line}")
+
+
+def bare_message(text: str) -> str:
+    """The bare message a scan would match for this raw log line."""
+    return Normalizer().normalize(Line("<example>", 1, strip_ansi(text))).message
+
+
+def check_marker_examples(markers: StageMarkers | None = None) -> tuple[int, list[MarkerExampleFailure]]:
+    """(examples run, failures): each match example must fire its marker and be claimed by a marker
+    of the same stage (markers are tried in file order); each no_match example must not fire it;
+    each pattern must be hit by some match example."""
+    markers = markers or builtin_stage_markers()
+    matcher = MarkerMatcher(markers)
+    failures: list[MarkerExampleFailure] = []
+    count = 0
+    for marker in markers.markers:
+        used: set[int] = set()
+        for ex in marker.examples.match:
+            count += 1
+            bare = bare_message(ex.line)
+            if not MarkerMatcher.fires(marker, bare):
+                hint = "matches no pattern" if any(kw in bare for kw in marker.keywords) else \
+                    "contains none of the keywords"
+                failures.append(MarkerExampleFailure(marker, "match", ex.line,
+                                                     f"does not match ({hint}; bare message: {bare!r})"))
+                continue
+            used.update(i for i, p in enumerate(marker.patterns) if p.search(bare))
+            winner = matcher.match(bare)
+            if winner is not None and winner.marker.stage != marker.stage:
+                failures.append(MarkerExampleFailure(
+                    marker, "match", ex.line, f"is claimed first by marker '{winner.marker.id}' "
+                    f"(stage {winner.marker.stage}); move this marker above it or narrow that one"))
+        for ex in marker.examples.no_match:
+            count += 1
+            if MarkerMatcher.fires(marker, bare_message(ex.line)):
+                failures.append(MarkerExampleFailure(marker, "no_match", ex.line, f"matches but must not ({ex.why})"))
+        for i, pattern in enumerate(marker.patterns):
+            if i not in used:
+                failures.append(MarkerExampleFailure(marker, "pattern", pattern.pattern,
+                                                     f"pattern #{i + 1} is hit by no match example"))
+    return count, failures

@@ -1,0 +1,87 @@
+"""Cascades, chronology, NCCL lag, unknown errors, and benign logs that must stay healthy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import FIXTURES, run_cli
+
+CASCADES = FIXTURES / "cascades"
+EXPECTED = yaml.safe_load((CASCADES / "expected.yaml").read_text())
+BENIGN = sorted((FIXTURES / "benign").glob("*.log"))
+
+
+def scan_json(path: Path) -> tuple[int, dict]:
+    r = run_cli(["scan", str(path), "--format", "json"])
+    return r.exit_code, json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("case", EXPECTED, ids=lambda c: c["file"])
+def test_cascade(case: dict) -> None:
+    code, report = scan_json(CASCADES / case["file"])
+    assert code == 1
+    rc = report["root_cause"]
+    assert rc["category"] == case["category"], rc["explanation"]
+    texts = [rc["message"]] + [e["text"] for e in rc["evidence"]]
+    assert any(case["root_line"] in t for t in texts)
+    for key in ("rank", "stage", "pid"):
+        if key in case:
+            assert rc[key] == case[key], key
+    for sentence in case.get("explanation", []):
+        assert any(sentence in line for line in rc["explanation"]), (sentence, rc["explanation"])
+    if "similar" in case:
+        assert len(rc["similar"]) == case["similar"]
+    cats = {s["category"] for s in report["symptoms"]}
+    for cat in case.get("symptom_categories", []):
+        assert cat in cats
+    for cat, ranks in case.get("symptom_ranks", {}).items():
+        got = sorted({r for s in report["symptoms"] if s["category"] == cat for r in s["ranks"]})
+        assert got == ranks
+
+
+def test_cascade_symptoms_name_their_cause() -> None:
+    _, report = scan_json(CASCADES / "torchrun-oom-watchdog.log")
+    timeouts = [s for s in report["symptoms"] if s["category"] == "collective-timeout"]
+    assert timeouts and all((s["explained_by"] or "").startswith("cuda-oom") for s in timeouts)
+    assert any("Beat" in line and "echo" in line for line in report["root_cause"]["explanation"])
+
+
+def test_chronology_beats_print_order(tmp_path: Path) -> None:
+    """Two equally specific causes: the earlier timestamp wins even when printed later."""
+    log = tmp_path / "two.log"
+    log.write_text(
+        "[rank1]:[E1003 18:40:00.000000000 x.cpp:1] [Rank 1] boom\n"
+        "(WorkerDict pid=7) INFO:2025-10-03 18:40:00,000:start\n"
+        "(WorkerDict pid=7) ModuleNotFoundError: No module named 'flash_attn'\n"
+        "(WorkerDict pid=8) INFO:2025-10-03 18:30:00,000:start\n"
+        "(WorkerDict pid=8) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n"
+    )
+    _, report = scan_json(log)
+    assert report["root_cause"]["category"] == "cuda-oom"
+
+
+def test_wrapper_alone_is_low_confidence_not_healthy(tmp_path: Path) -> None:
+    log = tmp_path / "w.log"
+    log.write_text(
+        "E0731 10:50:08.043000 3247964 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: -9) local_rank: 1 (pid: 3248030) of binary: /opt/venv/bin/python\n"
+    )
+    code, report = scan_json(log)
+    assert code == 1
+    assert report["root_cause"]["category"] == "host-oom"
+    assert report["root_cause"]["confidence"] <= 0.4
+
+
+@pytest.mark.parametrize("path", BENIGN, ids=lambda p: p.stem)
+def test_benign_logs_stay_healthy(path: Path) -> None:
+    code, report = scan_json(path)
+    assert (code, report["status"], report["root_cause"]) == (0, "healthy", None), report.get("root_cause")
+
+
+def test_enough_benign_fixtures() -> None:
+    assert len(BENIGN) >= 10
