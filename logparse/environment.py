@@ -16,9 +16,11 @@ normal run; their message styles (§4.4, §5.5) give an approximate range, marke
 never prints its version: the era comes from the marker table of §9, intersected; markers that
 disagree (a main-branch build between two releases) give "between A and B".
 
-fingerprint() keys, each omitted when unknown: torch, cuda, cuda_driver, nvidia_driver, nccl, vllm,
-vllm_engine, sglang, ray, python, transformers, flash_attn, wandb, verl, verl_era,
-verl_era_evidence, gpu_model, gpu_memory_gib, world_size, hosts, model_path, rollout_engine, config.
+fingerprint() is a flat dict (values str, int, float, bool or list[str]); keys, each omitted when
+unknown: torch, cuda, cuda_driver, nvidia_driver, nccl, vllm, vllm_engine, sglang, ray, python,
+transformers, flash_attn, wandb, verl, verl_era, verl_era_evidence, gpu_model, gpu_memory_gib,
+world_size, hosts, model_path, rollout_engine, and `config.<dotted.path>` for each config value seen
+(a dotted path when the nesting is known, else the bare leaf name; None values left out).
 
 Bounds: hosts at most MAX_HOSTS (64), config values at most MAX_CONFIG (256), era evidence at most
 one per rule (about 30), Ray actor names remembered at most MAX_ACTORS (64); one config dump is
@@ -150,6 +152,7 @@ MESSAGE_ERA_RULES: dict[str, EraRule] = {r.label: r for r in (
 )}
 STEP_ERA_KEYS = ("timing/gen:", "val/test_score/", "val-core/", "timing_s/reward", "timing_s/start_profile",
                  "timing_s/update_weights", "actor/perf/max_memory_allocated_gb")
+# Ray actor prefixes, looked up in the raw line once per new actor name.
 ACTOR_ERA_RULES = {
     "main_task": EraRule("(main_task pid=", 1, 2),
     "TaskRunner": EraRule("(TaskRunner pid=", 3, None),
@@ -193,6 +196,18 @@ def _scalar(text: str) -> ConfigValue:
         return t
 
 
+def _dump_value(text: str) -> tuple[bool, ConfigValue]:
+    """(found, value) of the scalar that starts `text` in a dict repr; lists and dicts are not scalars."""
+    m = SCALAR_RE.match(text)
+    if m is None:
+        return False, None
+    if m.group("s1") is not None:
+        return True, m.group("s1")
+    if m.group("s2") is not None:
+        return True, m.group("s2")
+    return True, _scalar(m.group("num") or m.group("word"))
+
+
 def _minor(text: str) -> str:
     """`12080` (cudaDriverVersion) -> `12.8`."""
     n = int(text)
@@ -216,6 +231,8 @@ class EnvironmentTracker:
         self._dump_openers: dict[int, tuple[str, ...]] = {}
         self._dump_lines = 0
         self._handlers = self._make_handlers()
+        # A line without any of these changes nothing, except config-dump continuation lines (the
+        # lines after `{'actor_rollout_ref':` of the same stream) and the Ray actor / node of a prefix.
         self.keywords: tuple[str, ...] = tuple(sorted(self._handlers))
         self._prefilter = keyword_pattern(self.keywords)
 
@@ -252,9 +269,10 @@ class EnvironmentTracker:
         actor = origin.actor
         if actor is not None and actor not in self._actors and len(self._actors) < MAX_ACTORS:
             self._actors.add(actor)
-            rule = ACTOR_ERA_RULES.get(actor)
-            if rule is not None:
-                self._era(rule)
+            text = rec.line.text  # nested prefixes: the outer actor is only in the raw text
+            for rule in ACTOR_ERA_RULES.values():
+                if rule.label in text:
+                    self._era(rule)
         if origin.node is not None and len(self.hosts) < MAX_HOSTS:
             self.hosts.add(origin.node)
         message = rec.message
@@ -484,36 +502,30 @@ class EnvironmentTracker:
         self._dump_openers = {}
 
     def _dump_line(self, message: str) -> None:
-        """One line of pprint's dict repr: keys at a column belong to the dict opened one column before."""
+        """One line of pprint's dict repr. pprint starts the keys of a dict one column after its `{`, so
+        the first key of a line finds its parent by its column; braces within the line nest the keys after."""
         stack: list[tuple[str, ...] | None] = []
-        pending: tuple[str, ...] | None = None
-        first = True
-        for m in DUMP_TOKEN_RE.finditer(message):
-            if m.group("key") is not None:
-                if first:
+        pending: tuple[str, ...] | None = None  # the path of a key whose value is the next `{`
+        for index, m in enumerate(DUMP_TOKEN_RE.finditer(message)):
+            key = m.group("key")
+            if key is not None:
+                if index == 0:
                     stack = [self._dump_openers.get(m.start())]
                 parent = stack[-1] if stack else None
-                key = m.group("key")
                 path = (*parent, key) if parent is not None else (key,)
                 rest = message[m.end():]
                 pending = path if parent is not None and rest.startswith("{") else None
-                if not rest.startswith("{"):
-                    v = SCALAR_RE.match(rest)
-                    if v is not None:
-                        raw = v.group("num") or v.group("word")
-                        value = _scalar(raw) if raw is not None else (v.group("s1") if v.group("s1") is not None
-                                                                      else v.group("s2"))
-                        self._set_config(path, parent is not None, value, 2)
+                found, value = _dump_value(rest)
+                if found:
+                    self._set_config(path, parent is not None, value, 2)
             elif m.group("open") is not None:
-                opened = pending if pending is not None else (() if first else None)
+                opened = pending if pending is not None else (() if index == 0 else None)
                 stack.append(opened)
                 if opened is not None:
                     self._dump_openers[m.end()] = opened
                 pending = None
-            elif m.group("close") is not None:
-                if stack:
-                    stack.pop()
-            first = False
+            elif m.group("close") is not None and stack:
+                stack.pop()
 
     # -- the report ------------------------------------------------------------------------------
     def verl_era(self) -> str | None:
@@ -573,8 +585,9 @@ class EnvironmentTracker:
             engine = next(iter(self.engines))
         if engine is not None:
             out["rollout_engine"] = engine
-        if self.config:
-            out["config"] = self.config_values()
+        for key, value in self.config_values().items():
+            if value is not None:
+                out[f"config.{key}"] = value
         return out
 
     def _world(self) -> int | None:

@@ -21,7 +21,7 @@ from logparse.normalize import Record
 from logparse.tracebacks import Traceback
 from patterns import Catalog, Entry, Role
 from patterns.inference import InferenceRules, inference_rules
-from patterns.stages import stage_of_task
+from patterns.stages import stage_of_frames, stage_of_task
 
 MAX_EVIDENCE = 60
 CONTEXT_LINES = 5
@@ -159,12 +159,25 @@ def similar_entries(catalog: Catalog, text: str, limit: int = 3) -> tuple[str, .
     return tuple(key for _, _, key in best)
 
 
-def stage_for(entry: Entry | None, tb: Traceback | None) -> str | None:
-    if tb is not None:
-        stage = stage_of_task(tb.task)
+def stage_for(entry: Entry | None, tb: Traceback | None, seq: int = 0,
+              tracebacks: list[Traceback] | None = None) -> str | None:
+    """In order of trust: the Ray task of the failure's own traceback, then its frames
+    (patterns/stages.yaml frame_stages); the entry's stage hint; the Ray task of the first Ray task
+    error reported after the failure (the wrapper that carried it). The scanner falls back to the last
+    stage marker before the failure."""
+    if tb is not None and not tb.torchrun_failures:
+        # (a ChildFailedError's frames are the launcher's, not those of the rank that failed)
+        stage = stage_of_task(tb.task) or stage_of_frames([(f.file, f.function, f.code) for f in tb.frames])
         if stage:
             return stage
-    return entry.stage if entry is not None else None
+    if entry is not None and entry.stage:
+        return entry.stage
+    for other in tracebacks or ():
+        if other.task and other.start.seq >= seq:
+            stage = stage_of_task(other.task)
+            if stage:
+                return stage
+    return None
 
 
 def chrono_cmp(a: Choice, b: Choice, tolerance: float) -> int:
@@ -350,7 +363,8 @@ def _explanation(choice: Choice, choices: list[Choice], echoes: int) -> list[str
 
 
 def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGroup],
-                  catalog: Catalog, extra_explanation: tuple[str, ...] = ()) -> RootCause:
+                  catalog: Catalog, extra_explanation: tuple[str, ...] = (),
+                  tracebacks: list[Traceback] | None = None, laggard: int | None = None) -> RootCause:
     echoes = sum(1 for g in groups if g.entry.role in (Role.SYMPTOM, Role.WRAPPER)
                  and (choice.group is None or g is not choice.group))
     candidates = tuple(
@@ -364,6 +378,10 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
         entry = hit.entry
         rec = hit.record
         tb = hit.traceback
+        where = _where(rec, tb)
+        if hit.category in inference_rules().observer_categories:
+            # the rank that printed a collective timeout only waited for the one at fault
+            where.update(rank=laggard, local_rank=None, pid=None, actor=None)
         return RootCause(
             id=entry.id,
             category=hit.category,
@@ -371,8 +389,8 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
             summary=entry.render_message(hit.groups),
             message=rec.message,
             evidence=build_evidence(rec, tb, hit.context if tb is None else tb.context, hit.after),
-            **_where(rec, tb),
-            stage=stage_for(entry, tb),
+            **where,
+            stage=stage_for(entry, tb, rec.seq, tracebacks),
             confidence=confidence,
             remediation=fix_of(entry),
             error_line=evidence_of(rec),
@@ -392,7 +410,7 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
         message=rec.message,
         evidence=build_evidence(rec, tb, tb.context),
         **_where(rec, tb),
-        stage=stage_for(None, tb),
+        stage=stage_for(None, tb, rec.seq, tracebacks),
         confidence=confidence,
         remediation=UNKNOWN_FIX,
         error_line=evidence_of(rec),
@@ -409,10 +427,12 @@ class Verdict:
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]
     notes: tuple[str, ...] = ()
+    root_seq: int | None = None  # position of the root-cause line in the scan
 
 
 def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Catalog,
-          last_step: tuple[int, int] | None = None, extra_explanation: tuple[str, ...] = ()) -> Verdict:
+          last_step: tuple[int, int] | None = None, extra_explanation: tuple[str, ...] = (),
+          laggard: int | None = None) -> Verdict:
     groups = merge_similar(sorted(collector.groups.values(), key=lambda g: g.first.seq))
     findings = tuple(finding_view(g) for g in groups)
     choice, choices = choose(collector, groups, tracebacks, last_step)
@@ -420,7 +440,7 @@ def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Cat
                   for c in choices if c.survived_to is not None)
     if choice is None:
         return Verdict(None, (), findings, notes)
-    root = root_cause_of(choice, choices, groups, catalog, extra_explanation)
+    root = root_cause_of(choice, choices, groups, catalog, extra_explanation, tracebacks, laggard)
     explained_by = {c.group.entry.id: describe(c.explained_by) for c in choices
                     if c.group is not None and c.explained_by is not None}
     echo_of = describe(choice) if choice.kind in ("cause", "unknown") else None
@@ -431,7 +451,7 @@ def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Cat
         else:
             cause = explained_by.get(g.entry.id)
         symptoms.append(finding_view(g, explained_by=cause))
-    return Verdict(root, tuple(symptoms), findings, notes)
+    return Verdict(root, tuple(symptoms), findings, notes, choice.record.seq)
 
 
 def merge_by_entry(groups: list[FindingGroup]) -> list[FindingGroup]:

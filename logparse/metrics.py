@@ -33,6 +33,7 @@ Each kind is reported once per key (its first step); a detail sentence gives the
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import statistics
@@ -160,6 +161,8 @@ def _fmt(value: float) -> str:
 class MetricsTracker:
     """Rows of step metrics (bounded), a DataFrame / CSV of them, and the anomalies they show."""
 
+    keywords: tuple[str, ...] = (STEP_KEYWORD,)  # a line without any of these changes nothing
+
     def __init__(self, config: MetricsConfig | None = None):
         self.config = config or MetricsConfig()
         self._rows: dict[int, dict[str, float]] = {}
@@ -192,6 +195,15 @@ class MetricsTracker:
         return sorted(self._rows)
 
     @property
+    def keys(self) -> list[str]:
+        """Every metric key of the rows kept, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for row in self._rows.values():
+            for key in row:
+                seen.setdefault(key, None)
+        return list(seen)
+
+    @property
     def notes(self) -> list[str]:
         notes = []
         if self.dropped_rows:
@@ -219,12 +231,8 @@ class MetricsTracker:
     # -- anomalies -------------------------------------------------------------------------------
     def anomalies(self, failed: bool) -> list[Anomaly]:
         """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed."""
-        keys: dict[str, None] = {}
-        for row in self._rows.values():
-            for key in row:
-                keys.setdefault(key, None)
         found: list[Anomaly] = []
-        for key in keys:
+        for key in self.keys:
             family = key_family(key)
             if family is None and key not in (LENGTH_KEY, CLIP_RATIO_KEY):
                 continue
@@ -329,7 +337,7 @@ class MetricsTracker:
                 continue
             recent = max(prev[-REWARD_DROP_WITHIN:])
             drop = recent - values[i]
-            noise = statistics.median(abs(b - a) for a, b in zip(prev, prev[1:]))
+            noise = statistics.median(abs(b - a) for a, b in itertools.pairwise(prev))
             if drop <= REWARD_DROP_FRACTION * spread or drop <= REWARD_NOISE_FACTOR * noise:
                 continue
             held = values[i:i + REWARD_STAY_STEPS]

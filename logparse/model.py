@@ -79,6 +79,67 @@ class FindingView:
 
 
 @dataclass(frozen=True)
+class StageSpan:
+    """One stage of the timeline: where it was first and last seen."""
+
+    stage: str
+    first_source: str
+    first_line: int
+    last_source: str
+    last_line: int
+    first_time: str | None = None  # ISO 8601 (no time zone) where the log carries a timestamp
+    last_time: str | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    stage_reached: str | None
+    last_step: int | None
+    total_steps: int | None
+    completed: bool
+    seconds_per_step: float | None
+    timeline: tuple[StageSpan, ...] = ()
+    failure_step: int | None = None  # the last step seen before the root-cause line
+    note: str | None = None  # e.g. "stopped at step N in rollout with no error: ..."
+
+
+@dataclass(frozen=True)
+class MetricSeries:
+    key: str
+    steps: tuple[int, ...]
+    values: tuple[float | None, ...]  # None where a step has no value for this key; nan/inf kept as floats
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: str  # nan-inf | grad-norm-spike | response-length-collapse | clip-ratio-blowup | reward-collapse
+    step: int
+    key: str
+    value: float | None
+    detail: str
+    fatal: bool = False
+
+
+@dataclass(frozen=True)
+class Metrics:
+    steps: int  # step rows parsed
+    keys: tuple[str, ...]  # every metric key seen (bounded)
+    series: tuple[MetricSeries, ...]  # the key training metrics, for charts
+    anomalies: tuple[Anomaly, ...] = ()
+
+
+@dataclass(frozen=True)
+class AttemptVerdict:
+    """An earlier attempt in the same log (a restart), diagnosed on its own."""
+
+    index: int  # 1-based
+    first_line: Evidence
+    status: str
+    category: str | None
+    summary: str | None
+
+
+@dataclass(frozen=True)
 class InputInfo:
     path: str
     lines: int
@@ -94,7 +155,12 @@ class Report:
     inputs: tuple[InputInfo, ...]
     notes: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
-    extra: dict = field(default_factory=dict)
+    progress: Progress | None = None
+    metrics: Metrics | None = None
+    environment: dict = field(default_factory=dict)  # name -> str | int | float | list[str]
+    attempts: tuple[AttemptVerdict, ...] = ()  # earlier attempts; the verdict is the last attempt's
+    redactions: dict = field(default_factory=dict)  # kind -> count of values masked in this report
+    complete: bool = True  # False when the scan was interrupted
 
     @property
     def failed(self) -> bool:

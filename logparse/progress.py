@@ -2,14 +2,16 @@
 
 `StageTracker.feed(rec)` is called for every record, in order (records carry increasing `seq`, as
 the Scanner sets them). One `re` alternation of the stage markers' keywords plus `step:` and
-`Training Progress` rejects almost every line with a single C-level search; only the lines it
-accepts are examined: the stage markers of patterns/stages.yaml (through `MarkerMatcher`), verl's
+`Training Progress` (factored as a trie, `keyword_pattern`) rejects almost every line with a single
+C-level search; only the lines it accepts are examined (`keywords` lists those literals, for a
+scanner that prefilters raw chunks before decoding lines): the stage markers of patterns/stages.yaml (through `MarkerMatcher`), verl's
 step line (`step:N - key:value - ...`, found anywhere in the message because it can be glued to a
 tqdm bar) and the `Training Progress` tqdm bar.
 
 Rules that come from how the logs are written (reference §1.5, §1.8, §4.2):
 * Ray's dedup summaries (`... [repeated 3x across cluster]`, `Origin.repeat > 1`) arrive seconds
-  late and repeat a line printed earlier, so they move no stage.
+  late and repeat a line printed earlier, so they move no stage when that marker was already seen in
+  the attempt (in an excerpt that lacks the first copy, the summary is the only sign and counts).
 * After a completion marker, lines of the same attempt (late checkpoint flushes, dedup lines, the
   final tqdm refresh) are no new stage.
 * An attempt starts at an `attempt_start` marker seen after some progress (any stage other than
@@ -136,6 +138,16 @@ class StageSpan:
 
 
 @dataclass(frozen=True)
+class AttemptStart:
+    """The record that started an attempt (a job start or restart)."""
+
+    seq: int
+    source: str
+    line: int
+    time: float | None
+
+
+@dataclass(frozen=True)
 class Progress:
     stage_reached: str | None  # the last stage seen at or before end_seq (not the "highest")
     last_step: int | None  # highest `step:N` of the attempt (a resume's global step counts), else tqdm N
@@ -148,7 +160,7 @@ class Progress:
 
 
 class _Span:
-    __slots__ = ("stage", "first", "last", "first_time", "last_time")
+    __slots__ = ("first", "first_time", "last", "last_time", "stage")
 
     def __init__(self, stage: str, rec: Record):
         self.stage = stage
@@ -194,12 +206,13 @@ class StageTracker:
         self.config = config or StageTrackerConfig()
         self.matcher = MarkerMatcher(markers or builtin_stage_markers(), (STEP_KEYWORD, TQDM_KEYWORD))
         self._prefilter = self.matcher.prefilter
+        self.keywords: tuple[str, ...] = self.matcher.keywords  # a line without any of these changes nothing
         self._spans: dict[str, _Span] = {}
         self._transition_seqs: list[int] = []
         self._transition_stages: list[str] = []
         self._steps: list[tuple[int, int, float | None]] = []  # (seq, step, timing_s/step)
         self._bars: list[tuple[int, int, int, float | None]] = []  # (seq, n, total, seconds per step)
-        self._attempt_starts: list[int] = []
+        self._attempt_starts: list[AttemptStart] = []
         self._completions: list[int] = []
         self._totals: list[tuple[int, int]] = []
         self._resumes: list[tuple[int, int]] = []
@@ -230,13 +243,14 @@ class StageTracker:
     def _on_marker(self, rec: Record, hit: MarkerHit) -> None:
         marker = hit.marker
         if marker.attempt_start and rec.origin.repeat == 1:
-            self._start_attempt(rec.seq)
+            self._start_attempt(rec)
         groups = hit.groups
         if groups.get("total_steps"):
             self._add_event(self._totals, (rec.seq, int(groups["total_steps"])), "total")
         if groups.get("resume_step"):
             self._add_event(self._resumes, (rec.seq, int(groups["resume_step"])), "resume")
-        if rec.origin.repeat > 1 or (self._completed and not marker.attempt_start):
+        late_copy = rec.origin.repeat > 1 and marker.id in self._seen_in_attempt
+        if late_copy or (self._completed and not marker.attempt_start):
             return
         stage = marker.stage
         if marker.repeat_stage is not None and marker.id in self._seen_in_attempt:
@@ -266,10 +280,11 @@ class StageTracker:
             self._dropped.add("progress-bar")
         self._progress_since_start = True
 
-    def _start_attempt(self, seq: int) -> None:
+    def _start_attempt(self, rec: Record) -> None:
         if not self._progress_since_start:
             return  # the same start, told by a second launcher line
-        self._add_event(self._attempt_starts, seq, "attempt")
+        start = AttemptStart(rec.seq, rec.line.source, rec.line.number, rec.origin.time)
+        self._add_event(self._attempt_starts, start, "attempt")
         self._progress_since_start = False
         self._seen_in_attempt.clear()
         self._completed = False
@@ -300,15 +315,22 @@ class StageTracker:
     @property
     def attempt_starts(self) -> list[int]:
         """Seqs of the records that started each attempt (see the module docstring)."""
+        return [a.seq for a in self._attempt_starts]
+
+    @property
+    def attempts(self) -> list[AttemptStart]:
+        """Where each attempt started, in order."""
         return list(self._attempt_starts)
 
     @property
     def notes(self) -> list[str]:
         if not self._dropped:
             return []
-        return [f"progress tracking kept only the most recent {', '.join(sorted(self._dropped))} records "
-                f"(limits: {self.config.max_transitions} stage transitions, {self.config.max_marks} step/bar "
-                f"marks, {self.config.max_events} events)"]
+        kinds = ", ".join(sorted(self._dropped))
+        c = self.config
+        note = (f"progress tracking kept only the most recent {kinds} records (limits: {c.max_transitions} "
+                f"stage transitions, {c.max_marks} step/bar marks, {c.max_events} events)")
+        return [note]
 
     def stage_at(self, seq: int) -> str | None:
         """The last stage seen at or before record `seq` (None: none yet, or older than what is kept)."""
@@ -319,7 +341,7 @@ class StageTracker:
         """Progress of the attempt that holds `end_seq` (default: the end of the scan), as of end_seq.
         `failed`: a failure is known (then no stopped-without-error note is made)."""
         end = self.last_seq if end_seq is None else end_seq
-        starts = [s for s in self._attempt_starts if s <= end]
+        starts = [a.seq for a in self._attempt_starts if a.seq <= end]
         begin = starts[-1] if starts else -1
 
         def window(items: list) -> list:

@@ -7,6 +7,8 @@ timestamp come first, in file order); more files than that are read one after th
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import heapq
 import json
 from collections.abc import Iterator
@@ -14,12 +16,16 @@ from dataclasses import dataclass
 
 import regex
 
+from logparse import model
 from logparse.collectives import CollectiveAnalyzer
+from logparse.environment import EnvironmentTracker
 from logparse.findings import FindingCollector, Hit
-from logparse.inference import infer
+from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
 from logparse.matcher import Matcher
-from logparse.model import InputInfo, Report
+from logparse.metrics import MetricsTracker
+from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
+from logparse.progress import StageTracker, stopped_note
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.reader import InputStats, Line, expand_inputs, read_input
 from logparse.tracebacks import LineRole, TracebackAssembler
@@ -35,7 +41,15 @@ MAX_STREAM_CLOCKS = 100_000
 SAMPLE_TEXT_START = ("[prompt]", "[response]")
 SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
 MAX_SAMPLE_TEXT_LINES = 5000
-MAX_AFTER_LINES = 8  # continuation lines kept after an error line that is not in a traceback
+MAX_AFTER_LINES = 8
+# the key training metrics charted in reports, when the log has them (first found first)
+KEY_METRICS = (
+    "actor/pg_loss", "actor/loss", "loss", "critic/vf_loss", "actor/grad_norm", "grad_norm", "critic/grad_norm",
+    "critic/score/mean", "critic/rewards/mean", "response_length/mean", "actor/entropy", "actor/ppo_kl",
+    "actor/kl_loss", "timing_s/step",
+)
+MAX_CHARTS = 8
+MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,12 @@ class Scanner:
         self.clock: dict[tuple, float] = {}  # stream -> last timestamp seen in it
         self.last_step: tuple[int, int] | None = None  # (seq, step) of the highest step line so far
         self.collectives = CollectiveAnalyzer()
+        self.stages = StageTracker()
+        self.metrics = MetricsTracker()
+        self.env = EnvironmentTracker()
+        self.attempts: list[AttemptVerdict] = []
+        self._attempt_count = 0
+        self._attempt_first: Evidence | None = None
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
         self.open_message: dict[tuple, Hit] = {}  # stream -> error line still collecting continuation lines
 
@@ -151,7 +171,14 @@ class Scanner:
                 self.sample_text[stream] = n
                 return
             del self.sample_text[stream]
+        self.stages.feed(rec)
+        if len(self.stages.attempt_starts) != self._attempt_count:
+            self._attempt_count = len(self.stages.attempt_starts)
+            self._new_attempt(rec)
         role = self.assembler.feed(rec)
+        if role != LineRole.FRAME:
+            self.metrics.feed(rec)
+            self.env.feed(rec)
         if self.open_message and stream in self.open_message:
             self._continue_message(rec, role)
         if role in (LineRole.FRAME, LineRole.START):
@@ -167,9 +194,14 @@ class Scanner:
         matches = self.matcher.match(msg)
         if not matches:
             return
+        tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
+        if any(m.entry.frames for m in matches):
+            texts = frame_texts(tb) if tb is not None else []
+            matches = [m for m in matches if not m.entry.frames or m.entry.frames_match(texts)]
+            if not matches:
+                return
         if t is None:
             t = self.clock.get(stream)
-        tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
         context = self.assembler.context_of(rec.stream) if tb is None else []
         if tb is None and context and context[-1] is rec:
             context = context[:-1]
@@ -191,11 +223,36 @@ class Scanner:
             return
         hit.after.append(rec)
 
+    def _new_attempt(self, rec: Record) -> None:
+        """A (re)start marker after progress: the attempt so far is diagnosed on its own and set aside;
+        the verdict is the last attempt's."""
+        first = Evidence(rec.line.source, rec.line.number, rec.line.text)
+        if self.collector.groups or self.assembler.total or self.assembler.kept() or self.last_step:
+            self.assembler.close_all()
+            v = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step)
+            self.attempts.append(AttemptVerdict(
+                index=len(self.attempts) + 1,
+                first_line=self._attempt_first or first,
+                status="failed" if v.root else "healthy",
+                category=v.root.category if v.root else None,
+                summary=v.root.summary if v.root else None,
+            ))
+            self.collector = FindingCollector()
+            self.assembler = TracebackAssembler()
+            self.collectives = CollectiveAnalyzer()
+            self.open_message.clear()
+            self.last_step = None
+        self._attempt_first = first
+
     def report(self) -> Report:
         self.assembler.close_all()
         nccl = self.collectives.report()
+        laggard = None
+        if nccl is not None:
+            suspects = set(nccl.silent) | {r for r, _ in nccl.behind}
+            laggard = suspects.pop() if len(suspects) == 1 else None
         verdict = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step,
-                        nccl.sentences if nccl else ())
+                        nccl.sentences if nccl else (), laggard)
         root, symptoms, findings = verdict.root, verdict.symptoms, verdict.findings
         notes = [n for s in self.inputs for n in s.notes] + list(verdict.notes)
         if self.collector.overflow:
@@ -203,14 +260,86 @@ class Scanner:
                          f"(limit {self.config.max_groups})")
         if self.matcher.timeouts:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
+        notes += self.stages.notes + self.metrics.notes
+        failed = root is not None
+        root_seq = None
+        if root is not None and root.error_line is not None:
+            root_seq = self._seq_of(verdict)
+        if root is not None and root.stage is None and root_seq is not None:
+            # least trusted: the last stage marker seen before the failure
+            stage = self.stages.stage_at(root_seq)
+            if stage is not None:
+                root = dataclasses.replace(root, stage=stage)
+        progress = self._progress(failed, root_seq)
+        if root is not None and root.stage is not None and progress.stage_reached != root.stage:
+            # the failure is the last thing the log shows: its stage was reached
+            progress = dataclasses.replace(progress, stage_reached=root.stage)
+        metrics = self._metrics(failed)
         return Report(
-            status="failed" if root is not None else "healthy",
+            status="failed" if failed else "healthy",
             root_cause=root,
             symptoms=symptoms,
             findings=findings,
             inputs=tuple(InputInfo(s.path, s.lines, s.bytes) for s in self.inputs),
             notes=tuple(notes),
+            progress=progress,
+            metrics=metrics,
+            environment=self.env.fingerprint(),
+            attempts=tuple(self.attempts),
         )
+
+    @staticmethod
+    def _seq_of(verdict: Verdict) -> int | None:
+        return verdict.root_seq
+
+    def _progress(self, failed: bool, root_seq: int | None) -> model.Progress:
+        p = self.stages.progress(None, failed=failed)
+        failure_step = self.stages.progress(root_seq, failed=True).last_step if root_seq is not None else None
+        return model.Progress(
+            stage_reached=p.stage_reached,
+            last_step=p.last_step,
+            total_steps=p.total_steps,
+            completed=p.completed,
+            seconds_per_step=p.seconds_per_step,
+            timeline=tuple(
+                model.StageSpan(sp.stage, sp.first_source, sp.first_line, sp.last_source, sp.last_line,
+                                _iso(sp.first_time), _iso(sp.last_time))
+                for sp in p.timeline
+            ),
+            failure_step=failure_step,
+            note=None if failed or p.completed else (p.note or stopped_note(p)),
+        )
+
+    def _metrics(self, failed: bool) -> model.Metrics | None:
+        steps = self.metrics.steps
+        if not steps:
+            return None
+        keys = self.metrics.keys
+        chart = [k for k in KEY_METRICS if k in keys][:MAX_CHARTS]
+        series = []
+        for key in chart:
+            points = dict(self.metrics.series(key))
+            series.append(model.MetricSeries(key, tuple(steps), tuple(points.get(st) for st in steps)))
+        anomalies = tuple(
+            model.Anomaly(a.kind.value, a.step, a.key, a.value, a.detail, a.fatal)
+            for a in self.metrics.anomalies(failed)
+        )
+        return model.Metrics(len(steps), tuple(keys[:MAX_METRIC_KEYS]), tuple(series), anomalies)
+
+
+def _iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def frame_texts(tb) -> list[str]:
+    """What `frames` regexes of catalog entries see: each frame as `file:line in function: code`, and
+    the Ray task of the traceback."""
+    out = [f"{f.file}:{f.line} in {f.function}: {f.code or ''}" for f in tb.frames]
+    if tb.task:
+        out.append(f"ray::{tb.task}")
+    return out
 
 
 def merge_by_time(streams: list[Iterator[Record]]) -> Iterator[Record]:

@@ -16,6 +16,7 @@ class InferenceRules:
     unknown_exception_explains: frozenset[str]
     chronology_tolerance_s: float
     priority_bands: tuple[int, ...]
+    observer_categories: frozenset[str] = frozenset()
 
     def band(self, priority: int) -> int:
         """Higher band = more specific; bands are the thresholds in priority_bands."""
@@ -34,4 +35,5 @@ def inference_rules() -> InferenceRules:
         unknown_exception_explains=explains,
         chronology_tolerance_s=float(data.get("chronology_tolerance_s", 5.0)),
         priority_bands=tuple(sorted(int(x) for x in data.get("priority_bands", (75, 50, 25)))),
+        observer_categories=frozenset(data.get("observer_categories") or ()),
     )

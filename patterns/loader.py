@@ -44,6 +44,7 @@ ENTRY_FIELDS = {
     "stage": False,
     "explains": False,
     "category_from": False,
+    "frames": False,
 }
 REMEDIATION_FIELDS = {"summary": True, "why": True, "fix": True, "references": False}
 EXAMPLE_FIELDS = {"match": True, "no_match": True, "todo_match": False}
@@ -185,15 +186,19 @@ class _EntryBuilder:
             self.fail("stage", f"unknown stage '{stage}'", _suggest(str(stage), STAGES) or "see TAXONOMY.md")
         explains = self.text_list("explains", raw.get("explains"), required=False)
         category_from = self._category_from(groups)
+        frames = self._frames()
         remediation = self._remediation()
         examples = self._examples()
+        if frames and examples is not None and not any(x.block for x in examples.match):
+            self.fail("examples", "an entry with 'frames' needs at least one 'block' match example",
+                      "a block is a traceback: 'block: |' followed by its lines")
         if not self.ok:
             return None
         return Entry(
             id=entry_id, title=title, category=category, role=role, severity=severity,
             priority=priority, keywords=keywords, patterns=tuple(compiled), message=message,
             remediation=remediation, examples=examples, stage=stage, explains=explains,
-            category_from=category_from, source=self.file, line=self.line_of(),
+            category_from=category_from, frames=frames, source=self.file, line=self.line_of(),
         )
 
     def _enum(self, key: str, enum: type) -> Any:
@@ -237,6 +242,24 @@ class _EntryBuilder:
             except regex.error as exc:
                 self.fail("patterns", f"pattern #{i + 1} does not compile: {exc}", f"pattern: {p!r}")
         return compiled
+
+    def _frames(self) -> tuple[regex.Pattern, ...]:
+        value = self.raw.get("frames")
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            self.fail("frames", "'frames' must be a non-empty list of regexes")
+            return ()
+        out = []
+        for p in value:
+            if NESTED_QUANTIFIER_RE.search(p) or HUGE_REPEAT_RE.search(p):
+                self.fail("frames", f"frame regex may backtrack catastrophically: {p!r}")
+                continue
+            try:
+                out.append(regex.compile(p))
+            except regex.error as exc:
+                self.fail("frames", f"frame regex does not compile: {exc}", f"regex: {p!r}")
+        return tuple(out)
 
     def _category_from(self, groups: set[str]) -> CategoryFrom | None:
         value = self.raw.get("category_from")
@@ -299,13 +322,14 @@ class _EntryBuilder:
                     if need_why:
                         self.fail("examples", f"examples.{key} items need 'line' and 'why' (why it must not match)")
                     out.append(Example(item))
-                elif isinstance(item, dict) and isinstance(item.get("line"), str):
+                elif isinstance(item, dict) and (isinstance(item.get("line"), str) or isinstance(item.get("block"), str)):
+                    text = item.get("line") if isinstance(item.get("line"), str) else item["block"]
                     why = item.get("why", "")
                     if need_why and not (isinstance(why, str) and why.strip()):
-                        self.fail("examples", f"examples.{key} item lacks 'why': {item['line'][:60]!r}")
-                    out.append(Example(item["line"], str(why or "")))
+                        self.fail("examples", f"examples.{key} item lacks 'why': {text[:60]!r}")
+                    out.append(Example(text, str(why or ""), block="block" in item))
                 else:
-                    self.fail("examples", f"examples.{key} items must be strings or {{line, why}} mappings")
+                    self.fail("examples", f"examples.{key} items must be strings, {{line, why}} or {{block, why}} mappings")
             return tuple(out)
 
         return Examples(items("match", False), items("no_match", True), items("todo_match", False))

@@ -34,8 +34,9 @@ class Remediation:
 
 @dataclass(frozen=True)
 class Example:
-    line: str
+    line: str  # one log line; for a block example, the whole block
     why: str = ""
+    block: bool = False  # several lines, scanned as a log (for entries that need a traceback)
 
 
 @dataclass(frozen=True)
@@ -76,12 +77,16 @@ class Entry:
     stage: str | None = None
     explains: tuple[str, ...] = ()
     category_from: CategoryFrom | None = None
+    frames: tuple[regex.Pattern, ...] = ()  # if set: fires only on an exception whose traceback has a matching frame
     source: str = ""
     line: int = 0
 
     def render_message(self, groups: dict[str, str | None]) -> str:
         """Fill `{name}` placeholders from regex groups by plain substitution (never str.format)."""
         return fill_placeholders(self.message, groups)
+
+    def frames_match(self, frame_texts: list[str]) -> bool:
+        return any(p.search(t) for p in self.frames for t in frame_texts)
 
     def category_for(self, groups: dict[str, str | None]) -> str:
         if self.category_from is None:

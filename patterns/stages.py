@@ -1,19 +1,121 @@
-"""Stage knowledge (patterns/stages.yaml): Ray task names to TAXONOMY stages."""
+"""Stage knowledge (patterns/stages.yaml): Ray task names to TAXONOMY stages, and stage markers.
+
+`task_stages` maps a Ray task / actor method name to the stage it runs in. `markers` are lines that
+show a job reached a stage (see the comments in stages.yaml for the fields). This module checks the
+markers' schema when they are loaded (unknown field or stage, bad id, regex that does not compile or
+can backtrack catastrophically, missing examples), reporting every problem at once with file:line
+like the catalog loader. Whether each example really matches through the normaliser is checked in
+`logparse.progress.check_marker_examples` (this package imports no other), run by the tests.
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib.resources
+from dataclasses import dataclass
+from typing import Any
 
+import regex
 import yaml
 
+from patterns.loader import (
+    HUGE_REPEAT_RE,
+    ID_RE,
+    MAX_PATTERN_LENGTH,
+    NESTED_QUANTIFIER_RE,
+    CatalogError,
+    Problem,
+    _LineLoader,
+    _suggest,
+)
+from patterns.schema import Example, Examples
 from patterns.taxonomy import STAGES
+
+STAGES_FILE = "stages.yaml"
+STAGES_LABEL = "patterns/stages.yaml"
+MARKER_FIELDS = {
+    "id": True,
+    "stage": True,
+    "keywords": True,
+    "patterns": True,
+    "examples": True,
+    "completion": False,
+    "attempt_start": False,
+    "repeat_stage": False,
+}
+EXAMPLE_FIELDS = ("match", "no_match")
+TOP_FIELDS = ("task_stages", "markers", "frame_stages")
+
+
+@dataclass(frozen=True)
+class StageMarker:
+    """A line that shows the job reached `stage`."""
+
+    id: str
+    stage: str
+    keywords: tuple[str, ...]
+    patterns: tuple[regex.Pattern, ...]
+    examples: Examples
+    completion: bool = False  # a successful end of the run
+    attempt_start: bool = False  # a (re)start of the job
+    repeat_stage: str | None = None  # stage of the 2nd and later sightings in one attempt
+    source: str = ""
+    line: int = 0
+
+    def search(self, message: str) -> dict[str, str | None] | None:
+        """Named groups of the first pattern found in the bare `message`, or None."""
+        for pattern in self.patterns:
+            m = pattern.search(message)
+            if m:
+                return m.groupdict()
+        return None
+
+
+@dataclass(frozen=True)
+class StageMarkers:
+    markers: tuple[StageMarker, ...]
+
+    def keywords(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for marker in self.markers:
+            for kw in marker.keywords:
+                seen.setdefault(kw, None)
+        return tuple(seen)
+
+    def get(self, marker_id: str) -> StageMarker | None:
+        for marker in self.markers:
+            if marker.id == marker_id:
+                return marker
+        return None
+
+
+def _read_builtin() -> str:
+    return importlib.resources.files("patterns").joinpath(STAGES_FILE).read_text(encoding="utf-8")
+
+
+def _parse(text: str, label: str, problems: list[Problem]) -> dict:
+    try:
+        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no tags, no code
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problems.append(Problem(label, mark.line + 1 if mark else 0, f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                                "regexes belong in single-quoted scalars: 'like \\d+ this'"))
+        return {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        problems.append(Problem(label, 1, "stages.yaml holds a mapping with 'task_stages' and 'markers'"))
+        return {}
+    for key in data:
+        if key not in TOP_FIELDS:
+            problems.append(Problem(label, data.key_lines.get(key, 0), f"unknown top-level field '{key}'",
+                                    _suggest(key, TOP_FIELDS) or f"known fields: {', '.join(TOP_FIELDS)}"))
+    return data
 
 
 @functools.lru_cache(maxsize=1)
 def task_stages() -> dict[str, str]:
-    text = importlib.resources.files("patterns").joinpath("stages.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
+    data = yaml.safe_load(_read_builtin()) or {}
     table = {str(k): str(v) for k, v in (data.get("task_stages") or {}).items()}
     bad = {k: v for k, v in table.items() if v not in STAGES}
     if bad:
@@ -31,3 +133,208 @@ def stage_of_task(task: str | None) -> str | None:
         if (method == name or method.endswith("_" + name)) and (best is None or len(name) > len(best[0])):
             best = (name, stage)
     return best[1] if best else None
+
+
+class _MarkerBuilder:
+    """Validates one raw marker mapping; collects problems instead of stopping at the first."""
+
+    def __init__(self, raw: Any, label: str, problems: list[Problem]):
+        self.raw = raw
+        self.label = label
+        self.problems = problems
+        self.ok = True
+
+    def line_of(self, key: str | None = None) -> int:
+        lines = getattr(self.raw, "key_lines", {})
+        if key is not None and key in lines:
+            return lines[key]
+        return getattr(self.raw, "line", 0)
+
+    def fail(self, key: str | None, reason: str, help: str = "") -> None:
+        ident = self.raw.get("id") if isinstance(self.raw.get("id"), str) else None
+        prefix = f"marker '{ident}': " if ident else "marker: "
+        self.problems.append(Problem(self.label, self.line_of(key), prefix + reason, help))
+        self.ok = False
+
+    def _stage(self, key: str, required: bool) -> str | None:
+        value = self.raw.get(key)
+        if value is None:
+            if required:
+                self.fail(key, f"missing required field '{key}'", "a stage id of TAXONOMY.md")
+            return None
+        if value not in STAGES:
+            self.fail(key, f"unknown stage '{value}'", _suggest(str(value), STAGES) or
+                      f"stages: {', '.join(STAGES)}")
+            return None
+        return value
+
+    def _flag(self, key: str) -> bool:
+        value = self.raw.get(key, False)
+        if not isinstance(value, bool):
+            self.fail(key, f"'{key}' must be true or false, got {value!r}")
+            return False
+        return value
+
+    def _strings(self, key: str) -> tuple[str, ...]:
+        value = self.raw.get(key)
+        if value is None:
+            self.fail(key, f"missing required field '{key}'", f"add '{key}:' with a non-empty list of strings")
+            return ()
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            self.fail(key, f"'{key}' must be a non-empty list of non-empty strings")
+            return ()
+        return tuple(value)
+
+    def _patterns(self) -> tuple[regex.Pattern, ...]:
+        compiled = []
+        for i, p in enumerate(self._strings("patterns")):
+            where = f"pattern #{i + 1}"
+            if len(p) > MAX_PATTERN_LENGTH:
+                self.fail("patterns", f"{where} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})")
+            elif NESTED_QUANTIFIER_RE.search(p):
+                self.fail("patterns", f"{where} nests unbounded quantifiers, which can backtrack "
+                          f"catastrophically: {p!r}", "rewrite without a quantified group that itself ends in + or *")
+            elif HUGE_REPEAT_RE.search(p):
+                self.fail("patterns", f"{where} has a repetition count of 1000 or more: {p!r}")
+            else:
+                try:
+                    compiled.append(regex.compile(p))
+                except regex.error as exc:
+                    self.fail("patterns", f"{where} does not compile: {exc}", f"pattern: {p!r}")
+        return tuple(compiled)
+
+    def _examples(self) -> Examples | None:
+        value = self.raw.get("examples")
+        if not isinstance(value, dict):
+            self.fail("examples", "missing or invalid 'examples'", "a mapping with match and no_match lists")
+            return None
+        for key in value:
+            if key not in EXAMPLE_FIELDS:
+                self.fail("examples", f"unknown examples field '{key}'", _suggest(key, EXAMPLE_FIELDS))
+        match = value.get("match")
+        if not isinstance(match, list) or not match or not all(isinstance(x, str) and x for x in match):
+            self.fail("examples", "examples.match must be a non-empty list of log lines")
+            match = []
+        no_match = value.get("no_match")
+        negatives = []
+        if not isinstance(no_match, list) or not no_match:
+            self.fail("examples", "examples.no_match must be a non-empty list of {line, why}")
+            no_match = []
+        for item in no_match:
+            if isinstance(item, dict) and isinstance(item.get("line"), str) and \
+                    isinstance(item.get("why"), str) and item["why"].strip():
+                negatives.append(Example(item["line"], item["why"].strip()))
+            else:
+                self.fail("examples", "examples.no_match items need 'line' and 'why' (why it must not match)")
+        return Examples(tuple(Example(x) for x in match), tuple(negatives))
+
+    def build(self) -> StageMarker | None:
+        if not isinstance(self.raw, dict):
+            self.problems.append(Problem(self.label, getattr(self.raw, "line", 0), "each marker must be a mapping"))
+            return None
+        for key in self.raw:
+            if key not in MARKER_FIELDS:
+                self.fail(key, f"unknown field '{key}'", _suggest(key, MARKER_FIELDS) or
+                          f"known fields: {', '.join(MARKER_FIELDS)}")
+        marker_id = self.raw.get("id")
+        if not isinstance(marker_id, str) or not ID_RE.match(marker_id):
+            self.fail("id", f"id {marker_id!r} is missing or not kebab-case", "use lower-case words joined by '-'")
+        stage = self._stage("stage", required=True)
+        repeat_stage = self._stage("repeat_stage", required=False)
+        completion = self._flag("completion")
+        attempt_start = self._flag("attempt_start")
+        if completion and attempt_start:
+            self.fail("completion", "a marker cannot be both a completion and an attempt start")
+        keywords = self._strings("keywords")
+        patterns = self._patterns()
+        examples = self._examples()
+        if not self.ok:
+            return None
+        return StageMarker(id=marker_id, stage=stage, keywords=keywords, patterns=patterns, examples=examples,
+                           completion=completion, attempt_start=attempt_start, repeat_stage=repeat_stage,
+                           source=self.label, line=self.line_of())
+
+
+def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL) -> StageMarkers:
+    """The markers of stages.yaml (or of `text`); raises CatalogError listing every problem."""
+    problems: list[Problem] = []
+    data = _parse(_read_builtin() if text is None else text, label, problems)
+    raw_markers = data.get("markers") if data else None
+    markers: list[StageMarker] = []
+    if raw_markers is None and problems:
+        pass  # the file did not parse: that problem says it all
+    elif raw_markers is None:
+        problems.append(Problem(label, 0, "no 'markers:' list", "add 'markers:' with the stage markers"))
+    elif not isinstance(raw_markers, list):
+        problems.append(Problem(label, data.key_lines.get("markers", 0), "'markers' must be a list"))
+    else:
+        seen: dict[str, int] = {}
+        for raw in raw_markers:
+            marker = _MarkerBuilder(raw, label, problems).build()
+            if marker is None:
+                continue
+            if marker.id in seen:
+                problems.append(Problem(label, marker.line, f"duplicate marker id '{marker.id}' "
+                                        f"(first at line {seen[marker.id]})", "marker ids are unique"))
+                continue
+            seen[marker.id] = marker.line
+            markers.append(marker)
+    if problems:
+        raise CatalogError(problems)
+    return StageMarkers(tuple(markers))
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_stage_markers() -> StageMarkers:
+    return load_stage_markers()
+
+
+@dataclass(frozen=True)
+class FrameRule:
+    """A traceback frame -> stage rule of stages.yaml `frame_stages` (one of function/code/file)."""
+
+    stage: str
+    function: regex.Pattern | None = None
+    code: regex.Pattern | None = None
+    file: regex.Pattern | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def frame_rules() -> tuple[FrameRule, ...]:
+    data = yaml.safe_load(_read_builtin()) or {}
+    rules = []
+    for i, raw in enumerate(data.get("frame_stages") or ()):
+        if not isinstance(raw, dict) or raw.get("stage") not in STAGES:
+            raise ValueError(f"patterns/stages.yaml: frame_stages #{i + 1}: needs a known 'stage'")
+        fields = {k: regex.compile(raw[k]) for k in ("function", "code", "file") if raw.get(k)}
+        if len(fields) != 1:
+            raise ValueError(f"patterns/stages.yaml: frame_stages #{i + 1}: exactly one of function, code, file")
+        rules.append(FrameRule(raw["stage"], **fields))
+    return tuple(rules)
+
+
+_WORD = regex.compile(r"\w+")
+
+
+def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
+    """frames: (file, function, code) from outermost to innermost. The innermost frame that a
+    function/code rule or a Ray task method name matches wins; else the innermost a file rule matches."""
+    rules = frame_rules()
+    tasks = task_stages()
+    for file, function, code in reversed(frames):
+        if function in tasks:
+            return tasks[function]
+        for rule in rules:
+            if rule.function is not None and rule.function.search(function):
+                return rule.stage
+            if rule.code is not None and code and rule.code.search(code):
+                return rule.stage
+        if code:
+            for word in _WORD.findall(code):
+                if word in tasks and len(word) > 6:
+                    return tasks[word]
+    for file, _function, _code in reversed(frames):
+        for rule in rules:
+            if rule.file is not None and rule.file.search(file):
+                return rule.stage
+    return None

@@ -26,6 +26,10 @@ def test_sample_verdict(case: dict) -> None:
     assert report["status"] == case["status"]
     assert result.exit_code == (1 if case["status"] == "failed" else 0)
     rc = report["root_cause"]
+    progress = report["progress"]
+    for key in ("stage_reached", "last_step", "completed"):
+        if key in case:
+            assert progress[key] == case[key], key
     if case["status"] == "healthy":
         assert rc is None
         return

@@ -1,0 +1,236 @@
+"""MetricsTracker: step lines of every verl era into rows, a DataFrame / CSV, and stated anomaly thresholds."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from logparse.metrics import (
+    AnomalyKind,
+    MetricsConfig,
+    MetricsTracker,
+    key_family,
+    parse_step_line,
+    parse_value,
+)
+from logparse.normalize import Normalizer
+from logparse.reader import InputStats, Line, read_input, strip_ansi
+from tests.conftest import SAMPLES
+
+V03_LINE = ("(TaskRunner pid=1888103) step:1 - global_seqlen/min:85236.000 - actor/entropy_loss:0.436 - "
+            "critic/vf_loss:7.455 - critic/grad_norm:462.344 - actor/pg_loss:0.018 - actor/grad_norm:0.779 - "
+            "training/global_step:1.000 - critic/score/mean:0.004 - timing_s/step:61.209")
+V05_LINE = ("\x1b[36m(TaskRunner pid=3165)\x1b[0m step:71 - global_seqlen/min:69484 - actor/entropy:0.1194450631737709 - "
+            "critic/vf_loss:np.float64(0.007003280876688223) - critic/lr:np.float64(1e-05) - "
+            "actor/pg_loss:np.float64(-0.0006611689302644663) - training/global_step:71 - training/epoch:2 - "
+            "val-core/openai/gsm8k/reward/mean@1:0.4988627748294162 - response_length/mean:167.265625 - "
+            "perf/total_num_tokens:np.int64(69484) - timing_s/step:56.93468872085214")
+
+
+def feed(lines: list[str], tracker: MetricsTracker | None = None) -> MetricsTracker:
+    tracker = tracker or MetricsTracker()
+    norm = Normalizer()
+    for i, text in enumerate(lines, 1):
+        tracker.feed(norm.normalize(Line("job.log", i, strip_ansi(text)), i))
+    return tracker
+
+
+@pytest.mark.parametrize(("raw", "value"), [
+    ("0.123", 0.123), ("np.float64(0.1)", 0.1), ("np.int64(3)", 3.0), ("1e-06", 1e-06), ("7", 7.0),
+    ("-0.5", -0.5), (" 61.209", 61.209), ("np.float32(2.5)", 2.5),
+])
+def test_parse_value_numbers(raw: str, value: float) -> None:
+    assert parse_value(raw) == value
+
+
+@pytest.mark.parametrize("raw", ["nan", "np.float64(nan)", "inf", "-inf", "np.float64(-inf)"])
+def test_parse_value_non_finite(raw: str) -> None:
+    v = parse_value(raw)
+    assert v is not None and not math.isfinite(v)
+
+
+@pytest.mark.parametrize("raw", ["True", "['a', 'b']", "tensor(1.)", "", "abc", "None"])
+def test_parse_value_drops_non_numbers(raw: str) -> None:
+    assert parse_value(raw) is None
+
+
+def test_three_decimal_era_line() -> None:
+    step, values = parse_step_line(V03_LINE.split(") ", 1)[1])
+    assert step == 1
+    assert values["critic/grad_norm"] == 462.344 and values["training/global_step"] == 1.0
+    assert len(values) == 9
+
+
+def test_full_repr_era_line_and_keys_with_slashes_and_at() -> None:
+    t = feed([V05_LINE])
+    row = t.frame().loc[71]
+    assert row["critic/lr"] == 1e-05 and row["perf/total_num_tokens"] == 69484
+    assert row["val-core/openai/gsm8k/reward/mean@1"] == pytest.approx(0.49886, abs=1e-5)
+    assert row["training/global_step"] == 71
+
+
+def test_split_on_last_colon_and_drop_non_numbers() -> None:
+    step, values = parse_step_line("step:5 - val/test_score/custom:ds:0.5 - note:hello - list:[1, 2] - loss:nan")
+    assert step == 5
+    assert values["val/test_score/custom:ds"] == 0.5
+    assert "note" not in values and "list" not in values
+    assert math.isnan(values["loss"])
+
+
+def test_step_line_after_a_progress_bar() -> None:
+    t = feed(["[default0]:Training Progress:  67%|██████▋   | 2/3 [00:04<00:02,  2.01s/it]step:2 - train/loss:2.1"])
+    assert t.steps == [2] and t.frame().loc[2, "train/loss"] == 2.1
+
+
+def test_not_step_lines() -> None:
+    t = feed(["(TaskRunner pid=7) training/global_step:7 - training/epoch:0", "no step here", "step:x - a:1"])
+    assert t.steps == []
+
+
+def test_later_line_for_the_same_step_merges() -> None:
+    t = feed(["step:0 - val-core/gsm8k/reward/mean@1:0.2", "step:1 - loss:3.0", "step:0 - loss:4.0",
+              "step:1 - loss:2.5"])
+    df = t.frame()
+    assert list(df.index) == [0, 1] and df.index.name == "step"
+    assert df.loc[0, "loss"] == 4.0 and df.loc[0, "val-core/gsm8k/reward/mean@1"] == 0.2
+    assert df.loc[1, "loss"] == 2.5
+
+
+def test_frame_is_sorted_and_csv_round_trips(tmp_path: Path) -> None:
+    t = feed(["step:3 - loss:1.0", "step:1 - loss:3.0", "step:2 - loss:2.0 - grad_norm:0.5"])
+    df = t.frame()
+    assert list(df.index) == [1, 2, 3]
+    assert math.isnan(df.loc[1, "grad_norm"])
+    path = tmp_path / "m.csv"
+    t.to_csv(path)
+    assert path.read_text().splitlines()[:2] == ["step,loss,grad_norm", "1,3.0,"]
+
+
+def test_empty_frame() -> None:
+    df = MetricsTracker().frame()
+    assert df.empty and df.index.name == "step"
+
+
+def test_bounds_on_rows_and_keys() -> None:
+    t = MetricsTracker(MetricsConfig(max_rows=3, max_keys_per_row=2))
+    for step in range(1, 6):
+        t.add(step, {"a": 1.0, "b": 2.0, "c": 3.0})
+    assert t.steps == [3, 4, 5]
+    assert t.dropped_rows == 2 and t.dropped_keys == 5
+    assert len(t.notes) == 2 and "limit 3 steps" in t.notes[0]
+
+
+@pytest.mark.parametrize(("key", "family"), [
+    ("actor/pg_loss", "loss"), ("critic/vf_loss", "loss"), ("actor/kl_loss", "loss"), ("loss", "loss"),
+    ("train/loss", "loss"), ("actor/grad_norm", "grad-norm"), ("grad_norm", "grad-norm"),
+    ("critic/score/mean", "watched"), ("actor/entropy_loss", "watched"), ("actor/ppo_kl", "watched"),
+    ("critic/values/mean", None), ("critic/vf_explained_var", None), ("perf/throughput", None),
+])
+def test_key_families(key: str, family: str | None) -> None:
+    assert key_family(key) == family
+
+
+def series(key: str, values: list[float], extra: dict[str, float] | None = None) -> MetricsTracker:
+    t = MetricsTracker()
+    for step, v in enumerate(values, 1):
+        t.add(step, {key: v, **(extra or {})})
+    return t
+
+
+def test_nan_in_loss_is_fatal_when_the_job_failed() -> None:
+    t = series("actor/pg_loss", [0.1, 0.2, float("nan"), 0.1])
+    (a,) = t.anomalies(failed=True)
+    assert (a.kind, a.step, a.key, a.fatal) == (AnomalyKind.NAN_INF, 3, "actor/pg_loss", True)
+    assert "actor/pg_loss is nan at step 3" in a.detail and "0.2 at step 2" in a.detail
+    (healthy,) = t.anomalies(failed=False)
+    assert healthy.fatal is False and "finite again" in healthy.detail
+
+
+def test_nan_that_stays_is_fatal_even_without_a_failure() -> None:
+    (a,) = series("critic/grad_norm", [1.0, float("inf"), float("nan")]).anomalies(failed=False)
+    assert (a.step, a.fatal) == (2, True)
+    assert "still nan at step 3" in a.detail
+
+
+def test_nan_in_watched_keys_is_not_fatal_and_harmless_keys_are_ignored() -> None:
+    t = series("actor/entropy", [0.5, float("nan")], {"critic/values/mean": float("nan"),
+                                                       "critic/vf_explained_var": float("nan")})
+    (a,) = t.anomalies(failed=True)
+    assert (a.key, a.fatal) == ("actor/entropy", False)
+
+
+GRAD = [1.0, 1.2, 0.9, 1.1, 1.0]  # median 1.0
+
+
+def test_grad_norm_spike_threshold() -> None:
+    assert series("actor/grad_norm", GRAD + [9.9]).anomalies(False) == []
+    (a,) = series("actor/grad_norm", GRAD + [10.5, 1.0, 12.0]).anomalies(False)
+    assert (a.kind, a.step, a.value) == (AnomalyKind.GRAD_NORM_SPIKE, 6, 10.5)
+    assert "10.5x the median 1 of the previous 5 steps (2 such spikes in all)" in a.detail
+    assert series("actor/grad_norm", GRAD[:4] + [50.0]).anomalies(False) == []  # fewer than 5 before it
+
+
+def test_response_length_collapse_threshold() -> None:
+    lengths = [400.0, 500.0, 450.0, 480.0, 470.0]
+    assert series("response_length/mean", lengths + [101.0]).anomalies(False) == []  # 20.2% of 500
+    (a,) = series("response_length/mean", lengths + [99.0]).anomalies(False)
+    assert (a.kind, a.step) == (AnomalyKind.RESPONSE_LENGTH_COLLAPSE, 6)
+    assert "below 20% of its running max 500 (step 2)" in a.detail
+    assert series("response_length/mean", [500.0, 450.0, 480.0, 470.0, 20.0]).anomalies(False) == []
+
+
+def test_clip_ratio_blowup_threshold() -> None:
+    (a,) = series("response_length/clip_ratio", [0.1, 0.3, 0.95]).anomalies(False)
+    assert (a.kind, a.step) == (AnomalyKind.CLIP_RATIO_BLOWUP, 3)
+    assert series("response_length/clip_ratio", [0.1, 0.3, 0.9]).anomalies(False) == []
+    assert series("response_length/clip_ratio", [0.95, 0.97, 0.99]).anomalies(False) == []  # never below 0.5
+
+
+def test_reward_collapse_sustained_drop() -> None:
+    rising = [0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.62]
+    (a,) = series("critic/score/mean", rising + [0.12, 0.11, 0.10]).anomalies(False)
+    assert (a.kind, a.step, a.key) == (AnomalyKind.REWARD_COLLAPSE, 8, "critic/score/mean")
+    assert "fell to 0.12 at step 8 from 0.62" in a.detail
+
+
+def test_reward_dip_that_recovers_or_noise_is_no_collapse() -> None:
+    rising = [0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.62]
+    assert series("critic/rewards/mean", rising + [0.15, 0.60, 0.62]).anomalies(False) == []
+    noisy = [0.10, 0.13, 0.11, 0.13, 0.12, 0.08, 0.12, 0.11]
+    assert series("critic/score/mean", noisy).anomalies(False) == []
+    assert series("critic/score/mean", [0.5] * 8 + [0.1]).anomalies(False) == []  # no range yet
+
+
+def test_anomalies_sorted_by_step_fatal_first() -> None:
+    t = MetricsTracker()
+    for step, (loss, grad) in enumerate([(0.1, 1.0)] * 5 + [(0.1, 20.0), (float("nan"), float("nan"))], 1):
+        t.add(step, {"actor/pg_loss": loss, "actor/grad_norm": grad})
+    kinds = [(a.step, a.kind.value, a.fatal) for a in t.anomalies(failed=True)]
+    assert kinds == [(6, "grad-norm-spike", False), (7, "nan-inf", True), (7, "nan-inf", True)]
+
+
+def run_sample(name: str) -> MetricsTracker:
+    path = str(SAMPLES / name)
+    norm = Normalizer()
+    t = MetricsTracker()
+    for seq, line in enumerate(read_input(path, InputStats(path)), 1):
+        t.feed(norm.normalize(line, seq))
+    return t
+
+
+def test_sample_ray_healthy_rows() -> None:
+    t = run_sample("ray-healthy.log")
+    df = t.frame()
+    assert list(df.index) == [1, 2, 3, 4, 5]
+    assert {"actor/pg_loss", "actor/grad_norm", "critic/score/mean", "timing_s/step"} <= set(df.columns)
+    assert df.loc[5, "training/global_step"] == 5
+    assert t.anomalies(failed=False) == []
+
+
+def test_sample_torchrun_rank_exception_rows() -> None:
+    t = run_sample("torchrun-rank-exception.log")
+    assert t.steps == [1, 2, 3, 4]
+    assert list(t.frame().columns) == t.keys == ["loss", "grad_norm", "lr"]
+    assert t.anomalies(failed=True) == []
