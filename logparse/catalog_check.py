@@ -22,8 +22,21 @@ class ExampleFailure:
                f"    line: {self.line}"
 
 
+def block_matches(catalog: Catalog, entry: Entry, text: str) -> bool:
+    """Does `entry` fire anywhere when this block is scanned as a whole log?"""
+    from logparse.scan import Scanner  # the real scanner: tracebacks, frames and all
+
+    scanner = Scanner(catalog)
+    for i, line in enumerate(text.splitlines(), 1):
+        scanner.feed_line(Line("<example>", i, strip_ansi(line)))
+    scanner.finish()
+    return any(g.entry.id == entry.id for g in scanner.collector.groups.values())
+
+
 def example_matches(matcher: Matcher, entry: Entry, text: str) -> tuple[bool, str]:
     """Does `entry` fire on this raw log line in a real scan? Returns (matched, bare message)."""
+    if entry.frames:
+        return False, text  # needs a traceback: only block examples can show it
     rec = Normalizer().normalize(Line("<example>", 1, strip_ansi(text)))
     if entry not in matcher.candidates(rec.message):
         return False, rec.message
@@ -38,8 +51,15 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
     for entry in catalog.entries:
         if only is not None and entry.id not in only:
             continue
+        def fires(ex) -> bool:
+            return block_matches(catalog, entry, ex.line) if ex.block else example_matches(matcher, entry, ex.line)[0]
+
         for ex in entry.examples.match:
             count += 1
+            if ex.block:
+                if not block_matches(catalog, entry, ex.line):
+                    failures.append(ExampleFailure(entry, "match", ex.line, "(a block) does not fire the entry"))
+                continue
             ok, bare = example_matches(matcher, entry, ex.line)
             if not ok:
                 hint = "contains none of the keywords" if not matcher.keyword_hit(entry, bare) else \
@@ -48,11 +68,11 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
                                                f"bare message: {bare!r})"))
         for ex in entry.examples.no_match:
             count += 1
-            if example_matches(matcher, entry, ex.line)[0]:
+            if fires(ex):
                 failures.append(ExampleFailure(entry, "no_match", ex.line, f"matches but must not ({ex.why})"))
         for ex in entry.examples.todo_match:
             count += 1
-            if example_matches(matcher, entry, ex.line)[0]:
+            if fires(ex):
                 failures.append(ExampleFailure(entry, "todo_match", ex.line,
                                                "now matches: move it from todo_match to match"))
     return count, failures

@@ -42,6 +42,7 @@ SAMPLE_TEXT_START = ("[prompt]", "[response]")
 SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
 MAX_SAMPLE_TEXT_LINES = 5000
 MAX_AFTER_LINES = 8
+MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
 # the key training metrics charted in reports, when the log has them (first found first)
 KEY_METRICS = (
     "actor/pg_loss", "actor/loss", "loss", "critic/vf_loss", "actor/grad_norm", "grad_norm", "critic/grad_norm",
@@ -84,6 +85,7 @@ class Scanner:
         self._attempt_first: Evidence | None = None
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
         self.open_message: dict[tuple, Hit] = {}  # stream -> error line still collecting continuation lines
+        self.deferred: list[tuple] = []  # (match, record, traceback, step) for entries with `frames`
 
     # -- reading ---------------------------------------------------------------------------------
     def records(self, path: str) -> Iterator[Record]:
@@ -196,8 +198,11 @@ class Scanner:
             return
         tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
         if any(m.entry.frames for m in matches):
-            texts = frame_texts(tb) if tb is not None else []
-            matches = [m for m in matches if not m.entry.frames or m.entry.frames_match(texts)]
+            # entries that need a traceback context are decided when the traceback is complete
+            for m in matches:
+                if m.entry.frames and tb is not None and len(self.deferred) < MAX_DEFERRED:
+                    self.deferred.append((m, rec, tb, self.last_step[1] if self.last_step else None))
+            matches = [m for m in matches if not m.entry.frames]
             if not matches:
                 return
         if t is None:
@@ -223,12 +228,21 @@ class Scanner:
             return
         hit.after.append(rec)
 
+    def finish(self) -> None:
+        """Close open tracebacks and decide the hits that waited for them."""
+        self.assembler.close_all()
+        for m, rec, tb, step in self.deferred:
+            if m.entry.frames_match(frame_texts(tb)):
+                t = rec.origin.time if rec.origin.time is not None else self.clock.get(rec.stream)
+                self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, [], t, step))
+        self.deferred.clear()
+
     def _new_attempt(self, rec: Record) -> None:
         """A (re)start marker after progress: the attempt so far is diagnosed on its own and set aside;
         the verdict is the last attempt's."""
         first = Evidence(rec.line.source, rec.line.number, rec.line.text)
         if self.collector.groups or self.assembler.total or self.assembler.kept() or self.last_step:
-            self.assembler.close_all()
+            self.finish()
             v = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step)
             self.attempts.append(AttemptVerdict(
                 index=len(self.attempts) + 1,
@@ -245,7 +259,7 @@ class Scanner:
         self._attempt_first = first
 
     def report(self) -> Report:
-        self.assembler.close_all()
+        self.finish()
         nccl = self.collectives.report()
         laggard = None
         if nccl is not None:
