@@ -163,8 +163,8 @@ def stage_for(entry: Entry | None, tb: Traceback | None, seq: int = 0,
               tracebacks: list[Traceback] | None = None) -> str | None:
     """In order of trust: the Ray task of the failure's own traceback, then its frames
     (patterns/stages.yaml frame_stages); the entry's stage hint; the Ray task of the first Ray task
-    error reported after the failure (the wrapper that carried it). The scanner falls back to the last
-    stage marker before the failure."""
+    task or frames of the first traceback reported after the failure (the wrapper that carried it).
+    The scanner falls back to the last stage marker before the failure."""
     if tb is not None and not tb.torchrun_failures:
         # (a ChildFailedError's frames are the launcher's, not those of the rank that failed)
         stage = stage_of_task(tb.task) or stage_of_frames([(f.file, f.function, f.code) for f in tb.frames])
@@ -173,8 +173,10 @@ def stage_for(entry: Entry | None, tb: Traceback | None, seq: int = 0,
     if entry is not None and entry.stage:
         return entry.stage
     for other in tracebacks or ():
-        if other.task and other.start.seq >= seq:
-            stage = stage_of_task(other.task)
+        # the first traceback reported after the failure carried it: its task or frames tell where
+        if other.start.seq >= seq and not other.torchrun_failures:
+            stage = stage_of_task(other.task) or stage_of_frames(
+                [(f.file, f.function, f.code) for f in other.frames])
             if stage:
                 return stage
     return None

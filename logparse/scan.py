@@ -30,6 +30,7 @@ from logparse.normalize import Normalizer, Origin, Record
 from logparse.reader import InputStats, Line, expand_inputs, read_input
 from logparse.tracebacks import LineRole, TracebackAssembler
 from patterns import Catalog
+from patterns.inference import inference_rules
 
 MAX_MERGE_FILES = 64
 MAX_ERROR_JSON_BYTES = 16 << 20
@@ -282,6 +283,8 @@ class Scanner:
         if root is not None and root.stage is None and root_seq is not None:
             # least trusted: the last stage marker seen before the failure
             stage = self.stages.stage_at(root_seq)
+            if stage is None and nccl is not None and root.category in inference_rules().observer_categories:
+                stage = "distributed-init" if nccl.seq <= inference_rules().early_collective_seq else "training"
             if stage is not None:
                 root = dataclasses.replace(root, stage=stage)
         progress = self._progress(failed, root_seq)

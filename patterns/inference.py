@@ -17,6 +17,7 @@ class InferenceRules:
     chronology_tolerance_s: float
     priority_bands: tuple[int, ...]
     observer_categories: frozenset[str] = frozenset()
+    early_collective_seq: int = 2
 
     def band(self, priority: int) -> int:
         """Higher band = more specific; bands are the thresholds in priority_bands."""
@@ -36,4 +37,5 @@ def inference_rules() -> InferenceRules:
         chronology_tolerance_s=float(data.get("chronology_tolerance_s", 5.0)),
         priority_bands=tuple(sorted(int(x) for x in data.get("priority_bands", (75, 50, 25)))),
         observer_categories=frozenset(data.get("observer_categories") or ()),
+        early_collective_seq=int(data.get("early_collective_seq", 2)),
     )

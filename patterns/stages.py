@@ -324,15 +324,16 @@ def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
     for file, function, code in reversed(frames):
         if function in tasks:
             return tasks[function]
+        if code:
+            # `self.actor_rollout_wg.compute_log_prob(batch)` inside fit(): the call names the sub-stage
+            for word in _WORD.findall(code):
+                if word in tasks and len(word) > 6:
+                    return tasks[word]
         for rule in rules:
             if rule.function is not None and rule.function.search(function):
                 return rule.stage
             if rule.code is not None and code and rule.code.search(code):
                 return rule.stage
-        if code:
-            for word in _WORD.findall(code):
-                if word in tasks and len(word) > 6:
-                    return tasks[word]
     for file, _function, _code in reversed(frames):
         for rule in rules:
             if rule.file is not None and rule.file.search(file):
