@@ -3,7 +3,10 @@ never prints or exits."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -12,6 +15,7 @@ import click
 
 from logparse.catalog_check import check_examples
 from logparse.reader import InputError, expand_inputs
+from logparse.redact import RedactConfig, redact_report
 from logparse.scan import Scanner
 from patterns import CatalogError, load_catalog
 from reports import FORMATS, render
@@ -19,6 +23,50 @@ from reports import FORMATS, render
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived. A BaseException, like KeyboardInterrupt, so no `except Exception` swallows it."""
+
+
+_MAIN_PID: int | None = None  # set by main() when it installs the SIGTERM handler
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    if os.getpid() != _MAIN_PID:  # a forked worker (fleet): die as SIGTERM means
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise Terminated()
+
+
+def _default_signals() -> None:
+    """After the first interrupt, a second one ends the process at once (the report is written
+    atomically, so that leaves no half-written file)."""
+    if _MAIN_PID == os.getpid():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupt_code(exc: BaseException) -> tuple[int, str]:
+    return (EXIT_TERMINATED, "SIGTERM") if isinstance(exc, Terminated) else (EXIT_INTERRUPTED, "SIGINT")
+
+
+# colour (SGR) codes are the summary's own; any other escape or control byte came from a log line and
+# could retitle or redraw the terminal, or hide text (CR, backspace)
+_TERMINAL_UNSAFE = re.compile(r"(\x1b\[[0-9;]*m)|\x1b[^\n]?|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _terminal_safe(text: str) -> str:
+    return _TERMINAL_UNSAFE.sub(lambda m: m.group(1) or "", text)
+
+
+def _writable(text: str) -> bytes:
+    """UTF-8 bytes of a report. A lone surrogate (from JSON text inside a log) becomes '?' instead of an
+    encoding error; bytes, not str, so a non-UTF-8 terminal locale cannot fail the write either."""
+    return text.encode("utf-8", "replace")
 
 
 def _fail(message: str) -> None:
@@ -49,8 +97,15 @@ def write_atomically(path: str, text: str) -> None:
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        try:  # mkstemp makes 0600: keep the mode of the file replaced, else what the umask allows
+            mode = os.stat(target).st_mode & 0o777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_writable(text))
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -64,12 +119,22 @@ class DefaultToScan(click.Group):
     """`... | verl-logscan` with piped input scans stdin, like `verl-logscan scan -`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        piped = not sys.stdin.isatty()
+        piped = sys.stdin is not None and not sys.stdin.isatty()
         if piped and not args:
             args = ["scan", "-"]
         elif piped and args[0].startswith("-") and args[0] not in ("-h", "--help", "--version"):
             args = ["scan", *args]
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        # an interrupt outside a scan's reading (which reports what it found): a one-line message and
+        # 130 / 143, not click's "Aborted!" with exit code 1 (which means "failure found" here)
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, Terminated) as exc:
+            code, name = _interrupt_code(exc)
+            click.echo(f"verl-logscan: interrupted ({name})", err=True)
+            sys.exit(code)
 
 
 @click.group(cls=DefaultToScan, context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,7 +148,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True))
+@click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="Report format.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
@@ -91,8 +156,12 @@ def cli() -> None:
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False),
               help="Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.")
 @click.option("--color/--no-color", default=None, help="Colour the text summary (default: on a terminal).")
+@click.option("--redact-hosts", is_flag=True,
+              help="Also mask IP addresses, host names and user names in home paths (stable placeholders "
+                   "such as node-1, ip-1, user-1). Secrets (tokens, API keys, passwords, e-mails) are always masked.")
+@click.option("--no-redact", is_flag=True, help="Do not mask secrets in the report.")
 def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...],
-         color: bool | None) -> None:
+         color: bool | None, redact_hosts: bool, no_redact: bool) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
     \b
@@ -101,6 +170,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
       verl-logscan scan logs/ --format md -o report.md
       torchrun ... 2>&1 | verl-logscan scan --format json
     """
+    if no_redact and redact_hosts:
+        _fail("--no-redact and --redact-hosts contradict each other; give one")
     catalog = _load(catalogs)
     try:
         files = expand_inputs(list(paths) or ["-"])
@@ -111,24 +182,134 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
             if f != "-" and _same_file(f, output):
                 _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
     scanner = Scanner(catalog)
+    interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
     except InputError as exc:
         _fail(str(exc))
+    except (KeyboardInterrupt, Terminated) as exc:  # report what was found so far, marked incomplete
+        interrupted = _interrupt_code(exc)
+        _default_signals()
     report = scanner.report()
+    if interrupted is not None:
+        note = f"interrupted by {interrupted[1]}: the report covers only the lines read before it"
+        report = dataclasses.replace(report, complete=False, notes=(*report.notes, note))
+        click.echo(f"verl-logscan: {note}", err=True)
+    if not no_redact:  # on the Report, not the log: evidence keeps its source:line
+        report = redact_report(report, RedactConfig(hosts=redact_hosts))
     to_stdout = not output or output == "-"
+    if to_stdout and sys.stdout is None:
+        _fail("standard output is closed; write the report with -o FILE")
     use_color = (sys.stdout.isatty() if to_stdout else False) if color is None else color
     text = render(report, fmt, color=use_color and fmt == "text")
+    if fmt == "text":
+        text = _terminal_safe(text)
     if to_stdout:
+        try:  # bytes: click writes them as they are (a report without colour has no ANSI codes to strip)
+            click.echo(_writable(text), nl=False)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
+    else:
+        try:
+            write_atomically(output, text)
+        except OSError as exc:
+            _fail(f"cannot write {output}: {exc.strerror or exc}")
+        if fmt == "text":
+            verdict = f"failed: {report.root_cause.category}" if report.root_cause else "healthy"
+            click.echo(f"verl-logscan: {verdict}; report written to {output}", err=True)
+        else:  # the file holds the full report; the terminal gets the summary and where the file is
+            err_color = sys.stderr.isatty() if color is None else color
+            click.echo(_terminal_safe(render(report, "text", color=err_color, report_path=output)), err=True,
+                       nl=False, color=err_color)
+    if interrupted is not None:
+        sys.exit(interrupted[0])
+    sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_FORMATS (pandas loads lazily)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))
+@click.option("--format", "fmt", type=click.Choice(FLEET_FORMATS), default="text", show_default=True,
+              help="Summary format (csv: the job rows only).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the summary to FILE (atomically) instead of stdout.")
+@click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False),
+              help="Extra catalog file or folder, as for scan. Repeatable.")
+@click.option("-j", "--jobs", "workers", type=click.IntRange(min=1), default=None,
+              help="Jobs analysed at once (worker processes, or CPUs of a local Ray instance). "
+                   "[default: all cores]")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: a process pool on this machine; ray: one Ray task per job (pip install "
+                   "'verl-logscan[ray]').")
+@click.option("--address", default=None,
+              help="Ray cluster to connect to (--engine ray; default: RAY_ADDRESS, else a local Ray instance).")
+def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...], workers: int | None,
+          engine: str, address: str | None) -> None:
+    """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
+
+    Each PATH is one job: a log file, or a folder whose log files are read together (as
+    `verl-logscan scan FOLDER` does). Each job is analysed on its own, with the same result as
+    scanning it alone; the rows keep the order of the PATHs.
+
+    \b
+    A PATH that cannot be read (missing, a folder without log files, not gzip) is a row with
+    status `error` and the reason; the other jobs are still analysed.
+    Exit codes: 0 every job healthy; 1 a failure was found in at least one job (rows with status
+    `error` may be among them); 2 no failure found but some job could not be read, or a usage,
+    catalog or engine error (e.g. --engine ray without Ray installed).
+
+    \b
+    Examples:
+      verl-logscan fleet runs/*/ --format md -o fleet.md
+      verl-logscan fleet logs/*.log --jobs 4 --format csv
+      verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
+    """
+    from logparse.fleet import Engine, EngineError, analyse_fleet, import_ray
+    from reports.fleet import render_fleet
+
+    if "-" in paths:
+        _fail("fleet reads files and folders; stdin ('-') cannot be a job")
+    if address is not None and engine != "ray":
+        _fail("--address is for --engine ray")
+    if engine == "ray":
+        try:
+            import_ray()
+        except EngineError as exc:
+            _fail(str(exc))
+    catalog = _load(catalogs)
+    if output and output != "-":
+        for p in paths:
+            try:
+                files = expand_inputs([p])
+            except InputError:
+                continue  # reported as an `error` row
+            if any(_same_file(f, output) for f in files):
+                _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
+    try:
+        summary = analyse_fleet(list(paths), catalog, catalogs, engine=Engine(engine),
+                                workers=workers or os.cpu_count() or 1, address=address)
+    except EngineError as exc:
+        _fail(str(exc))
+    for row in summary.jobs:
+        if row.message:
+            click.echo(f"verl-logscan: {row.message}", err=True)
+    text = render_fleet(summary, fmt)
+    if not output or output == "-":
         click.echo(text, nl=False)
     else:
         try:
             write_atomically(output, text)
         except OSError as exc:
             _fail(f"cannot write {output}: {exc.strerror or exc}")
-        verdict = f"failed: {report.root_cause.category}" if report.root_cause else "healthy"
-        click.echo(f"verl-logscan: {verdict}; report written to {output}", err=True)
-    sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+        click.echo(f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed, {summary.errors} "
+                   f"unreadable; summary written to {output}", err=True)
+    if summary.failed:
+        sys.exit(EXIT_FAILURE_FOUND)
+    sys.exit(EXIT_ERROR if summary.errors else EXIT_HEALTHY)
 
 
 @cli.group(name="catalog")
@@ -201,6 +382,9 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
 
 
 def main() -> None:
+    global _MAIN_PID
+    _MAIN_PID = os.getpid()
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(prog_name="verl-logscan")
     except BrokenPipeError:

@@ -214,6 +214,10 @@ def _minor(text: str) -> str:
     return f"{n // 1000}.{(n % 1000) // 10}"
 
 
+COMMON_KEYWORDS = frozenset({"==", "version", "-packages/", "ip=", "host ", "world_size", "nranks ", "NVIDIA ",
+                             "Tesla ", "Quadro ", "WORLD_SIZE"})
+
+
 class EnvironmentTracker:
     """Bounded collector of environment facts; `fingerprint()` reports them."""
 
@@ -234,6 +238,10 @@ class EnvironmentTracker:
         # A line without any of these changes nothing, except config-dump continuation lines (the
         # lines after `{'actor_rollout_ref':` of the same stream) and the Ray actor / node of a prefix.
         self.keywords: tuple[str, ...] = tuple(sorted(self._handlers))
+        # what a scanner that skips lines should look for: the keywords that are rare in a log. The
+        # common ones (Ray's `ip=` prefix, `version`, site-packages paths) are read from the lines the
+        # scanner reads anyway (tracebacks, markers, errors); a skipping scan sees fewer of them.
+        self.scan_keywords: tuple[str, ...] = tuple(k for k in self.keywords if k not in COMMON_KEYWORDS)
         self._prefilter = keyword_pattern(self.keywords)
 
     def _make_handlers(self) -> dict[str, list[Callable[[Record, str], None]]]:
@@ -264,6 +272,10 @@ class EnvironmentTracker:
         return table
 
     # -- feeding ---------------------------------------------------------------------------------
+    def dump_open_in(self, source: str) -> bool:
+        """A config dump of `source` is being read: its continuation lines carry no keyword."""
+        return self._dump_stream is not None and self._dump_stream[0] == source
+
     def feed(self, rec: Record) -> None:
         origin = rec.origin
         actor = origin.actor
@@ -280,6 +292,8 @@ class EnvironmentTracker:
             return
         if message.startswith(PIP_LIST_NAMES):
             self._pip(rec, message)
+        if self._step_lines >= STEP_FORMAT_LINES and message.startswith(STEP_KEYWORD):
+            return  # the step-line format is known; a step line's ~2 KB of metrics tells nothing more
         if not self._prefilter.search(message):
             return
         done: set[Callable[[Record, str], None]] = set()

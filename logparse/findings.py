@@ -36,7 +36,7 @@ class Hit:
     seq: int
     traceback: Traceback | None
     context: list[Record]
-    time: float | None = None  # the line's timestamp, else the last one seen in its stream
+    time: float | None = None  # the line's own timestamp (a stream's earlier stamp is only a lower bound)
     step: int | None = None  # the last training step seen in the job when this line arrived
     after: list[Record] = field(default_factory=list)  # continuation lines of a multi-line message
 

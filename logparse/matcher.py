@@ -26,13 +26,16 @@ class Match:
 class Matcher:
     def __init__(self, catalog: Catalog):
         self.entries = catalog.entries
+        self._order = {e.id: i for i, e in enumerate(catalog.entries)}
         self._by_keyword: dict[str, list[Entry]] = {}
         for entry in self.entries:
             for kw in entry.keywords:
                 self._by_keyword.setdefault(kw, []).append(entry)
         keywords = sorted(self._by_keyword, key=len, reverse=True)
         self._keywords = keywords
-        self._prefilter = re.compile("|".join(re.escape(k) for k in keywords)) if keywords else None
+        # one alternation factored as a trie: at each position only the branch of its first character is
+        # tried (a flat alternation of a few hundred keywords is ~20x slower on long lines)
+        self._prefilter = re.compile(_trie(keywords)) if keywords else None
         self.timeouts = 0
 
     def candidates(self, message: str) -> list[Entry]:
@@ -43,7 +46,19 @@ class Matcher:
             if kw in message:
                 for entry in self._by_keyword[kw]:
                     seen.setdefault(entry.id, entry)
-        return list(seen.values())
+        return sorted(seen.values(), key=lambda e: self._order[e.id])
+
+    def entries_with_keyword(self, keyword: str) -> list[Entry]:
+        return self._by_keyword.get(keyword, [])
+
+    def match_entries(self, entries, message: str) -> list[Match]:
+        """Try these entries (found by a prefilter elsewhere) on the message, in catalog order."""
+        out = []
+        for entry in sorted(entries, key=lambda e: self._order[e.id]):
+            m = self.match_entry(entry, message)
+            if m is not None:
+                out.append(m)
+        return out
 
     def match(self, message: str) -> list[Match]:
         out = []
@@ -67,6 +82,25 @@ class Matcher:
 
     def keyword_hit(self, entry: Entry, message: str) -> bool:
         return any(kw in message for kw in entry.keywords)
+
+
+def _trie(keywords: list[str]) -> str:
+    trie: dict = {}
+    for word in keywords:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict) -> str:
+        end = "" in node
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch != ""]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return "(?:" + body + ")?" if end else body
+
+    return build(trie)
 
 
 def compile_literal(text: str) -> regex.Pattern:

@@ -33,6 +33,7 @@ Each kind is reported once per key (its first step); a detail sentence gives the
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -152,6 +153,14 @@ def key_family(key: str) -> str | None:
     if key.endswith("loss"):
         return "loss"
     return None
+
+
+def _median_sorted(xs: list[float]) -> float:
+    n = len(xs)
+    if not n:
+        return 0.0
+    mid = n // 2
+    return xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def _fmt(value: float) -> str:
@@ -327,25 +336,30 @@ class MetricsTracker:
 
     @staticmethod
     def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        """One pass: running max/min, and the step-to-step changes kept sorted for their median."""
         points = [(s, v) for s, v in series if math.isfinite(v)]
         values = [v for _, v in points]
+        if len(points) <= REWARD_MIN_HISTORY:
+            return []
+        hi = max(values[:REWARD_MIN_HISTORY])
+        lo = min(values[:REWARD_MIN_HISTORY])
+        diffs = sorted(abs(b - a) for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY]))
         for i in range(REWARD_MIN_HISTORY, len(points)):
-            prev = values[:i]
-            hi, lo = max(prev), min(prev)
             spread = hi - lo
-            if spread <= 0:
-                continue
-            recent = max(prev[-REWARD_DROP_WITHIN:])
-            drop = recent - values[i]
-            noise = statistics.median(abs(b - a) for a, b in itertools.pairwise(prev))
-            if drop <= REWARD_DROP_FRACTION * spread or drop <= REWARD_NOISE_FACTOR * noise:
-                continue
-            held = values[i:i + REWARD_STAY_STEPS]
-            if sum(held) / len(held) >= hi - REWARD_DROP_FRACTION * spread:
-                continue
-            step, value = points[i]
-            return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
-                            f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
-                            f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its range so far "
-                            f"({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
+            if spread > 0:
+                recent = max(values[max(0, i - REWARD_DROP_WITHIN):i])
+                drop = recent - values[i]
+                noise = _median_sorted(diffs)
+                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * noise:
+                    held = values[i:i + REWARD_STAY_STEPS]
+                    if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
+                        step, value = points[i]
+                        return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
+                                        f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
+                                        f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
+                                        f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
+            v = values[i]
+            bisect.insort(diffs, abs(v - values[i - 1]))
+            hi = max(hi, v)
+            lo = min(lo, v)
         return []

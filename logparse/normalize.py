@@ -108,6 +108,7 @@ class Record:
     origin: Origin
     message: str
     seq: int = 0  # position in the whole scan (all inputs), for ordering
+    keywords: frozenset | None = None  # prefilter keyword ids found in the raw line (None: not prefiltered)
 
     @property
     def stream(self) -> tuple:

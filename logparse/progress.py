@@ -228,13 +228,14 @@ class StageTracker:
         if not self._prefilter.search(message):
             return
         self.last_seq = rec.seq
-        hit = self.matcher.match(message)
-        if hit is not None:
-            self._on_marker(rec, hit)
-        if STEP_KEYWORD in message:
-            m = STEP_RE.search(message)
-            if m:
-                self._on_step(rec, int(m.group(1)), message)
+        m = STEP_RE.search(message) if STEP_KEYWORD in message else None
+        if m is None or m.start() > 0:
+            # (a step line holds no marker, only metrics: skip the marker search on its ~2 KB)
+            hit = self.matcher.match(message)
+            if hit is not None:
+                self._on_marker(rec, hit)
+        if m:
+            self._on_step(rec, int(m.group(1)), message)
         if TQDM_KEYWORD in message:
             m = TQDM_RE.search(message)
             if m:
@@ -263,7 +264,9 @@ class StageTracker:
 
     def _on_step(self, rec: Record, step: int, message: str) -> None:
         seconds = None
-        m = STEP_TIME_RE.search(message)
+        # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
+        at = message.find("/step:")
+        m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
         if m:
             value = float(m.group(1))
             seconds = value if math.isfinite(value) and value > 0 else None

@@ -3,10 +3,17 @@
 Nothing here holds a whole log: bytes are read in large chunks and split into lines; a line longer
 than MAX_LINE_BYTES keeps its first MAX_LINE_BYTES and is marked truncated (the rest is skipped, the
 line count stays right).
+
+The first bytes of each input (up to SNIFF_BYTES, or its first line) decide how it is read: a UTF-8
+byte-order mark is dropped; UTF-16 (with a byte-order mark, or without one when every other byte is
+NUL) is re-encoded as UTF-8; a file of NUL and control bytes (a core dump renamed .log) is skipped with
+a note; a file whose lines end in a lone CR is read line by line. NUL bytes in text are dropped (a log
+truncated while its writer kept writing starts with a run of them). Each decision leaves a note.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 import zlib
@@ -19,6 +26,10 @@ import regex
 
 CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 20
+SNIFF_BYTES = 64 << 10  # what decides the encoding / binary question (less for a pipe's first line)
+BINARY_RATIO = 0.10  # share of control bytes and invalid UTF-8 among the non-NUL bytes of a binary file
+# C0 control bytes that a text log does not hold (tab, newline, VT, FF, CR, ESC, backspace do occur)
+_CONTROL_BYTES = bytes(c for c in range(32) if c not in b"\t\n\x0b\x0c\r\x1b\x08")
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".gz"}
 LOG_NAMES = {"stdout", "stderr", "error.json"}
 ANSI_RE = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-B]")
@@ -63,13 +74,114 @@ def decode_line(raw: bytes) -> str:
     return strip_ansi(raw.decode("utf-8", errors="replace"))
 
 
-def plain_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+def clean_text(text: str) -> str:
+    """Text that did not come through decode_line (e.g. parsed out of JSON): lone surrogates become
+    U+FFFD, NUL bytes and ANSI codes go, so every report format can write it."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return strip_ansi(text)
+
+
+def _raw_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+    # read1: a pipe or FIFO gives what it has now instead of blocking until CHUNK_BYTES arrived, so a
+    # line written before an interrupt is scanned before it
+    read = getattr(stream, "read1", None) or stream.read
     while True:
-        chunk = stream.read(CHUNK_BYTES)
+        chunk = read(CHUNK_BYTES)
         if not chunk:
             return
         stats.bytes += len(chunk)
         yield chunk
+
+
+def sniff(head: bytes) -> str:
+    """How to read an input that starts with `head`: "utf-8", "utf-8-sig", "utf-16" (with a byte-order
+    mark), "utf-16-le" / "utf-16-be" (without one), "binary" or "cr" (lines end in a lone CR)."""
+    if head.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    sample = head[:SNIFF_BYTES]
+    if b"\x00" in sample:
+        pairs = len(sample) // 2
+        if pairs >= 8:
+            even_nul = sample[0 : 2 * pairs : 2].count(0) / pairs
+            odd_nul = sample[1 : 2 * pairs : 2].count(0) / pairs
+            if odd_nul > 0.7 and even_nul < 0.1:
+                return "utf-16-le"
+            if even_nul > 0.7 and odd_nul < 0.1:
+                return "utf-16-be"
+        text = sample.replace(b"\x00", b"")
+        if text:  # only NUL bytes so far: a hole before the text, not a verdict
+            controls = len(text) - len(text.translate(None, _CONTROL_BYTES))
+            invalid = text.decode("utf-8", "replace").count("\ufffd") - text.count("\ufffd".encode())
+            if controls + invalid > BINARY_RATIO * len(text):
+                return "binary"
+    if b"\n" not in head and b"\r" in head:
+        return "cr"
+    return "utf-8"
+
+
+def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
+    """UTF-8 bytes of an input, read as `sniff` decides on its first bytes; NUL bytes dropped."""
+    it = iter(chunks)
+    head = b""
+    for chunk in it:
+        head += chunk
+        if b"\n" in head or len(head) >= SNIFF_BYTES:
+            break  # a pipe's first line is enough: waiting for more could wait forever
+    if not head:
+        return
+    kind = sniff(head)
+    name = stats.path
+    if kind == "binary":
+        stats.notes.append(f"{name}: binary data, not a log (NUL and control bytes in its first "
+                           f"{min(len(head), SNIFF_BYTES)} bytes); skipped")
+        return
+    nuls = 0
+    if kind.startswith("utf-16"):
+        stats.notes.append(f"{name}: read as {kind.upper()}"
+                           + (" (byte-order mark)" if kind == "utf-16" else " (no byte-order mark)"))
+        decoder = codecs.getincrementaldecoder(kind)(errors="replace")
+        pieces = (decoder.decode(c).encode("utf-8") for c in _chain(head, it))
+        source = _chain_final(pieces, lambda: decoder.decode(b"", final=True).encode("utf-8"))
+    else:
+        if kind == "utf-8-sig":
+            head = head[len(codecs.BOM_UTF8):]
+        elif kind == "cr":
+            stats.notes.append(f"{name}: lines end in a lone carriage return (CR); read each as a line")
+        source = _chain(head, it)
+    for chunk in source:
+        if b"\x00" in chunk:
+            before = len(chunk)
+            chunk = chunk.replace(b"\x00", b"")
+            nuls += before - len(chunk)
+        if kind == "cr":
+            chunk = chunk.replace(b"\r", b"\n")
+        if chunk:
+            yield chunk
+    if nuls:
+        stats.notes.append(f"{name}: {nuls} NUL byte(s) dropped (a log truncated while written starts with them)")
+
+
+def _chain(head: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if head:
+        yield head
+    yield from rest
+
+
+def _chain_final(pieces: Iterator[bytes], final) -> Iterator[bytes]:
+    yield from pieces
+    yield final()
+
+
+def plain_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+    """The input's bytes in chunks of at most about CHUNK_BYTES, as UTF-8 (see the module doc)."""
+    return _text_chunks(_raw_chunks(stream, stats), stats)
 
 
 class TruncatedGzip(Exception):
@@ -78,8 +190,12 @@ class TruncatedGzip(Exception):
 
 def gunzip_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
     """Decompress gzip incrementally (multi-member too), so a truncated file yields what it holds."""
+    return _text_chunks(_gunzip(stream, stats), stats)
+
+
+def _gunzip(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
     d = zlib.decompressobj(wbits=31)
-    for raw in plain_chunks(stream, stats):
+    for raw in _raw_chunks(stream, stats):
         while raw:
             try:
                 out = d.decompress(raw, CHUNK_BYTES)
@@ -164,6 +280,8 @@ def expand_inputs(paths: list[str]) -> list[str]:
             continue
         path = Path(p)
         if path.is_dir():
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise InputError(f"{p}: permission denied (cannot list the folder)")
             found = sorted(
                 (f for f in path.rglob("*") if f.is_file() and is_log_like(f)),
                 key=lambda f: f.relative_to(path).parts,
@@ -180,7 +298,10 @@ def expand_inputs(paths: list[str]) -> list[str]:
 
 def open_input(path: str) -> BinaryIO:
     if path == "-":
-        return sys.stdin.buffer
+        stdin = getattr(sys.stdin, "buffer", sys.stdin)
+        if stdin is None:
+            raise InputError("standard input is closed; give a file or pipe a log in")
+        return stdin
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{path}: is a folder")

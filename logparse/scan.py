@@ -27,7 +27,20 @@ from logparse.metrics import MetricsTracker
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.progress import StageTracker, stopped_note
 from logparse.normalize import Normalizer, Origin, Record
-from logparse.reader import InputStats, Line, expand_inputs, read_input
+from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
+from logparse.reader import (
+    MAX_LINE_BYTES,
+    InputError,
+    InputStats,
+    Line,
+    TruncatedGzip,
+    decode_line,
+    expand_inputs,
+    gunzip_chunks,
+    open_input,
+    plain_chunks,
+    read_input,
+)
 from logparse.tracebacks import LineRole, TracebackAssembler
 from patterns import Catalog
 from patterns.inference import inference_rules
@@ -36,13 +49,16 @@ MAX_MERGE_FILES = 64
 MAX_ERROR_JSON_BYTES = 16 << 20
 RAY_ACTOR_MARKER = regex.compile(r"^:actor_name:(?P<actor>\S+)")
 STEP_RE = regex.compile(r"(?:^|[\s\]])step:(?P<step>\d+) - ")
-MAX_STREAM_CLOCKS = 100_000
 # verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
 # over many lines, then `[ground_truth] ...` / `[score] ...`. Model output is never evidence.
 SAMPLE_TEXT_START = ("[prompt]", "[response]")
 SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
 MAX_SAMPLE_TEXT_LINES = 5000
 MAX_AFTER_LINES = 8
+MAX_MESSAGE_GAP = 50  # a message still open after this many lines of its input is closed
+CONTEXT_LINES = 5  # context lines before an error line, from its own stream
+LOOKBACK_LINES = 64  # raw lines read back to find them
+LOOKBACK_BYTES = 64 * 1024  # bytes of the previous block kept for that
 MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
 # the key training metrics charted in reports, when the log has them (first found first)
 KEY_METRICS = (
@@ -60,6 +76,7 @@ class ScanConfig:
 
     max_groups: int = 2000
     merge_files: int = MAX_MERGE_FILES
+    engine: str | None = None  # prefilter engine: hyperscan (default when installed) or re
 
 
 class Scanner:
@@ -70,12 +87,12 @@ class Scanner:
         self.config = config or ScanConfig()
         self.matcher = Matcher(catalog)
         self.normalizer = Normalizer()
-        self.assembler = TracebackAssembler()
+        self._lookback_normalizer = Normalizer()
+        self.assembler = TracebackAssembler(self._context)
         self.collector = FindingCollector()
         self.inputs: list[InputStats] = []
         self.seq = 0
         self.attribution: dict[str, Origin] = {}  # file -> what its place in a layout says
-        self.clock: dict[tuple, float] = {}  # stream -> last timestamp seen in it
         self.last_step: tuple[int, int] | None = None  # (seq, step) of the highest step line so far
         self.collectives = CollectiveAnalyzer()
         self.stages = StageTracker()
@@ -84,13 +101,27 @@ class Scanner:
         self.attempts: list[AttemptVerdict] = []
         self._attempt_count = 0
         self._attempt_first: Evidence | None = None
+        keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
+        for entry in catalog.entries:
+            keywords.update(entry.keywords)
+        self.prefilter = Prefilter(keywords, self.config.engine)
+        # prefilter keyword id -> the catalog entries that have that keyword
+        self._entries_of_keyword: list[tuple] = [
+            tuple(self.matcher.entries_with_keyword(k)) for k in self.prefilter.keywords]
+        self._blocks: dict[str, tuple[bytes, bytes]] = {}  # source -> (current block, tail of the previous)
+        self._tails: dict[str, bytes] = {}
+        self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
+        self._defaults: dict[str, Origin] = {}
+        self._cut_lines: dict[str, int] = {}
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
         self.open_message: dict[tuple, Hit] = {}  # stream -> error line still collecting continuation lines
         self.deferred: list[tuple] = []  # (match, record, traceback, step) for entries with `frames`
 
     # -- reading ---------------------------------------------------------------------------------
     def records(self, path: str) -> Iterator[Record]:
-        """Normalised records of one input, with the file's layout attribution as default origin."""
+        """The records of one input worth a look: candidate lines (a keyword of the catalog, the stage
+        markers, the trackers or the traceback structure) and, while a traceback, a multi-line message
+        or a config dump of this input is open, every line. Layout attribution is the default origin."""
         stats = InputStats("-" if path == "-" else path)
         self.inputs.append(stats)
         fo = file_origin(path) if path != "-" else None
@@ -98,16 +129,140 @@ class Scanner:
         if fo is not None and fo.layout:
             default = Origin(local_rank=fo.local_rank, pid=fo.pid, actor=fo.actor)
             self.attribution[stats.path] = default
-        lines = read_input(path, stats)
         if fo is not None and fo.error_file:
-            lines = self._error_file_lines(path, stats, lines)
-        for line in lines:
+            for line in self._error_file_lines(path, stats, read_input(path, stats)):
+                yield self.normalizer.normalize(line, 0, default)
+            return
+        yield from self._chunk_records(path, stats, default)
+
+    def _chunk_records(self, path: str, stats: InputStats, default: Origin | None) -> Iterator[Record]:
+        source = stats.path
+        fh = open_input(path)
+        gz = path != "-" and path.lower().endswith(".gz")
+        chunks = gunzip_chunks(fh, stats) if gz else plain_chunks(fh, stats)
+        base = 0  # lines before the current block
+        carry = b""
+        skipping = False  # the rest of an over-long line whose head was already scanned
+        truncated = 0
+        try:
+            try:
+                for chunk in chunks:
+                    if skipping:
+                        nl = chunk.find(b"\n")
+                        if nl < 0:
+                            continue
+                        chunk = chunk[nl + 1:]
+                        base += 1
+                        skipping = False
+                    data = carry + chunk if carry else chunk
+                    cut = data.rfind(b"\n") + 1
+                    if cut == 0:
+                        if len(data) > MAX_LINE_BYTES:
+                            yield from self._block(data[:MAX_LINE_BYTES] + b"\n", base, source, default, stats)
+                            truncated += 1
+                            skipping = True
+                            carry = b""
+                        else:
+                            carry = data
+                        continue
+                    block, carry = data[:cut], data[cut:]
+                    yield from self._block(block, base, source, default, stats)
+                    base += block.count(b"\n")
+            except TruncatedGzip as exc:
+                stats.notes.append(f"{source}: {exc}; scanned the {base} line(s) before that")
+            except OSError as exc:
+                raise InputError(f"{source}: read error: {exc.strerror or exc}") from None
+            if carry and not skipping:
+                yield from self._block(carry + b"\n", base, source, default, stats)
+                base += 1
+            elif skipping:
+                base += 1
+        finally:
+            if path != "-":
+                fh.close()
+        stats.lines = base
+        if truncated or self._cut_lines.get(source):
+            n = truncated + self._cut_lines.get(source, 0)
+            stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
+
+    def _block(self, block: bytes, base: int, source: str, default: Origin | None,
+               stats: InputStats) -> Iterator[Record]:
+        """Records of the lines of `block` (whole lines, ending in a newline) worth a look."""
+        found = self.prefilter.lines(block)
+        starts = [start for start, _ in found]
+        n = len(block)
+        idx = 0
+        cur = 0
+        counted_pos = 0
+        counted_lines = base  # newlines before counted_pos, in the whole input
+        self._blocks[source] = (block, self._tails.get(source, b""))
+        while cur < n:
+            while idx < len(starts) and starts[idx] < cur:
+                idx += 1
+            if self._region_open(source, counted_lines + block.count(b"\n", counted_pos, cur) + 1):
+                start = cur
+            else:
+                if idx == len(starts):
+                    break
+                start = starts[idx]
+            ids = found[idx][1] if idx < len(starts) and starts[idx] == start else _NO_KEYWORDS
+            end = block.find(b"\n", start)
+            if end < 0:
+                end = n
+            counted_lines += block.count(b"\n", counted_pos, start)
+            counted_pos = start
+            raw = block[start:end]
+            cut = len(raw) > MAX_LINE_BYTES
+            if cut:
+                raw = raw[:MAX_LINE_BYTES]
+                self._cut_lines[source] = self._cut_lines.get(source, 0) + 1
+            line = Line(source, counted_lines + 1, decode_line(raw), cut)
+            self._offsets[source] = start
             if line.text.startswith(":actor_name:") and default is not None:
                 m = RAY_ACTOR_MARKER.match(line.text)
                 if m:  # Ray worker logs name their actor once, at the top
                     default = Origin(local_rank=default.local_rank, pid=default.pid, actor=m.group("actor"))
                     self.attribution[stats.path] = default
-            yield self.normalizer.normalize(line, 0, default)
+                    self._defaults[source] = default
+            rec = self.normalizer.normalize(line, 0, default)
+            rec.keywords = ids
+            yield rec
+            cur = end + 1
+        self._tails[source] = block[-LOOKBACK_BYTES:]
+
+    def _region_open(self, source: str, line_number: int) -> bool:
+        """Must the next line of `source` be read even without a keyword?"""
+        self.assembler.expire(source, line_number)
+        if self.open_message:
+            for stream, hit in list(self.open_message.items()):
+                if stream[0] == source:
+                    if line_number - hit.record.line.number > MAX_MESSAGE_GAP:
+                        del self.open_message[stream]
+                    else:
+                        return True
+        return self.assembler.open_in(source) or self.env.dump_open_in(source)
+
+    def _context(self, rec: Record) -> list[Record]:
+        """Up to CONTEXT_LINES lines of `rec`'s stream just before it, read back from the raw block
+        (at most LOOKBACK_LINES lines back), whether or not they were candidates."""
+        source = rec.line.source
+        got = self._blocks.get(source)
+        if got is None or source not in self._offsets:
+            return self.assembler.context_of(rec.stream)
+        block, tail = got
+        default = self._defaults.get(source) or self.attribution.get(source)
+        out: list[Record] = []
+        number = rec.line.number
+        for raw in _previous_lines(block, self._offsets[source], tail, LOOKBACK_LINES):
+            number -= 1
+            if number < 1 or len(out) >= CONTEXT_LINES:
+                break
+            other = self._lookback_normalizer.normalize(
+                Line(source, number, decode_line(raw[:MAX_LINE_BYTES])), 0, default)
+            if other.stream == rec.stream and other.message.strip():
+                out.append(other)
+        out.reverse()
+        return out
 
     def _error_file_lines(self, path: str, stats: InputStats, lines: Iterator[Line]) -> Iterator[Line]:
         """torchrun's `@record` error.json: its py_callstack (or message) becomes the lines scanned;
@@ -159,9 +314,6 @@ class Scanner:
         msg = rec.message
         stream = rec.stream
         t = rec.origin.time
-        if t is not None:
-            if stream in self.clock or len(self.clock) < MAX_STREAM_CLOCKS:
-                self.clock[stream] = t
         if msg.startswith("[") and msg.startswith(SAMPLE_TEXT_START + SAMPLE_TEXT_END):
             if msg.startswith(SAMPLE_TEXT_START):
                 self.sample_text[stream] = 0
@@ -194,7 +346,13 @@ class Scanner:
                     self.last_step = (rec.seq, step)
         if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
             self.collectives.feed(rec)
-        matches = self.matcher.match(msg)
+        if rec.keywords is None:
+            matches = self.matcher.match(msg)
+        elif rec.keywords:
+            entries = {e.id: e for k in rec.keywords for e in self._entries_of_keyword[k]}
+            matches = self.matcher.match_entries(entries.values(), msg)
+        else:
+            return
         if not matches:
             return
         tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
@@ -206,9 +364,7 @@ class Scanner:
             matches = [m for m in matches if not m.entry.frames]
             if not matches:
                 return
-        if t is None:
-            t = self.clock.get(stream)
-        context = self.assembler.context_of(rec.stream) if tb is None else []
+        context = self.assembler.context_for(rec) if tb is None else []
         if tb is None and context and context[-1] is rec:
             context = context[:-1]
         hits = [Hit(m.entry, rec, m.groups, rec.seq, tb, context, t, self.last_step[1] if self.last_step else None)
@@ -234,8 +390,7 @@ class Scanner:
         self.assembler.close_all()
         for m, rec, tb, step in self.deferred:
             if m.entry.frames_match(frame_texts(tb)):
-                t = rec.origin.time if rec.origin.time is not None else self.clock.get(rec.stream)
-                self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, [], t, step))
+                self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, [], rec.origin.time, step))
         self.deferred.clear()
 
     def _new_attempt(self, rec: Record) -> None:
@@ -253,7 +408,7 @@ class Scanner:
                 summary=v.root.summary if v.root else None,
             ))
             self.collector = FindingCollector()
-            self.assembler = TracebackAssembler()
+            self.assembler = TracebackAssembler(self._context)
             self.collectives = CollectiveAnalyzer()
             self.open_message.clear()
             self.last_step = None
@@ -342,6 +497,22 @@ class Scanner:
             for a in self.metrics.anomalies(failed)
         )
         return model.Metrics(len(steps), tuple(keys[:MAX_METRIC_KEYS]), tuple(series), anomalies)
+
+
+_NO_KEYWORDS: frozenset[int] = frozenset()
+
+
+def _previous_lines(block: bytes, start: int, tail: bytes, limit: int) -> Iterator[bytes]:
+    """The raw lines before offset `start` of `block` (a line start), newest first, continuing into
+    `tail` (the end of the previous block, ending in a newline)."""
+    for buf, pos in ((block, start), (tail, len(tail))):
+        while pos > 0 and limit > 0:
+            prev = buf.rfind(b"\n", 0, pos - 1) + 1
+            yield buf[prev:pos - 1]
+            limit -= 1
+            pos = prev
+        if limit <= 0 or pos > 0:
+            return
 
 
 def _iso(t: float | None) -> str | None:

@@ -23,6 +23,7 @@ MAX_TRACEBACK_RECORDS = 200
 MAX_FRAMES = 100
 MAX_MESSAGE_LINES = 120
 MAX_KEPT_TRACEBACKS = 400
+MAX_GAP_LINES = 200  # a traceback whose source printed this many lines since its last line is closed
 CONTEXT_LINES = 5
 
 TB_START = "Traceback (most recent call last):"
@@ -238,7 +239,11 @@ def parse_exception_line(message: str) -> tuple[str, str] | None:
 class TracebackAssembler:
     """A small state machine per stream; `feed` tells each record's role in a traceback."""
 
-    def __init__(self) -> None:
+    def __init__(self, context_provider=None) -> None:
+        # context_provider(record) -> up to CONTEXT_LINES records before it in its stream; without one,
+        # the last lines fed in each stream are the context
+        self.context_provider = context_provider
+        self._open: dict[str, int] = {}  # source -> open tracebacks
         self._streams: dict[tuple, _StreamState] = {}
         self.closed: list[Traceback] = []
         self._recent: deque[Traceback] = deque(maxlen=MAX_KEPT_TRACEBACKS // 2)
@@ -258,6 +263,31 @@ class TracebackAssembler:
         st = self._streams.get(stream)
         return list(st.context) if st else []
 
+    def context_for(self, rec: Record) -> list[Record]:
+        if self.context_provider is not None:
+            return self.context_provider(rec)
+        st = self._streams.get(rec.stream)
+        return list(st.context) if st else []
+
+    def _open_tb(self, st: _StreamState, tb: Traceback) -> None:
+        st.tb = tb
+        src = tb.stream[0]
+        self._open[src] = self._open.get(src, 0) + 1
+
+    def open_in(self, source: str) -> bool:
+        return self._open.get(source, 0) > 0
+
+    def expire(self, source: str, line_number: int) -> None:
+        """Close the tracebacks of `source` that printed nothing for MAX_GAP_LINES lines."""
+        if not self._open.get(source):
+            return
+        for st in self._streams.values():
+            tb = st.tb
+            if tb is not None and tb.stream[0] == source:
+                last = tb._tail[-1] if tb._tail else tb.records[-1] if tb.records else tb.start
+                if line_number - last.line.number > MAX_GAP_LINES:
+                    self._close(st)
+
     def _close(self, st: _StreamState) -> None:
         tb = st.tb
         if tb is None:
@@ -275,6 +305,8 @@ class TracebackAssembler:
         else:
             self._recent.append(tb)
         st.last_closed = tb
+        src = tb.stream[0]
+        self._open[src] = self._open.get(src, 1) - 1
         st.tb = None
         st.phase = "idle"
 
@@ -290,7 +322,7 @@ class TracebackAssembler:
             if st.tb is not None:
                 chained = chained or None
                 self._close(st)
-            st.tb = Traceback(rec.stream, rec, list(st.context), chained_from=chained)
+            self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=chained))
             st.pending_chain = None
             st.tb.add(rec)
             st.phase = "frames"
@@ -298,7 +330,8 @@ class TracebackAssembler:
         if st.tb is None and "ray::" in msg and not msg[:1].isspace():
             m = RAY_HEADER_RE.search(msg)
             if m:
-                tb = st.tb = Traceback(rec.stream, rec, list(st.context))
+                tb = Traceback(rec.stream, rec, self.context_for(rec))
+                self._open_tb(st, tb)
                 tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
                 tb.add(rec)
                 st.phase = "frames"
@@ -309,7 +342,7 @@ class TracebackAssembler:
                 return LineRole.MESSAGE
         if st.tb is None and "File \"" in msg and FRAME_RE.match(msg):
             # a traceback whose header was cut off (an excerpt, a rotated file): start it here
-            st.tb = Traceback(rec.stream, rec, list(st.context), chained_from=st.pending_chain)
+            self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain))
             st.pending_chain = None
             st.phase = "frames"
         if st.tb is None:

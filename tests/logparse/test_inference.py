@@ -54,12 +54,10 @@ def test_chronology_beats_print_order(tmp_path: Path) -> None:
     """Two equally specific causes: the earlier timestamp wins even when printed later."""
     log = tmp_path / "two.log"
     log.write_text(
-        "[rank1]:[E1003 18:40:00.000000000 x.cpp:1] [Rank 1] boom\n"
-        "(WorkerDict pid=7) INFO:2025-10-03 18:40:00,000:start\n"
-        "(WorkerDict pid=7) ModuleNotFoundError: No module named 'flash_attn'\n"
-        "(WorkerDict pid=8) INFO:2025-10-03 18:30:00,000:start\n"
-        "(WorkerDict pid=8) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
-        "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n"
+        "2025-10-03 18:00:00,000\tINFO worker.py:1832 -- Started a local Ray instance.\n"
+        "(WorkerDict pid=7) ERROR 10-03 18:40:00 [loader.py:12] ModuleNotFoundError: No module named 'flash_attn'\n"
+        "(WorkerDict pid=8) ERROR 10-03 18:30:00 [worker.py:88] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n"
     )
     _, report = scan_json(log)
     assert report["root_cause"]["category"] == "cuda-oom"

@@ -1,0 +1,148 @@
+"""Write a realistic multi-rank verl log of a given size, for benchmarks.
+
+The body repeats what a long PPO run prints: the TaskRunner's step lines (about 60 metric keys),
+tqdm bars whose `\\r` follows the Ray prefix, WorkerDict chatter from 8 ranks on 2 nodes with
+NCCL_DEBUG=INFO, vLLM warnings, Python warnings, Ray dedup lines and checkpoint messages. It ends with
+an OOM cascade: rank 3's CUDA OOM inside `update_actor`, NCCL watchdog timeouts on the other ranks,
+and the driver's RayTaskError. Deterministic for a given size.
+
+    python benchmarks/generate_log.py OUT.log --mb 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+
+CYAN, RESET = "\x1b[36m", "\x1b[0m"
+DRIVER = f"{CYAN}(TaskRunner pid=1888103){RESET} "
+KEYS = (
+    ["global_seqlen/min", "global_seqlen/max", "global_seqlen/minmax_diff", "global_seqlen/mean"]
+    + [f"actor/{k}" for k in ("entropy", "pg_loss", "pg_clipfrac", "ppo_kl", "pg_clipfrac_lower", "grad_norm", "lr")]
+    + [f"critic/{k}" for k in ("vf_loss", "vf_clipfrac", "vpred_mean", "grad_norm", "lr")]
+    + [f"critic/{a}/{b}" for a in ("score", "rewards", "advantages", "returns", "values") for b in ("mean", "max", "min")]
+    + [f"response_length/{k}" for k in ("mean", "max", "min", "clip_ratio")]
+    + [f"prompt_length/{k}" for k in ("mean", "max", "min", "clip_ratio")]
+    + [f"timing_s/{k}" for k in ("gen", "reward", "old_log_prob", "values", "adv", "update_critic", "update_actor", "step")]
+    + [f"timing_per_token_ms/{k}" for k in ("gen", "values", "adv", "update_critic", "update_actor")]
+    + ["perf/mfu/actor", "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
+       "perf/total_num_tokens", "perf/time_per_step", "perf/throughput", "training/global_step", "training/epoch"]
+)
+
+
+def worker(rank: int) -> str:
+    node = "10.0.0.1" if rank < 4 else "10.0.0.2"
+    return f"{CYAN}(WorkerDict pid={400000 + rank}, ip={node}){RESET} "
+
+
+def step_line(step: int, rnd: random.Random) -> str:
+    parts = [f"step:{step}"]
+    for k in KEYS:
+        v = rnd.random() * 10
+        parts.append(f"{k}:np.float64({v!r})" if rnd.random() < 0.7 else f"{k}:{v!r}")
+    return DRIVER + " - ".join(parts)
+
+
+def chatter(rnd: random.Random, step: int) -> list[str]:
+    """One worker's line(s) between two step lines, in roughly the proportions of a real run with
+    NCCL_DEBUG=INFO: mostly NCCL channel/transport INFO, vLLM warnings, Python warnings, dedup lines."""
+    r = rnd.randrange(8)
+    w = worker(r)
+    host = "node-1" if r < 4 else "node-2"
+    pid = 400000 + r
+    choice = rnd.random()
+    if choice < 0.55:
+        return [f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Channel {rnd.randrange(32):02d}/0 : {r}[{r % 4}] -> "
+                f"{(r + 1) % 8}[{(r + 1) % 4}] via P2P/IPC/read"]
+    if choice < 0.62:
+        return [f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Connected all rings, use ring PXN 0 GDR 1"]
+    if choice < 0.74:
+        return [f"{w}WARNING 05-07 21:12:03 [scheduler.py:1754] Sequence group {rnd.randrange(999)} is preempted by "
+                f"PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
+                f"end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV "
+                f"cache memory. total_num_cumulative_preemption={rnd.randrange(99)}"]
+    if choice < 0.84:
+        return [f"{w}/opt/venv/lib/python3.10/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py:690: "
+                f"FutureWarning: FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated.",
+                f"{w}  warnings.warn("]
+    if choice < 0.94:
+        return [f"{w}Setting `pad_token_id` to `eos_token_id`:151643 for open-end generation. "
+                f"[repeated {rnd.randrange(2, 8)}x across cluster]"]
+    return [f"{w}INFO {rnd.randrange(1, 13):02d}-{rnd.randrange(10, 29)} 12:00:{rnd.randrange(60):02d} [metrics.py:455] "
+            f"Avg prompt throughput: {rnd.random() * 900:.1f} tokens/s, Avg generation throughput: "
+            f"{rnd.random() * 3000:.1f} tokens/s, Running: {rnd.randrange(64)} reqs"]
+
+
+def step_block(step: int, rnd: random.Random) -> list[str]:
+    lines = [step_line(step, rnd), f"{DRIVER}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 "
+                                   f"[1:10:40<6:31:06, 64.47s/it]"]
+    if step % 10 == 0:  # a checkpoint every 10 steps: each rank saves model, optimizer and extra state
+        for r in range(8):
+            for what in ("model", "optim", "extra_state"):
+                lines.append(f"{worker(r)}INFO:2025-08-22 23:08:{rnd.randrange(60):02d},898:[Rank {r}] Saved {what} to "
+                             f"/workspace/job/checkpoints/global_step_{step}/actor/{what}_world_size_8_rank_{r}.pt")
+    return lines
+
+
+CASCADE = """\
+{w3}Traceback (most recent call last):
+{w3}  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 466, in update_actor
+{w3}    metrics = self.actor.update_policy(data=data)
+{w3}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.56 GiB. GPU 3 has a total capacity of 79.33 GiB of which 2.10 GiB is free. Including non-PyTorch memory, this process has 77.21 GiB memory in use.
+{w0}[rank0]:[E1003 18:37:01.833011111 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800021 milliseconds before timing out.
+{w1}[rank1]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out.
+Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'data.train_batch_size=256']
+Traceback (most recent call last):
+  File "/opt/venv/lib/python3.10/site-packages/verl/trainer/main_ppo.py", line 64, in main
+    run_ppo(config)
+ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor() (pid=400003, ip=10.0.0.1, actor_id=87523c02ec964b128fbc710001000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7edde69d7850>)
+  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 466, in update_actor
+    metrics = self.actor.update_policy(data=data)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.56 GiB. GPU 3 has a total capacity of 79.33 GiB of which 2.10 GiB is free.
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+
+
+def generate(path: str, mb: float, seed: int = 7) -> None:
+    rnd = random.Random(seed)
+    target = int(mb * 1_000_000)
+    written = 0
+    step = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        head = [
+            "2025-04-30 20:59:12,200\tINFO worker.py:1832 -- Started a local Ray instance. View the dashboard at 127.0.0.1:8265",
+            DRIVER + "{'actor_rollout_ref': {'actor': {'ppo_micro_batch_size_per_gpu': 8,",
+            DRIVER + "                                 'strategy': 'fsdp'},",
+            DRIVER + "                       'rollout': {'gpu_memory_utilization': 0.6, 'name': 'vllm'}},",
+            DRIVER + " 'trainer': {'n_gpus_per_node': 4, 'nnodes': 2}}",
+            DRIVER + "[validate_config] All configuration checks passed successfully!",
+            DRIVER + "Total training steps: 435",
+            worker(0) + "NCCL version 2.21.5+cuda12.4",
+            DRIVER + "Training from scratch",
+        ]
+        for line in head:
+            fh.write(line + "\n")
+            written += len(line) + 1
+        tail = CASCADE.format(w0=worker(0), w1=worker(1), w3=worker(3))
+        while written < target - len(tail):
+            step += 1
+            lines = step_block(step, rnd)
+            for _ in range(rnd.randrange(150, 400)):
+                lines.extend(chatter(rnd, step))
+            block = "\n".join(lines) + "\n"
+            fh.write(block)
+            written += len(block)
+        fh.write(tail)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--mb", type=float, default=200.0, help="approximate size in MB")
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    generate(a.out, a.mb, a.seed)
+
+
+if __name__ == "__main__":
+    main()
