@@ -12,7 +12,8 @@ import datetime
 import heapq
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 import regex
 
@@ -76,7 +77,8 @@ class ScanConfig:
 
     max_groups: int = 2000
     merge_files: int = MAX_MERGE_FILES
-    engine: str | None = None  # prefilter engine: hyperscan (default when installed) or re
+    # prefilter engine: hyperscan (default when installed) or re; VERL_LOGSCAN_ENGINE overrides
+    engine: str | None = field(default_factory=lambda: os.environ.get("VERL_LOGSCAN_ENGINE") or None)
 
 
 class Scanner:

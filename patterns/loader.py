@@ -8,6 +8,7 @@ or as a template. Regexes are compiled with the `regex` module; matching runs wi
 from __future__ import annotations
 
 import importlib.resources
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,109 @@ MAX_PATTERN_LENGTH = 2000
 # A nested unbounded quantifier such as (a+)+ or (a*)* can backtrack exponentially.
 NESTED_QUANTIFIER_RE = regex.compile(r"\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)[+*{]")
 HUGE_REPEAT_RE = regex.compile(r"\{(\d{4,})(?:,(\d*))?\}|\{,(\d{4,})\}")
+MAX_REPEAT_PRODUCT = 10_000  # nested counted repeats multiply: (?:a{999}){999} compiles for seconds
+# A pattern is tried on these at load time (a run of one character, then a character that fails the
+# match); one that takes longer than PROBE_TIMEOUT_S backtracks catastrophically and is rejected.
+PROBE_LENGTH = 40
+PROBE_TIMEOUT_S = 0.05
+PROBE_CHARS = "a0 x_.-:/\t"
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxdict = 4
+_REPR.maxlevel = 2
+
+
+def _short(value: Any) -> str:
+    """A bounded repr of a YAML value for a message: aliases can nest a small file into a huge value."""
+    return _REPR.repr(value)
+
+
+def regex_risk(pattern: str) -> str | None:
+    """Why `pattern` may backtrack catastrophically or compile huge, or None: a quantified group whose
+    body (at any depth) holds an unbounded quantifier, like (a+)+ or (?:(?:a|b)+)*; a counted repeat of
+    1000 or more; nested counted repeats whose product exceeds MAX_REPEAT_PRODUCT."""
+    stack: list[list] = []  # per open group: [an unbounded quantifier inside, largest repeat product inside]
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "(":
+            if pattern.startswith("(?#", i):  # a comment
+                end = pattern.find(")", i)
+                i = n if end < 0 else end + 1
+                continue
+            stack.append([False, 1])
+            i += 1
+            continue
+        if c == "|":
+            i += 1
+            continue
+        group = c == ")"
+        unbounded, product = False, 1  # of the atom read now: a group just closed, an escape, a class, a char
+        if group:
+            if stack:
+                unbounded, product = stack.pop()
+            i += 1
+        elif c == "\\":
+            i += 2
+        elif c == "[":  # a class: ( + * are literal inside it
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+        else:
+            i += 1
+        quantified_unbounded = False
+        count = None
+        if i < n and pattern[i] in "*+":
+            quantified_unbounded = True
+            i += 1
+        elif i < n and pattern[i] == "?":
+            i += 1
+        elif i < n and pattern[i] == "{":
+            m = _COUNT_RE.match(pattern, i)
+            if m and (m.group(1) or m.group(3)):
+                low = int(m.group(1) or 0)
+                if m.group(2) and not m.group(3):
+                    quantified_unbounded = True
+                else:
+                    count = max(low, int(m.group(3) or low))
+                i = m.end()
+        if i < n and pattern[i] in "?+":  # a lazy or possessive marker
+            i += 1
+        if quantified_unbounded and unbounded and group:
+            return ("a quantified group whose body holds an unbounded quantifier (like (a+)+) can "
+                    "backtrack catastrophically")
+        if count is not None:
+            if count >= 1000:
+                return f"a repetition count of {count} (limit 999)"
+            product *= max(count, 1)
+            if product > MAX_REPEAT_PRODUCT:
+                return f"nested repetition counts multiply to {product} (limit {MAX_REPEAT_PRODUCT})"
+        if stack:
+            stack[-1][0] = stack[-1][0] or unbounded or quantified_unbounded
+            stack[-1][1] = max(stack[-1][1], product)
+    return None
+
+
+_COUNT_RE = regex.compile(r"\{(\d*)(,)?(\d*)\}")
+
+
+def slow_probe(compiled: regex.Pattern) -> str | None:
+    """A short input on which `compiled` takes longer than PROBE_TIMEOUT_S, or None."""
+    chars = set(PROBE_CHARS)
+    chars.update(ch for ch in compiled.pattern if ch.isalnum() and ch.isascii())
+    for ch in sorted(chars)[:40]:
+        for tail in ("\x00", "!"):
+            probe = ch * PROBE_LENGTH + tail
+            try:
+                compiled.search(probe, timeout=PROBE_TIMEOUT_S)
+            except TimeoutError:
+                return probe
+    return None
 
 
 @dataclass(frozen=True)
@@ -80,7 +184,8 @@ class _LineDict(dict):
     key_lines: dict[str, int]
 
 
-class _LineLoader(yaml.SafeLoader):
+# The C loader when libyaml is there (several times faster to start a scan); same safe constructors.
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     pass
 
 

@@ -113,9 +113,12 @@ def _parse(text: str, label: str, problems: list[Problem]) -> dict:
     return data
 
 
+_SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @functools.lru_cache(maxsize=1)
 def task_stages() -> dict[str, str]:
-    data = yaml.safe_load(_read_builtin()) or {}
+    data = yaml.load(_read_builtin(), Loader=_SAFE) or {}
     table = {str(k): str(v) for k, v in (data.get("task_stages") or {}).items()}
     bad = {k: v for k, v in table.items() if v not in STAGES}
     if bad:
@@ -301,7 +304,7 @@ class FrameRule:
 
 @functools.lru_cache(maxsize=1)
 def frame_rules() -> tuple[FrameRule, ...]:
-    data = yaml.safe_load(_read_builtin()) or {}
+    data = yaml.load(_read_builtin(), Loader=_SAFE) or {}
     rules = []
     for i, raw in enumerate(data.get("frame_stages") or ()):
         if not isinstance(raw, dict) or raw.get("stage") not in STAGES:
