@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from logparse.catalog_check import check_examples
+from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, redact_report
 from logparse.scan import Scanner
@@ -115,6 +116,25 @@ def write_atomically(path: str, text: str) -> None:
         raise
 
 
+def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, alerts: bool,
+               status: StatusLine | None) -> None:
+    """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan."""
+    if follow or tee:
+        out = sys.stdout.buffer
+
+        def open_stream(path: str, stream):
+            if follow and path != "-":
+                stream.close()
+                stream = FollowFile(path)
+            return TeeStream(stream, out) if tee else stream
+
+        scanner.open_stream = open_stream
+    if alerts:
+        scanner.on_fatal = Alerts(sys.stderr)
+    if status is not None:
+        scanner.on_progress = status
+
+
 class DefaultToScan(click.Group):
     """`... | verl-logscan` with piped input scans stdin, like `verl-logscan scan -`."""
 
@@ -160,8 +180,17 @@ def cli() -> None:
               help="Also mask IP addresses, host names and user names in home paths (stable placeholders "
                    "such as node-1, ip-1, user-1). Secrets (tokens, API keys, passwords, e-mails) are always masked.")
 @click.option("--no-redact", is_flag=True, help="Do not mask secrets in the report.")
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep reading a file as it grows (survives rotation and truncation) until Ctrl-C; "
+                   "on stdin, read until the pipe closes. The report is written at the end.")
+@click.option("--tee", is_flag=True,
+              help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
+                   "--tee -o report.md`); needs -o, since stdout carries the log.")
+@click.option("--metrics-csv", type=click.Path(dir_okay=False),
+              help="Also write the step metrics (one row per step, one column per key) to this CSV file.")
 def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...],
-         color: bool | None, redact_hosts: bool, no_redact: bool) -> None:
+         color: bool | None, redact_hosts: bool, no_redact: bool, follow: bool, tee: bool,
+         metrics_csv: str | None) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
     \b
@@ -172,6 +201,10 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     """
     if no_redact and redact_hosts:
         _fail("--no-redact and --redact-hosts contradict each other; give one")
+    if tee and (not output or output == "-"):
+        _fail("--tee passes the log through to stdout, so the report needs -o FILE")
+    if follow and len(paths) > 1:
+        _fail("--follow reads one file (or stdin); give a single PATH")
     catalog = _load(catalogs)
     try:
         files = expand_inputs(list(paths) or ["-"])
@@ -182,6 +215,9 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
             if f != "-" and _same_file(f, output):
                 _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
     scanner = Scanner(catalog)
+    live = follow or tee or files == ["-"]
+    status = StatusLine(sys.stderr) if sys.stderr.isatty() else None
+    _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status)
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
@@ -190,7 +226,14 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     except (KeyboardInterrupt, Terminated) as exc:  # report what was found so far, marked incomplete
         interrupted = _interrupt_code(exc)
         _default_signals()
+    if status is not None:
+        status.clear()
     report = scanner.report()
+    if metrics_csv:
+        try:
+            scanner.metrics.to_csv(metrics_csv)
+        except OSError as exc:
+            _fail(f"cannot write {metrics_csv}: {exc.strerror or exc}")
     if interrupted is not None:
         note = f"interrupted by {interrupted[1]}: the report covers only the lines read before it"
         report = dataclasses.replace(report, complete=False, notes=(*report.notes, note))

@@ -43,7 +43,7 @@ from logparse.reader import (
     read_input,
 )
 from logparse.tracebacks import LineRole, TracebackAssembler
-from patterns import Catalog
+from patterns import Catalog, Role, Severity
 from patterns.inference import inference_rules
 
 MAX_MERGE_FILES = 64
@@ -86,6 +86,10 @@ class Scanner:
 
     def __init__(self, catalog: Catalog, config: ScanConfig | None = None):
         self.catalog = catalog
+        # live use (logparse.live): wrap each opened input (follow, tee); hear of fatal causes; see progress
+        self.open_stream = None  # callable(path, stream) -> stream
+        self.on_fatal = None  # callable(hit)
+        self.on_progress = None  # callable(scanner), called once per record read
         self.config = config or ScanConfig()
         self.matcher = Matcher(catalog)
         self.normalizer = Normalizer()
@@ -140,6 +144,8 @@ class Scanner:
     def _chunk_records(self, path: str, stats: InputStats, default: Origin | None) -> Iterator[Record]:
         source = stats.path
         fh = open_input(path)
+        if self.open_stream is not None:
+            fh = self.open_stream(path, fh)
         gz = path != "-" and path.lower().endswith(".gz")
         chunks = gunzip_chunks(fh, stats) if gz else plain_chunks(fh, stats)
         base = 0  # lines before the current block
@@ -229,6 +235,8 @@ class Scanner:
             rec = self.normalizer.normalize(line, 0, default)
             rec.keywords = ids
             yield rec
+            if self.on_progress is not None:
+                self.on_progress(self)
             cur = end + 1
         self._tails[source] = block[-LOOKBACK_BYTES:]
 
@@ -373,6 +381,8 @@ class Scanner:
                 for m in matches]
         for hit in hits:
             self.collector.add(hit)
+            if self.on_fatal is not None and hit.entry.role == Role.CAUSE and hit.entry.severity == Severity.FATAL:
+                self.on_fatal(hit)
         if tb is None and stream not in self.open_message:
             self.open_message[stream] = hits[0]
 

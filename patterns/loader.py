@@ -51,6 +51,7 @@ REMEDIATION_FIELDS = {"summary": True, "why": True, "fix": True, "references": F
 EXAMPLE_FIELDS = {"match": True, "no_match": True, "todo_match": False}
 ID_RE = regex.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MAX_PATTERN_LENGTH = 2000
+MAX_CATALOG_BYTES = 8 << 20  # one catalog file; the built-in files are a few tens of KiB
 # A nested unbounded quantifier such as (a+)+ or (a*)* can backtrack exponentially.
 NESTED_QUANTIFIER_RE = regex.compile(r"\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)[+*{]")
 HUGE_REPEAT_RE = regex.compile(r"\{(\d{4,})(?:,(\d*))?\}|\{,(\d{4,})\}")
@@ -60,7 +61,17 @@ MAX_REPEAT_PRODUCT = 10_000  # nested counted repeats multiply: (?:a{999}){999} 
 PROBE_LENGTH = 40
 PROBE_TIMEOUT_S = 0.05
 PROBE_CHARS = "a0 x_.-:/\t"
-_REPR = reprlib.Repr()
+class _BoundedRepr(reprlib.Repr):
+    def repr1(self, x: Any, level: int) -> str:
+        # reprlib dispatches on the type's name: the line-keeping list / dict subclasses need this
+        if isinstance(x, list):
+            return self.repr_list(x, level)
+        if isinstance(x, dict):
+            return self.repr_dict(x, level)
+        return super().repr1(x, level)
+
+
+_REPR = _BoundedRepr()
 _REPR.maxstring = _REPR.maxother = 60
 _REPR.maxlist = _REPR.maxdict = 4
 _REPR.maxlevel = 2
@@ -128,8 +139,8 @@ def regex_risk(pattern: str) -> str | None:
         if i < n and pattern[i] in "?+":  # a lazy or possessive marker
             i += 1
         if quantified_unbounded and unbounded and group:
-            return ("a quantified group whose body holds an unbounded quantifier (like (a+)+) can "
-                    "backtrack catastrophically")
+            return ("it nests unbounded quantifiers (a group quantified with + or * whose body holds + or *, "
+                    "like (a+)+), which can backtrack catastrophically")
         if count is not None:
             if count >= 1000:
                 return f"a repetition count of {count} (limit 999)"
@@ -189,6 +200,18 @@ class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
     pass
 
 
+class _LineList(list):
+    """A sequence that remembers the line of each item (1-based)."""
+
+    item_lines: list[int]
+
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> _LineList:
+    result = _LineList(loader.construct_object(child, deep=True) for child in node.value)
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _LineDict:
     loader.flatten_mapping(node)
     result = _LineDict()
@@ -197,13 +220,18 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _LineDict
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, str):
-            key = str(key)
+            key = _short(key)
+        if key in result:  # PyYAML would keep the last one silently
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"found duplicate key '{key}' (first at line {result.key_lines[key]})", key_node.start_mark)
         result[key] = loader.construct_object(value_node, deep=True)
         result.key_lines[key] = key_node.start_mark.line + 1
     return result
 
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
 def _suggest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
@@ -214,22 +242,49 @@ def _suggest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
 class _EntryBuilder:
     """Validates one raw mapping; collects problems instead of stopping at the first."""
 
-    def __init__(self, raw: _LineDict, file: str, problems: list[Problem]):
+    def __init__(self, raw: _LineDict, file: str, problems: list[Problem], probe: bool = False):
         self.raw = raw
         self.file = file
         self.problems = problems
+        self.probe = probe  # time each regex on short adversarial inputs (user catalogs)
         self.ok = True
+
+    def item_line(self, key: str, value: Any, index: int) -> int | None:
+        lines = getattr(value, "item_lines", None)
+        return lines[index] if lines and index < len(lines) else None
 
     def line_of(self, key: str | None = None) -> int:
         if key is not None and key in getattr(self.raw, "key_lines", {}):
             return self.raw.key_lines[key]
         return getattr(self.raw, "line", 0)
 
-    def fail(self, key: str | None, reason: str, help: str = "") -> None:
+    def fail(self, key: str | None, reason: str, help: str = "", line: int | None = None) -> None:
         ident = self.raw.get("id") if isinstance(self.raw.get("id"), str) else None
         prefix = f"entry '{ident}': " if ident else "entry: "
-        self.problems.append(Problem(self.file, self.line_of(key), prefix + reason, help))
+        self.problems.append(Problem(self.file, line or self.line_of(key), prefix + reason, help))
         self.ok = False
+
+    def regex(self, key: str, what: str, p: str, line: int | None) -> regex.Pattern | None:
+        """Compile one catalog regex, or fail with why it is refused."""
+        risk = regex_risk(p)
+        if risk is not None:
+            self.fail(key, f"{what} is refused: {risk}: {p!r}",
+                      "rewrite without a quantified group that itself holds + or * (e.g. (?:a+)+ -> a+), "
+                      "and with repetition counts below 1000", line)
+            return None
+        try:
+            compiled = regex.compile(p)
+        except (regex.error, OverflowError, RecursionError, MemoryError) as exc:
+            self.fail(key, f"{what} does not compile: {exc}", f"regex: {p!r}", line)
+            return None
+        if self.probe:
+            slow = slow_probe(compiled)
+            if slow is not None:
+                self.fail(key, f"{what} is refused: it takes over {PROBE_TIMEOUT_S:g}s on the {len(slow)}-character "
+                          f"input {slow!r} (catastrophic backtracking): {p!r}",
+                          "make the alternatives or repeats of a group unable to match the same text", line)
+                return None
+        return compiled
 
     def text(self, key: str, required: bool = True) -> str | None:
         value = self.raw.get(key)
@@ -238,7 +293,7 @@ class _EntryBuilder:
                 self.fail(key, f"missing required field '{key}'", f"add '{key}: ...' to the entry")
             return None
         if not isinstance(value, str) or not value.strip():
-            self.fail(key, f"'{key}' must be a non-empty string, got {type(value).__name__}")
+            self.fail(key, f"'{key}' must be a non-empty string, got {type(value).__name__} {_short(value)}")
             return None
         return value
 
@@ -248,7 +303,7 @@ class _EntryBuilder:
                 self.fail(key, f"missing required field '{key}'", f"add '{key}:' with a list of strings")
             return ()
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            self.fail(key, f"'{key}' must be a list of non-empty strings")
+            self.fail(key, f"'{key}' must be a list of non-empty strings, got {_short(value)}")
             return ()
         if required and not value:
             self.fail(key, f"'{key}' must not be empty")
@@ -274,7 +329,7 @@ class _EntryBuilder:
         if priority is None:
             self.fail("priority", "missing required field 'priority'", "an integer 0-100; higher wins")
         elif not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
-            self.fail("priority", f"'priority' must be an integer 0-100, got {priority!r}")
+            self.fail("priority", f"'priority' must be an integer 0-100, got {_short(priority)}")
         keywords = self.text_list("keywords", raw.get("keywords"))
         compiled = self._patterns()
         message = self.text("message")
@@ -287,8 +342,11 @@ class _EntryBuilder:
                     self.fail("message", f"placeholder '{{{name}}}' names no group of the patterns",
                               f"named groups: {', '.join(sorted(groups)) or 'none'}")
         stage = raw.get("stage")
-        if stage is not None and stage not in STAGES:
-            self.fail("stage", f"unknown stage '{stage}'", _suggest(str(stage), STAGES) or "see TAXONOMY.md")
+        if stage is not None and not isinstance(stage, str):
+            self.fail("stage", f"'stage' must be a stage id (a string) or null, got {_short(stage)}")
+            stage = None
+        elif stage is not None and stage not in STAGES:
+            self.fail("stage", f"unknown stage '{stage}'", _suggest(stage, STAGES) or "see TAXONOMY.md")
         explains = self.text_list("explains", raw.get("explains"), required=False)
         category_from = self._category_from(groups)
         frames = self._frames()
@@ -312,9 +370,9 @@ class _EntryBuilder:
         if value is None:
             self.fail(key, f"missing required field '{key}'", f"one of: {', '.join(names)}")
             return None
-        if value not in names:
-            self.fail(key, f"'{key}' must be one of {', '.join(names)}, got {value!r}",
-                      _suggest(str(value), names))
+        if not isinstance(value, str) or value not in names:
+            self.fail(key, f"'{key}' must be one of {', '.join(names)}, got {_short(value)}",
+                      _suggest(value, names) if isinstance(value, str) else "")
             return None
         return enum(value)
 
@@ -328,24 +386,18 @@ class _EntryBuilder:
             return []
         compiled = []
         for i, p in enumerate(value):
+            line = self.item_line("patterns", value, i)
             if not isinstance(p, str) or not p:
-                self.fail("patterns", f"pattern #{i + 1} must be a non-empty string")
+                self.fail("patterns", f"pattern #{i + 1} must be a non-empty string (a regex in single quotes), "
+                          f"got {type(p).__name__} {_short(p)}", line=line)
                 continue
             if len(p) > MAX_PATTERN_LENGTH:
-                self.fail("patterns", f"pattern #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})")
+                self.fail("patterns", f"pattern #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})",
+                          line=line)
                 continue
-            if NESTED_QUANTIFIER_RE.search(p):
-                self.fail("patterns", f"pattern #{i + 1} nests unbounded quantifiers, which can backtrack "
-                          f"catastrophically: {p!r}", "rewrite without a quantified group that itself ends in + or *")
-                continue
-            if HUGE_REPEAT_RE.search(p):
-                self.fail("patterns", f"pattern #{i + 1} has a repetition count of 1000 or more: {p!r}",
-                          "use a smaller bound or + / *")
-                continue
-            try:
-                compiled.append(regex.compile(p))
-            except regex.error as exc:
-                self.fail("patterns", f"pattern #{i + 1} does not compile: {exc}", f"pattern: {p!r}")
+            c = self.regex("patterns", f"pattern #{i + 1}", p, line)
+            if c is not None:
+                compiled.append(c)
         return compiled
 
     def _frames(self) -> tuple[regex.Pattern, ...]:
@@ -356,14 +408,14 @@ class _EntryBuilder:
             self.fail("frames", "'frames' must be a non-empty list of regexes")
             return ()
         out = []
-        for p in value:
-            if NESTED_QUANTIFIER_RE.search(p) or HUGE_REPEAT_RE.search(p):
-                self.fail("frames", f"frame regex may backtrack catastrophically: {p!r}")
+        for i, p in enumerate(value):
+            if len(p) > MAX_PATTERN_LENGTH:
+                self.fail("frames", f"frame regex #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})",
+                          line=self.item_line("frames", value, i))
                 continue
-            try:
-                out.append(regex.compile(p))
-            except regex.error as exc:
-                self.fail("frames", f"frame regex does not compile: {exc}", f"regex: {p!r}")
+            c = self.regex("frames", f"frame regex #{i + 1}", p, self.item_line("frames", value, i))
+            if c is not None:
+                out.append(c)
         return tuple(out)
 
     def _category_from(self, groups: set[str]) -> CategoryFrom | None:
@@ -379,12 +431,12 @@ class _EntryBuilder:
         default = value.get("default", "unknown")
         pairs = []
         for k, cat in value["map"].items():
-            if cat not in CATEGORIES:
-                self.fail("category_from", f"unknown category '{cat}' in category_from.map",
-                          _suggest(str(cat), CATEGORIES))
+            if not isinstance(cat, str) or cat not in CATEGORIES:
+                self.fail("category_from", f"unknown category {_short(cat)} in category_from.map",
+                          _suggest(cat, CATEGORIES) if isinstance(cat, str) else "a category id")
             pairs.append((str(k), cat))
-        if default not in CATEGORIES:
-            self.fail("category_from", f"unknown default category '{default}'")
+        if not isinstance(default, str) or default not in CATEGORIES:
+            self.fail("category_from", f"unknown default category {_short(default)}")
         return CategoryFrom(value["group"], tuple(pairs), default)
 
     def _remediation(self) -> Remediation | None:
@@ -401,7 +453,8 @@ class _EntryBuilder:
                 self.fail("remediation", f"remediation.{key} must be a non-empty string")
         fix = self.text_list("remediation", value.get("fix"))
         refs = self.text_list("remediation", value.get("references", []), required=False)
-        return Remediation(str(summary or "").strip(), str(why or "").strip(), fix, refs)
+        return Remediation(summary.strip() if isinstance(summary, str) else "",
+                           why.strip() if isinstance(why, str) else "", fix, refs)
 
     def _examples(self) -> Examples | None:
         value = self.raw.get("examples")
@@ -432,7 +485,7 @@ class _EntryBuilder:
                     why = item.get("why", "")
                     if need_why and not (isinstance(why, str) and why.strip()):
                         self.fail("examples", f"examples.{key} item lacks 'why': {text[:60]!r}")
-                    out.append(Example(text, str(why or ""), block="block" in item))
+                    out.append(Example(text, why if isinstance(why, str) else "", block="block" in item))
                 else:
                     self.fail("examples", f"examples.{key} items must be strings, {{line, why}} or {{block, why}} mappings")
             return tuple(out)
@@ -440,8 +493,13 @@ class _EntryBuilder:
         return Examples(items("match", False), items("no_match", True), items("todo_match", False))
 
 
-def _load_file(path: Path, label: str, problems: list[Problem]) -> list[Entry]:
+def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = False) -> list[Entry]:
     try:
+        size = path.stat().st_size
+        if size > MAX_CATALOG_BYTES:
+            problems.append(Problem(label, 0, f"catalog file is {size} bytes (limit {MAX_CATALOG_BYTES})",
+                                    "split it into several files in a folder"))
+            return []
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(Problem(label, 0, f"cannot read catalog file: {exc}"))
@@ -451,8 +509,18 @@ def _load_file(path: Path, label: str, problems: list[Problem]) -> list[Entry]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 0
-        problems.append(Problem(label, line, f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                                "regexes belong in single-quoted scalars: 'like \\d+ this'"))
+        problem = str(getattr(exc, "problem", None) or exc)
+        if "could not determine a constructor for the tag" in problem:
+            tag = problem.rsplit("tag", 1)[-1].strip(" '")
+            problems.append(Problem(label, line, f"YAML tag {tag!r} is not allowed: a catalog is plain data "
+                                    "(read with a safe loader; nothing in it is run)",
+                                    "remove the tag; write the value as a plain string, list or mapping"))
+        else:
+            problems.append(Problem(label, line, f"invalid YAML: {problem}",
+                                    "regexes belong in single-quoted scalars: 'like \\d+ this'"))
+        return []
+    except RecursionError:
+        problems.append(Problem(label, 0, "invalid YAML: nested too deeply"))
         return []
     if data is None:
         return []
@@ -467,7 +535,7 @@ def _load_file(path: Path, label: str, problems: list[Problem]) -> list[Entry]:
         if not isinstance(raw, dict):
             problems.append(Problem(label, getattr(raw, "line", 0), "each catalog entry must be a mapping"))
             continue
-        entry = _EntryBuilder(raw, label, problems).build()
+        entry = _EntryBuilder(raw, label, problems, probe).build()
         if entry is not None:
             if entry.id in seen:
                 problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' (first at line {seen[entry.id]})",
@@ -484,7 +552,7 @@ def _catalog_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _load_source(path: Path, display: str, problems: list[Problem]) -> list[Entry]:
+def _load_source(path: Path, display: str, problems: list[Problem], probe: bool = False) -> list[Entry]:
     """One source (a file or a folder): ids must be unique across it."""
     if not path.exists():
         problems.append(Problem(display, 0, "catalog path does not exist"))
@@ -493,7 +561,7 @@ def _load_source(path: Path, display: str, problems: list[Problem]) -> list[Entr
     first: dict[str, Entry] = {}
     for f in _catalog_files(path):
         label = display if f == path else str(Path(display) / f.relative_to(path))
-        for entry in _load_file(f, label, problems):
+        for entry in _load_file(f, label, problems, probe):
             if entry.id in first:
                 other = first[entry.id]
                 problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' "
@@ -518,7 +586,8 @@ def load_catalog(extra: list[str] | tuple[str, ...] = (), builtin: bool = True) 
             merged[e.id] = e
         sources.append("built-in")
     for path in extra:
-        for e in _load_source(Path(path), str(path), problems):
+        # the built-in catalog's regexes are probed by its tests, a user's at every load
+        for e in _load_source(Path(path), str(path), problems, probe=True):
             merged[e.id] = e
         sources.append(str(path))
     for e in merged.values():

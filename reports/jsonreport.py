@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from logparse.model import Evidence, FindingView, Report, RootCause
+from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause
 
 
 def _evidence(e: Evidence) -> dict[str, Any]:
@@ -50,6 +51,48 @@ def _root(rc: RootCause) -> dict[str, Any]:
     }
 
 
+def number(value: float | None) -> float | str | None:
+    """JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf" (null stays missing)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Environment values (str, numbers, lists, dicts) as JSON-safe values."""
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def _progress(p: Progress) -> dict[str, Any]:
+    return {
+        "stage_reached": p.stage_reached, "last_step": p.last_step, "total_steps": p.total_steps,
+        "completed": p.completed, "seconds_per_step": number(p.seconds_per_step),
+        "failure_step": p.failure_step, "note": p.note,
+        "timeline": [{"stage": s.stage, "first": {"source": s.first_source, "line": s.first_line},
+                      "last": {"source": s.last_source, "line": s.last_line},
+                      "first_time": s.first_time, "last_time": s.last_time} for s in p.timeline],
+    }
+
+
+def _metrics(m: Metrics) -> dict[str, Any]:
+    return {
+        "steps": m.steps,
+        "keys": list(m.keys),
+        "series": [{"key": s.key, "steps": list(s.steps), "values": [number(v) for v in s.values]}
+                   for s in m.series],
+        "anomalies": [{"kind": a.kind, "step": a.step, "key": a.key, "value": number(a.value),
+                       "detail": a.detail, "fatal": a.fatal} for a in m.anomalies],
+    }
+
+
 def to_dict(report: Report) -> dict[str, Any]:
     return {
         "schema_version": report.schema_version,
@@ -59,8 +102,16 @@ def to_dict(report: Report) -> dict[str, Any]:
         "findings": [_finding(f) for f in report.findings],
         "inputs": [{"path": i.path, "lines": i.lines, "bytes": i.bytes} for i in report.inputs],
         "notes": list(report.notes),
+        "progress": _progress(report.progress) if report.progress else None,
+        "metrics": _metrics(report.metrics) if report.metrics else None,
+        "environment": _plain(dict(report.environment)),
+        "attempts": [{"index": a.index, "first_line": _evidence(a.first_line), "status": a.status,
+                      "category": a.category, "summary": a.summary} for a in report.attempts],
+        "redactions": {str(k): int(v) for k, v in report.redactions.items()},
+        "complete": report.complete,
     }
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(to_dict(report), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    # allow_nan=False: a non-finite float that slipped through is a bug, never invalid JSON
+    return json.dumps(to_dict(report), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

@@ -1,16 +1,32 @@
-"""Render a Report in one of the formats. Templates only format; every decision is in the Report."""
+"""Render a Report in one of the formats. Templates only format; every decision is in the Report or,
+for what fits where (the Markdown size budget, the terminal's line budget), in the views built here."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import jinja2
 
-from logparse.model import Report
+from logparse.model import Evidence, FindingView, Report
 from reports.jsonreport import render_json
 
-FORMATS = ("text", "md", "json")
+FORMATS = ("text", "md", "html", "json")
+
+# GitHub rejects an issue body over 65,536 characters; the report stays well under it so the reporter
+# can add words of their own around it.
+GITHUB_BODY_LIMIT = 65_536
+MD_BUDGET = 60_000
+MD_LINE_CHARS = 1_000  # a code line (evidence, traceback) longer than this is clipped
+MD_CELL_CHARS = 300  # a table cell / list item
+MD_MAX_FRAMES = 100  # traceback frames shown at most (the first fifth and the rest from the end)
+SUMMARY_MAX_LINES = 25
+SUMMARY_FIELD_CHARS = 200
+SUMMARY_NOTES = 3
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
 _BACKTICKS = re.compile(r"`+")
@@ -24,12 +40,17 @@ def md_text(value: object) -> str:
 
 
 def md_code(value: object) -> str:
-    """Inline code span that survives backticks inside the text."""
+    """Inline code span that survives backticks inside the text (and `|` inside a table cell)."""
     text = " ".join(str(value).split())
     longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
     ticks = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def md_cell_code(value: object) -> str:
+    """An inline code span inside a table cell: a `|` would end the cell even inside code."""
+    return md_code(value).replace("|", "\\|")
 
 
 def fence(lines: list[str], info: str = "text") -> str:
@@ -69,6 +90,64 @@ def where(rc) -> str:
     return ", ".join(parts)
 
 
+def clip(text: object, limit: int) -> str:
+    """`text` on one line, at most about `limit` characters, saying how much was cut."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+
+
+def number(value: float | None) -> str:
+    """A metric value for people: 4 significant digits, nan/inf as such."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def redaction_line(report: Report) -> str:
+    """'2 hf-token, 1 email' (what was masked before the report was written), or '' when nothing."""
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(report.redactions.items()))
+
+
+def step_text(report: Report) -> str:
+    """'step 4 of 10 (failed during step 5)' from the progress, or ''."""
+    p = report.progress
+    if p is None or p.last_step is None:
+        return ""
+    text = f"step {p.last_step}" + (f" of {p.total_steps}" if p.total_steps else "")
+    if report.failed and p.failure_step is not None and p.failure_step != p.last_step:
+        text += f" (failure after step {p.failure_step})"
+    return text
+
+
+def env_value(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={env_value(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(env_value(v) for v in value)
+    if isinstance(value, float):
+        return number(value)
+    return str(value)
+
+
+def env_rows(report: Report) -> list[tuple[str, str]]:
+    """(name, value) rows of the environment; a dict value (e.g. config) becomes one row per key."""
+    rows = []
+    for name, value in report.environment.items():
+        if isinstance(value, dict):
+            rows.extend((f"{name}.{k}", env_value(v)) for k, v in value.items())
+        else:
+            rows.append((str(name), env_value(value)))
+    return rows
+
+
 @functools.lru_cache(maxsize=4)
 def _env(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
@@ -79,8 +158,10 @@ def _env(autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(md_text=md_text, md_code=md_code, compact_ranks=compact_ranks)
+    env.filters.update(md_text=md_text, md_code=md_code, md_cell_code=md_cell_code, compact_ranks=compact_ranks,
+                       clip=clip, number=number)
     env.globals.update(fence=fence, where=where)
+    env.tests["gap"] = lambda value: isinstance(value, Gap)
     return env
 
 
@@ -92,11 +173,214 @@ def _paint(color: bool):
     return paint
 
 
-def render(report: Report, fmt: str, color: bool = False) -> str:
+# -- Markdown: what fits in a GitHub issue --------------------------------------------------------------
+@dataclass
+class Gap:
+    """Stands where lines were left out of a list (rendered as '... N lines left out ...')."""
+
+    count: int
+
+
+@dataclass
+class MdView:
+    """What the Markdown template shows; lists shrink, in order of least value, until it fits."""
+
+    findings: list[FindingView]
+    symptoms: list[FindingView]
+    evidence: list[Evidence | Gap]
+    frames: list[tuple[str, int, str] | Gap]
+    environment: list[tuple[str, str]]
+    inputs: list
+    explanation: list[str]
+    notes: list[str]
+    anomalies: list
+    attempts: list
+    cut: dict[str, tuple[int, int]] = field(default_factory=dict)  # what -> (left out, of)
+
+    def trim_note(self) -> str:
+        if not self.cut:
+            return ""
+        parts = [f"{left:,} of {total:,} {what}" for what, (left, total) in self.cut.items()]
+        return (f"Trimmed to fit a GitHub issue ({GITHUB_BODY_LIMIT:,} characters): left out "
+                + "; ".join(parts) + ". `--format html` or `--format json` has everything.")
+
+
+def keep_ends(items: Sequence, keep: int, head: int, must: object = None) -> tuple[list, int]:
+    """The first `head` and the last `keep - head` of `items` with a Gap between; `must` (an item)
+    stays wherever it is. Returns (items, how many were left out)."""
+    if keep >= len(items):
+        return list(items), 0
+    head = min(head, keep)
+    tail_n = keep - head
+    kept_idx = set(range(head)) | set(range(len(items) - tail_n, len(items)))
+    if must is not None and must in items:
+        kept_idx.add(items.index(must))
+    out: list = []
+    run = 0
+    for i, item in enumerate(items):
+        if i in kept_idx:
+            if run:
+                out.append(Gap(run))
+                run = 0
+            out.append(item)
+        else:
+            run += 1
+    if run:
+        out.append(Gap(run))
+    return out, len(items) - len(kept_idx)
+
+
+def _keep_frames(frames: list, keep: int, innermost: object) -> tuple[list, int]:
+    """`keep` of the frames (a Gap from an earlier cap counts as none of them)."""
+    real = [f for f in frames if not isinstance(f, Gap)]
+    capped = sum(f.count for f in frames if isinstance(f, Gap))
+    if keep >= len(real):
+        return list(frames), capped
+    kept, left_out = keep_ends(real, keep, 1 if keep > 2 else 0, innermost)
+    return kept, left_out + capped
+
+
+def _md_view(report: Report) -> MdView:
+    rc = report.root_cause
+    tb = rc.traceback if rc else None
+    frames: list = list(tb.frames) if tb else []
+    cut = {}
+    if len(frames) > MD_MAX_FRAMES:  # a deep recursion says nothing more after its first and last frames
+        frames, left_out = keep_ends(frames, MD_MAX_FRAMES, MD_MAX_FRAMES // 5, tb.innermost_user_frame)
+        cut["traceback frames"] = (left_out, len(tb.frames))
+    return MdView(
+        cut=cut,
+        findings=list(report.findings),
+        symptoms=list(report.symptoms),
+        evidence=list(rc.evidence) if rc else [],
+        frames=frames,
+        environment=env_rows(report),
+        inputs=list(report.inputs),
+        explanation=list(rc.explanation) if rc else [],
+        notes=list(report.notes),
+        anomalies=list(report.metrics.anomalies) if report.metrics else [],
+        attempts=list(report.attempts),
+    )
+
+
+def _render_md(report: Report, view: MdView) -> str:
+    return _env(False).get_template("report.md.j2").render(
+        r=report, v=view, step=step_text(report), redacted=redaction_line(report),
+        line_chars=MD_LINE_CHARS, cell_chars=MD_CELL_CHARS, Gap=Gap,
+    )
+
+
+def _shrunk(report: Report, view: MdView, label: str, attr: str, kept: tuple[list, int],
+            total: int) -> tuple[str, MdView]:
+    """`view` with its list `attr` replaced by `kept` = (items, how many left out), rendered."""
+    items, left_out = kept
+    cut = dict(view.cut)
+    if left_out:
+        cut[label] = (left_out, total)
+    else:
+        cut.pop(label, None)
+    trial = dataclasses.replace(view, **{attr: items}, cut=cut)
+    return _render_md(report, trial), trial
+
+
+def render_markdown(report: Report, budget: int = MD_BUDGET) -> str:
+    """The Markdown report, trimmed to `budget` characters in order of least value: findings rows first,
+    then input rows (a folder of many rank logs), symptom rows, the middle of the evidence, the middle of
+    the traceback, then the smaller lists; the report says what each cut left out."""
+    full = _md_view(report)
+    text = _render_md(report, full)
+    if len(text) <= budget:
+        return text
+    rc = report.root_cause
+    innermost = rc.traceback.innermost_user_frame if rc and rc.traceback else None
+    error_line = rc.error_line if rc else None
+    # (label for the note, attribute, minimum kept, how to keep k of the original items)
+    stages: list[tuple[str, str, int, Callable[[list, int], tuple[list, int]]]] = [
+        ("findings rows", "findings", 0, lambda xs, k: (xs[:k], len(xs) - k)),
+        ("input rows", "inputs", 1, lambda xs, k: (xs[:k], len(xs) - k)),
+        ("symptom rows", "symptoms", 1, lambda xs, k: (xs[:k], len(xs) - k)),
+        ("evidence lines", "evidence", 1, lambda xs, k: keep_ends(xs, k, k // 3, error_line)),
+        ("traceback frames", "frames", 1, lambda xs, k: _keep_frames(xs, k, innermost)),
+        ("environment rows", "environment", 0, lambda xs, k: (xs[:k], len(xs) - k)),
+        ("notes", "notes", 0, lambda xs, k: (xs[:k], len(xs) - k)),
+        ("anomalies", "anomalies", 0, lambda xs, k: (xs[:k], len(xs) - k)),
+        ("earlier attempts", "attempts", 0, lambda xs, k: (xs[:k], len(xs) - k)),
+        ("explanation lines", "explanation", 1, lambda xs, k: (xs[:k], len(xs) - k)),
+    ]
+    view = full
+    for label, attr, minimum, keep in stages:
+        original = getattr(full, attr)
+        n = len(original)
+        if n <= minimum:
+            continue
+        total = full.cut[label][1] if label in full.cut else n
+        lo, hi = minimum, n  # the largest k in [lo, hi] that fits, or lo
+        best_text, best = _shrunk(report, view, label, attr, keep(original, lo), total)
+        if len(best_text) > budget:
+            text, view = best_text, best
+            continue
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            t, trial = _shrunk(report, view, label, attr, keep(original, mid), total)
+            if len(t) <= budget:
+                lo, best_text, best = mid, t, trial
+            else:
+                hi = mid - 1
+        return best_text
+    if len(text) > budget:  # only a catalog with enormous remediation text gets here
+        text = text[:budget].rsplit("\n", 1)[0] + f"\n\n(report cut at {budget:,} characters)\n"
+    return text
+
+
+# -- the terminal summary ---------------------------------------------------------------------------
+def _symptoms_line(report: Report) -> str:
+    parts = []
+    for s in report.symptoms[:4]:
+        ranks = f" (ranks {compact_ranks(s.ranks)})" if s.ranks else ""
+        parts.append(f"{s.id} x{s.count}{ranks}")
+    more = f", +{len(report.symptoms) - 4} more" if len(report.symptoms) > 4 else ""
+    return clip(", ".join(parts), SUMMARY_FIELD_CHARS) + more
+
+
+def render_summary(report: Report, color: bool = False, report_path: str | None = None) -> str:
+    """The short terminal summary (at most SUMMARY_MAX_LINES lines; every field on one line)."""
+    rc = report.root_cause
+    p = report.progress
+    stage = (rc.stage if rc else None) or (p.stage_reached if p else None)
+    stage_line = ", ".join(x for x in (stage or ("not shown in the log" if rc else ""), step_text(report)) if x)
+    if p is not None and not rc:
+        stage_line += ", completed" if p.completed else ""
+    anomalies = report.metrics.anomalies if report.metrics else ()
+    anomaly_line = ""
+    if anomalies:
+        a = anomalies[0]
+        anomaly_line = clip(f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})", SUMMARY_FIELD_CHARS)
+    notes = [clip(n, SUMMARY_FIELD_CHARS) for n in report.notes[:SUMMARY_NOTES]]
+    if p is not None and p.note and not rc:
+        notes.insert(0, clip(p.note, SUMMARY_FIELD_CHARS))
+    text = _env(False).get_template("summary.txt.j2").render(
+        r=report, paint=_paint(color), where=where(rc) if rc else "", stage=stage_line,
+        summary=clip(rc.summary, SUMMARY_FIELD_CHARS) if rc else "",
+        error=clip(rc.message.strip(), SUMMARY_FIELD_CHARS) if rc else "",
+        fix=clip(rc.remediation.fix[0], SUMMARY_FIELD_CHARS) if rc and rc.remediation.fix else "",
+        symptoms=_symptoms_line(report) if report.symptoms else "",
+        anomalies=anomaly_line, redacted=redaction_line(report), notes=notes[:SUMMARY_NOTES],
+        more_notes=max(0, len(report.notes) + (1 if p is not None and p.note and not rc else 0) - SUMMARY_NOTES),
+        report_path=report_path, lines=sum(i.lines for i in report.inputs),
+    )
+    return text
+
+
+def render(report: Report, fmt: str, color: bool = False, report_path: str | None = None) -> str:
+    """`report` as `fmt`; `report_path` (text only) names where the full report was written."""
     if fmt == "json":
         return render_json(report)
     if fmt == "md":
-        return _env(False).get_template("report.md.j2").render(r=report)
+        return render_markdown(report)
+    if fmt == "html":
+        from reports.html import render_html  # html builds on the helpers above
+
+        return render_html(report)
     if fmt == "text":
-        return _env(False).get_template("summary.txt.j2").render(r=report, paint=_paint(color))
+        return render_summary(report, color=color, report_path=report_path)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

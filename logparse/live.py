@@ -1,0 +1,142 @@
+"""Live use: follow a growing file, pass the input through (tee), raise alerts as fatal lines arrive.
+
+* `FollowFile` reads a file like `tail -F`: at its end it waits and reads what is appended; when the
+  file is truncated it reads from the start again, and when it is replaced (log rotation: a new inode
+  at the path) it opens the new file. Ctrl-C ends following and the scan finishes normally.
+* `TeeStream` writes every byte it reads to another stream, unchanged, as soon as it is read.
+* `Alerts` is told about each finding and prints one line per fatal cause, once per catalog entry;
+  `StatusLine` redraws a one-line status (stage, step, findings so far) on a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import BinaryIO, TextIO
+
+POLL_SECONDS = 0.2
+STATUS_EVERY_SECONDS = 0.5
+
+
+class FollowFile:
+    """A binary stream over `path` that never ends by itself (until stop() or Ctrl-C)."""
+
+    def __init__(self, path: str, poll: float = POLL_SECONDS):
+        self.path = path
+        self.poll = poll
+        self._fh = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._ino = os.fstat(self._fh.fileno()).st_ino
+        self.stopped = False
+        self.rotations = 0
+        self.truncations = 0
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def _check_replaced(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return  # between a rotation's rename and the new file's creation
+        pos = self._fh.tell()
+        if st.st_ino != self._ino:
+            self._fh.close()
+            self._fh = open(self.path, "rb")  # noqa: SIM115
+            self._ino = os.fstat(self._fh.fileno()).st_ino
+            self.rotations += 1
+        elif st.st_size < pos:
+            self._fh.seek(0)
+            self.truncations += 1
+
+    def read1(self, n: int = -1) -> bytes:
+        while True:
+            data = self._fh.read1(n) if n > 0 else self._fh.read()
+            if data:
+                return data
+            if self.stopped:
+                return b""
+            try:
+                self._check_replaced()
+                data = self._fh.read1(n) if n > 0 else self._fh.read()
+                if data:
+                    return data
+                time.sleep(self.poll)
+            except KeyboardInterrupt:
+                self.stopped = True
+                return b""
+
+    read = read1
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class TeeStream:
+    """Reads from `inner`, writing each chunk to `out` before handing it on."""
+
+    def __init__(self, inner: BinaryIO, out: BinaryIO):
+        self.inner = inner
+        self.out = out
+        self._read = getattr(inner, "read1", None) or inner.read
+
+    def read1(self, n: int = -1) -> bytes:
+        data = self._read(n)
+        if data:
+            self.out.write(data)
+            self.out.flush()
+        return data
+
+    read = read1
+
+    def close(self) -> None:
+        if hasattr(self.inner, "close"):
+            self.inner.close()
+
+
+class Alerts:
+    """One stderr line per fatal cause, the moment its line is read (once per catalog entry)."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+        self.seen: set[str] = set()
+        self.first_alert_at: float | None = None
+
+    def __call__(self, hit) -> None:  # hit: logparse.findings.Hit
+        entry = hit.entry
+        if entry.id in self.seen:
+            return
+        self.seen.add(entry.id)
+        if self.first_alert_at is None:
+            self.first_alert_at = time.monotonic()
+        rec = hit.record
+        where = rec.origin.where()
+        self.out.write(f"verl-logscan: ALERT {hit.category} ({entry.id}) at {rec.line.source}:{rec.line.number}"
+                       f"{' on ' + where if where else ''}: {rec.message[:200]}\n")
+        self.out.flush()
+
+
+class StatusLine:
+    """`\\r`-redrawn status on a terminal, at most every STATUS_EVERY_SECONDS."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+        self._last = 0.0
+        self._width = 0
+
+    def __call__(self, scanner) -> None:  # scanner: logparse.scan.Scanner
+        now = time.monotonic()
+        if now - self._last < STATUS_EVERY_SECONDS:
+            return
+        self._last = now
+        p = scanner.stages.progress(None, failed=False)
+        read = sum(s.bytes for s in scanner.inputs) / 1e6
+        text = (f"verl-logscan: {read:,.1f} MB read, stage {p.stage_reached or '-'}, step "
+                f"{p.last_step if p.last_step is not None else '-'}, {len(scanner.collector.groups)} finding(s)")
+        self.out.write("\r" + text.ljust(self._width))
+        self._width = len(text)
+        self.out.flush()
+
+    def clear(self) -> None:
+        if self._width:
+            self.out.write("\r" + " " * self._width + "\r")
+            self.out.flush()

@@ -1,0 +1,192 @@
+"""Render a `FleetSummary` (one row per job, counts per status, category and stage) as text, Markdown,
+HTML, CSV or JSON. Every table is a pandas DataFrame built here from the summary; the formats only
+lay the same frames out, so they all say the same thing.
+
+CSV holds the job rows only (one table per file); the counts follow from them. JSON holds the rows
+and the counts, keys sorted, `schema_version` 1.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+import pandas as pd
+
+from logparse.fleet import FleetSummary, JobRow, JobStatus
+from reports.render import md_cell_code, md_text
+
+FLEET_FORMATS = ("text", "md", "html", "csv", "json")
+FLEET_SCHEMA_VERSION = 1
+MISSING = "-"
+TEXT_CELL_CHARS = 120  # a terminal cell longer than this is clipped (the message of an error row)
+
+# the columns a person reads (text, md, html); CSV and JSON split `error at` into source and line
+JOB_COLUMNS = ("job", "status", "root cause", "category", "stage", "last step", "confidence", "error at")
+# the keys of a machine-readable row (CSV columns, JSON row keys)
+ROW_KEYS = ("job", "status", "root_cause", "category", "stage", "last_step", "confidence", "error_source",
+            "error_line", "message")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _row_dict(row: JobRow) -> dict[str, Any]:
+    """The machine-readable row (CSV, JSON): plain values, null where unknown."""
+    return {
+        "job": row.job,
+        "status": row.status.value,
+        "root_cause": row.root_cause,
+        "category": row.category,
+        "stage": row.stage,
+        "last_step": row.last_step,
+        "confidence": row.confidence,
+        "error_source": row.error_source,
+        "error_line": row.error_line,
+        "message": row.message,
+    }
+
+
+def jobs_frame(summary: FleetSummary) -> pd.DataFrame:
+    """One row per job, in the order given, with the columns a person reads (`message` when any job
+    could not be read). Cells are strings (`-` where unknown)."""
+    with_message = summary.errors > 0
+    rows = []
+    for j in summary.jobs:
+        cells = [j.job, j.status.value, j.root_cause, j.category, j.stage, j.last_step,
+                 f"{j.confidence:.2f}" if j.confidence is not None else None, j.error_at]
+        if with_message:
+            cells.append(j.message)
+        rows.append([MISSING if c is None else str(c) for c in cells])
+    columns = list(JOB_COLUMNS) + (["message"] if with_message else [])
+    return pd.DataFrame(rows, columns=columns, dtype=object)
+
+
+def counts_frame(counts: tuple[tuple[str, int], ...], key: str) -> pd.DataFrame:
+    return pd.DataFrame([(k, n) for k, n in counts], columns=[key, "jobs"]).astype({key: object, "jobs": "int64"})
+
+
+def _headline(summary: FleetSummary) -> str:
+    counts = dict(summary.status_counts())
+    parts = [f"{counts[s.value]} {s.value}" for s in (JobStatus.FAILED, JobStatus.HEALTHY, JobStatus.ERROR)
+             if counts[s.value] or s is not JobStatus.ERROR]
+    return f"{len(summary.jobs)} job(s): " + ", ".join(parts)
+
+
+# -- text ------------------------------------------------------------------------------------------
+def _text_cell(value: object) -> str:
+    text = _CONTROL.sub("?", str(value))  # no escape sequences from a path onto the terminal
+    return text if len(text) <= TEXT_CELL_CHARS else text[: TEXT_CELL_CHARS - 1] + "…"
+
+
+_NUMERIC_COLUMNS = {"last step", "confidence", "jobs"}
+
+
+def _text_table(frame: pd.DataFrame) -> str:
+    """Columns two spaces apart, text left-aligned, numbers right-aligned, no trailing blanks."""
+    cells = frame.astype(str).map(_text_cell)
+    widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
+    right = [c in _NUMERIC_COLUMNS for c in cells.columns]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)).rstrip()
+
+    return "\n".join([line([str(c) for c in cells.columns])] + [line(list(r)) for r in cells.itertuples(index=False)])
+
+
+def render_fleet_text(summary: FleetSummary) -> str:
+    out = [f"fleet: {_headline(summary)}", "", _text_table(jobs_frame(summary))]
+    if summary.category_counts():
+        out += ["", "failed jobs by category", _text_table(counts_frame(summary.category_counts(), "category"))]
+        out += ["", "failed jobs by stage", _text_table(counts_frame(summary.stage_counts(), "stage"))]
+    return "\n".join(out) + "\n"
+
+
+# -- Markdown --------------------------------------------------------------------------------------
+_MD_CODE_COLUMNS = {"job", "root cause", "error at"}
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    def cell(column: str, value: object) -> str:
+        if value == MISSING:
+            return MISSING
+        return md_cell_code(value) if column in _MD_CODE_COLUMNS else md_text(value)
+
+    lines = ["| " + " | ".join(md_text(c) for c in frame.columns) + " |",
+             "|" + "|".join("---:" if c in ("last step", "confidence", "jobs") else "---" for c in frame.columns) + "|"]
+    for record in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(cell(c, v) for c, v in zip(frame.columns, record)) + " |")
+    return "\n".join(lines)
+
+
+def render_fleet_markdown(summary: FleetSummary) -> str:
+    out = ["## verl-logscan fleet summary", "", md_text(_headline(summary)), "", _md_table(jobs_frame(summary))]
+    if summary.category_counts():
+        out += ["", "### Failed jobs by category", "", _md_table(counts_frame(summary.category_counts(), "category"))]
+        out += ["", "### Failed jobs by stage", "", _md_table(counts_frame(summary.stage_counts(), "stage"))]
+    return "\n".join(out) + "\n"
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+_HTML_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+    "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;font-size:.9em}"
+    "th{background:#f3f3f3}"
+)
+
+
+def _html_table(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, escape=True, border=0, classes="fleet")
+
+
+def render_fleet_html(summary: FleetSummary) -> str:
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>verl-logscan fleet summary</title>",
+        f"<style>{_HTML_STYLE}</style></head><body>",
+        "<h1>verl-logscan fleet summary</h1>",
+        f"<p>{html.escape(_headline(summary))}</p>",
+        _html_table(jobs_frame(summary)),
+    ]
+    if summary.category_counts():
+        parts += ["<h2>Failed jobs by category</h2>", _html_table(counts_frame(summary.category_counts(), "category")),
+                  "<h2>Failed jobs by stage</h2>", _html_table(counts_frame(summary.stage_counts(), "stage"))]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+# -- CSV and JSON ----------------------------------------------------------------------------------
+def render_fleet_csv(summary: FleetSummary) -> str:
+    frame = pd.DataFrame([_row_dict(j) for j in summary.jobs], columns=list(ROW_KEYS), dtype=object)
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def fleet_to_dict(summary: FleetSummary) -> dict[str, Any]:
+    return {
+        "schema_version": FLEET_SCHEMA_VERSION,
+        "jobs": [_row_dict(j) for j in summary.jobs],
+        "counts": {
+            "status": dict(summary.status_counts()),
+            "category": dict(summary.category_counts()),
+            "stage": dict(summary.stage_counts()),
+        },
+    }
+
+
+def render_fleet_json(summary: FleetSummary) -> str:
+    return json.dumps(fleet_to_dict(summary), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def render_fleet(summary: FleetSummary, fmt: str) -> str:
+    renderers = {
+        "text": render_fleet_text,
+        "md": render_fleet_markdown,
+        "html": render_fleet_html,
+        "csv": render_fleet_csv,
+        "json": render_fleet_json,
+    }
+    if fmt not in renderers:
+        raise ValueError(f"unknown fleet format {fmt!r}; one of {', '.join(FLEET_FORMATS)}")
+    return renderers[fmt](summary)

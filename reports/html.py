@@ -1,0 +1,366 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no fonts, scripts or links to load).
+
+Everything the template shows is computed here: chart geometry (SVG coordinates), which evidence
+line is the error, which frame is the innermost user frame, where the failure marker goes. The
+template only formats, and Jinja's autoescape keeps every log-derived string text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from markupsafe import Markup, escape
+
+from logparse.model import Evidence, FindingView, MetricSeries, Report
+from reports.render import _env, compact_ranks, env_rows, number, redaction_line, step_text, where
+
+FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
+CELL_CHARS = 500  # a log line quoted in a table cell
+BANNER_ERROR_CHARS = 300
+
+# chart geometry (SVG user units; the SVGs scale to their box)
+TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_BAR, TL_TOP, TL_AXIS = 960, 150, 24, 24, 14, 22, 34
+MC_WIDTH, MC_HEIGHT, MC_LEFT, MC_RIGHT, MC_TOP, MC_BOTTOM = 440, 190, 58, 14, 16, 30
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def inline_code(text: object) -> Markup:
+    """Catalog text (remediation) with its `code` spans as <code>; everything escaped first."""
+    return Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(escape(str(text)))))
+
+
+def safe_href(url: str) -> str | None:
+    return url if re.match(r"https?://[^\s\"'<>]+$", url) else None
+
+
+def clip_cell(text: str, limit: int = CELL_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    source: str
+    line: int
+    text: str
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class FrameRow:
+    file: str
+    line: int
+    function: str
+    innermost: bool
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Bar:
+    stage: str
+    x: float
+    y: float
+    width: float
+    label_y: float
+    span: str  # "lines 12-80" / "11:52:28-11:53:02"
+    where: str  # "job.log:12 - job.log:80"
+    failed: bool  # the stage the root cause happened in
+
+
+@dataclass(frozen=True)
+class Timeline:
+    width: int
+    height: int
+    axis_y: float
+    plot_left: int
+    plot_right: int
+    axis: str  # "log line" | "time"
+    bars: tuple[Bar, ...]
+    ticks: tuple[Tick, ...]
+    failure_x: float | None
+    failure_label: str
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+    step: int
+    value: str
+    kind: str  # "" | "missing" | "nonfinite"
+    anomaly: bool
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    width: int
+    height: int
+    plot: tuple[float, float, float, float]  # left, top, right, bottom
+    path: str
+    points: tuple[Point, ...]
+    y_ticks: tuple[tuple[float, str], ...]
+    x_ticks: tuple[Tick, ...]
+    failure_x: float | None
+    failure_step: int | None
+    last: str
+    low: str
+    high: str
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    id: str
+    title: str
+    category: str
+    role: str
+    count: int
+    ranks: str
+    nodes: str
+    source: str
+    line: int
+    text: str
+    explained_by: str
+
+
+@dataclass(frozen=True)
+class HtmlView:
+    title: str
+    status: str
+    verdict: str
+    evidence: tuple[EvidenceRow, ...]
+    frames: tuple[FrameRow, ...]
+    where: str
+    step: str
+    redacted: str
+    references: tuple[tuple[str, str | None], ...]  # (text, href or None)
+    error: str  # the error line, clipped for the banner (the evidence has it in full)
+    timeline: Timeline | None
+    charts: tuple[Chart, ...]
+    symptoms: tuple[FindingRow, ...]
+    findings: tuple[FindingRow, ...]
+    findings_open: bool
+    environment: tuple[tuple[str, str], ...]
+    confidence_pct: int
+
+
+def _finding_row(f: FindingView) -> FindingRow:
+    return FindingRow(f.id, f.title, f.category, f.role, f.count, compact_ranks(f.ranks) or "-",
+                      ", ".join(f.nodes) or "-", f.first.source, f.first.line, clip_cell(f.first.text),
+                      f.explained_by or "")
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _parse_time(text: str | None) -> float | None:
+    """Seconds of a naive ISO 8601 time (no time zone, so no local-time conversion either way)."""
+    if not text:
+        return None
+    try:
+        return (datetime.fromisoformat(text).replace(tzinfo=None) - _EPOCH).total_seconds()
+    except ValueError:
+        return None
+
+
+def _clock(seconds: float) -> str:
+    return (_EPOCH + timedelta(seconds=seconds)).strftime("%H:%M:%S")
+
+
+def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values spanning [lo, hi] (1, 2, 5 x 10^n steps)."""
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    ticks = []
+    v = first
+    while v <= hi + step * 1e-9:
+        ticks.append(round(v, 12))
+        v += step
+    return ticks
+
+
+def timeline(report: Report) -> Timeline | None:
+    p = report.progress
+    if p is None or not p.timeline:
+        return None
+    spans = p.timeline
+    rc = report.root_cause
+    sources = {s.first_source for s in spans} | {s.last_source for s in spans}
+    times = [(_parse_time(s.first_time), _parse_time(s.last_time)) for s in spans]
+    # One file: log lines place every stage and the failure exactly. Several files have no common line
+    # numbers, so their timestamps place the stages (when every stage has them).
+    use_time = len(sources) > 1 and all(a is not None and b is not None for a, b in times)
+    if use_time:
+        starts = [a for a, _ in times]
+        ends = [b for _, b in times]
+    else:
+        starts = [float(s.first_line) for s in spans]
+        ends = [float(max(s.last_line, s.first_line)) for s in spans]
+    lo, hi = min(starts), max(ends)
+    failure_value = None
+    failure_label = ""
+    if rc is not None:
+        if not use_time and rc.error_line is not None and rc.error_line.source in sources:
+            failure_value = float(rc.error_line.line)
+            failure_label = f"failure: {rc.error_line.source}:{rc.error_line.line}"
+        else:
+            failure_value = hi
+            failure_label = "failure (after the last stage line)"
+        hi = max(hi, failure_value)
+    if hi <= lo:
+        hi = lo + 1
+    left, right = TL_LABEL, TL_WIDTH - TL_RIGHT
+
+    def x(v: float) -> float:
+        return round(left + (v - lo) / (hi - lo) * (right - left), 1)
+
+    # the stage the failure happened in: the root cause's own stage, else the span around the failure
+    failed_index = None
+    if rc is not None:
+        named = [i for i, s in enumerate(spans) if s.stage == rc.stage]
+        around = [i for i, (a, b) in enumerate(zip(starts, ends)) if failure_value is not None and a <= failure_value]
+        failed_index = named[-1] if named else (max(around, key=lambda i: starts[i]) if around else None)
+    bars = []
+    for i, (s, a, b) in enumerate(zip(spans, starts, ends)):
+        y = TL_TOP + i * TL_ROW
+        x0, x1 = x(a), x(b)
+        if use_time:
+            span = f"{s.first_time} - {s.last_time}"
+        else:
+            span = f"lines {s.first_line}-{s.last_line}" if s.last_line != s.first_line else f"line {s.first_line}"
+        bars.append(Bar(s.stage, x0, y, max(3.0, round(x1 - x0, 1)), y + TL_BAR - 3, span,
+                        f"{s.first_source}:{s.first_line} - {s.last_source}:{s.last_line}",
+                        i == failed_index))
+    axis_y = TL_TOP + len(spans) * TL_ROW + 4
+    if use_time:
+        ticks = tuple(Tick(x(lo + d), _clock(lo + d)) for d in _nice_ticks(0, hi - lo))
+    else:
+        ticks = tuple(Tick(x(v), f"{int(v):,}") for v in _nice_ticks(lo, hi) if v == int(v))
+    return Timeline(TL_WIDTH, int(axis_y + TL_AXIS), axis_y, left, right, "time" if use_time else "log line",
+                    tuple(bars), ticks, x(failure_value) if failure_value is not None else None, failure_label)
+
+
+def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int]) -> Chart:
+    steps = list(series.steps)
+    values = list(series.values)
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    left, top = MC_LEFT, MC_TOP
+    right, bottom = MC_WIDTH - MC_RIGHT, MC_HEIGHT - MC_BOTTOM
+    s_lo = min(steps) if steps else 0
+    s_hi = max(steps) if steps else 1
+    if failure_step is not None:
+        s_lo, s_hi = min(s_lo, failure_step), max(s_hi, failure_step)
+    v_lo, v_hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    if v_hi == v_lo:
+        pad = abs(v_lo) * 0.1 or 1.0
+        v_lo, v_hi = v_lo - pad, v_hi + pad
+    else:
+        pad = (v_hi - v_lo) * 0.08
+        v_lo, v_hi = v_lo - pad, v_hi + pad
+
+    def x(step: float) -> float:
+        if s_hi == s_lo:
+            return round((left + right) / 2, 1)
+        return round(left + (step - s_lo) / (s_hi - s_lo) * (right - left), 1)
+
+    def y(v: float) -> float:
+        return round(bottom - (v - v_lo) / (v_hi - v_lo) * (bottom - top), 1)
+
+    points = []
+    path: list[str] = []
+    pen_down = False
+    for step, v in zip(steps, values):
+        if v is None:
+            points.append(Point(x(step), bottom, step, "no value", "missing", step in anomaly_steps))
+            pen_down = False
+        elif not math.isfinite(v):
+            points.append(Point(x(step), bottom if v < 0 else top, step, number(v), "nonfinite",
+                                step in anomaly_steps))
+            pen_down = False
+        else:
+            px, py = x(step), y(v)
+            path.append(f"{'L' if pen_down else 'M'}{px} {py}")
+            pen_down = True
+            points.append(Point(px, py, step, number(v), "", step in anomaly_steps))
+    y_ticks = tuple((y(v), number(v)) for v in _nice_ticks(v_lo, v_hi, 4))
+    x_ticks = tuple(Tick(x(v), str(int(v))) for v in _nice_ticks(s_lo, s_hi, 5) if v == int(v))
+    return Chart(
+        key=series.key, width=MC_WIDTH, height=MC_HEIGHT, plot=(left, top, right, bottom), path=" ".join(path),
+        points=tuple(points), y_ticks=y_ticks, x_ticks=x_ticks,
+        failure_x=x(failure_step) if failure_step is not None else None, failure_step=failure_step,
+        last=number(values[-1]) if values else "-", low=number(min(finite)) if finite else "-",
+        high=number(max(finite)) if finite else "-",
+    )
+
+
+def charts(report: Report) -> tuple[Chart, ...]:
+    m = report.metrics
+    if m is None or not m.series:
+        return ()
+    failure_step = None
+    if report.failed:
+        if report.progress is not None and report.progress.failure_step is not None:
+            failure_step = report.progress.failure_step
+        else:  # no better knowledge: the job failed after the last step it logged
+            failure_step = max((max(s.steps) for s in m.series if s.steps), default=None)
+    out = []
+    for s in m.series:
+        anomaly_steps = {a.step for a in m.anomalies if a.key == s.key}
+        out.append(chart(s, failure_step, anomaly_steps))
+    return tuple(out)
+
+
+def view(report: Report) -> HtmlView:
+    rc = report.root_cause
+    evidence: tuple[EvidenceRow, ...] = ()
+    frames: tuple[FrameRow, ...] = ()
+    references: tuple[tuple[str, str | None], ...] = ()
+    if rc is not None:
+        err: Evidence | None = rc.error_line
+        evidence = tuple(EvidenceRow(e.source, e.line, e.text, err is not None and (e.source, e.line) ==
+                                     (err.source, err.line)) for e in rc.evidence)
+        if rc.traceback is not None:
+            inner = rc.traceback.innermost_user_frame
+            frames = tuple(FrameRow(f, n, fn, inner is not None and (f, n) == (inner[0], inner[1]))
+                           for f, n, fn in rc.traceback.frames)
+        references = tuple((ref, safe_href(ref)) for ref in rc.remediation.references)
+    status = "failed" if report.failed else "healthy"
+    verdict = f"failed: {rc.category}" if rc else "no failure found"
+    findings = tuple(_finding_row(f) for f in report.findings)
+    return HtmlView(
+        title=f"verl-logscan: {verdict}",
+        status=status,
+        verdict=verdict,
+        evidence=evidence,
+        frames=frames,
+        where=where(rc) if rc else "",
+        step=step_text(report),
+        error=clip_cell(rc.message, BANNER_ERROR_CHARS) if rc else "",
+        redacted=redaction_line(report),
+        references=references,
+        timeline=timeline(report),
+        charts=charts(report),
+        symptoms=tuple(_finding_row(f) for f in report.symptoms),
+        findings=findings,
+        findings_open=len(findings) <= FINDINGS_OPEN_ROWS,
+        environment=tuple(env_rows(report)),
+        confidence_pct=round(rc.confidence * 100) if rc else 0,
+    )
+
+
+def render_html(report: Report) -> str:
+    env = _env(True)
+    env.filters.setdefault("inline_code", inline_code)
+    return env.get_template("report.html.j2").render(r=report, v=view(report), number=number)

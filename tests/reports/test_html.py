@@ -1,0 +1,293 @@
+"""The HTML report: self-contained, escaped, and drawn right in a real (headless) Chromium.
+
+The browser tests need Debian's `chromium` and `chromium-driver` (`.ci/run` installs them in CI). They
+skip when the browser is missing, except under CI=true, where they must run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from logparse.model import (
+    Anomaly,
+    Evidence,
+    FindingView,
+    Fix,
+    InputInfo,
+    Metrics,
+    MetricSeries,
+    Progress,
+    Report,
+    RootCause,
+    StageSpan,
+    TracebackView,
+)
+from reports import render
+from tests.conftest import ROOT, SAMPLES, run_cli, sample_logs
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+ARTIFACTS = ROOT / "test-artifacts"
+EVIL = "<script>alert(1)</script> </details> </code> ```python <b>bold</b> & `tick` |pipe|"
+
+
+def handmade_report(evil: str = "", steps: int = 6, failure_step: int = 5) -> Report:
+    """A failed report with everything a renderer shows: progress with a timeline, metrics with one
+    series per key (`steps` step rows, a nan in loss at the failure step), anomalies, environment,
+    symptoms, findings, a traceback; `evil` is planted in every log-derived string."""
+    src = "job.log"
+    error = Evidence(src, 120, f"RuntimeError: loss is nan at step {failure_step} {evil}")
+    evidence = (
+        Evidence(src, 100, f"step:{failure_step - 1} - loss:1.0 {evil}"),
+        Evidence(src, 101, "Traceback (most recent call last):"),
+        Evidence(src, 102, f'  File "/workspace/train.py", line 10, in main {evil}'),
+        error,
+    )
+    tb = TracebackView(
+        exception_type="RuntimeError",
+        exception_message=f"loss is nan at step {failure_step} {evil}",
+        frames=(("/opt/venv/lib/python3.11/site-packages/torch/x.py", 5, "wrapper"),
+                ("/workspace/train.py", 10, f"main{evil}"),
+                ("/opt/venv/lib/python3.11/site-packages/torch/y.py", 7, "inner")),
+        innermost_user_frame=("/workspace/train.py", 10, f"main{evil}"),
+        task=None,
+        chain=(f"ValueError: earlier {evil}",),
+    )
+    rc = RootCause(
+        id="loss-is-nan", category="numerical-instability", title="Loss became NaN",
+        summary=f"The loss became nan {evil}", message=f"RuntimeError: loss is nan {evil}", evidence=evidence,
+        rank=2, local_rank=2, pid=4242, actor=None, node="10.0.0.7", stage="actor-update", confidence=0.85,
+        remediation=Fix("Find the bad batch.", "NaN spreads.", ("Lower `actor_rollout_ref.actor.optim.lr`.",),
+                        ("https://verl.readthedocs.io/",)),
+        error_line=error, traceback=tb, explanation=(f"Chosen: loss-is-nan {evil}",),
+    )
+    step_rows = tuple(range(1, steps + 1))
+    loss = tuple(float("nan") if s == failure_step else 2.0 / s for s in step_rows)
+    grad = tuple(None if s == 2 else 1.0 + s for s in step_rows)
+    symptom = FindingView("nccl-watchdog-timeout", "collective-timeout", f"NCCL watchdog {evil}", "symptom", 7,
+                          (0, 1, 2, 3, 5, 6, 7), ("node-a",), Evidence(src, 130, f"watchdog {evil}"))
+    finding = FindingView("loss-is-nan", "numerical-instability", "Loss became NaN", "cause", 1, (2,), (),
+                          error)
+    return Report(
+        status="failed", root_cause=rc, symptoms=(symptom,), findings=(finding, symptom),
+        inputs=(InputInfo(src, 200, 12345),), notes=(f"a note {evil}",),
+        progress=Progress(
+            stage_reached="training", last_step=steps, total_steps=10, completed=False, seconds_per_step=12.5,
+            timeline=(StageSpan("launch", src, 1, src, 5), StageSpan("model-load", src, 6, src, 40),
+                      StageSpan("training", src, 41, src, 130)),
+            failure_step=failure_step,
+        ),
+        metrics=Metrics(steps=steps, keys=("actor/pg_loss", "actor/grad_norm"),
+                        series=(MetricSeries("actor/pg_loss", step_rows, loss),
+                                MetricSeries("actor/grad_norm", step_rows, grad)),
+                        anomalies=(Anomaly("nan-inf", failure_step, "actor/pg_loss", float("nan"),
+                                           f"loss is nan {evil}", True),)),
+        environment={"torch": "2.4.0", "world_size": 8, "hosts": ["node-a", f"node-b{evil}"],
+                     "config": {"actor_rollout_ref.actor.optim.lr": 1e-06}},
+    )
+
+
+class TagCounter(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: dict[str, int] = {}
+        self.ends: dict[str, int] = {}
+        self.attrs: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.starts[tag] = self.starts.get(tag, 0) + 1
+        self.attrs.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.ends[tag] = self.ends.get(tag, 0) + 1
+
+
+def tags(html: str) -> TagCounter:
+    parser = TagCounter()
+    parser.feed(html)
+    return parser
+
+
+def assert_self_contained(html: str) -> None:
+    t = tags(html)
+    assert "link" not in t.starts and "img" not in t.starts and "iframe" not in t.starts
+    for tag, attrs in t.attrs:
+        assert "src" not in attrs, f"<{tag} src=...> loads something"
+    assert "@import" not in html and "url(" not in html and "@font-face" not in html
+    assert t.starts.get("script", 0) <= 1  # the tiny inline beforeprint helper, and nothing else
+
+
+@pytest.mark.parametrize("sample", sample_logs(), ids=lambda p: p.stem)
+def test_every_sample_renders_a_self_contained_page(sample: Path) -> None:
+    result = run_cli(["scan", str(sample), "--format", "html"])
+    assert result.exit_code in (0, 1)
+    html = result.stdout
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert_self_contained(html)
+    assert "@media print" in html
+    report = json.loads(run_cli(["scan", str(sample), "--format", "json"]).stdout)
+    verdict = "FAILED" if report["status"] == "failed" else "HEALTHY"
+    assert f'<span class="status">{verdict}</span>' in html
+
+
+def test_handmade_report_has_every_section() -> None:
+    html = render(handmade_report(), "html")
+    for section in ("verdict", "root-cause", "traceback", "fix", "progress", "metrics", "symptoms", "environment",
+                    "findings", "inputs"):
+        assert f'id="{section}"' in html, section
+    assert 'class="innermost"' in html and "innermost user frame" in html
+    assert html.count('class="metric-chart"') == 2
+    assert "0-3, 5-7" in html  # symptom ranks, compact
+    # the root cause's stage (actor-update) has no span: the span around the error line is marked
+    assert re.findall(r'data-stage="([^"]+)">\s*<title>[^<]*</title>\s*<text class="stage-label failed"', html) == [
+        "training"]
+    assert "nan-inf" in html  # the anomaly list
+
+
+def test_log_text_stays_text_in_html() -> None:
+    html = render(handmade_report(EVIL), "html")
+    t = tags(html)
+    assert t.starts.get("script") == 1 and "alert(1)" not in html.split("<script>")[1]
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert t.starts.get("details", 0) == t.ends.get("details", 0) == 1  # only the findings fold
+    assert t.starts.get("b", 0) == 0
+    assert_self_contained(html)
+
+
+def test_failure_marker_and_points_in_the_markup() -> None:
+    html = render(handmade_report(steps=6, failure_step=5), "html")
+    charts = re.findall(r'<figure class="metric-chart".*?</figure>', html, re.DOTALL)
+    assert len(charts) == 2
+    for chart in charts:
+        assert len(re.findall(r'<circle class="point', chart)) == 6
+        assert 'class="failure-marker" data-step="5"' in chart
+    assert 'class="point nonfinite anomaly" data-step="5"' in charts[0]
+    assert 'class="point missing" data-step="2"' in charts[1]
+
+
+# -- in a real browser ---------------------------------------------------------------------------------
+def _browser_available() -> bool:
+    return Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not _browser_available():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {CHROMIUM} / {CHROMEDRIVER} are missing: .ci/run installs them "
+                        "(apt-get install chromium chromium-driver)")
+        pytest.skip("headless Chromium not installed (apt-get install chromium chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("selenium not installed (pip install -e '.[test]')")
+
+    profile = tempfile.mkdtemp(prefix="verl-logscan-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                f"--user-data-dir={profile}", "--window-size=1280,2000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _load(driver, path: Path) -> list[dict]:
+    driver.get(path.resolve().as_uri())
+    assert driver.execute_script("return document.readyState") == "complete"
+    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def _screenshot(driver, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, min(max(height, 800), 12000))
+    out = ARTIFACTS / name
+    assert driver.save_screenshot(str(out))
+    assert out.stat().st_size > 1000
+    return out
+
+
+def _charts(driver) -> list[dict]:
+    return driver.execute_script("""
+        return Array.from(document.querySelectorAll('.metric-chart')).map(function (c) {
+          var m = c.querySelector('.failure-marker');
+          return {key: c.dataset.key, points: c.querySelectorAll('.point').length,
+                  steps: Array.from(c.querySelectorAll('.point')).map(function (p) { return +p.dataset.step; }),
+                  failure: m ? +m.dataset.step : null,
+                  markerVisible: m ? m.getBoundingClientRect().height > 0 : false};
+        });""")
+
+
+def test_handmade_report_in_chromium(browser, tmp_path: Path) -> None:
+    page = tmp_path / "handmade.html"
+    page.write_text(render(handmade_report(EVIL, steps=6, failure_step=5), "html"), encoding="utf-8")
+    assert _load(browser, page) == []
+    charts = _charts(browser)
+    assert [c["key"] for c in charts] == ["actor/pg_loss", "actor/grad_norm"]
+    for c in charts:
+        assert c["points"] == 6 and c["steps"] == [1, 2, 3, 4, 5, 6]
+        assert c["failure"] == 5 and c["markerVisible"]
+    # the planted markup stayed text: one script (ours), no <b>, one <details>, and the text is shown
+    counts = browser.execute_script(
+        "return [document.scripts.length, document.querySelectorAll('b').length,"
+        " document.querySelectorAll('details').length, document.body.innerText]")
+    assert counts[:3] == [1, 0, 1]
+    assert "<script>alert(1)</script>" in counts[3]
+    assert browser.execute_script("return document.querySelectorAll('li.innermost').length") == 1
+    _screenshot(browser, "html-handmade.png")
+
+
+def _step_rows(log: Path) -> list[int]:
+    """The distinct verl step rows (`step:N - ...`) of a log, in order."""
+    seen: list[int] = []
+    for m in re.finditer(r"(?:^|[\s\]])step:(\d+) - ", log.read_text(errors="replace"), re.MULTILINE):
+        if int(m.group(1)) not in seen:
+            seen.append(int(m.group(1)))
+    return seen
+
+
+@pytest.mark.parametrize("name", ["ray-actor-exception", "torchrun-rank-exception"])
+def test_sample_report_in_chromium(browser, tmp_path: Path, name: str) -> None:
+    sample = SAMPLES / f"{name}.log"
+    page = tmp_path / f"{name}.html"
+    result = run_cli(["scan", str(sample), "--format", "html", "-o", str(page)])
+    assert result.exit_code == 1, result.output
+    assert _load(browser, page) == []
+    report = json.loads(run_cli(["scan", str(sample), "--format", "json"]).stdout)
+    assert browser.execute_script("return document.querySelector('.banner .status').textContent") == "FAILED"
+    charts = _charts(browser)
+    metrics = report["metrics"]
+    if metrics and metrics["series"]:
+        rows = _step_rows(sample)
+        progress = report["progress"] or {}
+        failure = progress.get("failure_step")
+        if failure is None:
+            failure = max(rows)
+        assert [c["key"] for c in charts] == [s["key"] for s in metrics["series"]]
+        for c, s in zip(charts, metrics["series"]):
+            assert c["points"] == len(rows) == len(s["steps"]), c["key"]
+            assert c["steps"] == rows
+            assert c["failure"] == failure and c["markerVisible"]
+    else:  # a scan without metrics draws no chart
+        assert charts == []
+    _screenshot(browser, f"html-{name}.png")

@@ -1,0 +1,197 @@
+"""Secrets never reach a report (any format) unless --no-redact; --redact-hosts masks hosts with
+stable placeholders. Redaction works on the Report, so evidence keeps its source:line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from logparse.redact import Kind, RedactConfig, Redactor, redact_report
+from reports import render
+from tests.conftest import ROOT, run_cli
+from tests.reports.test_html import handmade_report
+
+SCHEMA = json.loads((ROOT / "reports" / "schema.json").read_text())
+
+SECRETS = {
+    Kind.HF_TOKEN: "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    Kind.WANDB_KEY: "0123456789abcdef0123456789abcdef01234567",
+    Kind.OPENAI_KEY: "sk-proj-Q1w2E3r4T5y6U7i8O9p0AsDfGhJkL",
+    Kind.AWS_ACCESS_KEY: "AKIAIOSFODNN7EXAMPLE",
+    Kind.AWS_SECRET_KEY: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    Kind.GITHUB_TOKEN: "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+    Kind.BEARER_TOKEN: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJl",
+    Kind.URL_PASSWORD: "s3cr3t-Pa55w0rd",
+    Kind.EMAIL: "jane.doe+ci@mycorp.com",
+}
+
+# A job that crashes with secrets in the lines before the error (context evidence), in the traceback
+# and in the error message itself, on a host with a private name and address.
+_BODY = f"""\
+TaskRunner hostname: gpu-node-17.cluster.local, PID: 4242
+export HF_TOKEN={SECRETS[Kind.HF_TOKEN]}
+WANDB_API_KEY={SECRETS[Kind.WANDB_KEY]} wandb login {SECRETS[Kind.WANDB_KEY]}
+OPENAI_API_KEY={SECRETS[Kind.OPENAI_KEY]} aws_access_key_id={SECRETS[Kind.AWS_ACCESS_KEY]}
+aws_secret_access_key={SECRETS[Kind.AWS_SECRET_KEY]} GITHUB_TOKEN={SECRETS[Kind.GITHUB_TOKEN]}
+Traceback (most recent call last):
+  File "/home/jdoe/verl/trainer/main_ppo.py", line 12, in fetch
+    requests.get(url, headers={{"Authorization": "Bearer {SECRETS[Kind.BEARER_TOKEN]}"}})
+RuntimeError: cannot reach https://jane:{SECRETS[Kind.URL_PASSWORD]}@db.mycorp.com:5432/runs as \
+{SECRETS[Kind.EMAIL]} from gpu-node-17.cluster.local (10.20.30.40)
+"""
+LOG = "".join(f"(WorkerDict pid=812, ip=10.20.30.40) {line}\n" for line in _BODY.splitlines())
+
+
+@pytest.fixture
+def secret_log(tmp_path: Path) -> Path:
+    path = tmp_path / "secret.log"
+    path.write_text(LOG)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html", "json"])
+def test_secrets_never_reach_a_report(secret_log: Path, fmt: str) -> None:
+    result = run_cli(["scan", str(secret_log), "--format", fmt])
+    assert result.exit_code == 1
+    out = result.stdout
+    for kind, secret in SECRETS.items():
+        assert secret not in out, f"{kind} leaked into {fmt}"
+    assert "[redacted:" in out
+    # the report says what it masked, and how many
+    said = {"text": "  redacted ", "md": "Redacted before writing: ", "html": "Redacted before writing: "}
+    if fmt in said:
+        line = next(line for line in out.splitlines() if said[fmt] in line)
+        assert "1 hf-token" in line and "1 email" in line and "1 wandb-api-key" in line
+    if fmt == "json":
+        report = json.loads(out)
+        jsonschema.validate(report, SCHEMA)
+        assert set(report["redactions"]) == set(SECRETS)
+        assert all(n >= 1 for n in report["redactions"].values())
+        assert report["redactions"][Kind.WANDB_KEY] == 1  # distinct values, not mentions
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html", "json"])
+def test_no_redact_keeps_everything(secret_log: Path, fmt: str) -> None:
+    out = run_cli(["scan", str(secret_log), "--format", fmt, "--no-redact"]).stdout
+    assert "[redacted:" not in out
+    if fmt == "json":
+        report = json.loads(out)
+        assert report["redactions"] == {}
+        assert SECRETS[Kind.HF_TOKEN] in json.dumps(report)
+        assert SECRETS[Kind.URL_PASSWORD] in report["root_cause"]["message"]
+    elif fmt == "text":
+        assert SECRETS[Kind.URL_PASSWORD] in out  # the error line
+    else:
+        for secret in (SECRETS[Kind.HF_TOKEN], SECRETS[Kind.URL_PASSWORD], SECRETS[Kind.AWS_ACCESS_KEY]):
+            assert secret in out
+
+
+def test_evidence_stays_line_accurate(secret_log: Path) -> None:
+    plain = json.loads(run_cli(["scan", str(secret_log), "--format", "json", "--no-redact"]).stdout)
+    masked = json.loads(run_cli(["scan", str(secret_log), "--format", "json"]).stdout)
+    a, b = plain["root_cause"]["evidence"], masked["root_cause"]["evidence"]
+    assert [(e["source"], e["line"]) for e in a] == [(e["source"], e["line"]) for e in b]
+    lines = LOG.splitlines()
+    for e in b:
+        if "[redacted:" not in e["text"]:
+            assert e["text"] == lines[e["line"] - 1]
+    hf = next(e for e in b if e["line"] == 2)
+    assert hf["text"] == f"(WorkerDict pid=812, ip=10.20.30.40) export HF_TOKEN=[redacted:{Kind.HF_TOKEN}]"
+
+
+def test_hosts_stay_by_default_and_are_masked_on_request(secret_log: Path) -> None:
+    default = run_cli(["scan", str(secret_log), "--format", "json"]).stdout
+    assert "10.20.30.40" in default and "gpu-node-17.cluster.local" in default and "/home/jdoe/" in default
+    for fmt in ("text", "md", "html", "json"):
+        out = run_cli(["scan", str(secret_log), "--format", fmt, "--redact-hosts"]).stdout
+        for value in ("10.20.30.40", "gpu-node-17", "jdoe", "db.mycorp.com", *SECRETS.values()):
+            assert value not in out, f"{value} in {fmt}"
+    report = json.loads(run_cli(["scan", str(secret_log), "--format", "json", "--redact-hosts"]).stdout)
+    jsonschema.validate(report, SCHEMA)
+    rc = report["root_cause"]
+    assert rc["node"] == "ip-1"  # the same placeholder wherever the address appears
+    assert "ip=ip-1)" in rc["evidence"][-1]["text"] and "(ip-1)" in rc["message"]
+    assert "/home/user-1/verl/trainer/main_ppo.py" in json.dumps(rc["traceback"])
+    host = re.search(r"TaskRunner hostname: (node-\d+),", rc["evidence"][0]["text"]).group(1)
+    assert f"from {host} (ip-1)" in rc["message"]  # the same host, the same placeholder
+    assert re.search(r"@node-\d+:5432/", rc["message"])  # the database host too, under its own
+    assert {Kind.IP_ADDRESS, Kind.HOSTNAME, Kind.USER_NAME} <= set(report["redactions"])
+
+
+def test_conflicting_options_are_a_usage_error(secret_log: Path) -> None:
+    r = run_cli(["scan", str(secret_log), "--no-redact", "--redact-hosts"])
+    assert r.exit_code == 2 and "contradict" in r.stderr
+
+
+# -- the redactor on its own -------------------------------------------------------------------------
+@pytest.mark.parametrize("text,kind", [
+    ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEF1234", Kind.HF_TOKEN),
+    ("wandb login --relogin 0123456789abcdef0123456789abcdef0123456e", Kind.WANDB_KEY),
+    ("'WANDB_API_KEY': '0123456789abcdef0123456789abcdef0123456e'", Kind.WANDB_KEY),
+    ("key sk-abcdefghijklmnopqrstuvwx1234 end", Kind.OPENAI_KEY),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", Kind.AWS_SECRET_KEY),
+    ("ASIAIOSFODNN7EXAMPLE", Kind.AWS_ACCESS_KEY),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", Kind.GITHUB_TOKEN),
+    ("gho_abcdefghijklmnopqrstuvwxyz0123456789", Kind.GITHUB_TOKEN),
+    ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", Kind.GITHUB_TOKEN),
+    ("authorization=Bearer abc.def-ghi_jkl", Kind.BEARER_TOKEN),
+    ("redis://:hunter2pass@cache:6379/0", Kind.URL_PASSWORD),
+    ("mail ops@lab.example.org now", Kind.EMAIL),
+])
+def test_each_secret_kind(text: str, kind: str) -> None:
+    r = Redactor()
+    out = r.text(text)
+    assert f"[redacted:{kind}]" in out
+    assert r.counts() == {kind: 1}
+
+
+@pytest.mark.parametrize("text", [
+    "c10d::ProcessGroupNCCL::WorkNCCL c10d::add at 18:37:01.832 std::vector",
+    "see https://docs.pytorch.org/docs/stable/notes/cuda.html and https://verl.readthedocs.io/en/latest/",
+    "host = os.environ['MASTER_ADDR']; def f(host: str): threading.local",
+    "torch 2.4.0+cu121 nccl 2.21.5 task-abcdefghijklmnopqrstuvwxyz sk-short",
+    "git@github.com:volcengine/verl.git 127.0.0.1:29500 0.0.0.0 localhost",
+    "actor/pg_loss:np.float64(-3.4e-05) - step:3 - timing_s/step:1.51",
+])
+def test_look_alikes_stay(text: str) -> None:
+    r = Redactor(RedactConfig(hosts=True))
+    r.learn(text)
+    assert r.text(text) == text
+    assert r.counts() == {}
+
+
+def test_host_placeholders_are_stable_and_in_order() -> None:
+    r = Redactor(RedactConfig(hosts=True))
+    lines = ["gpu0301:842624:842624 [0] NCCL INFO Bootstrap", "  host      : trainer-7.corp.internal",
+             "(WorkerDict pid=1, ip=10.0.0.2) x", "fe80::1ff:fe23:4567:890a and 2001:db8::7",
+             "trainer-7 talks to gpu0301 at 10.0.0.2 from /Users/alice/x and /home/alice/y"]
+    for line in lines:
+        r.learn(line)
+    out = [r.text(line) for line in lines]
+    assert out[0] == "node-1:842624:842624 [0] NCCL INFO Bootstrap"
+    assert out[1] == "  host      : node-2"
+    assert out[2] == "(WorkerDict pid=1, ip=ip-1) x"
+    assert out[3] == "ip-2 and ip-3"
+    assert out[4] == "node-3 talks to node-1 at ip-1 from /Users/user-1/x and /home/user-1/y"
+    assert r.counts() == {Kind.HOSTNAME: 3, Kind.IP_ADDRESS: 3, Kind.USER_NAME: 1}
+
+
+def test_every_string_field_is_redacted() -> None:
+    token = "hf_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210"
+    report = handmade_report(evil=f" {token} ")
+    masked = redact_report(report)
+    assert masked.redactions == {Kind.HF_TOKEN: 1}
+    for fmt in ("text", "md", "html", "json"):
+        assert token not in render(masked, fmt)
+        assert token in render(report, fmt)  # the handmade report carries it everywhere
+    dumped = repr(masked)
+    assert token not in dumped
+    assert masked.root_cause is not None and masked.root_cause.evidence[0].line == 100
+    data = json.loads(render(masked, "json"))
+    assert data["redactions"] == {Kind.HF_TOKEN: 1}
+    jsonschema.validate(data, SCHEMA)
+    assert data["metrics"]["series"][0]["values"][4] == "nan"  # JSON has no NaN: a string stands in
