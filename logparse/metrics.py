@@ -34,6 +34,7 @@ Each kind is reported once per key (its first step); a detail sentence gives the
 from __future__ import annotations
 
 import bisect
+from array import array
 import itertools
 import math
 import re
@@ -187,7 +188,12 @@ class MetricsTracker:
 
     def __init__(self, config: MetricsConfig | None = None):
         self.config = config or MetricsConfig()
-        self._rows: dict[int, dict[str, float]] = {}
+        # columnar: 9 bytes a value (a double and a presence byte) instead of a dict per step row, so
+        # 100,000 steps of 60 keys stay near 50 MB
+        self._steps: list[int] = []  # row -> step
+        self._row_of: dict[int, int] = {}  # step -> row
+        self._cols: dict[str, array] = {}  # key -> values by row (0.0 where absent)
+        self._has: dict[str, bytearray] = {}  # key -> 1 where the row has a value
         self.dropped_rows = 0
         self.dropped_keys = 0
 
@@ -200,30 +206,47 @@ class MetricsTracker:
             self.add(*parsed)
 
     def add(self, step: int, values: dict[str, float]) -> None:
-        row = self._rows.get(step)
+        row = self._row_of.get(step)
         if row is None:
-            if len(self._rows) >= self.config.max_rows:
-                del self._rows[next(iter(self._rows))]
-                self.dropped_rows += 1
-            row = self._rows[step] = {}
+            if len(self._steps) >= self.config.max_rows:
+                self._drop_oldest(max(1, len(self._steps) // 2))
+            row = len(self._steps)
+            self._steps.append(step)
+            self._row_of[step] = row
+            for key in self._cols:
+                self._cols[key].append(0.0)
+                self._has[key].append(0)
         for key, value in values.items():
-            if key not in row and len(row) >= self.config.max_keys_per_row:
-                self.dropped_keys += 1
-                continue
-            row[key] = value
+            col = self._cols.get(key)
+            if col is None:
+                if len(self._cols) >= self.config.max_keys_per_row:
+                    self.dropped_keys += 1
+                    continue
+                col = self._cols[key] = array("d", bytes(8 * len(self._steps)))
+                self._has[key] = bytearray(len(self._steps))
+            col[row] = value
+            self._has[key][row] = 1
+
+    def _drop_oldest(self, n: int) -> None:
+        """Drop the n rows that arrived first (one compaction, not one per row)."""
+        self.dropped_rows += n
+        self._steps = self._steps[n:]
+        self._row_of = {step: i for i, step in enumerate(self._steps)}
+        for key in list(self._cols):
+            self._cols[key] = self._cols[key][n:]
+            self._has[key] = self._has[key][n:]
+
+    def _order(self) -> list[int]:
+        return sorted(range(len(self._steps)), key=self._steps.__getitem__)
 
     @property
     def steps(self) -> list[int]:
-        return sorted(self._rows)
+        return sorted(self._steps)
 
     @property
     def keys(self) -> list[str]:
         """Every metric key of the rows kept, in order of first appearance."""
-        seen: dict[str, None] = {}
-        for row in self._rows.values():
-            for key in row:
-                seen.setdefault(key, None)
-        return list(seen)
+        return [k for k, has in self._has.items() if any(has)]
 
     @property
     def notes(self) -> list[str]:
@@ -231,20 +254,25 @@ class MetricsTracker:
         if self.dropped_rows:
             notes.append(f"{self.dropped_rows} oldest step row(s) were dropped (limit {self.config.max_rows} steps)")
         if self.dropped_keys:
-            notes.append(f"{self.dropped_keys} metric value(s) were dropped from rows over "
+            notes.append(f"{self.dropped_keys} metric value(s) were dropped beyond "
                          f"{self.config.max_keys_per_row} keys")
         return notes
 
     def series(self, key: str) -> list[tuple[int, float]]:
         """(step, value) of one key, sorted by step."""
-        return [(s, self._rows[s][key]) for s in sorted(self._rows) if key in self._rows[s]]
+        col, has = self._cols.get(key), self._has.get(key)
+        if col is None:
+            return []
+        return [(self._steps[i], col[i]) for i in self._order() if has[i]]
 
     def frame(self) -> pandas.DataFrame:
-        """One row per step (index `step`, sorted), one column per key."""
+        """One row per step (index `step`, sorted), one column per key (NaN where a step lacks it)."""
         import pandas as pd  # imported here: a scan that needs no table does not pay for pandas
 
-        df = pd.DataFrame.from_dict(self._rows, orient="index")
-        df.index.name = "step"
+        nan = float("nan")
+        data = {key: [col[i] if self._has[key][i] else nan for i in range(len(self._steps))]
+                for key, col in self._cols.items() if any(self._has[key])}
+        df = pd.DataFrame(data, index=pd.Index(self._steps, name="step"))
         return df.sort_index()
 
     def to_csv(self, path: str | Path) -> None:
