@@ -51,7 +51,7 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
     for entry in catalog.entries:
         if only is not None and entry.id not in only:
             continue
-        def fires(ex) -> bool:
+        def fires(ex, entry=entry) -> bool:
             return block_matches(catalog, entry, ex.line) if ex.block else example_matches(matcher, entry, ex.line)[0]
 
         for ex in entry.examples.match:

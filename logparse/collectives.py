@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from logparse.model import compact_ranks
 from logparse.normalize import Record
 
 MAX_RANKS = 4096
@@ -101,23 +102,11 @@ class CollectiveAnalyzer:
         ))
         reported = set(self.ranks)
         silent = tuple(sorted(self.seen_ranks - reported))
-        sentences = [f"{len(waiting)} rank(s) timed out waiting in collective SeqNum {seq} "
-                     f"({first.op}, timeout {first.timeout_ms} ms): ranks {_compact(waiting)}."]
+        sentences = [(f"{len(waiting)} rank(s) timed out waiting in collective SeqNum {seq} "
+                      f"({first.op}, timeout {first.timeout_ms} ms): ranks {compact_ranks(waiting)}.")]
         for rank, enq in behind:
             sentences.append(f"rank {rank} never reached SeqNum {seq} (its last enqueued work was {enq}).")
         if silent:
-            sentences.append(f"rank(s) {_compact(silent)} printed no watchdog report: the likely laggard(s) "
+            sentences.append(f"rank(s) {compact_ranks(silent)} printed no watchdog report: the likely laggard(s) "
                              f"that never entered SeqNum {seq}, or died before it.")
         return CollectiveReport(seq, first.op, first.timeout_ms, waiting, behind, silent, tuple(sentences))
-
-
-def _compact(ranks: tuple[int, ...] | list[int]) -> str:
-    ranks = sorted(set(ranks))
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ", ".join(out)

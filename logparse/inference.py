@@ -33,8 +33,8 @@ UNKNOWN_FIX = Fix(
     why="verl-logscan names the exception that ended the first failing process when it knows no better.",
     fix=(
         "Read the traceback above: the innermost frame in your code or in verl is where to start.",
-        "If this failure is a known kind, add a catalog entry (see README, 'Adding a catalog entry') "
-        "so the next scan names it.",
+        ("If this failure is a known kind, add a catalog entry (see README, 'Adding an entry') "
+         "so the next scan names it."),
     ),
     references=("https://github.com/verl-project/verl/issues",),
 )

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import regex
-
+from logparse.prefilter import trie_regex
 from patterns import Catalog, Entry
 
 MATCH_TIMEOUT_S = 0.05  # per pattern search; a pathological user pattern gives up instead of hanging
@@ -35,7 +34,7 @@ class Matcher:
         self._keywords = keywords
         # one alternation factored as a trie: at each position only the branch of its first character is
         # tried (a flat alternation of a few hundred keywords is ~20x slower on long lines)
-        self._prefilter = re.compile(_trie(keywords)) if keywords else None
+        self._prefilter = re.compile(trie_regex(keywords)) if keywords else None
         self.timeouts = 0
 
     def candidates(self, message: str) -> list[Entry]:
@@ -82,26 +81,3 @@ class Matcher:
 
     def keyword_hit(self, entry: Entry, message: str) -> bool:
         return any(kw in message for kw in entry.keywords)
-
-
-def _trie(keywords: list[str]) -> str:
-    trie: dict = {}
-    for word in keywords:
-        node = trie
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-
-    def build(node: dict) -> str:
-        end = "" in node
-        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch != ""]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        return "(?:" + body + ")?" if end else body
-
-    return build(trie)
-
-
-def compile_literal(text: str) -> regex.Pattern:
-    return regex.compile(regex.escape(text))

@@ -34,11 +34,11 @@ Each kind is reported once per key (its first step); a detail sentence gives the
 from __future__ import annotations
 
 import bisect
-from array import array
 import itertools
 import math
 import re
 import statistics
+from array import array
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum

@@ -7,6 +7,20 @@ from dataclasses import dataclass, field
 SCHEMA_VERSION = 1
 
 
+def compact_ranks(ranks) -> str:
+    """(0, 1, 2, 3, 5, 6, 7) -> '0-3, 5-7'."""
+    out = []
+    ranks = sorted(set(ranks))
+    i = 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 @dataclass(frozen=True)
 class Evidence:
     source: str

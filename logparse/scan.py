@@ -11,8 +11,8 @@ import dataclasses
 import datetime
 import heapq
 import json
-from collections.abc import Iterator
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import regex
@@ -26,9 +26,9 @@ from logparse.layout import file_origin
 from logparse.matcher import Matcher
 from logparse.metrics import MetricsTracker
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
-from logparse.progress import StageTracker, stopped_note
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
+from logparse.progress import StageTracker, stopped_note
 from logparse.reader import (
     MAX_LINE_BYTES,
     InputError,

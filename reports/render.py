@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from logparse.model import Evidence, FindingView, Report
+from logparse.model import Evidence, FindingView, Report, compact_ranks
 from reports.jsonreport import render_json
 
 FORMATS = ("text", "md", "html", "json")
@@ -61,18 +61,6 @@ def fence(lines: list[str], info: str = "text") -> str:
     return f"{ticks}{info}\n{body}\n{ticks}"
 
 
-def compact_ranks(ranks: tuple[int, ...] | list[int]) -> str:
-    """(0, 1, 2, 3, 5, 6, 7) -> '0-3, 5-7'."""
-    out = []
-    ranks = sorted(set(ranks))
-    i = 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 def where(rc) -> str:
