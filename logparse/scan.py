@@ -119,6 +119,7 @@ class Scanner:
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
         self._defaults: dict[str, Origin] = {}
         self._cut_lines: dict[str, int] = {}
+        self._active_sources: set[str] = set()  # inputs that showed progress or a finding
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
         self.open_message: dict[tuple, Hit] = {}  # stream -> error line still collecting continuation lines
         self.deferred: list[tuple] = []  # (match, record, traceback, step) for entries with `frames`
@@ -339,7 +340,10 @@ class Scanner:
         self.stages.feed(rec)
         if len(self.stages.attempt_starts) != self._attempt_count:
             self._attempt_count = len(self.stages.attempt_starts)
-            self._new_attempt(rec)
+            if rec.line.source in self._active_sources:
+                # a (re)start printed where this input already showed progress or errors: a new attempt.
+                # (A launcher's banner in its own file, merged among the ranks' files, is not one.)
+                self._new_attempt(rec)
         role = self.assembler.feed(rec)
         if role != LineRole.FRAME:
             self.metrics.feed(rec)
@@ -354,6 +358,7 @@ class Scanner:
                 step = int(m.group("step"))
                 if self.last_step is None or step >= self.last_step[1]:
                     self.last_step = (rec.seq, step)
+                self._active_sources.add(rec.line.source)
         if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
             self.collectives.feed(rec)
         if rec.keywords is None:
@@ -379,6 +384,7 @@ class Scanner:
             context = context[:-1]
         hits = [Hit(m.entry, rec, m.groups, rec.seq, tb, context, t, self.last_step[1] if self.last_step else None)
                 for m in matches]
+        self._active_sources.add(rec.line.source)
         for hit in hits:
             self.collector.add(hit)
             if self.on_fatal is not None and hit.entry.role == Role.CAUSE and hit.entry.severity == Severity.FATAL:
@@ -454,6 +460,14 @@ class Scanner:
                 stage = "distributed-init" if nccl.seq <= inference_rules().early_collective_seq else "training"
             if stage is not None:
                 root = dataclasses.replace(root, stage=stage)
+        if root is not None and root.rank is None and root.local_rank is not None:
+            # torchrun's summary maps a local rank (a --log-dir folder) to its global rank
+            for tb in self.assembler.kept():
+                f = next((f for f in tb.torchrun_failures if f.local_rank == root.local_rank
+                          and f.rank is not None), None)
+                if f is not None:
+                    root = dataclasses.replace(root, rank=f.rank)
+                    break
         progress = self._progress(failed, root_seq)
         if root is not None and root.stage is not None and progress.stage_reached != root.stage:
             # the failure is the last thing the log shows: its stage was reached
