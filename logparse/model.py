@@ -34,6 +34,7 @@ class Fix:
     why: str
     fix: tuple[str, ...]
     references: tuple[str, ...]
+    job_values: str | None = None  # the job's own settings that the fix steps concern, quoted
 
 
 @dataclass(frozen=True)

@@ -468,6 +468,9 @@ class Scanner:
                 if f is not None:
                     root = dataclasses.replace(root, rank=f.rank)
                     break
+        environment = self.env.fingerprint()
+        if root is not None:
+            root = _cite_job_values(root, environment)
         progress = self._progress(failed, root_seq)
         if root is not None and root.stage is not None and progress.stage_reached != root.stage:
             # the failure is the last thing the log shows: its stage was reached
@@ -482,7 +485,7 @@ class Scanner:
             notes=tuple(notes),
             progress=progress,
             metrics=metrics,
-            environment=self.env.fingerprint(),
+            environment=environment,
             attempts=tuple(self.attempts),
         )
 
@@ -526,6 +529,19 @@ class Scanner:
 
 
 _NO_KEYWORDS: frozenset[int] = frozenset()
+
+
+def _cite_job_values(root: model.RootCause, environment: dict) -> model.RootCause:
+    """Prepend a fix step that quotes the job's own settings for this category (inference.yaml)."""
+    leaves = inference_rules().config_leaves(root.category)
+    cited = []
+    for key, value in environment.items():
+        if key.startswith("config.") and key.rsplit(".", 1)[-1] in leaves:
+            cited.append(f"`{key.rsplit('.', 1)[-1]}={value}` (`{key[len('config.'):]}`)")
+    if not cited:
+        return root
+    quoted = "This job sets " + ", ".join(cited[:8]) + "."
+    return dataclasses.replace(root, remediation=dataclasses.replace(root.remediation, job_values=quoted))
 
 
 def _previous_lines(block: bytes, start: int, tail: bytes, limit: int) -> Iterator[bytes]:

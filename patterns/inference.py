@@ -18,6 +18,10 @@ class InferenceRules:
     priority_bands: tuple[int, ...]
     observer_categories: frozenset[str] = frozenset()
     early_collective_seq: int = 2
+    cite_config: tuple[tuple[str, tuple[str, ...]], ...] = ()  # category -> config leaf keys
+
+    def config_leaves(self, category: str) -> tuple[str, ...]:
+        return next((keys for cat, keys in self.cite_config if cat == category), ())
 
     def band(self, priority: int) -> int:
         """Higher band = more specific; bands are the thresholds in priority_bands."""
@@ -38,4 +42,6 @@ def inference_rules() -> InferenceRules:
         priority_bands=tuple(sorted(int(x) for x in data.get("priority_bands", (75, 50, 25)))),
         observer_categories=frozenset(data.get("observer_categories") or ()),
         early_collective_seq=int(data.get("early_collective_seq", 2)),
+        cite_config=tuple((str(cat), tuple(str(k) for k in keys))
+                          for cat, keys in (data.get("cite_config") or {}).items()),
     )

@@ -77,6 +77,15 @@ _REPR.maxlist = _REPR.maxdict = 4
 _REPR.maxlevel = 2
 
 
+def _kind(value: Any) -> str:
+    """The YAML name of a value's type, for a message."""
+    if isinstance(value, dict):
+        return "mapping"
+    if isinstance(value, list):
+        return "list"
+    return {str: "string", bool: "boolean", int: "integer", float: "number"}.get(type(value), type(value).__name__)
+
+
 def _short(value: Any) -> str:
     """A bounded repr of a YAML value for a message: aliases can nest a small file into a huge value."""
     return _REPR.repr(value)
@@ -293,7 +302,7 @@ class _EntryBuilder:
                 self.fail(key, f"missing required field '{key}'", f"add '{key}: ...' to the entry")
             return None
         if not isinstance(value, str) or not value.strip():
-            self.fail(key, f"'{key}' must be a non-empty string, got {type(value).__name__} {_short(value)}")
+            self.fail(key, f"'{key}' must be a non-empty string, got {_kind(value)} {_short(value)}")
             return None
         return value
 
@@ -389,7 +398,7 @@ class _EntryBuilder:
             line = self.item_line("patterns", value, i)
             if not isinstance(p, str) or not p:
                 self.fail("patterns", f"pattern #{i + 1} must be a non-empty string (a regex in single quotes), "
-                          f"got {type(p).__name__} {_short(p)}", line=line)
+                          f"got {_kind(p)} {_short(p)}", line=line)
                 continue
             if len(p) > MAX_PATTERN_LENGTH:
                 self.fail("patterns", f"pattern #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})",
@@ -444,13 +453,16 @@ class _EntryBuilder:
         if not isinstance(value, dict):
             self.fail("remediation", "missing or invalid 'remediation'", "a mapping with summary, why, fix, references")
             return None
+        lines = getattr(value, "key_lines", {})
         for key in value:
             if key not in REMEDIATION_FIELDS:
-                self.fail("remediation", f"unknown remediation field '{key}'", _suggest(key, REMEDIATION_FIELDS))
+                self.fail("remediation", f"unknown remediation field '{key}'", _suggest(key, REMEDIATION_FIELDS),
+                          line=lines.get(key))
         summary, why = value.get("summary"), value.get("why")
         for key, v in (("summary", summary), ("why", why)):
             if not isinstance(v, str) or not v.strip():
-                self.fail("remediation", f"remediation.{key} must be a non-empty string")
+                self.fail("remediation", f"remediation.{key} must be a non-empty string, got {_short(v)}",
+                          line=lines.get(key))
         fix = self.text_list("remediation", value.get("fix"))
         refs = self.text_list("remediation", value.get("references", []), required=False)
         return Remediation(summary.strip() if isinstance(summary, str) else "",

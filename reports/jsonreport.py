@@ -42,7 +42,8 @@ def _root(rc: RootCause) -> dict[str, Any]:
         "rank": rc.rank, "local_rank": rc.local_rank, "pid": rc.pid, "actor": rc.actor, "node": rc.node,
         "stage": rc.stage, "confidence": rc.confidence,
         "remediation": {"summary": rc.remediation.summary, "why": rc.remediation.why,
-                        "fix": list(rc.remediation.fix), "references": list(rc.remediation.references)},
+                        "fix": list(rc.remediation.fix), "references": list(rc.remediation.references),
+                        "job_values": rc.remediation.job_values},
         "traceback": tb,
         "explanation": list(rc.explanation),
         "candidates": [{"id": c.id, "category": c.category, "reason": c.reason, "first": _evidence(c.first)}

@@ -83,3 +83,12 @@ def test_benign_logs_stay_healthy(path: Path) -> None:
 
 def test_enough_benign_fixtures() -> None:
     assert len(BENIGN) >= 10
+
+
+def test_remediation_quotes_the_jobs_own_values() -> None:
+    from tests.conftest import SAMPLES
+
+    _, report = scan_json(SAMPLES / "ray-actor-exception.log")
+    quoted = report["root_cause"]["remediation"]["job_values"]
+    assert "`gpu_memory_utilization=0.6` (`actor_rollout_ref.rollout.gpu_memory_utilization`)" in quoted
+    assert "`ppo_micro_batch_size_per_gpu=16`" in quoted
