@@ -121,14 +121,25 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
     """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan."""
     if follow or tee:
         out = sys.stdout.buffer
+        followed: list[FollowFile] = []
 
         def open_stream(path: str, stream):
             if follow and path != "-":
                 stream.close()
                 stream = FollowFile(path)
+                followed.append(stream)
             return TeeStream(stream, out) if tee else stream
 
         scanner.open_stream = open_stream
+        if follow and files != ["-"]:
+            def stop_following(signum: int, frame: object) -> None:
+                # Ctrl-C ends following: the scan finishes what was written and reports normally
+                # (a second Ctrl-C interrupts at once)
+                for f in followed:
+                    f.stop()
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+            signal.signal(signal.SIGINT, stop_following)
     if alerts:
         scanner.on_fatal = Alerts(sys.stderr)
     if status is not None:

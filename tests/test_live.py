@@ -61,7 +61,7 @@ def test_follow_survives_truncation_and_rotation_and_alerts(tmp_path: Path) -> N
     finally:
         if p.poll() is None:
             p.kill()
-    assert code in (1, 130)
+    assert code == 1  # Ctrl-C ends following; the scan then reports normally
     report = json.loads(out.read_text())
     assert report["root_cause"]["category"] == "cuda-oom"
     assert report["progress"]["last_step"] == 5
