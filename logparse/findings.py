@@ -58,9 +58,12 @@ class FindingGroup:
     ranks: set[int] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
     stream_firsts: dict[tuple, Hit] = field(default_factory=dict)
+    last: Hit | None = None  # the latest hit (a finding that recurs to the end did not "pass")
 
     def add(self, hit: Hit) -> None:
         self.count += hit.record.origin.repeat
+        if self.last is None or hit.seq >= self.last.seq:
+            self.last = hit
         o = hit.record.origin
         if o.rank is not None:
             self.ranks.add(o.rank)
@@ -111,6 +114,8 @@ def merge_similar(groups: list[FindingGroup]) -> list[FindingGroup]:
             kept.append(g)
             continue
         target.count += g.count
+        if g.last is not None and (target.last is None or g.last.seq > target.last.seq):
+            target.last = g.last
         target.ranks |= g.ranks
         target.nodes |= g.nodes
         for stream, hit in g.stream_firsts.items():

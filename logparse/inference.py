@@ -207,8 +207,11 @@ def candidates_of(collector: FindingCollector, groups: list[FindingGroup], trace
     if last_step is not None:
         step_seq, step = last_step
         for c in out:
-            at = c.hit.step if c.hit is not None else None
-            if step_seq > c.seq and (at is None or step > at):
+            # training went on past the finding's LAST occurrence (a loss that stays NaN did not pass)
+            latest = c.group.last if c.group is not None and c.group.last is not None else c.hit
+            at = latest.step if latest is not None else None
+            seq = latest.seq if latest is not None else c.seq
+            if step_seq > seq and (at is None or step > at):
                 c.survived_to = step
     return out
 

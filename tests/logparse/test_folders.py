@@ -64,3 +64,29 @@ def test_ray_session_folder_is_one_job_merged_by_time() -> None:
     times = [t for _, _, t, _ in order if t is not None]
     assert times == sorted(times) and len({src for src, _, t, _ in order if t is not None}) >= 2
     assert report.status == "failed" and report.root_cause.category in ("ray-error", "host-oom")
+
+
+def test_rank_exception_is_the_cause_and_peers_are_symptoms_with_ranks() -> None:
+    from tests.conftest import SAMPLES
+
+    scanner = Scanner(CATALOG)
+    scanner.feed_inputs([str(SAMPLES / "torchrun-rank-exception.log")])
+    report = scanner.report()
+    rc = report.root_cause
+    assert rc.rank == 2 and "Loss is nan" in rc.message
+    # its own traceback: every evidence line of the traceback is rank 2's
+    tb_lines = [e.text for e in rc.evidence if e.text.startswith("[rank")]
+    assert tb_lines and all(t.startswith("[rank2]:") for t in tb_lines)
+    peers = next(s for s in report.symptoms if s.id == "gloo-peer-connection-lost")
+    assert set(peers.ranks) == {1, 3}
+
+
+def test_interleaved_tracebacks_keep_one_rank_each() -> None:
+    scanner = Scanner(CATALOG)
+    scanner.feed_inputs([str(FIXTURES / "torchrun" / "tee-interleaved.log")])
+    report = scanner.report()
+    rc = report.root_cause
+    assert rc.traceback is not None and rc.local_rank is not None
+    prefix = f"[default{rc.local_rank}]:"
+    frames = [e for e in rc.evidence if "File \"" in e.text]
+    assert frames and all(e.text.startswith(prefix) for e in frames)

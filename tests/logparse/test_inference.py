@@ -92,3 +92,24 @@ def test_remediation_quotes_the_jobs_own_values() -> None:
     quoted = report["root_cause"]["remediation"]["job_values"]
     assert "`gpu_memory_utilization=0.6` (`actor_rollout_ref.rollout.gpu_memory_utilization`)" in quoted
     assert "`ppo_micro_batch_size_per_gpu=16`" in quoted
+
+
+def test_loss_turning_nan_is_reported_with_its_step(tmp_path: Path) -> None:
+    lines = [f"(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64({0.5 / n}) - actor/grad_norm:np.float64(1.{n})"
+             for n in range(1, 6)]
+    lines += [f"(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64(nan) - actor/grad_norm:np.float64(nan)"
+              for n in range(6, 9)]
+    log = tmp_path / "nan.log"
+    log.write_text("\n".join(lines) + "\n")
+    code, report = scan_json(log)
+    assert code == 1 and report["root_cause"]["category"] == "numerical-instability"
+    first = [a for a in report["metrics"]["anomalies"] if a["kind"] == "nan-inf"]
+    assert first and min(a["step"] for a in first) == 6
+
+
+def test_healthy_run_shows_last_step_and_trends() -> None:
+    from tests.conftest import SAMPLES
+
+    code, report = scan_json(SAMPLES / "ray-healthy.log")
+    assert code == 0 and report["progress"]["last_step"] == 5 and report["progress"]["completed"]
+    assert report["metrics"]["steps"] == 5 and report["metrics"]["series"]

@@ -37,3 +37,18 @@ def test_catalog_size_and_required_failures() -> None:
         assert needed in categories, needed
     roles = {e.role for e in CATALOG.entries}
     assert Role.WRAPPER in roles and Role.SYMPTOM in roles
+
+
+@pytest.mark.parametrize("entry_id", IDS)
+def test_explain_has_no_empty_section(entry_id: str) -> None:
+    from tests.conftest import run_cli
+
+    out = run_cli(["explain", entry_id]).stdout
+    sections = ("What it is", "Why it happens", "Example", "Fix")
+    for name in sections:
+        assert f"\n{name}\n" in out, name
+    body = out.split("\nWhat it is\n", 1)[1]
+    for name, nxt in zip(sections, sections[1:]):
+        text = body.split(f"\n{nxt}\n", 1)[0] if name == "What it is" else \
+            out.split(f"\n{name}\n", 1)[1].split(f"\n{nxt}\n", 1)[0]
+        assert text.strip(), f"section {name!r} is empty"
