@@ -68,6 +68,7 @@ KEY_METRICS = (
     "actor/kl_loss", "timing_s/step",
 )
 MAX_CHARTS = 8
+MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
 
 
@@ -449,6 +450,9 @@ class Scanner:
         if self.matcher.timeouts:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
         notes += self.stages.notes + self.metrics.notes
+        if len(self.metrics.steps) > MAX_CHART_POINTS:
+            notes.append(f"metric charts show about {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
+                         f"(every k-th step and the last); --metrics-csv writes them all")
         failed = root is not None
         root_seq = None
         if root is not None and root.error_line is not None:
@@ -517,10 +521,16 @@ class Scanner:
             return None
         keys = self.metrics.keys
         chart = [k for k in KEY_METRICS if k in keys][:MAX_CHARTS]
+        shown = steps
+        if len(steps) > MAX_CHART_POINTS:  # a chart of 40,000 points shows no more than one of 2,000
+            stride = -(-len(steps) // MAX_CHART_POINTS)
+            shown = steps[::stride]
+            if shown[-1] != steps[-1]:
+                shown.append(steps[-1])
         series = []
         for key in chart:
             points = dict(self.metrics.series(key))
-            series.append(model.MetricSeries(key, tuple(steps), tuple(points.get(st) for st in steps)))
+            series.append(model.MetricSeries(key, tuple(shown), tuple(points.get(st) for st in shown)))
         anomalies = tuple(
             model.Anomaly(a.kind.value, a.step, a.key, a.value, a.detail, a.fatal)
             for a in self.metrics.anomalies(failed)
