@@ -24,7 +24,7 @@ from logparse.normalize import Record
 MAX_RANKS = 4096
 
 WORK_RE = regex.compile(
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w++)(?:, NumelIn=(?P<numel>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
     r"(?: ran for (?P<ran>\d+) milliseconds)?"
 )
 STATUS_OLD_RE = regex.compile(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")

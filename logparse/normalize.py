@@ -56,7 +56,7 @@ STAMPED = regex.compile(
 NCCL_HOST = regex.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ?")
 MESSAGE_RANK = regex.compile(r"\[(?:Rank |rank-)(?P<rank>\d+)\]")
 REPEATED = regex.compile(
-    r"\s*\[repeated (?P<n>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*$"
+    r"\[repeated (?P<n>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*+$"
 )
 
 
@@ -149,7 +149,7 @@ class Normalizer:
             m = REPEATED.search(text)
             if m:
                 repeat = 1 + int(m.group("n"))
-                text = text[: m.start()]
+                text = text[: m.start()].rstrip()
         for _ in range(MAX_PREFIXES):
             if pos >= len(text):
                 break

@@ -187,6 +187,8 @@ class Redactor:
 
     def text(self, value: str) -> str:
         for kind, pattern in SECRET_PATTERNS:
+            if kind == Kind.URL_PASSWORD and "://" not in value:
+                continue  # (its scheme part would be tried at every position of a long value)
             if kind == Kind.EMAIL and "@" not in value:
                 continue
             value = pattern.sub(lambda m, kind=kind: self._mask_secret(kind, m), value)

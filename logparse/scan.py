@@ -12,7 +12,7 @@ import datetime
 import heapq
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import regex
@@ -35,6 +35,7 @@ from logparse.reader import (
     InputStats,
     Line,
     TruncatedGzip,
+    clean_text,
     decode_line,
     expand_inputs,
     gunzip_chunks,
@@ -60,6 +61,7 @@ MAX_MESSAGE_GAP = 50  # a message still open after this many lines of its input 
 CONTEXT_LINES = 5  # context lines before an error line, from its own stream
 LOOKBACK_LINES = 64  # raw lines read back to find them
 LOOKBACK_BYTES = 64 * 1024  # bytes of the previous block kept for that
+MAX_FRAME_TEXT = 2000  # source text of a frame that `frames` regexes see
 MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
 # the key training metrics charted in reports, when the log has them (first found first)
 KEY_METRICS = (
@@ -121,6 +123,7 @@ class Scanner:
         self._defaults: dict[str, Origin] = {}
         self._cut_lines: dict[str, int] = {}
         self._active_sources: set[str] = set()  # inputs that showed progress or a finding
+        self.skipped: list[str] = []  # inputs of a folder that could not be read
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
         self.open_message: dict[tuple, Hit] = {}  # stream -> error line still collecting continuation lines
         self.deferred: list[tuple] = []  # (match, record, traceback, step) for entries with `frames`
@@ -188,9 +191,9 @@ class Scanner:
             elif skipping:
                 base += 1
         finally:
+            stats.lines = base  # also when interrupted: the lines read so far
             if path != "-":
                 fh.close()
-        stats.lines = base
         if truncated or self._cut_lines.get(source):
             n = truncated + self._cut_lines.get(source, 0)
             stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
@@ -254,27 +257,18 @@ class Scanner:
                         return True
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
-    def _context(self, rec: Record) -> list[Record]:
+    def _context(self, rec: Record) -> Sequence[Record]:
         """Up to CONTEXT_LINES lines of `rec`'s stream just before it, read back from the raw block
-        (at most LOOKBACK_LINES lines back), whether or not they were candidates."""
+        (at most LOOKBACK_LINES lines back), whether or not they were candidates. The raw lines are
+        taken now (the block moves on); they are decoded only if a report shows them."""
         source = rec.line.source
         got = self._blocks.get(source)
         if got is None or source not in self._offsets:
             return self.assembler.context_of(rec.stream)
         block, tail = got
+        raws = list(_previous_lines(block, self._offsets[source], tail, min(LOOKBACK_LINES, rec.line.number - 1)))
         default = self._defaults.get(source) or self.attribution.get(source)
-        out: list[Record] = []
-        number = rec.line.number
-        for raw in _previous_lines(block, self._offsets[source], tail, LOOKBACK_LINES):
-            number -= 1
-            if number < 1 or len(out) >= CONTEXT_LINES:
-                break
-            other = self._lookback_normalizer.normalize(
-                Line(source, number, decode_line(raw[:MAX_LINE_BYTES])), 0, default)
-            if other.stream == rec.stream and other.message.strip():
-                out.append(other)
-        out.reverse()
-        return out
+        return LazyContext(rec, raws, default, self._lookback_normalizer)
 
     def _error_file_lines(self, path: str, stats: InputStats, lines: Iterator[Line]) -> Iterator[Line]:
         """torchrun's `@record` error.json: its py_callstack (or message) becomes the lines scanned;
@@ -302,19 +296,30 @@ class Scanner:
             return
         stats.notes.append(f"{stats.path}: read as a torchrun error file (its py_callstack)")
         for i, t in enumerate(text.splitlines(), 1):
-            yield Line(stats.path, i, t)
+            yield Line(stats.path, i, clean_text(t))
 
     def feed_input(self, path: str) -> None:
         for rec in self.records(path):
             self.feed_record(rec)
 
     def feed_inputs(self, paths: list[str]) -> None:
-        if 1 < len(paths) <= self.config.merge_files:
-            for rec in merge_by_time([self.records(p) for p in paths]):
+        """Several inputs are one job; one that cannot be read is skipped with a note (a single
+        unreadable input is an error: InputError)."""
+        if len(paths) == 1:
+            self.feed_input(paths[0])
+        elif len(paths) <= self.config.merge_files:
+            for rec in merge_by_time([self._readable(p) for p in paths]):
                 self.feed_record(rec)
         else:
             for p in paths:
-                self.feed_input(p)
+                for rec in self._readable(p):
+                    self.feed_record(rec)
+
+    def _readable(self, path: str) -> Iterator[Record]:
+        try:
+            yield from self.records(path)
+        except InputError as exc:
+            self.skipped.append(f"skipped {exc}")
 
     def feed_line(self, line: Line) -> None:
         self.feed_record(self.normalizer.normalize(line))
@@ -443,7 +448,7 @@ class Scanner:
         verdict = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step,
                         nccl.sentences if nccl else (), laggard)
         root, symptoms, findings = verdict.root, verdict.symptoms, verdict.findings
-        notes = [n for s in self.inputs for n in s.notes] + list(verdict.notes)
+        notes = self.skipped + [n for s in self.inputs for n in s.notes] + list(verdict.notes)
         if self.collector.overflow:
             notes.append(f"{self.collector.overflow} further distinct finding(s) were counted but not listed "
                          f"(limit {self.config.max_groups})")
@@ -541,6 +546,40 @@ class Scanner:
 _NO_KEYWORDS: frozenset[int] = frozenset()
 
 
+class LazyContext(Sequence):
+    """The context lines before a record, decoded and normalised on first use (most tracebacks'
+    context is never shown: only the root cause's is)."""
+
+    def __init__(self, rec: Record, raws: list[bytes], default: Origin | None, normalizer: Normalizer):
+        self._rec = rec
+        self._raws = raws  # newest first
+        self._default = default
+        self._normalizer = normalizer
+        self._records: list[Record] | None = None
+
+    def _resolve(self) -> list[Record]:
+        if self._records is None:
+            rec = self._rec
+            out: list[Record] = []
+            for i, raw in enumerate(self._raws, 1):
+                if len(out) >= CONTEXT_LINES:
+                    break
+                line = Line(rec.line.source, rec.line.number - i, decode_line(raw[:MAX_LINE_BYTES]))
+                other = self._normalizer.normalize(line, 0, self._default)
+                if other.stream == rec.stream and other.message.strip():
+                    out.append(other)
+            out.reverse()
+            self._records = out
+            self._raws = []
+        return self._records
+
+    def __getitem__(self, index):
+        return self._resolve()[index]
+
+    def __len__(self) -> int:
+        return len(self._resolve())
+
+
 def _cite_job_values(root: model.RootCause, environment: dict) -> model.RootCause:
     """Prepend a fix step that quotes the job's own settings for this category (inference.yaml)."""
     leaves = inference_rules().config_leaves(root.category)
@@ -576,7 +615,7 @@ def _iso(t: float | None) -> str | None:
 def frame_texts(tb) -> list[str]:
     """What `frames` regexes of catalog entries see: each frame as `file:line in function: code`, and
     the Ray task of the traceback."""
-    out = [f"{f.file}:{f.line} in {f.function}: {f.code or ''}" for f in tb.frames]
+    out = [f"{f.file}:{f.line} in {f.function}: {(f.code or '')[:MAX_FRAME_TEXT]}" for f in tb.frames]
     if tb.task:
         out.append(f"ray::{tb.task}")
     return out

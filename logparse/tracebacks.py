@@ -12,6 +12,7 @@ MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most rece
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -160,7 +161,7 @@ def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
 class Traceback:
     stream: tuple
     start: Record
-    context: list[Record]
+    context: Sequence[Record]  # the lines before it in its stream (may be decoded lazily)
     records: list[Record] = field(default_factory=list)
     dropped: int = 0
     frames: list[Frame] = field(default_factory=list)
