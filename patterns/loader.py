@@ -53,8 +53,6 @@ ID_RE = regex.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MAX_PATTERN_LENGTH = 2000
 MAX_CATALOG_BYTES = 8 << 20  # one catalog file; the built-in files are a few tens of KiB
 # A nested unbounded quantifier such as (a+)+ or (a*)* can backtrack exponentially.
-NESTED_QUANTIFIER_RE = regex.compile(r"\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)[+*{]")
-HUGE_REPEAT_RE = regex.compile(r"\{(\d{4,})(?:,(\d*))?\}|\{,(\d{4,})\}")
 MAX_REPEAT_PRODUCT = 10_000  # nested counted repeats multiply: (?:a{999}){999} compiles for seconds
 # A pattern is tried on these at load time (a run of one character, then a character that fails the
 # match); one that takes longer than PROBE_TIMEOUT_S backtracks catastrophically and is rejected.

@@ -19,14 +19,13 @@ import regex
 import yaml
 
 from patterns.loader import (
-    HUGE_REPEAT_RE,
     ID_RE,
     MAX_PATTERN_LENGTH,
-    NESTED_QUANTIFIER_RE,
     CatalogError,
     Problem,
     _LineLoader,
     _suggest,
+    regex_risk,
 )
 from patterns.schema import Example, Examples
 from patterns.taxonomy import STAGES
@@ -194,11 +193,9 @@ class _MarkerBuilder:
             where = f"pattern #{i + 1}"
             if len(p) > MAX_PATTERN_LENGTH:
                 self.fail("patterns", f"{where} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})")
-            elif NESTED_QUANTIFIER_RE.search(p):
-                self.fail("patterns", f"{where} nests unbounded quantifiers, which can backtrack "
-                          f"catastrophically: {p!r}", "rewrite without a quantified group that itself ends in + or *")
-            elif HUGE_REPEAT_RE.search(p):
-                self.fail("patterns", f"{where} has a repetition count of 1000 or more: {p!r}")
+            elif (risk := regex_risk(p)) is not None:
+                self.fail("patterns", f"{where} {risk}: {p!r}",
+                          "rewrite without a quantified group that itself ends in + or *")
             else:
                 try:
                     compiled.append(regex.compile(p))
