@@ -80,6 +80,14 @@ def main() -> None:
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
+    if rows:
+        # the Markdown report of the largest log must still fit a GitHub issue body
+        biggest = work / f"bench-{int(max(a.sizes))}mb.log"
+        if biggest.exists():
+            md = subprocess.run(tool_command() + ["scan", "--format", "md", str(biggest)], capture_output=True,
+                                env=env, check=False).stdout.decode("utf-8", "replace")
+            print(f"markdown report of the {biggest.stat().st_size / 1e6:.0f} MB log: {len(md):,} characters "
+                  f"({'under' if len(md) < 65536 else 'OVER'} GitHub's 65,536)")
     if len(rows) > 1:
         per_mb = [t / s for s, _, t, _ in rows]
         print(f"seconds per MB: {', '.join(f'{x * 1000:.2f} ms' for x in per_mb)} "
