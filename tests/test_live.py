@@ -41,7 +41,8 @@ def test_follow_survives_truncation_and_rotation_and_alerts(tmp_path: Path) -> N
     log.write_text("".join(STEP.format(n=n) for n in range(1, 4)))
     out = tmp_path / "report.json"
     p = subprocess.Popen(CLI + ["scan", "--follow", str(log), "--format", "json", "-o", str(out)],
-                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         time.sleep(1.0)
         with log.open("a") as fh:  # growth

@@ -24,10 +24,17 @@ from tests.test_robustness import OOM
 EXPECTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
+def _sigint_default() -> None:
+    # a shell starts background jobs with SIGINT ignored, and a child inherits that (Python then
+    # installs no KeyboardInterrupt handler): give the scanner the SIGINT a terminal's Ctrl-C gives
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(args: list[str], cwd: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen([sys.executable, "-m", "logparse", *args], cwd=cwd, stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=_sigint_default)
 
 
 def finish(proc: subprocess.Popen, sig: int) -> tuple[int, bytes, str]:
