@@ -1,7 +1,7 @@
 """Hits (one catalog match on one line) and findings (hits grouped by entry and masked message).
 
-Bounds: at most MAX_GROUPS groups (later distinct messages are counted, not kept); a group keeps
-its first hit and the first hit of at most MAX_STREAMS_PER_GROUP streams.
+Bounds: at most `max_groups` groups (later distinct messages are counted, not kept); a group keeps
+its first and its latest hit.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from logparse.tracebacks import Traceback
 from patterns import Entry, Role
 
 MAX_GROUPS = 2000
-MAX_STREAMS_PER_GROUP = 256
 
 # numbers, hex, IPs, paths and timestamps are masked so the same error on many ranks groups together
 MASK_RE = regex.compile(
@@ -60,7 +59,6 @@ class FindingGroup:
     count: int = 0
     ranks: set[int] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
-    stream_firsts: dict[tuple, Hit] = field(default_factory=dict)
     last: Hit | None = None  # the latest hit (a finding that recurs to the end did not "pass")
 
     def add(self, hit: Hit) -> None:
@@ -72,13 +70,11 @@ class FindingGroup:
             self.ranks.add(o.rank)
         if o.node:
             self.nodes.add(o.node)
-        stream = hit.record.stream
-        if stream not in self.stream_firsts and len(self.stream_firsts) < MAX_STREAMS_PER_GROUP:
-            self.stream_firsts[stream] = hit
 
 
 class FindingCollector:
-    def __init__(self) -> None:
+    def __init__(self, max_groups: int = MAX_GROUPS) -> None:
+        self.max_groups = max_groups
         self.groups: dict[tuple[str, str], FindingGroup] = {}
         self.overflow = 0
         self.hit_seqs: set[int] = set()  # record sequence numbers that had any catalog hit
@@ -88,14 +84,12 @@ class FindingCollector:
         key = (hit.entry.id, mask(hit.record.message))
         group = self.groups.get(key)
         if group is None:
-            if len(self.groups) >= MAX_GROUPS:
+            if len(self.groups) >= self.max_groups:
                 self.overflow += 1
                 return
             group = self.groups[key] = FindingGroup(hit.entry, key[1], hit)
         group.add(hit)
 
-    def by_role(self, role: Role) -> list[FindingGroup]:
-        return [g for g in self.groups.values() if g.entry.role == role]
 
 
 # Near-identical masked messages of one entry are one finding. 90 (of 100, rapidfuzz ratio): after
@@ -121,9 +115,6 @@ def merge_similar(groups: list[FindingGroup]) -> list[FindingGroup]:
             target.last = g.last
         target.ranks |= g.ranks
         target.nodes |= g.nodes
-        for stream, hit in g.stream_firsts.items():
-            if stream not in target.stream_firsts and len(target.stream_firsts) < MAX_STREAMS_PER_GROUP:
-                target.stream_firsts[stream] = hit
         if g.first.seq < target.first.seq:
             target.first = g.first
     return kept

@@ -466,11 +466,13 @@ def merge_by_entry(groups: list[FindingGroup]) -> list[FindingGroup]:
         k = out.get(g.entry.id)
         if k is None:
             out[g.entry.id] = FindingGroup(g.entry, g.key, g.first, g.count, set(g.ranks), set(g.nodes),
-                                           dict(g.stream_firsts))
+                                           g.last)
             continue
         k.count += g.count
         k.ranks |= g.ranks
         k.nodes |= g.nodes
         if g.first.seq < k.first.seq:
             k.first = g.first
+        if g.last is not None and (k.last is None or g.last.seq > k.last.seq):
+            k.last = g.last
     return list(out.values())

@@ -54,7 +54,7 @@ def trie_regex(keywords: Iterable[str]) -> str:
 
 
 class Prefilter:
-    """`line_starts(block)` -> sorted offsets of the lines of `block` that contain a keyword."""
+    """`lines(block)` -> the lines of `block` that contain a keyword, with the keywords found."""
 
     def __init__(self, keywords: Iterable[str], engine: str | None = None):
         self.keywords = tuple(sorted({k for k in keywords if k}))
@@ -74,9 +74,6 @@ class Prefilter:
         else:
             self._re = re.compile(trie_regex(self.keywords).encode("utf-8"))
         self._encoded = [k.encode("utf-8") for k in self.keywords]
-
-    def line_starts(self, block: bytes) -> list[int]:
-        return [start for start, _ in self.lines(block)]
 
     def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
         """(line start, ids of the keywords in that line) for every line of `block` with a keyword;

@@ -336,11 +336,3 @@ def read_input(path: str, stats: InputStats) -> Iterator[Line]:
         if path != "-":
             fh.close()
 
-
-def input_size(path: str) -> int | None:
-    if path == "-":
-        return None
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None

@@ -98,7 +98,7 @@ class Scanner:
         self.normalizer = Normalizer()
         self._lookback_normalizer = Normalizer()
         self.assembler = TracebackAssembler(self._context)
-        self.collector = FindingCollector()
+        self.collector = FindingCollector(self.config.max_groups)
         self.inputs: list[InputStats] = []
         self.seq = 0
         self.attribution: dict[str, Origin] = {}  # file -> what its place in a layout says
@@ -431,7 +431,7 @@ class Scanner:
                 category=v.root.category if v.root else None,
                 summary=v.root.summary if v.root else None,
             ))
-            self.collector = FindingCollector()
+            self.collector = FindingCollector(self.config.max_groups)
             self.assembler = TracebackAssembler(self._context)
             self.collectives = CollectiveAnalyzer()
             self.open_message.clear()

@@ -13,28 +13,9 @@ import regex
 from patterns import CatalogError, load_catalog
 from patterns.loader import _builtin_dir, regex_risk, slow_probe
 from tests.conftest import run_cli
+from tests.patterns.test_loader import GOOD
 
-ENTRY = """\
-- id: my-failure
-  title: My failure
-  category: data-error
-  role: cause
-  severity: error
-  priority: 70
-  keywords: ['MyDataError']
-  patterns:
-    - 'MyDataError: (?P<what>.+)'
-  message: 'data broke: {what}'
-  remediation:
-    summary: The data broke.
-    why: Because.
-    fix: ['Fix the data.']
-  examples:
-    match: ['[rank1]: MyDataError: bad row 7']
-    no_match:
-      - line: 'MyDataErrorHandler installed'
-        why: not an error
-"""
+ENTRY = GOOD  # a valid entry (tests/patterns/test_loader.py), made hostile field by field below
 LOG = "INFO start\n[rank1]: MyDataError: bad row 7\n"
 
 
