@@ -31,7 +31,7 @@ first STEP_FORMAT_LINES (3) verl step lines only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from logparse.metrics import STEP_KEYWORD, split_step_line
@@ -243,6 +243,8 @@ class EnvironmentTracker:
         # scanner reads anyway (tracebacks, markers, errors); a skipping scan sees fewer of them.
         self.scan_keywords: tuple[str, ...] = tuple(k for k in self.keywords if k not in COMMON_KEYWORDS)
         self._prefilter = keyword_pattern(self.keywords)
+        self._common = tuple(k for k in self.keywords if k in COMMON_KEYWORDS)
+        self._order = {k: i for i, k in enumerate(self._handlers)}
 
     def _make_handlers(self) -> dict[str, list[Callable[[Record, str], None]]]:
         """keyword -> the handlers to run on a message that contains it."""
@@ -276,7 +278,9 @@ class EnvironmentTracker:
         """A config dump of `source` is being read: its continuation lines carry no keyword."""
         return self._dump_stream is not None and self._dump_stream[0] == source
 
-    def feed(self, rec: Record) -> None:
+    def feed(self, rec: Record, keywords: Iterable[str] | None = None) -> None:
+        """`keywords`: those of `self.scan_keywords` that a scanner's prefilter found in the raw line
+        (None: not known, the message is searched for all keywords)."""
         origin = rec.origin
         actor = origin.actor
         if actor is not None and actor not in self._actors and len(self._actors) < MAX_ACTORS:
@@ -294,15 +298,22 @@ class EnvironmentTracker:
             self._pip(rec, message)
         if self._step_lines >= STEP_FORMAT_LINES and message.startswith(STEP_KEYWORD):
             return  # the step-line format is known; a step line's ~2 KB of metrics tells nothing more
-        if not self._prefilter.search(message):
-            return
+        if keywords is None:
+            if not self._prefilter.search(message):
+                return
+            found = [k for k in self._handlers if k in message]
+        else:  # the rare keywords the prefilter found, and the common ones it does not look for
+            found = [k for k in keywords if k in message and k in self._order]
+            found += [k for k in self._common if k in message]
+            if not found:
+                return
+            found.sort(key=self._order.__getitem__)
         done: set[Callable[[Record, str], None]] = set()
-        for keyword, handlers in self._handlers.items():
-            if keyword in message:
-                for handler in handlers:
-                    if handler not in done:
-                        done.add(handler)
-                        handler(rec, message)
+        for keyword in found:
+            for handler in self._handlers[keyword]:
+                if handler not in done:
+                    done.add(handler)
+                    handler(rec, message)
 
     def _fact(self, key: str, value: str) -> None:
         self.facts.setdefault(key, value)

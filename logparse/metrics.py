@@ -129,30 +129,37 @@ def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
     return int(m.group(1)), pairs
 
 
+# One part of a step line (the parts are joined by newlines): everything up to its LAST colon is the
+# key (greedy), then the value, bare or inside `np.float64(...)`; a value holds no colon, space or
+# parenthesis. Parts that do not fit (lists, tensors, words with parentheses) are skipped, as are
+# values that are no number (float() decides).
+_PART_RE = re.compile(r"^[ \t]*(.*):[ \t]*(?:np\.\w+\([ \t]*([^\s():]+)[ \t]*\)|([^\s():]+))[ \t]*$", re.MULTILINE)
+_NUMBER_START = frozenset("0123456789+-.niNI")
+
+
 def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
     """(step, {key: value}) with the numeric values of a step line, or None if there is none.
-    (The same values as parse_value over split_step_line, without per-value calls: step lines are
-    long and frequent.)"""
+    (The same values as parse_value over split_step_line, without per-part Python: step lines are
+    long and frequent. tests/test_metrics.py holds the per-part reference and compares the two.)"""
     m = STEP_RE.search(message)
     if not m:
         return None
+    pairs = [(key, a or b) for key, a, b in _PART_RE.findall("\n".join(message[m.end():].split(" - ")))]
+    try:  # the usual line: every value a number, every key clean
+        values = {key: float(raw) for key, raw in pairs if raw[0] in _NUMBER_START}
+        if all(key and key[-1] not in " \t" for key in values):
+            return int(m.group(1)), values
+    except ValueError:
+        pass
     values = {}
-    for part in message[m.end():].split(" - "):
-        key, sep, raw = part.rpartition(":")
-        if not sep:
-            continue
-        if raw.startswith("np."):  # np.float64(0.1): the number inside the parentheses
-            raw = raw[raw.find("(") + 1:raw.rfind(")")]
-        raw = raw.strip()
-        if not raw or raw[0] not in "0123456789+-.niNI":
+    for key, raw in pairs:
+        key = key.rstrip(" \t")
+        if not key or raw[0] not in _NUMBER_START:
             continue
         try:
-            value = float(raw)
+            values[key] = float(raw)
         except ValueError:
             continue
-        key = key.strip()
-        if key:
-            values[key] = value
     return int(m.group(1)), values
 
 

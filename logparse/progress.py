@@ -76,15 +76,18 @@ class MarkerMatcher:
         self.keywords: tuple[str, ...] = tuple(sorted(set(self._keywords) | set(extra_keywords)))
         self.prefilter: re.Pattern[str] = keyword_pattern(self.keywords)
 
-    def candidates(self, message: str) -> list[StageMarker]:
+    def candidates(self, message: str, keywords: Iterable[str] | None = None) -> list[StageMarker]:
+        """The markers with a keyword in `message`, in file order; `keywords`: the only keywords that
+        can be in it (a scanner's prefilter found them in the raw line), so the others are not tried."""
         found: set[int] = set()
-        for kw in self._keywords:
-            if kw in message:
-                found.update(self._by_keyword[kw])
+        by_keyword = self._by_keyword
+        for kw in self._keywords if keywords is None else keywords:
+            if kw in message and kw in by_keyword:
+                found.update(by_keyword[kw])
         return [self.markers[i] for i in sorted(found)]
 
-    def match(self, message: str) -> MarkerHit | None:
-        for marker in self.candidates(message):
+    def match(self, message: str, keywords: Iterable[str] | None = None) -> MarkerHit | None:
+        for marker in self.candidates(message, keywords):
             groups = marker.search(message)
             if groups is not None:
                 return MarkerHit(marker, groups)
@@ -207,15 +210,17 @@ class StageTracker:
         self.last_seq = 0
 
     # -- feeding ---------------------------------------------------------------------------------
-    def feed(self, rec: Record) -> None:
+    def feed(self, rec: Record, keywords: Iterable[str] | None = None) -> None:
+        """`keywords`: those of `self.keywords` that a scanner's prefilter found in the raw line (None:
+        not known, the message is searched for all of them)."""
         message = rec.message
-        if not self._prefilter.search(message):
+        if keywords is None and not self._prefilter.search(message):
             return
         self.last_seq = rec.seq
         m = STEP_RE.search(message) if STEP_KEYWORD in message else None
         if m is None or m.start() > 0:
             # (a step line holds no marker, only metrics: skip the marker search on its ~2 KB)
-            hit = self.matcher.match(message)
+            hit = self.matcher.match(message, keywords)
             if hit is not None:
                 self._on_marker(rec, hit)
         if m:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import regex
 
 from logparse import model
+from logparse.blocks import Block, iter_blocks, prefetch
 from logparse.collectives import CollectiveAnalyzer
 from logparse.environment import EnvironmentTracker
 from logparse.findings import FindingCollector, Hit
@@ -117,6 +118,10 @@ class Scanner:
         # prefilter keyword id -> the catalog entries that have that keyword
         self._entries_of_keyword: list[tuple] = [
             tuple(self.matcher.entries_with_keyword(k)) for k in self.prefilter.keywords]
+        # prefilter keyword id -> the keyword, where the stage / environment tracker looks for it
+        stage_words, env_words = set(self.stages.keywords), set(self.env.scan_keywords)
+        self._stage_word = [k if k in stage_words else None for k in self.prefilter.keywords]
+        self._env_word = [k if k in env_words else None for k in self.prefilter.keywords]
         self._blocks: dict[str, tuple[bytes, bytes]] = {}  # source -> (current block, tail of the previous)
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
@@ -129,7 +134,7 @@ class Scanner:
         self.deferred: list[tuple] = []  # (match, record, traceback, step) for entries with `frames`
 
     # -- reading ---------------------------------------------------------------------------------
-    def records(self, path: str) -> Iterator[Record]:
+    def records(self, path: str, threaded: bool = False) -> Iterator[Record]:
         """The records of one input worth a look: candidate lines (a keyword of the catalog, the stage
         markers, the trackers or the traceback structure) and, while a traceback, a multi-line message
         or a config dump of this input is open, every line. Layout attribution is the default origin."""
@@ -144,94 +149,76 @@ class Scanner:
             for line in self._error_file_lines(path, stats, read_input(path, stats)):
                 yield self.normalizer.normalize(line, 0, default)
             return
-        yield from self._chunk_records(path, stats, default)
+        yield from self._chunk_records(path, stats, default, threaded)
 
-    def _chunk_records(self, path: str, stats: InputStats, default: Origin | None) -> Iterator[Record]:
+    def _chunk_records(self, path: str, stats: InputStats, default: Origin | None,
+                       threaded: bool = False) -> Iterator[Record]:
+        """Records of one input read in blocks (logparse.blocks); `threaded`: the blocks are read and
+        prefiltered by a thread a few blocks ahead (one input at a time; merged inputs read inline)."""
         source = stats.path
         fh = open_input(path)
         if self.open_stream is not None:
             fh = self.open_stream(path, fh)
         gz = path != "-" and path.lower().endswith(".gz")
         chunks = gunzip_chunks(fh, stats) if gz else plain_chunks(fh, stats)
-        base = 0  # lines before the current block
-        carry = b""
-        skipping = False  # the rest of an over-long line whose head was already scanned
+        blocks = iter_blocks(chunks, self.prefilter)
+        if threaded:
+            blocks = prefetch(blocks)
+        lines = 0  # lines of the blocks done
         truncated = 0
         try:
             try:
-                for chunk in chunks:
-                    if skipping:
-                        nl = chunk.find(b"\n")
-                        if nl < 0:
-                            continue
-                        chunk = chunk[nl + 1:]
-                        base += 1
-                        skipping = False
-                    data = carry + chunk if carry else chunk
-                    cut = data.rfind(b"\n") + 1
-                    if cut == 0:
-                        if len(data) > MAX_LINE_BYTES:
-                            yield from self._block(data[:MAX_LINE_BYTES] + b"\n", base, source, default, stats)
-                            truncated += 1
-                            skipping = True
-                            carry = b""
-                        else:
-                            carry = data
-                        continue
-                    block, carry = data[:cut], data[cut:]
-                    yield from self._block(block, base, source, default, stats)
-                    base += block.count(b"\n")
+                for block in blocks:
+                    lines = block.base
+                    truncated += block.cut
+                    yield from self._block(block, source, default, stats)
+                    lines = block.base + block.lines
             except TruncatedGzip as exc:
-                stats.notes.append(f"{source}: {exc}; scanned the {base} line(s) before that")
+                stats.notes.append(f"{source}: {exc}; scanned the {lines} line(s) before that")
             except OSError as exc:
                 raise InputError(f"{source}: read error: {exc.strerror or exc}") from None
-            if carry and not skipping:
-                yield from self._block(carry + b"\n", base, source, default, stats)
-                base += 1
-            elif skipping:
-                base += 1
         finally:
-            stats.lines = base  # also when interrupted: the lines read so far
+            stats.lines = lines  # also when interrupted: the lines read so far
+            if threaded:
+                blocks.close()  # stops the reading thread before the file closes under it
             if path != "-":
                 fh.close()
         if truncated or self._cut_lines.get(source):
             n = truncated + self._cut_lines.get(source, 0)
             stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
 
-    def _block(self, block: bytes, base: int, source: str, default: Origin | None,
-               stats: InputStats) -> Iterator[Record]:
-        """Records of the lines of `block` (whole lines, ending in a newline) worth a look."""
-        found = self.prefilter.lines(block)
-        starts = [start for start, _ in found]
-        n = len(block)
+    def _block(self, block: Block, source: str, default: Origin | None, stats: InputStats) -> Iterator[Record]:
+        """Records of the lines of `block` worth a look: its candidate lines, and every line while a
+        region (traceback, message, config dump) of this input is open."""
+        data = block.data
+        starts, numbers, keywords = block.starts, block.numbers, block.keywords
+        count = len(starts)
+        n = len(data)
         idx = 0
         cur = 0
-        counted_pos = 0
-        counted_lines = base  # newlines before counted_pos, in the whole input
-        self._blocks[source] = (block, self._tails.get(source, b""))
+        number = block.base + 1  # line number of the line at `cur`
+        self._blocks[source] = (data, self._tails.get(source, b""))
         while cur < n:
-            while idx < len(starts) and starts[idx] < cur:
+            while idx < count and starts[idx] < cur:
                 idx += 1
-            if self._region_open(source, counted_lines + block.count(b"\n", counted_pos, cur) + 1):
+            if self._region_open(source, number):
                 start = cur
+                ids = keywords[idx] if idx < count and starts[idx] == start else _NO_KEYWORDS
             else:
-                if idx == len(starts):
+                if idx == count:
                     break
-                start = starts[idx]
-            ids = found[idx][1] if idx < len(starts) and starts[idx] == start else _NO_KEYWORDS
-            end = block.find(b"\n", start)
+                start, number, ids = starts[idx], numbers[idx], keywords[idx]
+            end = data.find(b"\n", start)
             if end < 0:
                 end = n
-            counted_lines += block.count(b"\n", counted_pos, start)
-            counted_pos = start
-            raw = block[start:end]
+            raw = data[start:end]
             cut = len(raw) > MAX_LINE_BYTES
             if cut:
                 raw = raw[:MAX_LINE_BYTES]
                 self._cut_lines[source] = self._cut_lines.get(source, 0) + 1
-            line = Line(source, counted_lines + 1, decode_line(raw), cut)
+            line = Line(source, number, decode_line(raw), cut)
             self._offsets[source] = start
-            if line.text.startswith(":actor_name:") and default is not None:
+            if default is not None and line.text.startswith(":actor_name:"):
                 m = RAY_ACTOR_MARKER.match(line.text)
                 if m:  # Ray worker logs name their actor once, at the top
                     default = Origin(local_rank=default.local_rank, pid=default.pid, actor=m.group("actor"))
@@ -243,7 +230,8 @@ class Scanner:
             if self.on_progress is not None:
                 self.on_progress(self)
             cur = end + 1
-        self._tails[source] = block[-LOOKBACK_BYTES:]
+            number += 1
+        self._tails[source] = data[-LOOKBACK_BYTES:]
 
     def _region_open(self, source: str, line_number: int) -> bool:
         """Must the next line of `source` be read even without a keyword?"""
@@ -308,16 +296,16 @@ class Scanner:
         if len(paths) == 1:
             self.feed_input(paths[0])
         elif len(paths) <= self.config.merge_files:
-            for rec in merge_by_time([self._readable(p) for p in paths]):
+            for rec in merge_by_time([self._readable(p, threaded=False) for p in paths]):
                 self.feed_record(rec)
         else:
             for p in paths:
                 for rec in self._readable(p):
                     self.feed_record(rec)
 
-    def _readable(self, path: str) -> Iterator[Record]:
+    def _readable(self, path: str, threaded: bool = False) -> Iterator[Record]:
         try:
-            yield from self.records(path)
+            yield from self.records(path, threaded)
         except InputError as exc:
             self.skipped.append(f"skipped {exc}")
 
@@ -343,7 +331,14 @@ class Scanner:
                 self.sample_text[stream] = n
                 return
             del self.sample_text[stream]
-        self.stages.feed(rec)
+        ids = rec.keywords
+        if ids is None:  # not prefiltered: the trackers search the message for their keywords
+            stage_words = env_words = None
+        else:
+            stage_words = [w for w in map(self._stage_word.__getitem__, ids) if w is not None]
+            env_words = [w for w in map(self._env_word.__getitem__, ids) if w is not None]
+        if stage_words is None or stage_words:
+            self.stages.feed(rec, stage_words)
         if len(self.stages.attempt_starts) != self._attempt_count:
             self._attempt_count = len(self.stages.attempt_starts)
             if rec.line.source in self._active_sources:
@@ -353,7 +348,7 @@ class Scanner:
         role = self.assembler.feed(rec)
         if role != LineRole.FRAME:
             self.metrics.feed(rec)
-            self.env.feed(rec)
+            self.env.feed(rec, env_words)
         if self.open_message and stream in self.open_message:
             self._continue_message(rec, role)
         if role in (LineRole.FRAME, LineRole.START):

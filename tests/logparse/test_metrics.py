@@ -6,8 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logparse.metrics import (
+    STEP_RE,
     AnomalyKind,
     MetricsConfig,
     MetricsTracker,
@@ -77,6 +80,60 @@ def test_split_on_last_colon_and_drop_non_numbers() -> None:
     assert values["val/test_score/custom:ds"] == 0.5
     assert "note" not in values and "list" not in values
     assert math.isnan(values["loss"])
+
+
+def _reference_parse(message: str) -> tuple[int, dict[str, float]] | None:
+    """The definition parse_step_line implements faster: split on ` - `, each part on its last `:`,
+    the value bare or inside `np.<type>(...)`, kept when float() takes it."""
+    m = STEP_RE.search(message)
+    if not m:
+        return None
+    values = {}
+    for part in message[m.end():].split(" - "):
+        key, sep, raw = part.rpartition(":")
+        if not sep:
+            continue
+        if raw.startswith("np."):
+            raw = raw[raw.find("(") + 1:raw.rfind(")")]
+        raw = raw.strip()
+        if not raw or raw[0] not in "0123456789+-.niNI":
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        key = key.strip()
+        if key:
+            values[key] = value
+    return int(m.group(1)), values
+
+
+def _same(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a.keys() == b.keys() and all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in
+                                        ((a[k], b[k]) for k in a))
+
+
+PART = st.one_of(
+    st.sampled_from(["loss:0.5", "a/b:np.float64(1e-05)", "x:np.int64(3)", "k: nan ", "k:-inf", "k:1:2",
+                     "k:[1, 2]", "k:tensor(0.5)", "k:np.bool_(True)", " k :7", ":5", "k:", "k:np.float64(0.1))",
+                     "k:0.5,", "custom:ds:0.5", "k:np.float32( 2.5 )", "k:True", "k:1e3", "k:.5", "k:+1"]),
+    st.text(alphabet="ak:/ .-()np0123456789ef", max_size=14),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PART, max_size=8))
+def test_fast_parse_equals_the_reference(parts: list[str]) -> None:
+    message = "step:3 - " + " - ".join(parts)
+    step, values = parse_step_line(message)
+    ref_step, ref_values = _reference_parse(message)
+    assert step == ref_step and _same(values, ref_values), (values, ref_values)
+
+
+def test_fast_parse_equals_the_reference_on_real_lines() -> None:
+    for line in (V03_LINE, strip_ansi(V05_LINE)):
+        got, ref = parse_step_line(line), _reference_parse(line)
+        assert got[0] == ref[0] and _same(got[1], ref[1]) and len(got[1]) >= 9
 
 
 def test_step_line_after_a_progress_bar() -> None:
