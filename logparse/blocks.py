@@ -6,24 +6,29 @@ the line), the prefilter keyword ids of each, and their line numbers. Nothing he
 Python: Hyperscan (or the `re` fallback) finds the candidates, and newlines are counted by `bytes.count`
 or, on long inputs, numpy (several times faster; optional).
 
-`prefetch` runs such a generator in a thread, a few blocks ahead of the consumer. Reading, Hyperscan
-and numpy release the GIL, so on two cores the byte-level work overlaps the per-line Python work of
-the scanner; results are the same as without the thread (it only reorders when work is done).
+`blocks_in_process` computes the same blocks in a forked reader process, a few blocks ahead of the
+scanner, so that on two cores the byte-level work (reading, gunzip, Hyperscan, counting) overlaps
+the scanner's per-line Python work. The results are the same blocks in the same order. (A thread
+does not do it: each Hyperscan match calls back into Python, and handing the GIL back and forth for
+tens of thousands of matches made a threaded scan slower than a single-threaded one.)
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Iterable, Iterator
+import mmap
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 
 from logparse.prefilter import Prefilter
-from logparse.reader import MAX_LINE_BYTES
+from logparse.reader import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip
 
 NUMPY_AFTER_BYTES = 32 << 20  # below this much input, importing numpy (~0.1 s) costs more than it saves
 NUMPY_MIN_BLOCK = 64 << 10
-PREFETCH_BLOCKS = 4  # blocks read ahead by the thread: a few MB of memory
 
 
 @dataclass(slots=True)
@@ -111,50 +116,92 @@ def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter) -> Iterator[Block
         yield block(carry + b"\n")
 
 
-class _End:
-    pass
+# -- reading in a second process ------------------------------------------------------------------
+SLOTS = 4  # blocks in flight between the reader process and the scanner
+SLOT_BYTES = CHUNK_BYTES + MAX_LINE_BYTES + 1  # the largest block: a carried partial line + one chunk
 
 
-class _Raised:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-def prefetch(items: Iterable, depth: int = PREFETCH_BLOCKS) -> Iterator:
-    """The items of `items`, produced by a daemon thread up to `depth` ahead; an exception in the
-    thread is raised here, at the item where it happened. Stopping early (close, interrupt) tells the
-    thread to stop at its next item (it may be blocked reading a pipe: it is a daemon)."""
-    q: queue.Queue = queue.Queue(depth)
-    stop = threading.Event()
-
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
+def reader_process_possible() -> bool:
+    """A reader process needs fork (the Hyperscan database and the catalog are inherited, not
+    rebuilt) and may not be started by a daemonic process (a fleet worker)."""
+    if not hasattr(os, "fork") or sys.platform != "linux":
         return False
+    return not multiprocessing.current_process().daemon
 
-    def run() -> None:
-        try:
-            for item in items:
-                if not put(item):
-                    return
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            put(_Raised(exc))
-        else:
-            put(_End)
 
-    thread = threading.Thread(target=run, name="verl-logscan-reader", daemon=True)
-    thread.start()
+def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats, prefilter: Prefilter,
+                 ring: mmap.mmap, out: Connection, free: Connection) -> None:
+    """In the reader process: blocks into ring slots, their candidates to `out`; a slot is reused
+    once the scanner hands its number back on `free`. `stats` is this process's copy: what it
+    learns (bytes read, notes) goes back with the blocks and at the end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scanner handles Ctrl-C and stops this process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    known = len(stats.notes)
+    end: tuple = ("end",)
     try:
+        for block in iter_blocks(chunks(stats), prefilter):
+            slot = free.recv()
+            at = slot * SLOT_BYTES
+            ring[at:at + len(block.data)] = block.data
+            out.send(("block", slot, len(block.data), block.base, block.lines, block.starts, block.numbers,
+                      block.keywords, block.cut, stats.bytes))
+    except TruncatedGzip as exc:
+        end = ("truncated", str(exc))
+    except OSError as exc:
+        end = ("oserror", exc.strerror or str(exc))
+    except Exception as exc:  # noqa: BLE001 - told to the scanner, which reports it as an input error
+        end = ("oserror", f"{type(exc).__name__}: {exc}")
+    out.send(("stats", stats.bytes, stats.notes[known:]))
+    out.send(end)
+
+
+def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats,
+                      prefilter: Prefilter) -> Iterator[Block]:
+    """iter_blocks(chunks(stats), prefilter), computed by a forked reader process while the caller
+    works on the previous blocks. Reading, decompressing, Hyperscan and line counting all happen
+    there; a block's bytes come back through shared memory (SLOTS slots), its candidates through a
+    pipe; `stats` learns the bytes read and the reader's notes. Errors are raised here as in
+    iter_blocks (TruncatedGzip, OSError). Closing the generator (or an interrupt) stops the process."""
+    ctx = multiprocessing.get_context("fork")
+    ring = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # anonymous and shared with the forked child
+    out_r, out_w = ctx.Pipe(duplex=False)
+    free_r, free_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_reader_main, args=(chunks, stats, prefilter, ring, out_w, free_r),
+                       name="verl-logscan-reader", daemon=True)
+    proc.start()
+    out_w.close()
+    free_r.close()
+    try:
+        for slot in range(SLOTS):
+            free_w.send(slot)
         while True:
-            item = q.get()
-            if item is _End:
+            try:
+                msg = out_r.recv()
+            except EOFError:
+                raise OSError("the reader process ended unexpectedly") from None
+            kind = msg[0]
+            if kind == "block":
+                _, slot, size, base, lines, starts, numbers, keywords, cut, stats.bytes = msg
+                at = slot * SLOT_BYTES
+                data = ring[at:at + size]
+                try:
+                    free_w.send(slot)
+                except BrokenPipeError:  # the reader has sent its last block and ended
+                    pass
+                yield Block(data, base, lines, starts, numbers, keywords, cut)
+            elif kind == "stats":
+                stats.bytes = msg[1]
+                stats.notes.extend(msg[2])
+            elif kind == "end":
                 return
-            if isinstance(item, _Raised):
-                raise item.exc
-            yield item
+            elif kind == "truncated":
+                raise TruncatedGzip(msg[1])
+            else:
+                raise OSError(msg[1])
     finally:
-        stop.set()
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        for conn in (out_r, free_w):
+            conn.close()
+        ring.close()

@@ -12,13 +12,14 @@ import datetime
 import heapq
 import json
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import regex
 
 from logparse import model
-from logparse.blocks import Block, iter_blocks, prefetch
+from logparse.blocks import Block, blocks_in_process, iter_blocks, reader_process_possible
 from logparse.collectives import CollectiveAnalyzer
 from logparse.environment import EnvironmentTracker
 from logparse.findings import FindingCollector, Hit
@@ -75,6 +76,21 @@ MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th st
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
 
 
+READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
+
+
+def _reader_bytes_from_env() -> int | None:
+    raw = os.environ.get("VERL_LOGSCAN_READER_MB")
+    if raw is None or not raw.strip():
+        return READER_PROCESS_BYTES
+    if raw.strip().lower() in ("off", "no", "none", "0"):
+        return None
+    try:
+        return max(1, int(float(raw) * (1 << 20)))
+    except ValueError:
+        return READER_PROCESS_BYTES
+
+
 @dataclass(frozen=True)
 class ScanConfig:
     """Knobs of one scan (frozen: the scanner's state lives apart, in Scanner)."""
@@ -83,6 +99,9 @@ class ScanConfig:
     merge_files: int = MAX_MERGE_FILES
     # prefilter engine: hyperscan (default when installed) or re; VERL_LOGSCAN_ENGINE overrides
     engine: str | None = field(default_factory=lambda: os.environ.get("VERL_LOGSCAN_ENGINE") or None)
+    # a file at least this large is read (gunzipped, prefiltered) by a reader process while the scan
+    # works on the blocks before (logparse.blocks); None: never. VERL_LOGSCAN_READER_MB overrides.
+    reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
 
 
 class Scanner:
@@ -134,7 +153,7 @@ class Scanner:
         self.deferred: list[tuple] = []  # (match, record, traceback, step) for entries with `frames`
 
     # -- reading ---------------------------------------------------------------------------------
-    def records(self, path: str, threaded: bool = False) -> Iterator[Record]:
+    def records(self, path: str, alone: bool = True) -> Iterator[Record]:
         """The records of one input worth a look: candidate lines (a keyword of the catalog, the stage
         markers, the trackers or the traceback structure) and, while a traceback, a multi-line message
         or a config dump of this input is open, every line. Layout attribution is the default origin."""
@@ -149,21 +168,25 @@ class Scanner:
             for line in self._error_file_lines(path, stats, read_input(path, stats)):
                 yield self.normalizer.normalize(line, 0, default)
             return
-        yield from self._chunk_records(path, stats, default, threaded)
+        yield from self._chunk_records(path, stats, default, alone)
 
     def _chunk_records(self, path: str, stats: InputStats, default: Origin | None,
-                       threaded: bool = False) -> Iterator[Record]:
-        """Records of one input read in blocks (logparse.blocks); `threaded`: the blocks are read and
-        prefiltered by a thread a few blocks ahead (one input at a time; merged inputs read inline)."""
+                       alone: bool = True) -> Iterator[Record]:
+        """Records of one input read in blocks (logparse.blocks). `alone`: no other input is read at
+        the same time, so a large file may be read by a reader process (config.reader_process)."""
         source = stats.path
         fh = open_input(path)
         if self.open_stream is not None:
             fh = self.open_stream(path, fh)
         gz = path != "-" and path.lower().endswith(".gz")
-        chunks = gunzip_chunks(fh, stats) if gz else plain_chunks(fh, stats)
-        blocks = iter_blocks(chunks, self.prefilter)
-        if threaded:
-            blocks = prefetch(blocks)
+
+        def chunks(st: InputStats) -> Iterator[bytes]:
+            return gunzip_chunks(fh, st) if gz else plain_chunks(fh, st)
+
+        if alone and self._reader_process_for(path):
+            blocks = blocks_in_process(chunks, stats, self.prefilter)
+        else:
+            blocks = iter_blocks(chunks(stats), self.prefilter)
         lines = 0  # lines of the blocks done
         truncated = 0
         try:
@@ -179,8 +202,7 @@ class Scanner:
                 raise InputError(f"{source}: read error: {exc.strerror or exc}") from None
         finally:
             stats.lines = lines  # also when interrupted: the lines read so far
-            if threaded:
-                blocks.close()  # stops the reading thread before the file closes under it
+            blocks.close()  # a reader process stops before the file closes
             if path != "-":
                 fh.close()
         if truncated or self._cut_lines.get(source):
@@ -232,6 +254,17 @@ class Scanner:
             cur = end + 1
             number += 1
         self._tails[source] = data[-LOOKBACK_BYTES:]
+
+    def _reader_process_for(self, path: str) -> bool:
+        """A regular file of at least config.reader_process_bytes, read without follow or tee."""
+        limit = self.config.reader_process_bytes
+        if limit is None or path == "-" or self.open_stream is not None or not reader_process_possible():
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_size >= limit
 
     def _region_open(self, source: str, line_number: int) -> bool:
         """Must the next line of `source` be read even without a keyword?"""
@@ -296,16 +329,16 @@ class Scanner:
         if len(paths) == 1:
             self.feed_input(paths[0])
         elif len(paths) <= self.config.merge_files:
-            for rec in merge_by_time([self._readable(p, threaded=False) for p in paths]):
+            for rec in merge_by_time([self._readable(p, alone=False) for p in paths]):
                 self.feed_record(rec)
         else:
             for p in paths:
                 for rec in self._readable(p):
                     self.feed_record(rec)
 
-    def _readable(self, path: str, threaded: bool = False) -> Iterator[Record]:
+    def _readable(self, path: str, alone: bool = True) -> Iterator[Record]:
         try:
-            yield from self.records(path, threaded)
+            yield from self.records(path, alone)
         except InputError as exc:
             self.skipped.append(f"skipped {exc}")
 

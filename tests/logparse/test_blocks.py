@@ -1,0 +1,147 @@
+"""Blocks: candidate lines and their numbers against a line-by-line reference; the reader process gives
+the same blocks and the same reports as reading inline, and stops when the scan stops."""
+
+from __future__ import annotations
+
+import gzip
+import multiprocessing
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from logparse import blocks as blocks_mod
+from logparse.blocks import blocks_in_process, iter_blocks, reader_process_possible
+from logparse.prefilter import Prefilter
+from logparse.reader import InputStats, TruncatedGzip, gunzip_chunks, open_input, plain_chunks
+from logparse.scan import ScanConfig, Scanner, scan_paths
+from patterns import load_builtin_catalog
+from reports.jsonreport import to_dict
+from tests.conftest import FIXTURES, SAMPLES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from generate_log import generate  # noqa: E402
+
+CATALOG = load_builtin_catalog()
+WORDS = ["CUDA out of memory", "step:", "Traceback (most recent call last)", "NCCL"]
+needs_fork = pytest.mark.skipif(not reader_process_possible(), reason="the reader process needs fork (Linux)")
+
+
+def _reference(data: bytes, words: list[str]) -> list[tuple[int, set[str]]]:
+    """(line number, keywords in the line) of every line with a keyword, one line at a time."""
+    out = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        found = {w for w in words if w.encode() in line}
+        if found:
+            out.append((number, found))
+    return out
+
+
+def _candidates(bl: list, pf: Prefilter) -> list[tuple[int, set[str]]]:
+    return [(n, {pf.keywords[i] for i in ids}) for b in bl for n, ids in zip(b.numbers, b.keywords, strict=True)]
+
+
+@pytest.mark.parametrize("numpy_after", [0, 1 << 40], ids=["numpy", "bytes.count"])
+def test_candidate_line_numbers_match_a_line_by_line_reference(numpy_after: int, monkeypatch) -> None:
+    monkeypatch.setattr(blocks_mod, "NUMPY_AFTER_BYTES", numpy_after)
+    monkeypatch.setattr(blocks_mod, "NUMPY_MIN_BLOCK", 1)
+    rnd = random.Random(7)
+    pf = Prefilter(WORDS)
+    for _ in range(30):
+        lines = [" ".join(rnd.choice(WORDS + ["x", "y z", ""]) for _ in range(rnd.randrange(0, 4)))
+                 for _ in range(rnd.randrange(1, 300))]
+        data = "\n".join(lines).encode()
+        cuts = sorted(rnd.sample(range(1, len(data) + 1), min(5, len(data))))
+        chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True) if b > a]
+        bl = list(iter_blocks(chunks, pf))
+        assert _candidates(bl, pf) == _reference(data, WORDS)
+        assert bl[-1].base + bl[-1].lines == data.count(b"\n") + (not data.endswith(b"\n"))
+        assert b"".join(b.data for b in bl).rstrip(b"\n") == data.rstrip(b"\n")
+
+
+def test_an_over_long_line_is_one_cut_line(monkeypatch) -> None:
+    monkeypatch.setattr(blocks_mod, "MAX_LINE_BYTES", 100)
+    pf = Prefilter(WORDS)
+    data = b"a step: line\n" + b"NCCL" + b"x" * 500 + b"\nTraceback (most recent call last)\n"
+    chunks = [data[i:i + 64] for i in range(0, len(data), 64)]
+    bl = list(iter_blocks(chunks, pf))
+    assert [n for b in bl for n in b.numbers] == [1, 2, 3]
+    assert sum(b.cut for b in bl) == 1
+    assert bl[-1].base + bl[-1].lines == 3
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory) -> Path:
+    """A generated multi-rank log of a few blocks (a megabyte each), ending in an OOM cascade."""
+    path = tmp_path_factory.mktemp("blocks") / "job.log"
+    generate(str(path), 3.5)
+    return path
+
+
+@needs_fork
+def test_the_reader_process_gives_the_same_blocks(big_log: Path) -> None:
+    pf = Prefilter(WORDS)
+    inline = list(iter_blocks(plain_chunks(open_input(str(big_log)), InputStats("x")), pf))
+    stats = InputStats("x")
+    fh = open_input(str(big_log))
+    forked = list(blocks_in_process(lambda st: plain_chunks(fh, st), stats, pf))
+    assert len(inline) >= 3
+    assert forked == inline
+    assert stats.bytes == big_log.stat().st_size
+    assert not multiprocessing.active_children()
+
+
+@needs_fork
+@pytest.mark.parametrize("log", sorted(SAMPLES.glob("*.log")) + sorted((FIXTURES / "cascades").glob("*.log")),
+                         ids=lambda p: p.name)
+def test_reports_are_the_same_with_a_reader_process(log: Path) -> None:
+    inline = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(reader_process_bytes=None)))
+    forked = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(reader_process_bytes=1)))
+    assert forked == inline
+
+
+@needs_fork
+def test_reports_are_the_same_with_a_reader_process_on_a_large_log_and_its_gzip(big_log: Path) -> None:
+    gz = big_log.with_suffix(".log.gz")
+    gz.write_bytes(gzip.compress(big_log.read_bytes(), 1))
+    for path in (big_log, gz):
+        inline = to_dict(scan_paths([str(path)], CATALOG, ScanConfig(reader_process_bytes=None)))
+        forked = to_dict(scan_paths([str(path)], CATALOG, ScanConfig(reader_process_bytes=1)))
+        assert forked == inline
+        assert inline["root_cause"]["category"] == "cuda-oom"
+
+
+@needs_fork
+def test_a_truncated_gzip_read_by_the_reader_process(big_log: Path, tmp_path: Path) -> None:
+    data = gzip.compress(big_log.read_bytes(), 1)
+    gz = tmp_path / "cut.log.gz"
+    gz.write_bytes(data[: len(data) // 2])
+    inline = to_dict(scan_paths([str(gz)], CATALOG, ScanConfig(reader_process_bytes=None)))
+    forked = to_dict(scan_paths([str(gz)], CATALOG, ScanConfig(reader_process_bytes=1)))
+    assert forked == inline
+    assert any("ends early" in n or "damaged" in n for n in forked["notes"])
+    stats = InputStats("x")
+    fh = open_input(str(gz))
+    with pytest.raises(TruncatedGzip):
+        list(blocks_in_process(lambda st: gunzip_chunks(fh, st), stats, Prefilter(WORDS)))
+
+
+@needs_fork
+def test_stopping_early_stops_the_reader_process(big_log: Path) -> None:
+    fh = open_input(str(big_log))
+    gen = blocks_in_process(lambda st: plain_chunks(fh, st), InputStats("x"), Prefilter(WORDS))
+    next(gen)
+    assert multiprocessing.active_children()
+    gen.close()
+    assert not multiprocessing.active_children()
+
+
+@needs_fork
+def test_a_scan_interrupted_mid_file_leaves_no_reader_process(big_log: Path) -> None:
+    scanner = Scanner(CATALOG, ScanConfig(reader_process_bytes=1))
+    records = scanner.records(str(big_log))
+    for _ in range(50):
+        next(records)
+    records.close()
+    assert not multiprocessing.active_children()
