@@ -20,12 +20,14 @@ import multiprocessing
 import os
 import signal
 import sys
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from logparse.metrics import STEP_KEYWORD, STEP_RE, parse_step_line
 from logparse.prefilter import Prefilter
-from logparse.reader import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip
+from logparse.reader import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip, decode_line
 
 NUMPY_AFTER_BYTES = 32 << 20  # below this much input, importing numpy (~0.1 s) costs more than it saves
 NUMPY_MIN_BLOCK = 64 << 10
@@ -42,6 +44,37 @@ class Block:
     numbers: list[int]  # their line numbers (1-based, in the input)
     keywords: list[frozenset[int]]  # their prefilter keyword ids
     cut: bool = False  # the block is the head of a line longer than MAX_LINE_BYTES
+    # candidate index -> its step line parsed (StepLine), when parsed by a reader process
+    steps: dict[int, StepLine] | None = None
+
+
+@dataclass(slots=True)
+class StepLine:
+    """A step line's metrics, parsed from the decoded line text. They are the message's when the
+    message ends with the same `tail_length` characters after its `step:N - ` (StepLine.fits)."""
+
+    step: int
+    keys: tuple[str, ...]
+    values: array
+    tail_length: int  # characters after `step:N - ` in the line text
+
+    def fits(self, text: str, message: str) -> bool:
+        """Are these the metrics parse_step_line would find in `message` (of the line `text`)?"""
+        m = STEP_RE.search(message)
+        return (m is not None and len(message) - m.end() == self.tail_length and text.endswith(message)
+                and int(m.group(1)) == self.step)
+
+
+def parse_step_text(data: bytes, start: int) -> StepLine | None:
+    """The step line at offset `start` of `data`, decoded as the scanner decodes it, parsed."""
+    end = data.find(b"\n", start)
+    text = decode_line(data[start:end if end >= 0 else len(data)][:MAX_LINE_BYTES])
+    m = STEP_RE.search(text)
+    parsed = parse_step_line(text) if m else None
+    if parsed is None:
+        return None
+    step, values = parsed
+    return StepLine(step, tuple(values), array("d", values.values()), len(text) - m.end())
 
 
 class _NewlineCounter:
@@ -61,12 +94,17 @@ class _NewlineCounter:
                 numpy = False
             self._np = numpy
         np = self._np
-        if np and len(data) >= NUMPY_MIN_BLOCK:
-            newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
-            if not starts:
-                return [], len(newlines)
-            return (np.searchsorted(newlines, starts) + (base + 1)).tolist(), len(newlines)
         out = []
+        if np and len(data) >= NUMPY_MIN_BLOCK:
+            is_newline = np.frombuffer(data, np.uint8) == 10
+            nonzero = np.count_nonzero
+            pos = 0
+            n = base
+            for start in starts:
+                n += nonzero(is_newline[pos:start])
+                pos = start
+                out.append(int(n) + 1)
+            return out, int(n) - base + int(nonzero(is_newline[pos:]))
         count = data.count
         pos = 0
         n = base
@@ -77,18 +115,25 @@ class _NewlineCounter:
         return out, n - base + count(b"\n", pos)
 
 
-def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter) -> Iterator[Block]:
-    """Blocks of whole lines from `chunks` (the last line may lack its newline: one is added)."""
+def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, parse_steps: bool = False) -> Iterator[Block]:
+    """Blocks of whole lines from `chunks` (the last line may lack its newline: one is added).
+    `parse_steps`: parse the candidate step lines too (Block.steps), for a scanner in another process."""
     counter = _NewlineCounter()
     base = 0
     carry = b""
     skipping = False  # the rest of an over-long line whose head was already yielded
+    step_id = prefilter.keywords.index(STEP_KEYWORD) if parse_steps and STEP_KEYWORD in prefilter.keywords else None
 
     def block(data: bytes, cut: bool = False) -> Block:
         found = prefilter.lines(data)
         starts = [s for s, _ in found]
         numbers, lines = counter.numbers(data, starts, base)
-        return Block(data, base, lines, starts, numbers, [k for _, k in found], cut)
+        keywords = [k for _, k in found]
+        steps = None
+        if step_id is not None:
+            steps = {i: parsed for i, (start, ids) in enumerate(found)
+                     if step_id in ids and (parsed := parse_step_text(data, start)) is not None}
+        return Block(data, base, lines, starts, numbers, keywords, cut, steps)
 
     for chunk in chunks:
         if skipping:
@@ -138,13 +183,18 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     known = len(stats.notes)
     end: tuple = ("end",)
+    keys: tuple[str, ...] = ()
     try:
-        for block in iter_blocks(chunks(stats), prefilter):
+        for block in iter_blocks(chunks(stats), prefilter, parse_steps=True):
             slot = free.recv()
             at = slot * SLOT_BYTES
             ring[at:at + len(block.data)] = block.data
+            steps = []  # the keys of a step line go along only when they differ from the last one's
+            for i, sl in block.steps.items():
+                steps.append((i, sl.step, None if sl.keys == keys else sl.keys, sl.values, sl.tail_length))
+                keys = sl.keys
             out.send(("block", slot, len(block.data), block.base, block.lines, block.starts, block.numbers,
-                      block.keywords, block.cut, stats.bytes))
+                      block.keywords, block.cut, stats.bytes, steps))
     except TruncatedGzip as exc:
         end = ("truncated", str(exc))
     except OSError as exc:
@@ -171,6 +221,7 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
     proc.start()
     out_w.close()
     free_r.close()
+    keys: tuple[str, ...] = ()
     try:
         for slot in range(SLOTS):
             free_w.send(slot)
@@ -181,14 +232,18 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
                 raise OSError("the reader process ended unexpectedly") from None
             kind = msg[0]
             if kind == "block":
-                _, slot, size, base, lines, starts, numbers, keywords, cut, stats.bytes = msg
+                _, slot, size, base, lines, starts, numbers, keywords, cut, stats.bytes, sent = msg
                 at = slot * SLOT_BYTES
                 data = ring[at:at + size]
                 try:
                     free_w.send(slot)
                 except BrokenPipeError:  # the reader has sent its last block and ended
                     pass
-                yield Block(data, base, lines, starts, numbers, keywords, cut)
+                steps = {}
+                for i, step, new_keys, values, tail in sent:
+                    keys = keys if new_keys is None else new_keys
+                    steps[i] = StepLine(step, keys, values, tail)
+                yield Block(data, base, lines, starts, numbers, keywords, cut, steps)
             elif kind == "stats":
                 stats.bytes = msg[1]
                 stats.notes.extend(msg[2])

@@ -129,37 +129,34 @@ def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
     return int(m.group(1)), pairs
 
 
-# One part of a step line (the parts are joined by newlines): everything up to its LAST colon is the
-# key (greedy), then the value, bare or inside `np.float64(...)`; a value holds no colon, space or
-# parenthesis. Parts that do not fit (lists, tensors, words with parentheses) are skipped, as are
-# values that are no number (float() decides).
-_PART_RE = re.compile(r"^[ \t]*(.*):[ \t]*(?:np\.\w+\([ \t]*([^\s():]+)[ \t]*\)|([^\s():]+))[ \t]*$", re.MULTILINE)
 _NUMBER_START = frozenset("0123456789+-.niNI")
 
 
 def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
     """(step, {key: value}) with the numeric values of a step line, or None if there is none.
-    (The same values as parse_value over split_step_line, without per-part Python: step lines are
-    long and frequent. tests/test_metrics.py holds the per-part reference and compares the two.)"""
+    (The same values as parse_value over split_step_line, without a call per value: step lines are
+    long and frequent. A large file's step lines are parsed in the reader process: logparse.blocks.)"""
     m = STEP_RE.search(message)
     if not m:
         return None
-    pairs = [(key, a or b) for key, a, b in _PART_RE.findall("\n".join(message[m.end():].split(" - ")))]
-    try:  # the usual line: every value a number, every key clean
-        values = {key: float(raw) for key, raw in pairs if raw[0] in _NUMBER_START}
-        if all(key and key[-1] not in " \t" for key in values):
-            return int(m.group(1)), values
-    except ValueError:
-        pass
     values = {}
-    for key, raw in pairs:
-        key = key.rstrip(" \t")
-        if not key or raw[0] not in _NUMBER_START:
+    numeric = _NUMBER_START
+    for part in message[m.end():].split(" - "):
+        key, sep, raw = part.rpartition(":")
+        if not sep:
+            continue
+        if raw.startswith("np."):  # np.float64(0.1): the number inside the parentheses
+            raw = raw[raw.find("(") + 1:raw.rfind(")")]
+        raw = raw.strip()
+        if not raw or raw[0] not in numeric:
             continue
         try:
-            values[key] = float(raw)
+            value = float(raw)
         except ValueError:
             continue
+        key = key.strip()
+        if key:
+            values[key] = value
     return int(m.group(1)), values
 
 
@@ -188,6 +185,20 @@ def _fmt(value: float) -> str:
     return repr(value) if not math.isfinite(value) else f"{value:.4g}"
 
 
+class _Segment:
+    """Consecutive step rows with the same keys: their steps, and their values row after row."""
+
+    __slots__ = ("index", "keys", "source_keys", "steps", "take", "values")
+
+    def __init__(self, source_keys: tuple[str, ...], keys: tuple[str, ...], take: tuple[int, ...] | None):
+        self.source_keys = source_keys  # the keys of the step lines
+        self.keys = keys  # those kept (all, unless beyond max_keys_per_row)
+        self.take = take  # positions of the kept keys in source_keys, None for all
+        self.index = {key: i for i, key in enumerate(keys)}
+        self.steps: list[int] = []
+        self.values = array("d")
+
+
 class MetricsTracker:
     """Rows of step metrics (bounded), a DataFrame / CSV of them, and the anomalies they show."""
 
@@ -195,65 +206,90 @@ class MetricsTracker:
 
     def __init__(self, config: MetricsConfig | None = None):
         self.config = config or MetricsConfig()
-        # columnar: 9 bytes a value (a double and a presence byte) instead of a dict per step row, so
-        # 100,000 steps of 60 keys stay near 50 MB
-        self._steps: list[int] = []  # row -> step
-        self._row_of: dict[int, int] = {}  # step -> row
-        self._cols: dict[str, array] = {}  # key -> values by row (0.0 where absent)
-        self._has: dict[str, bytearray] = {}  # key -> 1 where the row has a value
+        # Rows in arrival order, grouped in segments of consecutive rows with the same keys (a run
+        # prints the same keys every step): a row costs one array extend, 8 bytes a value, so
+        # 100,000 steps of 60 keys stay near 50 MB. A later row for a step already seen wins.
+        self._segments: deque[_Segment] = deque()
+        self._rows = 0
+        self._known: dict[str, None] = {}  # every key kept, in order of first appearance
+        self._schemas: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
         self.dropped_rows = 0
         self.dropped_keys = 0
 
     def feed(self, rec: Record) -> None:
+        """A record's step line; `rec.step_line`, when a reader process parsed it (logparse.blocks),
+        is used if it is this message's."""
         message = rec.message
+        pre = rec.step_line
+        if pre is not None and pre.fits(rec.line.text, message):
+            self.add_row(pre.step, pre.keys, pre.values)
+            return
         if STEP_KEYWORD not in message:
             return
-        parsed = parse_step_line(message)
-        if parsed is not None:
-            self.add(*parsed)
+        found = parse_step_line(message)
+        if found is not None:
+            self.add(*found)
 
     def add(self, step: int, values: dict[str, float]) -> None:
-        row = self._row_of.get(step)
-        if row is None:
-            if len(self._steps) >= self.config.max_rows:
-                self._drop_oldest(max(1, len(self._steps) // 2))
-            row = len(self._steps)
-            self._steps.append(step)
-            self._row_of[step] = row
-            for key in self._cols:
-                self._cols[key].append(0.0)
-                self._has[key].append(0)
-        for key, value in values.items():
-            col = self._cols.get(key)
-            if col is None:
-                if len(self._cols) >= self.config.max_keys_per_row:
-                    self.dropped_keys += 1
-                    continue
-                col = self._cols[key] = array("d", bytes(8 * len(self._steps)))
-                self._has[key] = bytearray(len(self._steps))
-            col[row] = value
-            self._has[key][row] = 1
+        self.add_row(step, tuple(values), array("d", values.values()))
+
+    def add_row(self, step: int, keys: tuple[str, ...], values: array) -> None:
+        """One step line's values (distinct keys, values in their order)."""
+        if self._rows >= self.config.max_rows:
+            self._drop_oldest(max(1, self._rows // 2))
+        last = self._segments[-1] if self._segments else None
+        if last is None or keys != last.source_keys:
+            last = self._new_segment(keys)
+        if last.take is not None:
+            self.dropped_keys += len(keys) - len(last.take)
+            values = array("d", [values[i] for i in last.take])
+        last.steps.append(step)
+        last.values.extend(values)
+        self._rows += 1
+
+    def _new_segment(self, keys: tuple[str, ...]) -> _Segment:
+        schema = self._schemas.get(keys)
+        if schema is None:  # keys beyond max_keys_per_row distinct ones are dropped (and counted)
+            room = self.config.max_keys_per_row - len(self._known)
+            take = []
+            for i, key in enumerate(keys):
+                if key in self._known:
+                    take.append(i)
+                elif room > 0:
+                    self._known[key] = None
+                    room -= 1
+                    take.append(i)
+            kept = tuple(keys[i] for i in take)
+            schema = (kept, None if len(take) == len(keys) else tuple(take))
+            if len(self._schemas) < 4096:
+                self._schemas[keys] = schema
+        seg = _Segment(keys, *schema)
+        self._segments.append(seg)
+        return seg
 
     def _drop_oldest(self, n: int) -> None:
-        """Drop the n rows that arrived first (one compaction, not one per row)."""
+        """Drop the n rows that arrived first (whole segments, then the head of one)."""
         self.dropped_rows += n
-        self._steps = self._steps[n:]
-        self._row_of = {step: i for i, step in enumerate(self._steps)}
-        for key in list(self._cols):
-            self._cols[key] = self._cols[key][n:]
-            self._has[key] = self._has[key][n:]
-
-    def _order(self) -> list[int]:
-        return sorted(range(len(self._steps)), key=self._steps.__getitem__)
+        self._rows -= n
+        while n > 0 and self._segments:
+            seg = self._segments[0]
+            if len(seg.steps) <= n:
+                n -= len(seg.steps)
+                self._segments.popleft()
+            else:
+                seg.steps = seg.steps[n:]
+                seg.values = seg.values[n * len(seg.keys):]
+                n = 0
 
     @property
     def steps(self) -> list[int]:
-        return sorted(self._steps)
+        return sorted({step for seg in self._segments for step in seg.steps})
 
     @property
     def keys(self) -> list[str]:
         """Every metric key of the rows kept, in order of first appearance."""
-        return [k for k, has in self._has.items() if any(has)]
+        present = {key for seg in self._segments if seg.steps for key in seg.keys}
+        return [k for k in self._known if k in present]
 
     @property
     def notes(self) -> list[str]:
@@ -266,21 +302,25 @@ class MetricsTracker:
         return notes
 
     def series(self, key: str) -> list[tuple[int, float]]:
-        """(step, value) of one key, sorted by step."""
-        col, has = self._cols.get(key), self._has.get(key)
-        if col is None:
-            return []
-        return [(self._steps[i], col[i]) for i in self._order() if has[i]]
+        """(step, value) of one key, sorted by step (a later row for a step wins)."""
+        by_step: dict[int, float] = {}
+        for seg in self._segments:
+            i = seg.index.get(key)
+            if i is not None:
+                by_step.update(zip(seg.steps, seg.values[i::len(seg.keys)], strict=True))
+        return sorted(by_step.items())
 
     def frame(self) -> pandas.DataFrame:
         """One row per step (index `step`, sorted), one column per key (NaN where a step lacks it)."""
         import pandas as pd  # imported here: a scan that needs no table does not pay for pandas
 
+        steps = self.steps
         nan = float("nan")
-        data = {key: [col[i] if self._has[key][i] else nan for i in range(len(self._steps))]
-                for key, col in self._cols.items() if any(self._has[key])}
-        df = pd.DataFrame(data, index=pd.Index(self._steps, name="step"))
-        return df.sort_index()
+        data = {}
+        for key in self.keys:
+            values = dict(self.series(key))
+            data[key] = [values.get(step, nan) for step in steps]
+        return pd.DataFrame(data, index=pd.Index(steps, name="step"))
 
     def to_csv(self, path: str | Path) -> None:
         self.frame().to_csv(path)

@@ -109,6 +109,7 @@ class Record:
     message: str
     seq: int = 0  # position in the whole scan (all inputs), for ordering
     keywords: frozenset | None = None  # prefilter keyword ids found in the raw line (None: not prefiltered)
+    step_line: object | None = None  # its step line as a reader process parsed it (logparse.blocks.StepLine)
 
     @property
     def stream(self) -> tuple:

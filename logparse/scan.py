@@ -213,7 +213,7 @@ class Scanner:
         """Records of the lines of `block` worth a look: its candidate lines, and every line while a
         region (traceback, message, config dump) of this input is open."""
         data = block.data
-        starts, numbers, keywords = block.starts, block.numbers, block.keywords
+        starts, numbers, keywords, steps = block.starts, block.numbers, block.keywords, block.steps
         count = len(starts)
         n = len(data)
         idx = 0
@@ -230,6 +230,7 @@ class Scanner:
                 if idx == count:
                     break
                 start, number, ids = starts[idx], numbers[idx], keywords[idx]
+            step_line = steps.get(idx) if steps and idx < count and starts[idx] == start else None
             end = data.find(b"\n", start)
             if end < 0:
                 end = n
@@ -248,6 +249,7 @@ class Scanner:
                     self._defaults[source] = default
             rec = self.normalizer.normalize(line, 0, default)
             rec.keywords = ids
+            rec.step_line = step_line
             yield rec
             if self.on_progress is not None:
                 self.on_progress(self)

@@ -3,6 +3,7 @@ the same blocks and the same reports as reading inline, and stops when the scan 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import multiprocessing
 import random
@@ -13,8 +14,10 @@ import pytest
 
 from logparse import blocks as blocks_mod
 from logparse.blocks import blocks_in_process, iter_blocks, reader_process_possible
+from logparse.metrics import parse_step_line
+from logparse.normalize import Normalizer
 from logparse.prefilter import Prefilter
-from logparse.reader import InputStats, TruncatedGzip, gunzip_chunks, open_input, plain_chunks
+from logparse.reader import InputStats, Line, TruncatedGzip, decode_line, gunzip_chunks, open_input, plain_chunks
 from logparse.scan import ScanConfig, Scanner, scan_paths
 from patterns import load_builtin_catalog
 from reports.jsonreport import to_dict
@@ -87,7 +90,23 @@ def test_the_reader_process_gives_the_same_blocks(big_log: Path) -> None:
     fh = open_input(str(big_log))
     forked = list(blocks_in_process(lambda st: plain_chunks(fh, st), stats, pf))
     assert len(inline) >= 3
-    assert forked == inline
+    assert [dataclasses.replace(b, steps=None) for b in forked] == inline
+    # the step lines, parsed there, are what parse_step_line finds in the message of each
+    parsed = 0
+    normalizer = Normalizer()
+    for b in forked:
+        for i, start in enumerate(b.starts):
+            end = b.data.find(b"\n", start)
+            text = decode_line(b.data[start:end])
+            rec = normalizer.normalize(Line("x", b.numbers[i], text))
+            want = parse_step_line(rec.message)
+            got = b.steps.get(i)
+            assert (got is not None) == (want is not None)
+            if got is not None:
+                assert got.fits(text, rec.message)
+                assert (got.step, dict(zip(got.keys, got.values, strict=True))) == want
+                parsed += 1
+    assert parsed >= 50
     assert stats.bytes == big_log.stat().st_size
     assert not multiprocessing.active_children()
 
@@ -145,3 +164,18 @@ def test_a_scan_interrupted_mid_file_leaves_no_reader_process(big_log: Path) -> 
         next(records)
     records.close()
     assert not multiprocessing.active_children()
+
+
+def test_a_step_line_parsed_from_the_text_is_used_only_for_the_same_message() -> None:
+    normalizer = Normalizer()
+    for text, fits in [
+        ("(TaskRunner pid=7) step:3 - a:1 - b:np.float64(2.5)", True),
+        ("(TaskRunner pid=7) step:3 - a:1 - b:2 [repeated 2x across cluster]", False),  # message cut at the end
+        ("(TaskRunner pid=7) step:3 - a:1\rTraining Progress:  1%|| 3/9 [00:01<00:02, 1.0s/it]", False),
+    ]:
+        data = text.encode() + b"\n"
+        sl = blocks_mod.parse_step_text(data, 0)
+        message = normalizer.normalize(Line("x", 1, decode_line(data[:-1]))).message
+        assert sl is not None and sl.fits(text, message) is fits
+        if fits:
+            assert (sl.step, dict(zip(sl.keys, sl.values, strict=True))) == parse_step_line(message)

@@ -291,3 +291,21 @@ def test_sample_torchrun_rank_exception_rows() -> None:
     assert t.steps == [1, 2, 3, 4]
     assert list(t.frame().columns) == t.keys == ["loss", "grad_norm", "lr"]
     assert t.anomalies(failed=True) == []
+
+
+def test_a_later_line_for_a_step_wins_and_rows_keep_their_keys() -> None:
+    t = MetricsTracker()
+    t.add(1, {"a": 1.0, "b": 2.0})
+    t.add(2, {"a": 3.0})
+    t.add(1, {"b": 5.0, "c": 6.0})  # a restart printing step 1 again
+    assert t.steps == [1, 2] and t.keys == ["a", "b", "c"]
+    assert t.series("a") == [(1, 1.0), (2, 3.0)] and t.series("b") == [(1, 5.0)] and t.series("c") == [(1, 6.0)]
+    df = t.frame()
+    assert math.isnan(df.loc[2, "b"]) and df.loc[1, "b"] == 5.0
+
+
+def test_a_bound_of_one_row_keeps_the_last() -> None:
+    t = MetricsTracker(MetricsConfig(max_rows=1))
+    for step in range(1, 4):
+        t.add(step, {"a": float(step)})
+    assert t.steps == [3] and t.series("a") == [(3, 3.0)] and t.dropped_rows == 2
