@@ -23,9 +23,11 @@ from patterns.schema import (
     Entry,
     Example,
     Examples,
+    LazyPattern,
     Remediation,
     Role,
     Severity,
+    group_names,
     placeholders,
 )
 from patterns.taxonomy import CATEGORIES, STAGES
@@ -249,11 +251,13 @@ def _suggest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
 class _EntryBuilder:
     """Validates one raw mapping; collects problems instead of stopping at the first."""
 
-    def __init__(self, raw: _LineDict, file: str, problems: list[Problem], probe: bool = False):
+    def __init__(self, raw: _LineDict, file: str, problems: list[Problem], probe: bool = False,
+                 lazy: bool = False):
         self.raw = raw
         self.file = file
         self.problems = problems
         self.probe = probe  # time each regex on short adversarial inputs (user catalogs)
+        self.lazy = lazy  # the built-in catalog: regexes compile on first use (checked by its tests)
         self.ok = True
 
     def item_line(self, key: str, value: Any, index: int) -> int | None:
@@ -273,6 +277,8 @@ class _EntryBuilder:
 
     def regex(self, key: str, what: str, p: str, line: int | None) -> regex.Pattern | None:
         """Compile one catalog regex, or fail with why it is refused."""
+        if self.lazy:
+            return LazyPattern(p)
         risk = regex_risk(p)
         if risk is not None:
             self.fail(key, f"{what} is refused: {risk}: {p!r}",
@@ -342,7 +348,7 @@ class _EntryBuilder:
         message = self.text("message")
         groups: set[str] = set()
         for p in compiled:
-            groups.update(p.groupindex)
+            groups.update(group_names(p))
         if message is not None:
             for name in placeholders(message):
                 if name not in groups:
@@ -503,7 +509,8 @@ class _EntryBuilder:
         return Examples(items("match", False), items("no_match", True), items("todo_match", False))
 
 
-def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = False) -> list[Entry]:
+def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = False,
+               lazy: bool = False) -> list[Entry]:
     try:
         size = path.stat().st_size
         if size > MAX_CATALOG_BYTES:
@@ -545,7 +552,7 @@ def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = Fa
         if not isinstance(raw, dict):
             problems.append(Problem(label, getattr(raw, "line", 0), "each catalog entry must be a mapping"))
             continue
-        entry = _EntryBuilder(raw, label, problems, probe).build()
+        entry = _EntryBuilder(raw, label, problems, probe, lazy).build()
         if entry is not None:
             if entry.id in seen:
                 problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' (first at line {seen[entry.id]})",
@@ -562,7 +569,8 @@ def _catalog_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _load_source(path: Path, display: str, problems: list[Problem], probe: bool = False) -> list[Entry]:
+def _load_source(path: Path, display: str, problems: list[Problem], probe: bool = False,
+                 lazy: bool = False) -> list[Entry]:
     """One source (a file or a folder): ids must be unique across it."""
     if not path.exists():
         problems.append(Problem(display, 0, "catalog path does not exist"))
@@ -571,7 +579,7 @@ def _load_source(path: Path, display: str, problems: list[Problem], probe: bool 
     first: dict[str, Entry] = {}
     for f in _catalog_files(path):
         label = display if f == path else str(Path(display) / f.relative_to(path))
-        for entry in _load_file(f, label, problems, probe):
+        for entry in _load_file(f, label, problems, probe, lazy):
             if entry.id in first:
                 other = first[entry.id]
                 problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' "
@@ -592,7 +600,7 @@ def load_catalog(extra: list[str] | tuple[str, ...] = (), builtin: bool = True) 
     merged: dict[str, Entry] = {}
     sources = []
     if builtin:
-        for e in _load_source(_builtin_dir(), "patterns/catalog", problems):
+        for e in _load_source(_builtin_dir(), "patterns/catalog", problems, lazy=True):
             merged[e.id] = e
         sources.append("built-in")
     for path in extra:

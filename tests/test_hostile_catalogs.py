@@ -225,3 +225,22 @@ def test_builtin_catalog_passes_the_probes() -> None:
                 assert regex_risk(p) is None, (f.name, entry["id"], p)
                 assert slow_probe(regex.compile(p)) is None, (f.name, entry["id"], p)
     assert count > 100
+
+
+def test_the_builtin_catalog_loaded_lazily_equals_the_compiled_load() -> None:
+    """At each start the built-in regexes are compiled on first use; loaded the strict way (compiled,
+    risk-checked, placeholders checked against the compiled groups) the catalog is the same."""
+    from patterns.loader import _load_source
+    from patterns.schema import LazyPattern
+
+    problems: list = []
+    strict = _load_source(_builtin_dir(), "patterns/catalog", problems)
+    lazy = _load_source(_builtin_dir(), "patterns/catalog", problems, lazy=True)
+    assert not problems
+    assert len(strict) == len(lazy) > 100
+    for a, b in zip(strict, lazy, strict=True):
+        assert all(isinstance(p, LazyPattern) for p in b.patterns + b.frames)
+        assert [p.pattern for p in a.patterns] == [p.pattern for p in b.patterns]
+        assert [p.pattern for p in a.frames] == [p.pattern for p in b.frames]
+        assert {n for p in a.patterns for n in p.groupindex} == {n for p in b.patterns for n in p.group_names}
+        assert a.id == b.id and a.message == b.message and a.category_from == b.category_from
