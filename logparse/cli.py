@@ -17,7 +17,7 @@ from logparse.catalog_check import check_examples
 from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, redact_report
-from logparse.scan import Scanner
+from logparse.scan import ScanConfig, Scanner
 from patterns import CatalogError, load_catalog
 from reports import FORMATS, render
 
@@ -225,7 +225,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
         for f in files:
             if f != "-" and _same_file(f, output):
                 _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
-    scanner = Scanner(catalog)
+    scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = follow or tee or files == ["-"]
     status = StatusLine(sys.stderr) if sys.stderr.isatty() else None
     _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status)

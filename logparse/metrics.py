@@ -160,6 +160,97 @@ def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
     return int(m.group(1)), values
 
 
+# The key training metrics charted in reports, when the log has them (first found first).
+CHART_KEYS = (
+    "actor/pg_loss", "actor/loss", "loss", "critic/vf_loss", "actor/grad_norm", "grad_norm", "critic/grad_norm",
+    "critic/score/mean", "critic/rewards/mean", "response_length/mean", "actor/entropy", "actor/ppo_kl",
+    "actor/kl_loss", "timing_s/step",
+)
+
+
+def wanted_key(key: str) -> bool:
+    """Does a report use this key's values (a chart or an anomaly rule)? The others are kept only
+    when all values are asked for (--metrics-csv)."""
+    return (key in CHART_KEYS or key in (LENGTH_KEY, CLIP_RATIO_KEY) or key in REWARD_KEYS
+            or key_family(key) is not None)
+
+
+def _number(raw: str) -> float | None:
+    """One raw value as parse_step_line reads it (bare, or inside np.<type>(...)), or None."""
+    if raw.startswith("np."):
+        raw = raw[raw.find("(") + 1:raw.rfind(")")]
+    raw = raw.strip()
+    if not raw or raw[0] not in _NUMBER_START:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+class StepParser:
+    """Step lines -> (step, keys, values, names): the numeric values of the wanted keys (of all keys
+    when `all_keys`), and `names`, every key of the line.
+
+    A run prints the same keys in every step line, so the line's shape (its keys, which of them are
+    wanted) is worked out once and reused while the keys stay the same: only the wanted values are
+    converted. The result equals parse_step_line's restricted to the wanted keys (tested)."""
+
+    def __init__(self, all_keys: bool = False):
+        self.all_keys = all_keys
+        self._keys: list[str] | None = None  # the raw keys of the last shape
+        self._shape: tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]] | None = None
+
+    def parse(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
+        """(step, kept keys, their values, names) or None. `names`: every key of the line (stripped,
+        in order), whatever its value; the same tuple object while the shape stays the same."""
+        m = STEP_RE.search(message)
+        if not m:
+            return None
+        tail = message[m.end():]
+        parts = tail.split(" - ")
+        if self.all_keys or tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
+            return self._general(message)
+        # every part holds exactly one colon: the pieces alternate key, value
+        pieces = tail.replace(" - ", ":").split(":")
+        keys = pieces[0::2]
+        if keys != self._keys:
+            names = [k.strip() for k in keys]
+            if "" in names or len(set(names)) != len(names):
+                self._keys = self._shape = None
+                return self._general(message)
+            take = tuple(i for i, name in enumerate(names) if wanted_key(name))
+            self._keys = keys
+            self._shape = (tuple(2 * i + 1 for i in take), tuple(names[i] for i in take), tuple(names))
+        at, wanted, names = self._shape
+        kept: list[str] = []
+        values: list[float] = []
+        numeric = _NUMBER_START
+        for i, key in zip(at, wanted, strict=True):  # _number, inlined: this loop runs for every step line
+            raw = pieces[i]
+            if raw[:3] == "np.":
+                raw = raw[raw.find("(") + 1:raw.rfind(")")]
+            if raw[:1] not in numeric:
+                raw = raw.strip()
+                if raw[:1] not in numeric:
+                    continue
+            try:
+                values.append(float(raw))
+            except ValueError:
+                continue
+            kept.append(key)
+        return int(m.group(1)), tuple(kept), values, names
+
+    def _general(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
+        parsed = parse_step_line(message)
+        split = split_step_line(message)
+        if parsed is None or split is None:
+            return None
+        step, found = parsed
+        keep = found if self.all_keys else {k: v for k, v in found.items() if wanted_key(k)}
+        return step, tuple(keep), list(keep.values()), tuple(dict.fromkeys(k for k, _ in split[1]))
+
+
 def key_family(key: str) -> str | None:
     """`loss`, `grad-norm`, `watched` (NaN there is worth reporting) or None (not watched)."""
     if key in HARMLESS_NAN_KEYS or key.startswith(HARMLESS_NAN_PREFIXES):
@@ -204,14 +295,19 @@ class MetricsTracker:
 
     keywords: tuple[str, ...] = (STEP_KEYWORD,)  # a line without any of these changes nothing
 
-    def __init__(self, config: MetricsConfig | None = None):
+    def __init__(self, config: MetricsConfig | None = None, all_keys: bool = False):
+        """`all_keys`: keep every numeric value (for a CSV of them all); by default only the values
+        of the keys a report uses (wanted_key) are kept, and the other keys are only named."""
         self.config = config or MetricsConfig()
+        self.parser = StepParser(all_keys)
         # Rows in arrival order, grouped in segments of consecutive rows with the same keys (a run
         # prints the same keys every step): a row costs one array extend, 8 bytes a value, so
         # 100,000 steps of 60 keys stay near 50 MB. A later row for a step already seen wins.
         self._segments: deque[_Segment] = deque()
         self._rows = 0
-        self._known: dict[str, None] = {}  # every key kept, in order of first appearance
+        self._known: dict[str, None] = {}  # every key with values kept, in order of first appearance
+        self._names: dict[str, None] = {}  # every key of the step lines, in order of first appearance
+        self._last_names: tuple[str, ...] | None = None
         self._schemas: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
         self.dropped_rows = 0
         self.dropped_keys = 0
@@ -222,19 +318,26 @@ class MetricsTracker:
         message = rec.message
         pre = rec.step_line
         if pre is not None and pre.fits(rec.line.text, message):
-            self.add_row(pre.step, pre.keys, pre.values)
+            self.add_row(pre.step, pre.keys, pre.values, pre.names)
             return
         if STEP_KEYWORD not in message:
             return
-        found = parse_step_line(message)
-        if found is not None:
-            self.add(*found)
+        parsed = self.parser.parse(message)
+        if parsed is not None:
+            step, keys, values, names = parsed
+            self.add_row(step, keys, array("d", values), names)
 
     def add(self, step: int, values: dict[str, float]) -> None:
-        self.add_row(step, tuple(values), array("d", values.values()))
+        keys = tuple(values)
+        self.add_row(step, keys, array("d", values.values()), keys)
 
-    def add_row(self, step: int, keys: tuple[str, ...], values: array) -> None:
-        """One step line's values (distinct keys, values in their order)."""
+    def add_row(self, step: int, keys: tuple[str, ...], values: array, names: tuple[str, ...]) -> None:
+        """One step line's values (distinct keys, values in their order); `names`: all its keys."""
+        if names is not self._last_names:
+            self._last_names = names
+            for name in names:
+                if name not in self._names and len(self._names) < self.config.max_keys_per_row:
+                    self._names[name] = None
         if self._rows >= self.config.max_rows:
             self._drop_oldest(max(1, self._rows // 2))
         last = self._segments[-1] if self._segments else None
@@ -287,7 +390,12 @@ class MetricsTracker:
 
     @property
     def keys(self) -> list[str]:
-        """Every metric key of the rows kept, in order of first appearance."""
+        """Every key of the step lines, in order of first appearance (at most max_keys_per_row)."""
+        return list(self._names)
+
+    @property
+    def valued_keys(self) -> list[str]:
+        """The keys with values in the rows kept, in order of first appearance."""
         present = {key for seg in self._segments if seg.steps for key in seg.keys}
         return [k for k in self._known if k in present]
 
@@ -317,7 +425,7 @@ class MetricsTracker:
         steps = self.steps
         nan = float("nan")
         data = {}
-        for key in self.keys:
+        for key in self.valued_keys:
             values = dict(self.series(key))
             data[key] = [values.get(step, nan) for step in steps]
         return pd.DataFrame(data, index=pd.Index(steps, name="step"))
@@ -329,7 +437,7 @@ class MetricsTracker:
     def anomalies(self, failed: bool) -> list[Anomaly]:
         """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed."""
         found: list[Anomaly] = []
-        for key in self.keys:
+        for key in self.valued_keys:
             family = key_family(key)
             if family is None and key not in (LENGTH_KEY, CLIP_RATIO_KEY):
                 continue

@@ -18,6 +18,7 @@ import regex
 from logparse.reader import Line
 
 MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
+CACHE_SIZE = 4096  # entries of each Normalizer cache (cleared when full)
 
 RAY_ACTOR = regex.compile(
     r"\((?:(?P<actor>[^()\s,=]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
@@ -122,20 +123,60 @@ class Normalizer:
     def __init__(self, default_year: int = 2000):
         self.year = default_year
         self._node_of_source: dict[str, str] = {}
+        # caches (a log repeats a few Ray prefixes and a few dates on millions of lines)
+        self._days: dict[tuple[int, int, int], float | None] = {}  # (y, m, d) -> epoch of its midnight
+        self._dates: dict[str, tuple[int, int, int]] = {}
+        self._ray: dict[str, tuple | None] = {}  # `(...)` prefix -> what RAY_ACTOR / RAY_DAEMON read in it
 
     def _stamp(self, year: int, mon: int, day: int, hms: str) -> float | None:
-        try:
-            h, m, s = (int(x) for x in hms.split(":"))
-            if not (1 <= mon <= 12 and 1 <= day <= 31 and h < 24 and m < 60 and s < 62):
-                return None
-            return float(calendar.timegm((year, mon, day, h, m, s, 0, 0, 0)))
-        except ValueError:
+        key = (year, mon, day)
+        base = self._days.get(key, False)
+        if base is False:
+            base = (float(calendar.timegm((year, mon, day, 0, 0, 0, 0, 0, 0)))
+                    if 1 <= mon <= 12 and 1 <= day <= 31 else None)
+            if len(self._days) >= CACHE_SIZE:
+                self._days.clear()
+            self._days[key] = base
+        if base is None:
             return None
+        h, m, s = int(hms[0:2]), int(hms[3:5]), int(hms[6:8])  # hms is always \d\d:\d\d:\d\d here
+        if h < 24 and m < 60 and s < 62:
+            return base + (h * 3600 + m * 60 + s)
+        return None
 
     def _full(self, date: str, hms: str) -> float | None:
-        y, mo, d = (int(x) for x in date.split("-"))
-        self.year = y
-        return self._stamp(y, mo, d, hms)
+        ymd = self._dates.get(date)
+        if ymd is None:
+            ymd = (int(date[0:4]), int(date[5:7]), int(date[8:10]))  # date is always \d{4}-\d\d-\d\d
+            if len(self._dates) >= CACHE_SIZE:
+                self._dates.clear()
+            self._dates[date] = ymd
+        self.year = ymd[0]
+        return self._stamp(ymd[0], ymd[1], ymd[2], hms)
+
+    def _ray_prefix(self, text: str, pos: int) -> tuple | None:
+        """What a Ray `(...)` prefix at `pos` says: ("actor", end, pid, actor, ip), ("daemon", end,
+        daemon, ip) or None. Neither regex can match past the first `)`, so the text up to it is the
+        cache key."""
+        close = text.find(")", pos)
+        if close < 0:
+            return None
+        key = text[pos:close + 1]
+        found = self._ray.get(key, False)
+        if found is False:
+            m = RAY_ACTOR.match(key)
+            if m and m.end() == len(key):
+                found = ("actor", int(m.group("pid")), m.group("actor"), m.group("ip"))
+            else:
+                m = RAY_DAEMON.match(key)
+                found = ("daemon", m.group("daemon"), m.group("ip")) if m and m.end() == len(key) else None
+            if len(self._ray) >= CACHE_SIZE:
+                self._ray.clear()
+            self._ray[key] = found
+        if found is None:
+            return None
+        end = close + 2 if text.startswith(" ", close + 1) else close + 1
+        return (found[0], end, *found[1:])
 
     def normalize(self, line: Line, seq: int = 0, default: Origin | None = None) -> Record:
         """Strip the prefixes of `line`; `default` (from the file's place in a log folder) fills what
@@ -157,18 +198,18 @@ class Normalizer:
             c = text[pos]
             m = None
             if c == "(":
-                m = RAY_ACTOR.match(text, pos)
-                if m:
-                    pid = int(m.group("pid"))
-                    actor = m.group("actor") or actor
-                    if m.group("ip"):
-                        node = m.group("ip")
+                ray = self._ray_prefix(text, pos)
+                if ray is None:
+                    break
+                if ray[0] == "actor":
+                    pid = ray[2]
+                    actor = ray[3] or actor
                 else:
-                    m = RAY_DAEMON.match(text, pos)
-                    if m:
-                        actor = m.group("daemon")
-                        if m.group("ip"):
-                            node = m.group("ip")
+                    actor = ray[2]
+                if ray[-1]:
+                    node = ray[-1]
+                pos = ray[1]
+                continue
             elif c == "[":
                 m = RANK.match(text, pos)
                 if m:

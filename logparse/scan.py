@@ -26,7 +26,7 @@ from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
 from logparse.matcher import Matcher
-from logparse.metrics import MetricsTracker
+from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
@@ -65,12 +65,6 @@ LOOKBACK_LINES = 64  # raw lines read back to find them
 LOOKBACK_BYTES = 64 * 1024  # bytes of the previous block kept for that
 MAX_FRAME_TEXT = 2000  # source text of a frame that `frames` regexes see
 MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
-# the key training metrics charted in reports, when the log has them (first found first)
-KEY_METRICS = (
-    "actor/pg_loss", "actor/loss", "loss", "critic/vf_loss", "actor/grad_norm", "grad_norm", "critic/grad_norm",
-    "critic/score/mean", "critic/rewards/mean", "response_length/mean", "actor/entropy", "actor/ppo_kl",
-    "actor/kl_loss", "timing_s/step",
-)
 MAX_CHARTS = 8
 MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
@@ -102,6 +96,8 @@ class ScanConfig:
     # a file at least this large is read (gunzipped, prefiltered) by a reader process while the scan
     # works on the blocks before (logparse.blocks); None: never. VERL_LOGSCAN_READER_MB overrides.
     reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
+    # keep the values of every metric key (for --metrics-csv), not only those a report charts or checks
+    all_metrics: bool = False
 
 
 class Scanner:
@@ -125,7 +121,7 @@ class Scanner:
         self.last_step: tuple[int, int] | None = None  # (seq, step) of the highest step line so far
         self.collectives = CollectiveAnalyzer()
         self.stages = StageTracker()
-        self.metrics = MetricsTracker()
+        self.metrics = MetricsTracker(all_keys=self.config.all_metrics)
         self.env = EnvironmentTracker()
         self.attempts: list[AttemptVerdict] = []
         self._attempt_count = 0
@@ -184,7 +180,7 @@ class Scanner:
             return gunzip_chunks(fh, st) if gz else plain_chunks(fh, st)
 
         if alone and self._reader_process_for(path):
-            blocks = blocks_in_process(chunks, stats, self.prefilter)
+            blocks = blocks_in_process(chunks, stats, self.prefilter, StepParser(self.config.all_metrics))
         else:
             blocks = iter_blocks(chunks(stats), self.prefilter)
         lines = 0  # lines of the blocks done
@@ -555,7 +551,8 @@ class Scanner:
         if not steps:
             return None
         keys = self.metrics.keys
-        chart = [k for k in KEY_METRICS if k in keys][:MAX_CHARTS]
+        valued = set(self.metrics.valued_keys)
+        chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
         shown = steps
         if len(steps) > MAX_CHART_POINTS:  # a chart of 40,000 points shows no more than one of 2,000
             stride = -(-len(steps) // MAX_CHART_POINTS)

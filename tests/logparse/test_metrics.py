@@ -14,9 +14,12 @@ from logparse.metrics import (
     AnomalyKind,
     MetricsConfig,
     MetricsTracker,
+    StepParser,
     key_family,
     parse_step_line,
     parse_value,
+    split_step_line,
+    wanted_key,
 )
 from logparse.normalize import Normalizer
 from logparse.reader import InputStats, Line, read_input, strip_ansi
@@ -33,7 +36,8 @@ V05_LINE = ("\x1b[36m(TaskRunner pid=3165)\x1b[0m step:71 - global_seqlen/min:69
 
 
 def feed(lines: list[str], tracker: MetricsTracker | None = None) -> MetricsTracker:
-    tracker = tracker or MetricsTracker()
+    """Every value kept (as for --metrics-csv): the frame then holds every numeric key."""
+    tracker = tracker or MetricsTracker(all_keys=True)
     norm = Normalizer()
     for i, text in enumerate(lines, 1):
         tracker.feed(norm.normalize(Line("job.log", i, strip_ansi(text)), i))
@@ -128,6 +132,36 @@ def test_fast_parse_equals_the_reference(parts: list[str]) -> None:
     step, values = parse_step_line(message)
     ref_step, ref_values = _reference_parse(message)
     assert step == ref_step and _same(values, ref_values), (values, ref_values)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(PART | st.sampled_from(["actor/pg_loss:0.25", "critic/score/mean:np.float64(3)",
+                                                 " grad_norm : 7", "loss:np.float64(nan)", "actor/pg_loss:x"]),
+                         max_size=6), min_size=1, max_size=4))
+def test_step_parser_keeps_the_wanted_values_of_the_reference(lines: list[list[str]]) -> None:
+    """Line after line (the parser reuses a line's shape): the wanted keys' values are the reference's,
+    and the names are every key of the line."""
+    parser = StepParser()
+    for parts in lines:
+        message = "step:3 - " + " - ".join(parts)
+        step, keys, values, names = parser.parse(message)
+        _, ref = _reference_parse(message)
+        want = {k: v for k, v in ref.items() if wanted_key(k)}
+        assert step == 3 and _same(dict(zip(keys, values, strict=True)), want), (message, keys, values, want)
+        assert set(want) <= set(names)
+        assert list(names) == list(dict.fromkeys(k for k, _ in split_step_line(message)[1]))
+
+
+def test_selective_tracker_keeps_chart_and_anomaly_keys_and_names_the_rest() -> None:
+    t = MetricsTracker()
+    norm = Normalizer()
+    for i, text in enumerate([V05_LINE, V05_LINE.replace("step:71", "step:72")], 1):
+        t.feed(norm.normalize(Line("job.log", i, strip_ansi(text)), i))
+    assert "critic/lr" in t.keys and "perf/total_num_tokens" in t.keys  # named
+    assert t.series("critic/lr") == []  # not kept: no chart or rule uses it
+    assert t.series("actor/pg_loss") == [(71, -0.0006611689302644663), (72, -0.0006611689302644663)]
+    assert t.series("critic/vf_loss")[0] == (71, 0.007003280876688223)
+    assert "timing_s/step" in t.valued_keys and "critic/lr" not in t.valued_keys
 
 
 def test_fast_parse_equals_the_reference_on_real_lines() -> None:
@@ -268,10 +302,10 @@ def test_anomalies_sorted_by_step_fatal_first() -> None:
     assert kinds == [(6, "grad-norm-spike", False), (7, "nan-inf", True), (7, "nan-inf", True)]
 
 
-def run_sample(name: str) -> MetricsTracker:
+def run_sample(name: str, all_keys: bool = True) -> MetricsTracker:
     path = str(SAMPLES / name)
     norm = Normalizer()
-    t = MetricsTracker()
+    t = MetricsTracker(all_keys=all_keys)
     for seq, line in enumerate(read_input(path, InputStats(path)), 1):
         t.feed(norm.normalize(line, seq))
     return t
@@ -284,6 +318,10 @@ def test_sample_ray_healthy_rows() -> None:
     assert {"actor/pg_loss", "actor/grad_norm", "critic/score/mean", "timing_s/step"} <= set(df.columns)
     assert df.loc[5, "training/global_step"] == 5
     assert t.anomalies(failed=False) == []
+    selective = run_sample("ray-healthy.log", all_keys=False)  # a scan without --metrics-csv
+    assert selective.keys == t.keys and selective.steps == t.steps
+    assert selective.series("actor/pg_loss") == t.series("actor/pg_loss")
+    assert selective.anomalies(failed=True) == t.anomalies(failed=True)
 
 
 def test_sample_torchrun_rank_exception_rows() -> None:
