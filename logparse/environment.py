@@ -425,8 +425,13 @@ class EnvironmentTracker:
                 self._fact("gpu_model", m.group("model").strip())
 
     def _world_size(self, rec: Record, message: str) -> None:
-        for key, regex in (("explicit", WORLD_SIZE_RE), ("checkpoint", CKPT_WORLD_RE), ("nranks", NRANKS_RE)):
-            m = regex.search(message)
+        # each regex needs its literal: without it the search is skipped (checkpoint paths hold
+        # `_world_size_8_rank_0` on every rank's every save)
+        explicit = "world_size" in message or "WORLD_SIZE" in message
+        for key, needed, regex in (("explicit", explicit, WORLD_SIZE_RE),
+                                   ("checkpoint", "_world_size_" in message, CKPT_WORLD_RE),
+                                   ("nranks", "nranks " in message, NRANKS_RE)):
+            m = regex.search(message) if needed else None
             if m:
                 value = int(m.group(1))
                 self.world_sizes[key] = max(value, self.world_sizes.get(key, 0))

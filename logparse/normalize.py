@@ -11,7 +11,7 @@ SGLang `[2025-11-20 01:13:05 TP0]`, NCCL `host:pid:tid [0]`; and Ray's `[repeate
 from __future__ import annotations
 
 import calendar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import regex
 
@@ -19,6 +19,10 @@ from logparse.reader import Line
 
 MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
 CACHE_SIZE = 4096  # entries of each Normalizer cache (cleared when full)
+# what the first characters must be for a prefix regex to be worth trying (see normalize)
+_GLOG_LEVELS = frozenset("IWEF")
+_TEE_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
 
 RAY_ACTOR = regex.compile(
     r"\((?:(?P<actor>[^()\s,=]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
@@ -111,10 +115,15 @@ class Record:
     seq: int = 0  # position in the whole scan (all inputs), for ordering
     keywords: frozenset | None = None  # prefilter keyword ids found in the raw line (None: not prefiltered)
     step_line: object | None = None  # its step line as a reader process parsed it (logparse.blocks.StepLine)
+    _stream: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def stream(self) -> tuple:
-        return self.origin.stream_key(self.line.source)
+        """One process's output (Origin.stream_key); computed once (origin and line do not change)."""
+        key = self._stream
+        if key is None:
+            key = self._stream = self.origin.stream_key(self.line.source)
+        return key
 
 
 class Normalizer:
@@ -211,25 +220,27 @@ class Normalizer:
                 pos = ray[1]
                 continue
             elif c == "[":
-                m = RANK.match(text, pos)
+                # (each regex is tried only where the character after `[` lets it match)
+                nxt = text[pos + 1:pos + 2]
+                m = RANK.match(text, pos) if nxt == "r" else None
                 if m:
                     rank = int(m.group("rank"))
                 else:
-                    m = GLOG.match(text, pos)
+                    m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
                     if m:
                         level = m.group("lvl")
                         time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
                     else:
-                        m = TEE.match(text, pos)
+                        m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
                         if m and m.group("role") != "rank":
                             local_rank = int(m.group("lr"))
                         else:
-                            m = STAMPED.match(text, pos)
+                            m = STAMPED.match(text, pos) if nxt.isdigit() else None
                             if m:
                                 time = self._full(m.group("date"), m.group("hms"))
                                 level = m.group("lvl") or level
             elif c.isdigit():
-                m = STAMPED.match(text, pos)
+                m = STAMPED.match(text, pos) if text[pos + 4:pos + 5] == "-" else None
                 if m:
                     time = self._full(m.group("date"), m.group("hms"))
                     level = m.group("lvl") or level
@@ -239,13 +250,13 @@ class Normalizer:
                         pid = pid or int(m.group("pid"))
                         node = node or m.group("host")
             elif c in "VIWEC" or c in "DF":
-                m = TORCH_LOG.match(text, pos)
+                m = TORCH_LOG.match(text, pos) if c in "VIWEC" and text[pos + 1:pos + 2] in ("0", "1") else None
                 if m:
                     level = m.group("lvl")
                     time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
                     pid = pid or int(m.group("pid"))
                 else:
-                    m = VLLM.match(text, pos) or PY_LOGGING.match(text, pos)
+                    m = (VLLM.match(text, pos) or PY_LOGGING.match(text, pos)) if text.startswith(_LEVELS, pos) else None
                     if m:
                         level = m.group("lvl")
                         if "date" in m.groupdict():

@@ -137,6 +137,7 @@ class Scanner:
         stage_words, env_words = set(self.stages.keywords), set(self.env.scan_keywords)
         self._stage_word = [k if k in stage_words else None for k in self.prefilter.keywords]
         self._env_word = [k if k in env_words else None for k in self.prefilter.keywords]
+        self._routes: dict[frozenset[int], tuple] = {}  # keyword ids of a line -> _route()
         self._blocks: dict[str, tuple[bytes, bytes]] = {}  # source -> (current block, tail of the previous)
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
@@ -364,10 +365,12 @@ class Scanner:
             del self.sample_text[stream]
         ids = rec.keywords
         if ids is None:  # not prefiltered: the trackers search the message for their keywords
-            stage_words = env_words = None
+            stage_words = env_words = entries = None
         else:
-            stage_words = [w for w in map(self._stage_word.__getitem__, ids) if w is not None]
-            env_words = [w for w in map(self._env_word.__getitem__, ids) if w is not None]
+            routed = self._routes.get(ids)
+            if routed is None:
+                routed = self._route(ids)
+            stage_words, env_words, entries = routed
         if stage_words is None or stage_words:
             self.stages.feed(rec, stage_words)
         if len(self.stages.attempt_starts) != self._attempt_count:
@@ -393,11 +396,10 @@ class Scanner:
                 self._active_sources.add(rec.line.source)
         if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
             self.collectives.feed(rec)
-        if rec.keywords is None:
+        if entries is None:
             matches = self.matcher.match(msg)
-        elif rec.keywords:
-            entries = {e.id: e for k in rec.keywords for e in self._entries_of_keyword[k]}
-            matches = self.matcher.match_entries(entries.values(), msg)
+        elif entries:
+            matches = self.matcher.match_entries(entries, msg)
         else:
             return
         if not matches:
@@ -423,6 +425,17 @@ class Scanner:
                 self.on_fatal(hit)
         if tb is None and stream not in self.open_message:
             self.open_message[stream] = hits[0]
+
+    def _route(self, ids: frozenset[int]) -> tuple[list[str], list[str], tuple]:
+        """What the prefilter keywords `ids` of a line call for: the stage and environment trackers'
+        keywords among them, and the catalog entries that have one of them (cached per set)."""
+        stage_words = [w for w in map(self._stage_word.__getitem__, ids) if w is not None]
+        env_words = [w for w in map(self._env_word.__getitem__, ids) if w is not None]
+        entries = tuple({e.id: e for k in ids for e in self._entries_of_keyword[k]}.values())
+        routed = (stage_words, env_words, entries)
+        if len(self._routes) < 65536:
+            self._routes[ids] = routed
+        return routed
 
     def _continue_message(self, rec: Record, role: LineRole) -> None:
         """Lines right after an error line outside a traceback belong to its message until a blank
