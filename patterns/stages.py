@@ -27,7 +27,7 @@ from patterns.loader import (
     _suggest,
     regex_risk,
 )
-from patterns.schema import Example, Examples
+from patterns.schema import Example, Examples, LazyPattern
 from patterns.taxonomy import STAGES
 
 STAGES_FILE = "stages.yaml"
@@ -140,10 +140,11 @@ def stage_of_task(task: str | None) -> str | None:
 class _MarkerBuilder:
     """Validates one raw marker mapping; collects problems instead of stopping at the first."""
 
-    def __init__(self, raw: Any, label: str, problems: list[Problem]):
+    def __init__(self, raw: Any, label: str, problems: list[Problem], lazy: bool = False):
         self.raw = raw
         self.label = label
         self.problems = problems
+        self.lazy = lazy
         self.ok = True
 
     def line_of(self, key: str | None = None) -> int:
@@ -191,7 +192,9 @@ class _MarkerBuilder:
         compiled = []
         for i, p in enumerate(self._strings("patterns")):
             where = f"pattern #{i + 1}"
-            if len(p) > MAX_PATTERN_LENGTH:
+            if self.lazy:
+                compiled.append(LazyPattern(p))
+            elif len(p) > MAX_PATTERN_LENGTH:
                 self.fail("patterns", f"{where} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})")
             elif (risk := regex_risk(p)) is not None:
                 self.fail("patterns", f"{where} {risk}: {p!r}",
@@ -255,8 +258,10 @@ class _MarkerBuilder:
                            source=self.label, line=self.line_of())
 
 
-def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL) -> StageMarkers:
-    """The markers of stages.yaml (or of `text`); raises CatalogError listing every problem."""
+def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL, lazy: bool = False) -> StageMarkers:
+    """The markers of stages.yaml (or of `text`); raises CatalogError listing every problem.
+    `lazy`: the regexes compile on first use, unchecked here (the built-in file's are checked by its
+    tests, as the built-in catalog's)."""
     problems: list[Problem] = []
     data = _parse(_read_builtin() if text is None else text, label, problems)
     raw_markers = data.get("markers") if data else None
@@ -270,7 +275,7 @@ def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL) -> St
     else:
         seen: dict[str, int] = {}
         for raw in raw_markers:
-            marker = _MarkerBuilder(raw, label, problems).build()
+            marker = _MarkerBuilder(raw, label, problems, lazy).build()
             if marker is None:
                 continue
             if marker.id in seen:
@@ -286,7 +291,7 @@ def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL) -> St
 
 @functools.lru_cache(maxsize=1)
 def builtin_stage_markers() -> StageMarkers:
-    return load_stage_markers()
+    return load_stage_markers(lazy=True)
 
 
 @dataclass(frozen=True)

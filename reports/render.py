@@ -9,11 +9,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from logparse.model import Evidence, FindingView, Report, compact_ranks
 from reports.jsonreport import render_json
+
+if TYPE_CHECKING:
+    import jinja2
 
 FORMATS = ("text", "md", "html", "json")
 
@@ -138,6 +140,8 @@ def env_rows(report: Report) -> list[tuple[str, str]]:
 
 @functools.lru_cache(maxsize=4)
 def _env(autoescape: bool) -> jinja2.Environment:
+    import jinja2  # here: a JSON report needs no templates (and jinja2 takes ~15 ms to import)
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=autoescape,

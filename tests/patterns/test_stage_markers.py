@@ -156,6 +156,16 @@ def test_named_groups_reach_the_hit() -> None:
     assert matcher.match("Setting global step to 40").groups["resume_step"] == "40"
 
 
+def test_builtin_markers_pass_the_checks_a_lazy_load_skips() -> None:
+    """At each start the built-in markers compile on first use; the strict load (length, risk check,
+    compile) of the same file gives the same markers."""
+    strict = load_stage_markers()
+    lazy = builtin_stage_markers()
+    assert [m.id for m in strict.markers] == [m.id for m in lazy.markers]
+    for a, b in zip(strict.markers, lazy.markers, strict=True):
+        assert [p.pattern for p in a.patterns] == [p.pattern for p in b.patterns]
+
+
 def test_good_text_loads() -> None:
     markers = load_stage_markers(GOOD, "extra.yaml")
     (marker,) = markers.markers
