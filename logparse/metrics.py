@@ -37,7 +37,6 @@ import bisect
 import itertools
 import math
 import re
-import statistics
 from array import array
 from collections import deque
 from dataclasses import dataclass
@@ -478,19 +477,26 @@ class MetricsTracker:
 
     @staticmethod
     def _grad_norm_spike(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
-        history: deque[float] = deque(maxlen=SPIKE_WINDOW)
+        history: deque[float] = deque()  # the last SPIKE_WINDOW finite values, in order
+        window: list[float] = []  # the same, sorted (the median without sorting at every step)
         first = None
         count = 0
+        isfinite = math.isfinite
         for step, value in series:
-            if not math.isfinite(value):
+            if not isfinite(value):
                 continue
-            if len(history) >= SPIKE_MIN_HISTORY:
-                median = statistics.median(history)
+            n = len(window)
+            if n >= SPIKE_MIN_HISTORY:
+                mid = n // 2
+                median = window[mid] if n % 2 else (window[mid - 1] + window[mid]) / 2
                 if median > 0 and value > SPIKE_FACTOR * median:
                     count += 1
                     if first is None:
-                        first = (step, value, median, len(history))
+                        first = (step, value, median, n)
             history.append(value)
+            bisect.insort(window, value)
+            if n >= SPIKE_WINDOW:
+                del window[bisect.bisect_left(window, history.popleft())]
         if first is None:
             return []
         step, value, median, n = first
@@ -532,30 +538,35 @@ class MetricsTracker:
 
     @staticmethod
     def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
-        """One pass: running max/min, and the step-to-step changes kept sorted for their median."""
+        """One pass: running max/min; the step-to-step changes, sorted for their median only when a
+        drop is large enough to need it (most steps are not)."""
         points = [(s, v) for s, v in series if math.isfinite(v)]
         values = [v for _, v in points]
         if len(points) <= REWARD_MIN_HISTORY:
             return []
         hi = max(values[:REWARD_MIN_HISTORY])
         lo = min(values[:REWARD_MIN_HISTORY])
-        diffs = sorted(abs(b - a) for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY]))
+        changes = [abs(b - a) for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY])]
+        diffs = sorted(changes)  # = sorted(changes[:len(diffs)]); caught up when a median is needed
         for i in range(REWARD_MIN_HISTORY, len(points)):
             spread = hi - lo
             if spread > 0:
                 recent = max(values[max(0, i - REWARD_DROP_WITHIN):i])
                 drop = recent - values[i]
-                noise = _median_sorted(diffs)
-                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * noise:
-                    held = values[i:i + REWARD_STAY_STEPS]
-                    if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
-                        step, value = points[i]
-                        return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
-                                        f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
-                                        f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
-                                        f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
+                if drop > REWARD_DROP_FRACTION * spread:
+                    if len(diffs) < len(changes):  # catch up (timsort merges the sorted run and the rest)
+                        diffs.extend(changes[len(diffs):])
+                        diffs.sort()
+                    if drop > REWARD_NOISE_FACTOR * _median_sorted(diffs):
+                        held = values[i:i + REWARD_STAY_STEPS]
+                        if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
+                            step, value = points[i]
+                            return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
+                                            f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
+                                            f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
+                                            f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
             v = values[i]
-            bisect.insort(diffs, abs(v - values[i - 1]))
+            changes.append(abs(v - values[i - 1]))
             hi = max(hi, v)
             lo = min(lo, v)
         return []

@@ -116,8 +116,14 @@ _SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @functools.lru_cache(maxsize=1)
+def _builtin_data() -> dict:
+    """stages.yaml as plain data, parsed once for task_stages and frame_rules."""
+    return yaml.load(_read_builtin(), Loader=_SAFE) or {}
+
+
+@functools.lru_cache(maxsize=1)
 def task_stages() -> dict[str, str]:
-    data = yaml.load(_read_builtin(), Loader=_SAFE) or {}
+    data = _builtin_data()
     table = {str(k): str(v) for k, v in (data.get("task_stages") or {}).items()}
     bad = {k: v for k, v in table.items() if v not in STAGES}
     if bad:
@@ -306,7 +312,7 @@ class FrameRule:
 
 @functools.lru_cache(maxsize=1)
 def frame_rules() -> tuple[FrameRule, ...]:
-    data = yaml.load(_read_builtin(), Loader=_SAFE) or {}
+    data = _builtin_data()
     rules = []
     for i, raw in enumerate(data.get("frame_stages") or ()):
         if not isinstance(raw, dict) or raw.get("stage") not in STAGES:

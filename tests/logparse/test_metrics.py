@@ -347,3 +347,69 @@ def test_a_bound_of_one_row_keeps_the_last() -> None:
     for step in range(1, 4):
         t.add(step, {"a": float(step)})
     assert t.steps == [3] and t.series("a") == [(3, 3.0)] and t.dropped_rows == 2
+
+
+def _reference_spike(series: list[tuple[int, float]]):
+    """The grad-norm rule as stated: the median of the previous SPIKE_WINDOW finite values."""
+    import statistics
+    from collections import deque
+
+    from logparse.metrics import SPIKE_FACTOR, SPIKE_MIN_HISTORY, SPIKE_WINDOW
+
+    history: deque = deque(maxlen=SPIKE_WINDOW)
+    found = []
+    for step, value in series:
+        if not math.isfinite(value):
+            continue
+        if len(history) >= SPIKE_MIN_HISTORY:
+            median = statistics.median(history)
+            if median > 0 and value > SPIKE_FACTOR * median:
+                found.append((step, value, median, len(history)))
+        history.append(value)
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(0, 5), st.floats(40, 500), st.just(float("nan"))), max_size=80))
+def test_grad_norm_spike_equals_the_stated_rule(values: list[float]) -> None:
+    series = list(enumerate(values, 1))
+    got = MetricsTracker._grad_norm_spike("actor/grad_norm", series)
+    want = _reference_spike(series)
+    assert bool(got) == bool(want)
+    if want:
+        step, value, median, n = want[0]
+        assert (got[0].step, got[0].value) == (step, value)
+        assert f"the median {median:.4g} of the previous {n} steps" in got[0].detail
+        assert (f"({len(want)} such spikes in all)" in got[0].detail) == (len(want) > 1)
+
+
+def _reference_reward_collapse(series: list[tuple[int, float]]):
+    """The reward-collapse rule as stated, with the changes' median taken at every step."""
+    import statistics
+
+    from logparse.metrics import (REWARD_DROP_FRACTION, REWARD_DROP_WITHIN, REWARD_MIN_HISTORY,
+                                  REWARD_NOISE_FACTOR, REWARD_STAY_STEPS)
+
+    points = [(s, v) for s, v in series if math.isfinite(v)]
+    values = [v for _, v in points]
+    for i in range(REWARD_MIN_HISTORY, len(points)):
+        hi, lo = max(values[:i]), min(values[:i])
+        spread = hi - lo
+        if spread <= 0:
+            continue
+        drop = max(values[max(0, i - REWARD_DROP_WITHIN):i]) - values[i]
+        noise = statistics.median([abs(b - a) for a, b in zip(values[:i - 1], values[1:i], strict=True)])
+        if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * noise:
+            held = values[i:i + REWARD_STAY_STEPS]
+            if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
+                return points[i]
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(0, 1), st.floats(0.9, 1.0), st.just(float("nan"))), max_size=40))
+def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
+    series = list(enumerate(values, 1))
+    got = MetricsTracker._reward_collapse("critic/score/mean", series)
+    want = _reference_reward_collapse(series)
+    assert (got[0].step, got[0].value) == want if want else got == []
