@@ -62,9 +62,17 @@ class InputStats:
     notes: list[str] = field(default_factory=list)
 
 
+_COMMON_ANSI = ("\x1b[36m", "\x1b[0m")  # Ray's cyan prefix: on most lines of a Ray job
+
+
 def strip_ansi(text: str) -> str:
     if "\x1b" not in text:
         return text
+    # Ray's own colour codes, when they are the only escapes, go without the regex (same result:
+    # each is a whole sequence the regex would remove)
+    plain = text.replace(_COMMON_ANSI[0], "").replace(_COMMON_ANSI[1], "")
+    if "\x1b" not in plain:
+        return plain
     return ANSI_RE.sub("", text)
 
 

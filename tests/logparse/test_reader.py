@@ -5,9 +5,11 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logparse import reader
-from logparse.reader import InputError, InputStats, expand_inputs, iter_lines, read_input
+from logparse.reader import ANSI_RE, InputError, InputStats, expand_inputs, iter_lines, read_input, strip_ansi
 
 
 def lines_of(data: bytes) -> list[str]:
@@ -76,3 +78,11 @@ def test_folder_expansion_is_recursive_sorted_and_log_like(tmp_path: Path) -> No
         (tmp_path / rel).write_text("x\n")
     got = [Path(p).relative_to(tmp_path).as_posix() for p in expand_inputs([str(tmp_path)])]
     assert got == ["a/error.json", "a/stdout.log", "b/2.log", "c.err", "z.out"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\x1b[36m", "\x1b[0m", "\x1b", "[31m", "\x1b[1;31m", "(TaskRunner pid=7) ", "x", "[", "0m"]),
+                max_size=10))
+def test_strip_ansi_fast_path_equals_the_regex(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert strip_ansi(text) == ANSI_RE.sub("", text)
