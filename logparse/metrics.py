@@ -34,6 +34,7 @@ Each kind is reported once per key (its first step); a detail sentence gives the
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 import re
@@ -263,16 +264,33 @@ def key_family(key: str) -> str | None:
     return None
 
 
-def _median_sorted(xs: list[float]) -> float:
-    n = len(xs)
-    if not n:
-        return 0.0
-    mid = n // 2
-    return xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2
-
-
 def _fmt(value: float) -> str:
     return repr(value) if not math.isfinite(value) else f"{value:.4g}"
+
+
+class _RunningMedian:
+    """The median of the numbers added so far (two heaps: O(log n) an addition)."""
+
+    def __init__(self) -> None:
+        self._low: list[float] = []  # the smaller half, negated (a max-heap); one more when the count is odd
+        self._high: list[float] = []  # the larger half
+
+    def add(self, x: float) -> None:
+        if not self._low or x <= -self._low[0]:
+            heapq.heappush(self._low, -x)
+        else:
+            heapq.heappush(self._high, x)
+        if len(self._low) > len(self._high) + 1:
+            heapq.heappush(self._high, -heapq.heappop(self._low))
+        elif len(self._high) > len(self._low):
+            heapq.heappush(self._low, -heapq.heappop(self._high))
+
+    def median(self) -> float:
+        if not self._low:
+            return 0.0
+        if len(self._low) > len(self._high):
+            return -self._low[0]
+        return (-self._low[0] + self._high[0]) / 2
 
 
 class _Segment:
@@ -538,35 +556,31 @@ class MetricsTracker:
 
     @staticmethod
     def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
-        """One pass: running max/min; the step-to-step changes, sorted for their median only when a
-        drop is large enough to need it (most steps are not)."""
+        """One pass: running max/min, and the running median of the step-to-step changes."""
         points = [(s, v) for s, v in series if math.isfinite(v)]
         values = [v for _, v in points]
         if len(points) <= REWARD_MIN_HISTORY:
             return []
         hi = max(values[:REWARD_MIN_HISTORY])
         lo = min(values[:REWARD_MIN_HISTORY])
-        changes = [abs(b - a) for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY])]
-        diffs = sorted(changes)  # = sorted(changes[:len(diffs)]); caught up when a median is needed
+        changes = _RunningMedian()
+        for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY]):
+            changes.add(abs(b - a))
         for i in range(REWARD_MIN_HISTORY, len(points)):
             spread = hi - lo
             if spread > 0:
                 recent = max(values[max(0, i - REWARD_DROP_WITHIN):i])
                 drop = recent - values[i]
-                if drop > REWARD_DROP_FRACTION * spread:
-                    if len(diffs) < len(changes):  # catch up (timsort merges the sorted run and the rest)
-                        diffs.extend(changes[len(diffs):])
-                        diffs.sort()
-                    if drop > REWARD_NOISE_FACTOR * _median_sorted(diffs):
-                        held = values[i:i + REWARD_STAY_STEPS]
-                        if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
-                            step, value = points[i]
-                            return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
-                                            f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
-                                            f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
-                                            f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
+                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * changes.median():
+                    held = values[i:i + REWARD_STAY_STEPS]
+                    if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
+                        step, value = points[i]
+                        return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
+                                        f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
+                                        f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
+                                        f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
             v = values[i]
-            changes.append(abs(v - values[i - 1]))
+            changes.add(abs(v - values[i - 1]))
             hi = max(hi, v)
             lo = min(lo, v)
         return []
