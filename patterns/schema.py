@@ -16,28 +16,35 @@ class LazyPattern:
     (they compile, pass the risk check and the timing probe), and a scan uses few of them: compiling
     all 300 at every start cost a tenth of a second. Behaves as the compiled pattern."""
 
-    __slots__ = ("_compiled", "pattern")
+    __slots__ = ("_compiled", "pattern", "search")
 
     def __init__(self, pattern: str):
         self.pattern = pattern
         self._compiled: regex.Pattern | None = None
+        self.search = self._first_search  # then the compiled pattern's own search (no call in between)
 
     def compiled(self) -> regex.Pattern:
         c = self._compiled
         if c is None:
             c = self._compiled = regex.compile(self.pattern)
+            self.search = c.search
         return c
+
+    def _first_search(self, *args, **kwargs):
+        return self.compiled().search(*args, **kwargs)
 
     @property
     def group_names(self) -> set[str]:
         """The named groups, read from the pattern's text (without compiling it)."""
         return set(_GROUP_NAME.findall(self.pattern))
 
-    def search(self, *args, **kwargs):
-        return self.compiled().search(*args, **kwargs)
-
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str):  # only for names not in __slots__ (groupindex, match, ...)
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self.compiled(), name)
+
+    def __reduce__(self):  # pickled as its text (a fleet worker may receive the catalog)
+        return (LazyPattern, (self.pattern,))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LazyPattern) and other.pattern == self.pattern

@@ -244,3 +244,15 @@ def test_the_builtin_catalog_loaded_lazily_equals_the_compiled_load() -> None:
         assert [p.pattern for p in a.frames] == [p.pattern for p in b.frames]
         assert {n for p in a.patterns for n in p.groupindex} == {n for p in b.patterns for n in p.group_names}
         assert a.id == b.id and a.message == b.message and a.category_from == b.category_from
+
+
+def test_a_lazy_pattern_pickles_and_behaves_as_the_compiled_one() -> None:
+    import pickle
+
+    from patterns.schema import LazyPattern
+
+    lazy = LazyPattern(r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ [GM]iB)")
+    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    for p in (lazy, pickle.loads(pickle.dumps(lazy))):
+        assert p.search(line).group("size") == "2.00 GiB" and p.groupindex == {"size": 1}
+    assert pickle.loads(pickle.dumps(lazy)).search(line) is not None  # after its first use too
