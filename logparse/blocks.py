@@ -179,11 +179,16 @@ SLOT_BYTES = CHUNK_BYTES + MAX_LINE_BYTES + 1  # the largest block: a carried pa
 
 
 def reader_process_possible() -> bool:
-    """A reader process needs fork (the Hyperscan database and the catalog are inherited, not
-    rebuilt) and may not be started by a daemonic process (a fleet worker)."""
+    """A reader process needs a second CPU to run on, fork (the Hyperscan database and the catalog
+    are inherited, not rebuilt), and a parent that is no daemonic process (a fleet worker: the fleet
+    already keeps every CPU busy)."""
     if not hasattr(os, "fork") or sys.platform != "linux":
         return False
-    return not multiprocessing.current_process().daemon
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - Linux has it
+        cpus = os.cpu_count() or 1
+    return cpus >= 2 and not multiprocessing.current_process().daemon
 
 
 def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats, prefilter: Prefilter,
