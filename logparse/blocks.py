@@ -4,11 +4,12 @@
 cut to that length and the rest skipped), the offsets of the candidate lines (a prefilter keyword in
 the line), the prefilter keyword ids of each, and their line numbers. Nothing here looks at a line in
 Python: Hyperscan (or the `re` fallback) finds the candidates, and newlines are counted by `bytes.count`
-or, on long inputs, numpy (several times faster; optional).
+or, past NUMPY_AFTER_BYTES of input, numpy (optional).
 
 `blocks_in_process` computes the same blocks in a forked reader process, a few blocks ahead of the
-scanner, so that on two cores the byte-level work (reading, gunzip, Hyperscan, counting) overlaps
-the scanner's per-line Python work. The results are the same blocks in the same order. (A thread
+scanner, so that on two cores the byte-level work (reading, gunzip, Hyperscan, counting) and the
+parsing of step lines (StepLine) overlap the scanner's per-line Python work. The blocks are the same,
+in the same order; the scanner uses a StepLine only when it is its record's message's. (A thread
 does not do it: each Hyperscan match calls back into Python, and handing the GIL back and forth for
 tens of thousands of matches made a threaded scan slower than a single-threaded one.)
 """

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -114,6 +115,23 @@ def write_atomically(path: str, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _total_bytes(files: list[str]) -> int | None:
+    """Bytes in the inputs, when all are regular files (a .gz counts its compressed size: the
+    status line then shows the decompressed bytes against it, so none is given)."""
+    total = 0
+    for f in files:
+        if f == "-" or f.lower().endswith(".gz"):
+            return None
+        try:
+            st = os.stat(f)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        total += st.st_size
+    return total
 
 
 def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, alerts: bool,
@@ -227,7 +245,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
                 _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
     scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = follow or tee or files == ["-"]
-    status = StatusLine(sys.stderr) if sys.stderr.isatty() else None
+    status = StatusLine(sys.stderr, _total_bytes(files), follow) if sys.stderr.isatty() else None
     _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status)
     interrupted: tuple[int, str] | None = None
     try:

@@ -116,10 +116,13 @@ class Alerts:
 
 
 class StatusLine:
-    """`\\r`-redrawn status on a terminal, at most every STATUS_EVERY_SECONDS."""
+    """`\\r`-redrawn status on a terminal, at most every STATUS_EVERY_SECONDS: bytes read (of the
+    total, when the inputs are files of known size), MB/s, stage, step, findings."""
 
-    def __init__(self, out: TextIO):
+    def __init__(self, out: TextIO, total_bytes: int | None = None, follow: bool = False):
         self.out = out
+        self.total = total_bytes if total_bytes and not follow else None  # a followed file grows
+        self._start = time.monotonic()
         self._last = 0.0
         self._width = 0
 
@@ -128,13 +131,23 @@ class StatusLine:
         if now - self._last < STATUS_EVERY_SECONDS:
             return
         self._last = now
-        p = scanner.stages.progress(None, failed=False)
-        read = sum(s.bytes for s in scanner.inputs) / 1e6
-        text = (f"verl-logscan: {read:,.1f} MB read, stage {p.stage_reached or '-'}, step "
-                f"{p.last_step if p.last_step is not None else '-'}, {len(scanner.collector.groups)} finding(s)")
-        self.out.write("\r" + text.ljust(self._width))
-        self._width = len(text)
+        print(self.text(scanner, now), end="", file=self.out)
         self.out.flush()
+
+    def text(self, scanner, now: float | None = None) -> str:
+        p = scanner.stages.progress(None, failed=False)
+        read = sum(s.bytes for s in scanner.inputs)
+        seconds = (now if now is not None else time.monotonic()) - self._start
+        rate = f", {read / 1e6 / seconds:,.0f} MB/s" if seconds > 0 else ""
+        if self.total:
+            done = f"{read / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({min(read / self.total, 1.0):.0%})"
+        else:
+            done = f"{read / 1e6:,.1f} MB read"
+        text = (f"verl-logscan: {done}{rate}, stage {p.stage_reached or '-'}, step "
+                f"{p.last_step if p.last_step is not None else '-'}, {len(scanner.collector.groups)} finding(s)")
+        line = "\r" + text.ljust(self._width)
+        self._width = len(text)
+        return line
 
     def clear(self) -> None:
         if self._width:

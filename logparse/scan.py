@@ -193,6 +193,8 @@ class Scanner:
                     truncated += block.cut
                     yield from self._block(block, source, default, stats)
                     lines = block.base + block.lines
+                    if self.on_progress is not None:  # also for blocks without a line worth a look
+                        self.on_progress(self)
             except TruncatedGzip as exc:
                 stats.notes.append(f"{source}: {exc}; scanned the {lines} line(s) before that")
             except OSError as exc:

@@ -112,3 +112,26 @@ def test_tee_passes_bytes_through_and_alerts_while_running(tmp_path: Path) -> No
 def test_tee_needs_output() -> None:
     p = subprocess.run(CLI + ["scan", "--tee"], input=b"x\n", capture_output=True, timeout=30)
     assert p.returncode == 2 and b"needs -o" in p.stderr
+
+
+def test_status_line_shows_bytes_of_the_total_rate_stage_and_step() -> None:
+    import io
+
+    from logparse.live import StatusLine
+    from logparse.scan import Scanner
+    from patterns import load_builtin_catalog
+    from tests.conftest import SAMPLES
+
+    log = SAMPLES / "ray-healthy.log"
+    size = log.stat().st_size
+    out = io.StringIO()
+    status = StatusLine(out, total_bytes=size)
+    scanner = Scanner(load_builtin_catalog())
+    scanner.on_progress = status
+    scanner.feed_inputs([str(log)])
+    text = status.text(scanner, now=status._start + 1.0)
+    assert f"of {size / 1e6:,.1f} MB (100%)" in text and "MB/s" in text
+    assert "stage " in text and "step 5" in text and text.startswith("\r")
+    assert out.getvalue().startswith("\rverl-logscan: ")  # drawn at least once while scanning
+    grown = StatusLine(io.StringIO(), total_bytes=size, follow=True)  # a followed file has no total
+    assert "MB read" in grown.text(scanner)
