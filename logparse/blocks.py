@@ -37,9 +37,13 @@ NUMPY_MIN_BLOCK = 64 << 10
 
 @dataclass(slots=True)
 class Block:
-    """Whole lines of one input (`data` ends in a newline) and the candidate lines among them."""
+    """Whole lines of one input (its bytes end in a newline) and the candidate lines among them.
 
-    data: bytes
+    A block from a reader process stays in shared memory (`ring` at `at`, `size` bytes) while the
+    scanner works on it: only the candidate lines are copied out (`raw`), unless a region needs the
+    whole block (`load`)."""
+
+    data: bytes | None  # None until load() for a block in shared memory
     base: int  # lines of the input before this block
     lines: int  # lines in this block
     starts: list[int]  # offsets of the candidate lines
@@ -48,6 +52,37 @@ class Block:
     cut: bool = False  # the block is the head of a line longer than MAX_LINE_BYTES
     # candidate index -> its step line parsed (StepLine), when parsed by a reader process
     steps: dict[int, StepLine] | None = None
+    ends: list[int] | None = None  # where each candidate line ends (its newline), for a shared block
+    size: int = 0
+    ring: mmap.mmap | None = None
+    at: int = 0
+
+    def __post_init__(self) -> None:
+        if self.data is not None:
+            self.size = len(self.data)
+
+    def load(self) -> bytes:
+        """The block's bytes (copied out of shared memory on first use)."""
+        if self.data is None:
+            self.data = self.ring[self.at:self.at + self.size]
+        return self.data
+
+    def raw(self, i: int) -> tuple[bytes, int]:
+        """(bytes, end offset) of candidate line `i`, without its newline."""
+        start = self.starts[i]
+        if self.data is None:
+            end = self.ends[i]
+            return self.ring[self.at + start:self.at + end], end
+        end = self.data.find(b"\n", start)
+        if end < 0:
+            end = self.size
+        return self.data[start:end], end
+
+    def tail(self, n: int) -> bytes:
+        """The last `n` bytes."""
+        if self.data is None:
+            return self.ring[self.at + max(0, self.size - n):self.at + self.size]
+        return self.data[-n:]
 
 
 @dataclass(slots=True)
@@ -213,8 +248,10 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
                 steps.append((i, sl.step, None if sl.keys == keys else sl.keys, sl.values,
                               None if sl.names is names else sl.names, sl.tail_length))
                 keys, names = sl.keys, sl.names
+            find = block.data.find
+            ends = [find(b"\n", start) for start in block.starts]  # every block ends in a newline
             out.send(("block", slot, len(block.data), block.base, block.lines, block.starts, block.numbers,
-                      block.keywords, block.cut, stats.bytes, steps))
+                      block.keywords, block.cut, stats.bytes, steps, ends))
     except TruncatedGzip as exc:
         end = ("truncated", str(exc))
     except OSError as exc:
@@ -229,8 +266,9 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
                       prefilter: Prefilter, step_parser: StepParser | None = None) -> Iterator[Block]:
     """iter_blocks(chunks(stats), prefilter), computed by a forked reader process while the caller
     works on the previous blocks. Reading, decompressing, Hyperscan and line counting all happen
-    there; a block's bytes come back through shared memory (SLOTS slots), its candidates through a
-    pipe; `stats` learns the bytes read and the reader's notes. Errors are raised here as in
+    there; a block's bytes come back through shared memory (SLOTS slots: a block is valid until the
+    caller asks for the next one), its candidates through a pipe; `stats` learns the bytes read and
+    the reader's notes. Errors are raised here as in
     iter_blocks (TruncatedGzip, OSError). Closing the generator (or an interrupt) stops the process."""
     ctx = multiprocessing.get_context("fork")
     ring = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # anonymous and shared with the forked child
@@ -244,29 +282,32 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
     free_r.close()
     keys: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
+    held = None  # the slot of the block the caller works on: handed back when it asks for the next
     try:
         for slot in range(SLOTS):
             free_w.send(slot)
         while True:
+            if held is not None:
+                try:
+                    free_w.send(held)
+                except BrokenPipeError:  # the reader has sent its last block and ended
+                    pass
+                held = None
             try:
                 msg = out_r.recv()
             except EOFError:
                 raise OSError("the reader process ended unexpectedly") from None
             kind = msg[0]
             if kind == "block":
-                _, slot, size, base, lines, starts, numbers, keywords, cut, stats.bytes, sent = msg
-                at = slot * SLOT_BYTES
-                data = ring[at:at + size]
-                try:
-                    free_w.send(slot)
-                except BrokenPipeError:  # the reader has sent its last block and ended
-                    pass
+                _, slot, size, base, lines, starts, numbers, keywords, cut, stats.bytes, sent, ends = msg
                 steps = {}
                 for i, step, new_keys, values, new_names, tail in sent:
                     keys = keys if new_keys is None else new_keys
                     names = names if new_names is None else new_names
                     steps[i] = StepLine(step, keys, values, names, tail)
-                yield Block(data, base, lines, starts, numbers, keywords, cut, steps)
+                held = slot
+                yield Block(None, base, lines, starts, numbers, keywords, cut, steps, ends, size, ring,
+                            slot * SLOT_BYTES)
             elif kind == "stats":
                 stats.bytes = msg[1]
                 stats.notes.extend(msg[2])

@@ -138,7 +138,7 @@ class Scanner:
         self._stage_word = [k if k in stage_words else None for k in self.prefilter.keywords]
         self._env_word = [k if k in env_words else None for k in self.prefilter.keywords]
         self._routes: dict[frozenset[int], tuple] = {}  # keyword ids of a line -> _route()
-        self._blocks: dict[str, tuple[bytes, bytes]] = {}  # source -> (current block, tail of the previous)
+        self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
         self._defaults: dict[str, Origin] = {}
@@ -211,29 +211,34 @@ class Scanner:
     def _block(self, block: Block, source: str, default: Origin | None, stats: InputStats) -> Iterator[Record]:
         """Records of the lines of `block` worth a look: its candidate lines, and every line while a
         region (traceback, message, config dump) of this input is open."""
-        data = block.data
         starts, numbers, keywords, steps = block.starts, block.numbers, block.keywords, block.steps
         count = len(starts)
-        n = len(data)
+        n = block.size
         idx = 0
         cur = 0
         number = block.base + 1  # line number of the line at `cur`
-        self._blocks[source] = (data, self._tails.get(source, b""))
+        self._blocks[source] = (block, self._tails.get(source, b""))
         while cur < n:
             while idx < count and starts[idx] < cur:
                 idx += 1
+            candidate = idx < count and starts[idx] == cur
             if self._region_open(source, number):
                 start = cur
-                ids = keywords[idx] if idx < count and starts[idx] == start else _NO_KEYWORDS
+                ids = keywords[idx] if candidate else _NO_KEYWORDS
             else:
                 if idx == count:
                     break
                 start, number, ids = starts[idx], numbers[idx], keywords[idx]
-            step_line = steps.get(idx) if steps and idx < count and starts[idx] == start else None
-            end = data.find(b"\n", start)
-            if end < 0:
-                end = n
-            raw = data[start:end]
+                candidate = True
+            step_line = steps.get(idx) if steps and candidate else None
+            if candidate:
+                raw, end = block.raw(idx)
+            else:  # a line no keyword marks, read because a region is open
+                data = block.load()
+                end = data.find(b"\n", start)
+                if end < 0:
+                    end = n
+                raw = data[start:end]
             cut = len(raw) > MAX_LINE_BYTES
             if cut:
                 raw = raw[:MAX_LINE_BYTES]
@@ -254,7 +259,8 @@ class Scanner:
                 self.on_progress(self)
             cur = end + 1
             number += 1
-        self._tails[source] = data[-LOOKBACK_BYTES:]
+        self._tails[source] = block.tail(LOOKBACK_BYTES)
+        del self._blocks[source]  # a reader process reuses its memory once the next block is asked for
 
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least config.reader_process_bytes, read without follow or tee."""
@@ -288,7 +294,8 @@ class Scanner:
         if got is None or source not in self._offsets:
             return self.assembler.context_of(rec.stream)
         block, tail = got
-        raws = list(_previous_lines(block, self._offsets[source], tail, min(LOOKBACK_LINES, rec.line.number - 1)))
+        raws = list(_previous_lines(block.load(), self._offsets[source], tail,
+                                    min(LOOKBACK_LINES, rec.line.number - 1)))
         default = self._defaults.get(source) or self.attribution.get(source)
         return LazyContext(rec, raws, default, self._lookback_normalizer)
 
