@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from logparse.prefilter import trie_regex
 from patterns import Catalog, Entry
+from patterns.schema import REGEX_TIMEOUT_S
 
-MATCH_TIMEOUT_S = 0.05  # per pattern search; a pathological user pattern gives up instead of hanging
+MATCH_TIMEOUT_S = REGEX_TIMEOUT_S  # per pattern search; a pathological user pattern gives up instead of hanging
 
 
 @dataclass(frozen=True)

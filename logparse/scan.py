@@ -25,7 +25,7 @@ from logparse.environment import EnvironmentTracker
 from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
-from logparse.matcher import Matcher
+from logparse.matcher import MATCH_TIMEOUT_S, Matcher
 from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
@@ -461,7 +461,7 @@ class Scanner:
         """Close open tracebacks and decide the hits that waited for them."""
         self.assembler.close_all()
         for m, rec, tb, step in self.deferred:
-            if m.entry.frames_match(frame_texts(tb)):
+            if m.entry.frames_match(frame_texts(tb), MATCH_TIMEOUT_S):
                 self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, [], rec.origin.time, step))
         self.deferred.clear()
 
@@ -664,7 +664,8 @@ def _iso(t: float | None) -> str | None:
 def frame_texts(tb) -> list[str]:
     """What `frames` regexes of catalog entries see: each frame as `file:line in function: code`, and
     the Ray task of the traceback."""
-    out = [f"{f.file}:{f.line} in {f.function}: {(f.code or '')[:MAX_FRAME_TEXT]}" for f in tb.frames]
+    cap = MAX_FRAME_TEXT  # a fuzzed or cut line can make a "function" a megabyte long
+    out = [f"{f.file[:cap]}:{f.line} in {(f.function or '')[:cap]}: {(f.code or '')[:cap]}" for f in tb.frames]
     if tb.task:
         out.append(f"ray::{tb.task}")
     return out

@@ -8,6 +8,7 @@ from enum import Enum
 import regex
 
 
+REGEX_TIMEOUT_S = 0.05  # per search of a catalog, marker or frame regex: past it, no match instead of a hang
 _GROUP_NAME = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
@@ -138,8 +139,17 @@ class Entry:
         """Fill `{name}` placeholders from regex groups by plain substitution (never str.format)."""
         return fill_placeholders(self.message, groups)
 
-    def frames_match(self, frame_texts: list[str]) -> bool:
-        return any(p.search(t) for p in self.frames for t in frame_texts)
+    def frames_match(self, frame_texts: list[str], timeout: float | None = None) -> bool:
+        """Does a `frames` regex match one of the frame texts? A search that runs past `timeout`
+        seconds counts as no match (a catalog regex must not hang a scan)."""
+        for p in self.frames:
+            for t in frame_texts:
+                try:
+                    if p.search(t, timeout=timeout):
+                        return True
+                except TimeoutError:
+                    continue
+        return False
 
     def category_for(self, groups: dict[str, str | None]) -> str:
         if self.category_from is None:

@@ -27,7 +27,7 @@ from patterns.loader import (
     _suggest,
     regex_risk,
 )
-from patterns.schema import Example, Examples, LazyPattern
+from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern
 from patterns.taxonomy import STAGES
 
 STAGES_FILE = "stages.yaml"
@@ -62,9 +62,13 @@ class StageMarker:
     line: int = 0
 
     def search(self, message: str) -> dict[str, str | None] | None:
-        """Named groups of the first pattern found in the bare `message`, or None."""
+        """Named groups of the first pattern found in the bare `message`, or None. A search that
+        runs past REGEX_TIMEOUT_S counts as no match (a 1 MB line must not hang a scan)."""
         for pattern in self.patterns:
-            m = pattern.search(message)
+            try:
+                m = pattern.search(message, timeout=REGEX_TIMEOUT_S)
+            except TimeoutError:
+                continue
             if m:
                 return m.groupdict()
         return None
@@ -325,6 +329,7 @@ def frame_rules() -> tuple[FrameRule, ...]:
 
 
 _WORD = regex.compile(r"\w+")
+MAX_FRAME_FIELD = 2000  # characters of a frame's file, function and code that the rules see
 
 
 def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
@@ -332,6 +337,8 @@ def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
     function/code rule or a Ray task method name matches wins; else the innermost a file rule matches."""
     rules = frame_rules()
     tasks = task_stages()
+    cap = MAX_FRAME_FIELD  # a cut or garbled line can make a frame's function a megabyte long
+    frames = [(file[:cap], (function or "")[:cap], code[:cap] if code else code) for file, function, code in frames]
     for file, function, code in reversed(frames):
         if function in tasks:
             return tasks[function]

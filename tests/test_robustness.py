@@ -555,3 +555,22 @@ def test_sniff_decisions() -> None:
     assert reader.sniff(b"latin-1 \xe9\xe8 text\n" * 100) == "utf-8"  # no NUL: text, decoded with U+FFFD
     assert reader.sniff(b"a\rb\rc\r") == "cr"
     assert reader.sniff(b"a\r\nb\r\n") == "utf-8"
+
+
+def test_long_lines_of_repeated_keywords_do_not_make_regexes_backtrack_for_ever(tmp_path: Path) -> None:
+    """Lines of 200 KB that repeat keywords and the start of patterns without their ends (`NCCL INFO
+    ` without `Init`, `: ` without `reward_fn(`), and a traceback frame whose function is 200 KB of `: `: the
+    regexes of the catalog, the stage markers and the frame rules would backtrack quadratically on
+    them. The scan finishes (a guard against a hang, not a speed test) with a report."""
+    frags = ["NCCL INFO ", "RuntimeError: ", "CUDA out of memory", "Traceback (most recent call last)", ": ",
+             "rank0]: ", "Error ", 'File "', "step:", "Saved model ", "ray::", "Timeout ", "ImportError ",
+             "Watchdog caught collective operation timeout", "in <module>"]
+    lines = [f * (200_000 // len(f)) for f in frags]
+    lines += ["Traceback (most recent call last):", '  File "/x.py", line 1, in ' + "rank0]: " * 25_000,
+              "    compute(x)", "RuntimeError: " + ": x" * 50_000]
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    run = scan_json(tmp_path, log.name)
+    run.check_clean()
+    assert run.rc in (0, 1)
+    assert json.loads(run.stdout)["complete"] is True
