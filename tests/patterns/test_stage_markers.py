@@ -9,6 +9,7 @@ import pytest
 
 from logparse.progress import MarkerMatcher, bare_message, check_marker_examples
 from patterns import STAGES, CatalogError
+from patterns.loader import slow_probe
 from patterns.stages import StageMarker, builtin_stage_markers, load_stage_markers, stage_of_task, task_stages
 
 MARKERS = builtin_stage_markers()
@@ -164,6 +165,16 @@ def test_builtin_markers_pass_the_checks_a_lazy_load_skips() -> None:
     assert [m.id for m in strict.markers] == [m.id for m in lazy.markers]
     for a, b in zip(strict.markers, lazy.markers, strict=True):
         assert [p.pattern for p in a.patterns] == [p.pattern for p in b.patterns]
+        for p in a.patterns:  # short messages are searched without a timeout: no pattern may crawl
+            assert slow_probe(p) is None, (a.id, p.pattern)
+
+
+def test_a_long_line_of_a_markers_prefix_is_searched_in_bounded_time() -> None:
+    """`NCCL INFO .*Init` backtracked quadratically on a long line of NCCL INFO text; the marker is
+    written without that, and long messages are searched with a timeout."""
+    marker = builtin_stage_markers().get("nccl-comm-init")
+    assert marker.search("NCCL INFO " * 100_000) is None  # returns (was: hours)
+    assert marker.search("node:1:1 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 8 - Init COMPLETE") == {}
 
 
 def test_good_text_loads() -> None:
