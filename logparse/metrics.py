@@ -104,9 +104,10 @@ class MetricsConfig:
 def parse_value(text: str) -> float | None:
     """`0.123`, `np.float64(0.1)`, `np.int64(3)`, `nan`, `inf`, `-inf`, `1e-06`, `7` -> float; else None."""
     t = text.strip()
-    m = NUMPY_SCALAR_RE.match(t)
-    if m:
-        t = m.group(1).strip()
+    if t.startswith("np."):
+        m = NUMPY_SCALAR_RE.match(t)
+        if m:
+            t = m.group(1).strip()
     if not t or t[0] not in "0123456789+-.niNI":  # fast reject of words, lists, tensors, True/False
         return None
     try:
@@ -129,35 +130,19 @@ def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
     return int(m.group(1)), pairs
 
 
-_NUMBER_START = frozenset("0123456789+-.niNI")
-
-
 def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
-    """(step, {key: value}) with the numeric values of a step line, or None if there is none.
-    (The same values as parse_value over split_step_line, without a call per value: step lines are
-    long and frequent. A large file's step lines are parsed in the reader process: logparse.blocks.)"""
-    m = STEP_RE.search(message)
-    if not m:
+    """(step, {key: value}) with the numeric values of a step line (parse_value over
+    split_step_line; a later key wins), or None if there is none."""
+    split = split_step_line(message)
+    if split is None:
         return None
+    step, pairs = split
     values = {}
-    numeric = _NUMBER_START
-    for part in message[m.end():].split(" - "):
-        key, sep, raw = part.rpartition(":")
-        if not sep:
-            continue
-        if raw.startswith("np."):  # np.float64(0.1): the number inside the parentheses
-            raw = raw[raw.find("(") + 1:raw.rfind(")")]
-        raw = raw.strip()
-        if not raw or raw[0] not in numeric:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        key = key.strip()
-        if key:
+    for key, raw in pairs:
+        value = parse_value(raw)
+        if value is not None:
             values[key] = value
-    return int(m.group(1)), values
+    return step, values
 
 
 # The key training metrics charted in reports, when the log has them (first found first).
@@ -173,19 +158,6 @@ def wanted_key(key: str) -> bool:
     when all values are asked for (--metrics-csv)."""
     return (key in CHART_KEYS or key in (LENGTH_KEY, CLIP_RATIO_KEY) or key in REWARD_KEYS
             or key_family(key) is not None)
-
-
-def _number(raw: str) -> float | None:
-    """One raw value as parse_step_line reads it (bare, or inside np.<type>(...)), or None."""
-    if raw.startswith("np."):
-        raw = raw[raw.find("(") + 1:raw.rfind(")")]
-    raw = raw.strip()
-    if not raw or raw[0] not in _NUMBER_START:
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        return None
 
 
 class StepParser:
@@ -225,20 +197,11 @@ class StepParser:
         at, wanted, names = self._shape
         kept: list[str] = []
         values: list[float] = []
-        numeric = _NUMBER_START
-        for i, key in zip(at, wanted, strict=True):  # _number, inlined: this loop runs for every step line
-            raw = pieces[i]
-            if raw[:3] == "np.":
-                raw = raw[raw.find("(") + 1:raw.rfind(")")]
-            if raw[:1] not in numeric:
-                raw = raw.strip()
-                if raw[:1] not in numeric:
-                    continue
-            try:
-                values.append(float(raw))
-            except ValueError:
-                continue
-            kept.append(key)
+        for i, key in zip(at, wanted, strict=True):
+            value = parse_value(pieces[i])
+            if value is not None:
+                kept.append(key)
+                values.append(value)
         return int(m.group(1)), tuple(kept), values, names
 
     def _general(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:

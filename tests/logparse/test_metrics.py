@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logparse.metrics import (
-    STEP_RE,
     AnomalyKind,
     MetricsConfig,
     MetricsTracker,
@@ -87,29 +86,17 @@ def test_split_on_last_colon_and_drop_non_numbers() -> None:
 
 
 def _reference_parse(message: str) -> tuple[int, dict[str, float]] | None:
-    """The definition parse_step_line implements faster: split on ` - `, each part on its last `:`,
-    the value bare or inside `np.<type>(...)`, kept when float() takes it."""
-    m = STEP_RE.search(message)
-    if not m:
+    """The definition StepParser implements faster: split_step_line's (key, raw value) pairs, each
+    value through parse_value, a later key winning."""
+    split = split_step_line(message)
+    if split is None:
         return None
     values = {}
-    for part in message[m.end():].split(" - "):
-        key, sep, raw = part.rpartition(":")
-        if not sep:
-            continue
-        if raw.startswith("np."):
-            raw = raw[raw.find("(") + 1:raw.rfind(")")]
-        raw = raw.strip()
-        if not raw or raw[0] not in "0123456789+-.niNI":
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        key = key.strip()
-        if key:
+    for key, raw in split[1]:
+        value = parse_value(raw)
+        if value is not None:
             values[key] = value
-    return int(m.group(1)), values
+    return split[0], values
 
 
 def _same(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -123,15 +110,6 @@ PART = st.one_of(
                      "k:0.5,", "custom:ds:0.5", "k:np.float32( 2.5 )", "k:True", "k:1e3", "k:.5", "k:+1"]),
     st.text(alphabet="ak:/ .-()np0123456789ef", max_size=14),
 )
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(PART, max_size=8))
-def test_fast_parse_equals_the_reference(parts: list[str]) -> None:
-    message = "step:3 - " + " - ".join(parts)
-    step, values = parse_step_line(message)
-    ref_step, ref_values = _reference_parse(message)
-    assert step == ref_step and _same(values, ref_values), (values, ref_values)
 
 
 @settings(max_examples=400, deadline=None)
@@ -164,10 +142,12 @@ def test_selective_tracker_keeps_chart_and_anomaly_keys_and_names_the_rest() -> 
     assert "timing_s/step" in t.valued_keys and "critic/lr" not in t.valued_keys
 
 
-def test_fast_parse_equals_the_reference_on_real_lines() -> None:
+def test_step_parser_equals_the_reference_on_real_lines() -> None:
     for line in (V03_LINE, strip_ansi(V05_LINE)):
-        got, ref = parse_step_line(line), _reference_parse(line)
-        assert got[0] == ref[0] and _same(got[1], ref[1]) and len(got[1]) >= 9
+        step, keys, values, names = StepParser(all_keys=True).parse(line)
+        ref = _reference_parse(line)
+        assert step == ref[0] and _same(dict(zip(keys, values, strict=True)), ref[1]) and len(keys) >= 9
+        assert parse_step_line(line) == ref
 
 
 def test_step_line_after_a_progress_bar() -> None:
