@@ -228,12 +228,15 @@ def reader_process_possible() -> bool:
 
 
 def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats, prefilter: Prefilter,
-                 step_parser: StepParser, ring: mmap.mmap, out: Connection, free: Connection) -> None:
+                 step_parser: StepParser, ring: mmap.mmap, out: Connection, free: Connection,
+                 parent_ends: tuple[Connection, ...] = ()) -> None:
     """In the reader process: blocks into ring slots, their candidates to `out`; a slot is reused
     once the scanner hands its number back on `free`. `stats` is this process's copy: what it
     learns (bytes read, notes) goes back with the blocks and at the end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scanner handles Ctrl-C and stops this process
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for conn in parent_ends:  # so that if the scanner dies (kill -9), recv and send here fail and it ends
+        conn.close()
     known = len(stats.notes)
     end: tuple = ("end",)
     keys: tuple[str, ...] = ()
@@ -256,10 +259,15 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
         end = ("truncated", str(exc))
     except OSError as exc:
         end = ("oserror", exc.strerror or str(exc))
+    except EOFError:  # the scanner is gone
+        return
     except Exception as exc:  # noqa: BLE001 - told to the scanner, which reports it as an input error
         end = ("oserror", f"{type(exc).__name__}: {exc}")
-    out.send(("stats", stats.bytes, stats.notes[known:]))
-    out.send(end)
+    try:
+        out.send(("stats", stats.bytes, stats.notes[known:]))
+        out.send(end)
+    except OSError:  # the scanner is gone
+        return
 
 
 def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats,
@@ -275,7 +283,7 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
     out_r, out_w = ctx.Pipe(duplex=False)
     free_r, free_w = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_reader_main, args=(chunks, stats, prefilter, step_parser or StepParser(), ring,
-                                                  out_w, free_r),
+                                                  out_w, free_r, (out_r, free_w)),
                        name="verl-logscan-reader", daemon=True)
     proc.start()
     out_w.close()

@@ -4,6 +4,7 @@ the same blocks and the same reports as reading inline, and stops when the scan 
 from __future__ import annotations
 
 import dataclasses
+import os
 import gzip
 import multiprocessing
 import random
@@ -187,3 +188,44 @@ def test_a_step_line_parsed_from_the_text_is_used_only_for_the_same_message() ->
         assert sl is not None and sl.fits(text, message) is fits
         if fits:
             assert (sl.step, dict(zip(sl.names, sl.values, strict=True))) == parse_step_line(message)
+
+
+@needs_fork
+def test_the_reader_process_ends_when_the_scan_is_killed(big_log: Path, tmp_path: Path) -> None:
+    """kill -9 of the scan (no chance to stop its reader): the reader's next send or receive fails
+    and it ends, instead of waiting for ever for a slot nobody will hand back."""
+    import signal
+    import subprocess
+    import time
+
+    code = (
+        "import multiprocessing, sys, time\n"
+        "from logparse.scan import Scanner, ScanConfig\n"
+        "from patterns import load_builtin_catalog\n"
+        "s = Scanner(load_builtin_catalog(), ScanConfig(reader_process_bytes=1))\n"
+        "records = s.records(sys.argv[1])\n"
+        "next(records)\n"
+        "print(multiprocessing.active_children()[0].pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    log = tmp_path / "long.log"  # more blocks than the reader has slots: it must wait for one
+    log.write_bytes(big_log.read_bytes() * 4)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(log)], stdout=subprocess.PIPE, text=True,
+                            cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    reader = int(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while Path(f"/proc/{reader}").exists() and time.monotonic() < deadline:
+        try:
+            os.waitpid(reader, os.WNOHANG)  # (not our child: reaped by init; this only polls)
+        except ChildProcessError:
+            pass
+        if Path(f"/proc/{reader}/status").exists() and "State:\tZ" in Path(f"/proc/{reader}/status").read_text():
+            break  # a zombie has ended
+        time.sleep(0.05)
+    alive = Path(f"/proc/{reader}/status").exists() and "State:\tZ" not in Path(f"/proc/{reader}/status").read_text()
+    if alive:
+        os.kill(reader, signal.SIGKILL)
+    assert not alive
