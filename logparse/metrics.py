@@ -205,13 +205,18 @@ class StepParser:
         return int(m.group(1)), tuple(kept), values, names
 
     def _general(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
-        parsed = parse_step_line(message)
+        """parse_step_line's values (of the wanted keys), from one split of the line."""
         split = split_step_line(message)
-        if parsed is None or split is None:
+        if split is None:
             return None
-        step, found = parsed
-        keep = found if self.all_keys else {k: v for k, v in found.items() if wanted_key(k)}
-        return step, tuple(keep), list(keep.values()), tuple(dict.fromkeys(k for k, _ in split[1]))
+        step, pairs = split
+        keep: dict[str, float] = {}
+        for key, raw in pairs:
+            if self.all_keys or wanted_key(key):
+                value = parse_value(raw)
+                if value is not None:
+                    keep[key] = value
+        return step, tuple(keep), list(keep.values()), tuple(dict.fromkeys(k for k, _ in pairs))
 
 
 def key_family(key: str) -> str | None:

@@ -164,29 +164,30 @@ class Normalizer:
         self.year = ymd[0]
         return self._stamp(ymd[0], ymd[1], ymd[2], hms)
 
-    def _ray_prefix(self, text: str, pos: int) -> tuple | None:
-        """What a Ray `(...)` prefix at `pos` says: ("actor", end, pid, actor, ip), ("daemon", end,
-        daemon, ip) or None. Neither regex can match past the first `)`, so the text up to it is the
-        cache key."""
+    def _ray_prefix(self, text: str, pos: int) -> tuple[int, int | None, str | None, str | None] | None:
+        """What a Ray `(...)` prefix at `pos` says: (end, pid, actor, ip), the actor being the daemon's
+        name for `(raylet)` and the like (pid None then), or None. Neither regex can match past the
+        first `)`, so the text up to it is the cache key."""
         close = text.find(")", pos)
         if close < 0:
             return None
         key = text[pos:close + 1]
         found = self._ray.get(key, False)
         if found is False:
+            found = None
             m = RAY_ACTOR.match(key)
             if m and m.end() == len(key):
-                found = ("actor", int(m.group("pid")), m.group("actor"), m.group("ip"))
+                found = (int(m.group("pid")), m.group("actor"), m.group("ip"))
             else:
                 m = RAY_DAEMON.match(key)
-                found = ("daemon", m.group("daemon"), m.group("ip")) if m and m.end() == len(key) else None
+                if m and m.end() == len(key):
+                    found = (None, m.group("daemon"), m.group("ip"))
             if len(self._ray) >= CACHE_SIZE:
                 self._ray.clear()
             self._ray[key] = found
         if found is None:
             return None
-        end = close + 2 if text.startswith(" ", close + 1) else close + 1
-        return (found[0], end, *found[1:])
+        return (close + 2 if text.startswith(" ", close + 1) else close + 1, *found)
 
     def normalize(self, line: Line, seq: int = 0, default: Origin | None = None) -> Record:
         """Strip the prefixes of `line`; `default` (from the file's place in a log folder) fills what
@@ -211,14 +212,14 @@ class Normalizer:
                 ray = self._ray_prefix(text, pos)
                 if ray is None:
                     break
-                if ray[0] == "actor":
-                    pid = ray[2]
-                    actor = ray[3] or actor
+                pos, ray_pid, ray_actor, ray_ip = ray
+                if ray_pid is None:  # a daemon: (raylet), (autoscaler), ...
+                    actor = ray_actor
                 else:
-                    actor = ray[2]
-                if ray[-1]:
-                    node = ray[-1]
-                pos = ray[1]
+                    pid = ray_pid
+                    actor = ray_actor or actor
+                if ray_ip:
+                    node = ray_ip
                 continue
             elif c == "[":
                 # (each regex is tried only where the character after `[` lets it match)

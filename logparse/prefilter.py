@@ -11,7 +11,6 @@ must appear contiguously in the raw line.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable
 
 try:  # an optional, faster engine; results are identical without it
@@ -71,7 +70,7 @@ class Prefilter:
             exprs = [re.escape(k.encode("utf-8")) for k in self.keywords]
             self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
                              flags=[0] * len(exprs))
-            self._local = threading.local()  # a Hyperscan scratch serves one scan at a time: one per thread
+            self._scratch = _hs.Scratch(self._db)
         else:
             self._re = re.compile(trie_regex(self.keywords).encode("utf-8"))
         self._encoded = [k.encode("utf-8") for k in self.keywords]
@@ -96,10 +95,7 @@ class Prefilter:
                     ids = set()
                 ids.add(kw)
 
-            scratch = getattr(self._local, "scratch", None)
-            if scratch is None:
-                scratch = self._local.scratch = _hs.Scratch(self._db)
-            self._db.scan(block, match_event_handler=on_match, scratch=scratch)
+            self._db.scan(block, match_event_handler=on_match, scratch=self._scratch)
             if start >= 0:
                 out.append((start, frozenset(ids)))
             return out

@@ -68,11 +68,11 @@ _COMMON_ANSI = ("\x1b[36m", "\x1b[0m")  # Ray's cyan prefix: on most lines of a 
 def strip_ansi(text: str) -> str:
     if "\x1b" not in text:
         return text
-    # Ray's own colour codes, when they are the only escapes, go without the regex (same result:
-    # each is a whole sequence the regex would remove)
-    plain = text.replace(_COMMON_ANSI[0], "").replace(_COMMON_ANSI[1], "")
-    if "\x1b" not in plain:
-        return plain
+    # Ray's own colour codes, when every escape byte starts one of them, go without the regex (same
+    # result: each is a whole sequence the regex removes, and no escape is left to form a new one)
+    cyan, reset = _COMMON_ANSI
+    if text.count("\x1b") == text.count(cyan) + text.count(reset):
+        return text.replace(cyan, "").replace(reset, "")
     return ANSI_RE.sub("", text)
 
 

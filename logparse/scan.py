@@ -48,6 +48,7 @@ from logparse.reader import (
 from logparse.tracebacks import LineRole, TracebackAssembler
 from patterns import Catalog, Role, Severity
 from patterns.inference import inference_rules
+from patterns.stages import MAX_FRAME_FIELD
 
 MAX_MERGE_FILES = 64
 MAX_ERROR_JSON_BYTES = 16 << 20
@@ -63,7 +64,6 @@ MAX_MESSAGE_GAP = 50  # a message still open after this many lines of its input 
 CONTEXT_LINES = 5  # context lines before an error line, from its own stream
 LOOKBACK_LINES = 64  # raw lines read back to find them
 LOOKBACK_BYTES = 64 * 1024  # bytes of the previous block kept for that
-MAX_FRAME_TEXT = 2000  # source text of a frame that `frames` regexes see
 MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
 MAX_CHARTS = 8
 MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
@@ -664,7 +664,7 @@ def _iso(t: float | None) -> str | None:
 def frame_texts(tb) -> list[str]:
     """What `frames` regexes of catalog entries see: each frame as `file:line in function: code`, and
     the Ray task of the traceback."""
-    cap = MAX_FRAME_TEXT  # a fuzzed or cut line can make a "function" a megabyte long
+    cap = MAX_FRAME_FIELD  # a fuzzed or cut line can make a "function" a megabyte long
     out = [f"{f.file[:cap]}:{f.line} in {(f.function or '')[:cap]}: {(f.code or '')[:cap]}" for f in tb.frames]
     if tb.task:
         out.append(f"ray::{tb.task}")

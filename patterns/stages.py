@@ -335,7 +335,7 @@ def frame_rules() -> tuple[FrameRule, ...]:
 
 
 _WORD = regex.compile(r"\w+")
-MAX_FRAME_FIELD = 2000  # characters of a frame's file, function and code that the rules see
+MAX_FRAME_FIELD = 2000  # characters of a frame's file, function and code that frame rules and `frames` regexes see
 
 
 def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:

@@ -80,7 +80,7 @@ def test_folder_expansion_is_recursive_sorted_and_log_like(tmp_path: Path) -> No
     assert got == ["a/error.json", "a/stdout.log", "b/2.log", "c.err", "z.out"]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(st.lists(st.sampled_from(["\x1b[36m", "\x1b[0m", "\x1b", "[31m", "\x1b[1;31m", "(TaskRunner pid=7) ", "x", "[", "0m"]),
                 max_size=10))
 def test_strip_ansi_fast_path_equals_the_regex(pieces: list[str]) -> None:
