@@ -86,6 +86,21 @@ def _load(catalog_paths: tuple[str, ...]):
         sys.exit(EXIT_ERROR)
 
 
+def _without(catalog, disabled: tuple[str, ...]):
+    """The catalog minus the --disable'd entries; an id it does not have is a usage error."""
+    if not disabled:
+        return catalog
+    ids = {e.id for e in catalog.entries}
+    for entry_id in disabled:
+        if entry_id not in ids:
+            from rapidfuzz import process
+
+            best = process.extractOne(entry_id, sorted(ids))
+            hint = f" (did you mean '{best[0]}'?)" if best and best[1] >= 60 else ""
+            _fail(f"--disable {entry_id}: no catalog entry with that id{hint}; see 'verl-logscan catalog list'")
+    return catalog.without(set(disabled))
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -217,9 +232,12 @@ def cli() -> None:
                    "--tee -o report.md`); needs -o, since stdout carries the log.")
 @click.option("--metrics-csv", type=click.Path(dir_okay=False),
               help="Also write the step metrics (one row per step, one column per key) to this CSV file.")
+@click.option("--disable", "disabled", multiple=True, metavar="ID",
+              help="Scan without this catalog entry (e.g. one that misfires on your logs; or to see what the "
+                   "tool concludes without it). Repeatable.")
 def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...],
          color: bool | None, redact_hosts: bool, no_redact: bool, follow: bool, tee: bool,
-         metrics_csv: str | None) -> None:
+         metrics_csv: str | None, disabled: tuple[str, ...]) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
     \b
@@ -234,7 +252,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
         _fail("--tee passes the log through to stdout, so the report needs -o FILE")
     if follow and len(paths) > 1:
         _fail("--follow reads one file (or stdin); give a single PATH")
-    catalog = _load(catalogs)
+    catalog = _without(_load(catalogs), disabled)
     try:
         files = expand_inputs(list(paths) or ["-"])
     except InputError as exc:

@@ -12,20 +12,29 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from rapidfuzz import fuzz
-from rapidfuzz import process as fuzz_process
-
+from logparse.fallback import (
+    KIND_RANK,
+    BareLine,
+    Classification,
+    FailureEvidence,
+    classify,
+    evidence_of_traceback,
+    nearest_entries,
+)
 from logparse.findings import FindingCollector, FindingGroup, Hit, merge_similar
-from logparse.model import Candidate, Evidence, FindingView, Fix, RootCause, TracebackView
+from logparse.model import Basis, Candidate, Evidence, FindingView, Fix, RootCause, TracebackView
 from logparse.normalize import Record
 from logparse.tracebacks import Traceback
 from patterns import Catalog, Entry, Role
+from patterns.fallback import fallback_rules
 from patterns.inference import InferenceRules, inference_rules
-from patterns.stages import stage_of_frames, stage_of_task
+from patterns.stages import StageSource, stage_of_frames, stage_of_message, stage_of_task
 
 MAX_EVIDENCE = 60
 CONTEXT_LINES = 5
 UNKNOWN_PRIORITY = 10
+BARE_PRIORITY = 5  # a failure line without a traceback: below every traceback and catalog cause
+MAX_STAGE_MESSAGE_LINES = 20  # continuation lines of an error searched for task names (Ray's OOM table)
 IGNORED_EXCEPTIONS = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopIteration"}
 
 UNKNOWN_FIX = Fix(
@@ -42,18 +51,23 @@ UNKNOWN_FIX = Fix(
 
 @dataclass
 class Choice:
-    kind: str  # cause | unknown | wrapper | symptom
+    kind: str  # cause | unknown | wrapper | bare | symptom
     priority: int
     seq: int
     time: float | None = None
     hit: Hit | None = None
     traceback: Traceback | None = None
     group: FindingGroup | None = None
+    bare: BareLine | None = None
     explained_by: Choice | None = None
     survived_to: int | None = None  # training went on to this step after it
+    # what the fallback rules (patterns/fallback.yaml) say of a failure no entry names
+    classification: Classification | None = None
 
     @property
     def category(self) -> str:
+        if self.classification is not None:
+            return self.classification.category
         return self.hit.category if self.hit is not None else "unknown"
 
     @property
@@ -62,16 +76,41 @@ class Choice:
 
     @property
     def record(self) -> Record:
-        return self.hit.record if self.hit is not None else self.traceback.final.record
+        if self.hit is not None:
+            return self.hit.record
+        return self.bare.record if self.bare is not None else self.traceback.final.record
 
-    def explains(self, other: Choice, rules: InferenceRules) -> bool:
+    def evidence(self) -> FailureEvidence | None:
+        """What the fallback rules read: the exception (unwrapped), its frames and its chain."""
+        if self.bare is not None:
+            return self.bare.evidence()
+        tb = self.traceback if self.traceback is not None else (self.hit.traceback if self.hit else None)
+        if tb is not None and tb.final is not None:
+            ev = evidence_of_traceback(tb)
+            if self.hit is not None and "exc" in self.hit.groups and self.hit.groups["exc"]:
+                # a wrapper that names the class it carries (RayTaskError(X), terminate ... 'X')
+                inner = ev.exc_type or ""
+                if "RayTaskError" in inner or inner == "":
+                    ev = FailureEvidence(self.hit.groups["exc"], ev.message, ev.frames, ev.chain)
+            return ev
+        if self.hit is not None:
+            exc = self.hit.groups.get("exc")
+            extra = " ".join(r.message.strip() for r in self.hit.after[:6])
+            return FailureEvidence(exc, f"{self.hit.record.message} {extra}".strip())
+        return None
+
+    def explains(self, other: Choice, rules: InferenceRules, catalog_explains=None) -> bool:
         if other is self or other.kind in ("wrapper", "symptom"):
-            return other is not self and self.kind in ("cause", "unknown")
+            return other is not self and self.kind in ("cause", "unknown", "bare")
         if self.kind == "cause":
             listed = self.hit.entry.explains
             ok = other.category in listed or other.entry_id in listed
-        elif self.kind == "unknown":
-            ok = other.category in rules.unknown_exception_explains and other.kind == "cause"
+        elif self.kind in ("unknown", "bare"):
+            # an unrecognised exception explains the generic echoes, and, once the fallback rules name
+            # its category, what the catalog's entries of that category explain
+            listed = catalog_explains(self.category) if catalog_explains and self.classification else ()
+            ok = other.kind == "cause" and (other.category in rules.unknown_exception_explains
+                                            or other.category in listed or other.entry_id in listed)
         else:
             return False
         if not ok:
@@ -150,36 +189,51 @@ def finding_view(group: FindingGroup, category: str | None = None, explained_by:
     )
 
 
-def similar_entries(catalog: Catalog, text: str, limit: int = 3) -> tuple[str, ...]:
-    choices = {e.id: " ".join((e.title, *e.keywords, *(x.line for x in e.examples.match[:2])))
-               for e in catalog.entries if e.role in (Role.CAUSE, Role.WRAPPER)}
-    if not choices or not text:
+def similar_entries(catalog: Catalog, evidence: FailureEvidence | None, limit: int = 3) -> tuple[str, ...]:
+    """The catalog entries most like an unrecognised failure (its message against their examples)."""
+    if evidence is None:
         return ()
-    best = fuzz_process.extract(text, choices, scorer=fuzz.token_set_ratio, limit=limit)
-    return tuple(key for _, _, key in best)
+    return tuple(n.entry_id for n in nearest_entries(evidence, catalog, limit=limit))
+
+
+def category_explains(catalog: Catalog):
+    """category -> what the catalog's cause entries of that category explain (ids and categories)."""
+    table: dict[str, set[str]] = {}
+    for e in catalog.entries:
+        if e.role == Role.CAUSE and e.explains:
+            table.setdefault(e.category, set()).update(e.explains)
+    return lambda category: table.get(category, ())
 
 
 def stage_for(entry: Entry | None, tb: Traceback | None, seq: int = 0,
-              tracebacks: list[Traceback] | None = None) -> str | None:
-    """In order of trust: the Ray task of the failure's own traceback, then its frames
-    (patterns/stages.yaml frame_stages); the entry's stage hint; the Ray task of the first Ray task
-    task or frames of the first traceback reported after the failure (the wrapper that carried it).
-    The scanner falls back to the last stage marker before the failure."""
+              tracebacks: list[Traceback] | None = None,
+              messages: tuple[str, ...] = ()) -> tuple[str | None, StageSource | None]:
+    """The stage of a failure and where it came from, in order of trust: the Ray task of the
+    failure's own traceback, then its frames (patterns/stages.yaml frame_stages); the entry's stage
+    hint; the Ray task or frames of the first traceback reported after the failure (the wrapper that
+    carried it); a task named in its message (Ray's memory monitor names the task it killed). The
+    scanner then tries the collective's sequence number, the last stage marker, and the category."""
     if tb is not None and not tb.torchrun_failures:
         # (a ChildFailedError's frames are the launcher's, not those of the rank that failed)
-        stage = stage_of_task(tb.task) or stage_of_frames([(f.file, f.function, f.code) for f in tb.frames])
+        stage = stage_of_task(tb.task)
         if stage:
-            return stage
+            return stage, StageSource.RAY_TASK
+        stage = stage_of_frames([(f.file, f.function, f.code) for f in tb.frames])
+        if stage:
+            return stage, StageSource.FRAMES
     if entry is not None and entry.stage:
-        return entry.stage
+        return entry.stage, StageSource.ENTRY
     for other in tracebacks or ():
         # the first traceback reported after the failure carried it: its task or frames tell where
         if other.start.seq >= seq and not other.torchrun_failures:
             stage = stage_of_task(other.task) or stage_of_frames(
                 [(f.file, f.function, f.code) for f in other.frames])
             if stage:
-                return stage
-    return None
+                return stage, StageSource.TRACEBACK
+    stage = stage_of_message(messages)
+    if stage:
+        return stage, StageSource.MEMORY_MONITOR
+    return None, None
 
 
 def chrono_cmp(a: Choice, b: Choice, tolerance: float) -> int:
@@ -216,23 +270,42 @@ def candidates_of(collector: FindingCollector, groups: list[FindingGroup], trace
     return out
 
 
+def classify_choice(c: Choice, catalog: Catalog | None, nearest: bool = False) -> None:
+    """Name the category of a failure no entry names (an unrecognised exception, a bare line, a
+    wrapper whose own category is unknown) from its evidence: patterns/fallback.yaml."""
+    if c.classification is not None or c.kind in ("cause", "symptom"):
+        return
+    if c.kind == "wrapper" and c.hit is not None and c.hit.category != "unknown":
+        return
+    evidence = c.evidence()
+    if evidence is not None:
+        c.classification = classify(evidence, catalog if nearest else None)
+
+
 def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: list[Traceback],
-           last_step: tuple[int, int] | None = None) -> tuple[Choice | None, list[Choice]]:
+           last_step: tuple[int, int] | None = None, bare_lines: list[BareLine] | tuple = (),
+           catalog: Catalog | None = None) -> tuple[Choice | None, list[Choice]]:
     """The verdict and every candidate considered, best first.
 
-    1. Candidates: causes and unrecognised exceptions; one after which training went on is dropped.
-    2. A candidate explained by another (the catalog's `explains`, inference.yaml for unrecognised
-       exceptions), and not clearly earlier than it, is an echo.
+    1. Candidates: causes and unrecognised exceptions (their category named by the fallback rules);
+       one after which training went on is dropped.
+    2. A candidate explained by another (the catalog's `explains`; for an unrecognised exception,
+       inference.yaml and what the catalog's entries of its fallback category explain), and not
+       clearly earlier than it, is an echo.
     3. Among the rest: the most specific priority band first, then the earliest, then priority.
-    4. With no cause at all: the best wrapper (its own category), else the best symptom.
+    4. With no cause at all: wrappers whose category is known (from the catalog, or from the class
+       and traceback they carry), then bare failure lines, then the other wrappers, then symptoms.
     """
     rules = inference_rules()
     tol = rules.chronology_tolerance_s
     cands = candidates_of(collector, groups, tracebacks, last_step)
     live = [c for c in cands if c.survived_to is None]
     for c in live:
+        classify_choice(c, catalog)
+    explains_of = category_explains(catalog) if catalog is not None else None
+    for c in live:
         for other in live:
-            if other is not c and other.explains(c, rules) and not c.explains(other, rules):
+            if other is not c and other.explains(c, rules, explains_of) and not c.explains(other, rules, explains_of):
                 c.explained_by = other
                 break
     roots = [c for c in live if c.explained_by is None] or live
@@ -258,14 +331,28 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
         f = tb.torchrun_failure_at(c.hit.seq) if tb is not None else None
         return f is not None and f.section == "root"
 
-    for kind, role in (("wrapper", Role.WRAPPER), ("symptom", Role.SYMPTOM)):
-        pool = [Choice(kind, g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
-                for g in groups if g.entry.role == role]
-        if pool:
-            pool.sort(key=lambda c: (not in_first_observed(c), -c.priority, c.seq))
-            return pool[0], pool + [c for c in cands if c.survived_to is not None]
     survivors = [c for c in cands if c.survived_to is not None]
+    wrappers = [Choice("wrapper", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
+                for g in groups if g.entry.role == Role.WRAPPER]
+    for w in wrappers:
+        classify_choice(w, catalog)
+    wrappers.sort(key=lambda c: (not in_first_observed(c), -c.priority, c.seq))
+    bare = [Choice("bare", BARE_PRIORITY, b.seq, b.record.origin.time, bare=b) for b in bare_lines]
+    for b in bare:
+        classify_choice(b, catalog)
+    bare.sort(key=lambda c: (KIND_RANK.get(c.bare.kind, 3), c.seq))
+    symptoms = [Choice("symptom", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
+                for g in groups if g.entry.role == Role.SYMPTOM]
+    symptoms.sort(key=lambda c: (-c.priority, c.seq))
+    pool = ([w for w in wrappers if w.category != "unknown"] + bare
+            + [w for w in wrappers if w.category == "unknown"] + symptoms)
+    if pool:
+        return pool[0], pool + survivors
     return None, survivors
+
+
+BASIS_CONFIDENCE = {"phrase": 0.0, "type": 0.0, "frame": -0.05, "weak-phrase": -0.1, "weak-type": -0.1,
+                    "nearest": -0.15}
 
 
 def confidence_for(choice: Choice, choices: list[Choice]) -> float:
@@ -279,10 +366,15 @@ def confidence_for(choice: Choice, choices: list[Choice]) -> float:
         base += 0.05 if choice.hit.traceback is not None else 0.0
     elif choice.kind == "unknown":
         base = 0.45 + (0.1 if explained else 0.0)
+    elif choice.kind == "bare":
+        base = 0.35
     elif choice.kind == "wrapper":
         base = 0.35 if choice.category != "unknown" else 0.25
     else:
         base = 0.2
+    if choice.classification is not None:
+        # a category from the evidence, not from an entry: as sure as its basis
+        base += BASIS_CONFIDENCE[choice.classification.basis]
     base -= 0.15 * min(rivals, 2)
     return round(max(0.1, min(base, 0.97)), 2)
 
@@ -291,6 +383,10 @@ def describe(choice: Choice) -> str:
     if choice.hit is not None:
         r = choice.hit.record
         return f"{choice.hit.entry.id} at {r.line.source}:{r.line.number}"
+    if choice.bare is not None:
+        r = choice.bare.record
+        what = choice.bare.exc_type or "error line"
+        return f"unrecognised {what} at {r.line.source}:{r.line.number}"
     exc = choice.traceback.final
     return f"unrecognised {exc.type} at {exc.record.line.source}:{exc.record.line.number}"
 
@@ -303,6 +399,15 @@ def why_lost(winner: Choice, other: Choice) -> str:
         return f"an echo: explained by {describe(other.explained_by)}"
     if other.kind in ("wrapper", "symptom") and winner.kind in ("cause", "unknown"):
         return f"a {other.kind}, never the root cause while a cause is visible"
+    if winner.kind in ("wrapper", "bare") and other.kind in ("wrapper", "bare", "symptom"):
+        if other.kind == "symptom":
+            return "a symptom, ranked after wrappers and failure lines"
+        if winner.category != "unknown" and other.category == "unknown":
+            return "its category is not known"
+        if other.kind == "bare" and winner.kind == "wrapper":
+            return "a failure line without a traceback, ranked after a wrapper whose category is known"
+        if other.kind == "wrapper" and winner.kind == "bare":
+            return "a wrapper whose category is not known, ranked after failure lines"
     if rules.band(other.priority) < rules.band(winner.priority):
         return f"less specific (priority {other.priority} < {winner.priority})"
     if chrono_cmp(winner, other, rules.chronology_tolerance_s) < 0:
@@ -317,8 +422,12 @@ def _where(rec: Record, tb: Traceback | None) -> dict:
     traceback's first line, else (for a RayTaskError seen in the driver) the worker in its header."""
     o = rec.origin
     start = tb.start.origin if tb is not None else o
+    rank = o.rank if o.rank is not None else start.rank
+    if rank is None and tb is not None:
+        # the header lacks a `[rankN]` prefix but another line of the same traceback has one
+        rank = next((r.origin.rank for r in tb.all_records() if r.origin.rank is not None), None)
     out = {
-        "rank": o.rank if o.rank is not None else start.rank,
+        "rank": rank,
         "local_rank": o.local_rank if o.local_rank is not None else start.local_rank,
         "pid": o.pid if o.pid is not None else start.pid,
         "actor": o.actor or start.actor,
@@ -351,9 +460,18 @@ def _explanation(choice: Choice, choices: list[Choice], echoes: int) -> list[str
     elif choice.kind == "wrapper":
         lines.append(f"Chosen: {describe(choice)}: only wrappers were found; the wrapper's own category "
                      f"({choice.category}) decides, with low confidence.")
+    elif choice.kind == "bare":
+        lines.append(f"Chosen: {describe(choice)}{' on ' + where if where else ''}: no catalog cause and no "
+                     f"traceback; this line reads as a failure ({choice.bare.kind}) and nothing after it shows the "
+                     f"job went on (no later step, progress bar, completion or new stage).")
     else:
         lines.append(f"Chosen: {describe(choice)}: only symptoms were found; their category is reported with "
                      f"low confidence.")
+    if choice.classification is not None:
+        lines.append(choice.classification.sentence())
+    elif choice.kind in ("unknown", "bare") or (choice.kind == "wrapper" and choice.category == "unknown"):
+        lines.append("Category unknown: no catalog entry, fallback rule (patterns/fallback.yaml) or "
+                     "sufficiently similar known entry names this error; the evidence is shown as it is.")
     explained = [c for c in choices if c.explained_by is choice]
     if explained:
         cats = sorted({c.category for c in explained})
@@ -367,9 +485,34 @@ def _explanation(choice: Choice, choices: list[Choice], echoes: int) -> list[str
     return lines
 
 
+def basis_of(choice: Choice) -> Basis:
+    """What decided the category: a catalog entry, or a fallback rule (phrase, type, frame, nearest)."""
+    c = choice.classification
+    if c is not None:
+        return Basis(c.basis, c.rule, c.detail)
+    if choice.hit is not None:
+        return Basis("entry", choice.hit.entry.id, f"catalog entry {choice.hit.entry.id}")
+    return Basis("none", None, "no entry or fallback rule names it")
+
+
+def fix_for_category(choice: Choice) -> Fix:
+    """The remediation of a failure no entry names: its category's (patterns/fallback.yaml), else
+    the generic one; a nearest entry is named for its own fix."""
+    r = fallback_rules().fix_for(choice.category) if choice.category != "unknown" else None
+    if r is None:
+        return UNKNOWN_FIX
+    steps = list(r.fix)
+    if choice.classification is not None and choice.classification.basis == "nearest":
+        steps.append(f"This error resembles catalog entry `{choice.classification.rule}`: "
+                     f"`verl-logscan explain {choice.classification.rule}` tells how that one is fixed.")
+    return Fix(r.summary, r.why, tuple(steps), r.references)
+
+
 def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGroup],
                   catalog: Catalog, extra_explanation: tuple[str, ...] = (),
                   tracebacks: list[Traceback] | None = None, laggard: int | None = None) -> RootCause:
+    if choice.kind in ("unknown", "bare", "wrapper") and choice.classification is None:
+        classify_choice(choice, catalog, nearest=True)  # the nearest entry only for the one chosen
     echoes = sum(1 for g in groups if g.entry.role in (Role.SYMPTOM, Role.WRAPPER)
                  and (choice.group is None or g is not choice.group))
     candidates = tuple(
@@ -378,6 +521,7 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
     )
     explanation = tuple(_explanation(choice, choices, echoes)) + extra_explanation
     confidence = confidence_for(choice, choices)
+    basis = basis_of(choice)
     if choice.hit is not None:
         hit = choice.hit
         entry = hit.entry
@@ -387,43 +531,79 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
         if hit.category in inference_rules().observer_categories:
             # the rank that printed a collective timeout only waited for the one at fault
             where.update(rank=laggard, local_rank=None, pid=None, actor=None)
+        stage, source = stage_for(entry, tb, rec.seq, tracebacks, _messages_of(rec, hit.after))
+        decided = choice.classification is not None
         return RootCause(
             id=entry.id,
-            category=hit.category,
+            category=choice.category,
             title=entry.title,
             summary=entry.render_message(hit.groups),
             message=rec.message,
             evidence=build_evidence(rec, tb, hit.context if tb is None else tb.context, hit.after),
             **where,
-            stage=stage_for(entry, tb, rec.seq, tracebacks),
+            stage=stage,
+            stage_source=source.value if source else None,
             confidence=confidence,
-            remediation=fix_of(entry),
+            remediation=fix_for_category(choice) if decided else fix_of(entry),
             error_line=evidence_of(rec),
             traceback=traceback_view(tb),
             explanation=explanation,
             candidates=candidates,
+            similar=similar_entries(catalog, choice.evidence()) if decided else (),
+            basis=basis,
+        )
+    if choice.bare is not None:
+        bare = choice.bare
+        rec = bare.record
+        what = bare.exc_type or "error line"
+        stage, source = stage_for(None, None, rec.seq, tracebacks, _messages_of(rec, bare.after))
+        return RootCause(
+            id="unknown",
+            category=choice.category,
+            title=f"Unrecognised {what}" if bare.exc_type else "Unrecognised error line",
+            summary=rec.message.strip(),
+            message=rec.message,
+            evidence=build_evidence(rec, None, list(bare.context), bare.after),
+            **_where(rec, None),
+            stage=stage,
+            stage_source=source.value if source else None,
+            confidence=confidence,
+            remediation=fix_for_category(choice),
+            error_line=evidence_of(rec),
+            traceback=None,
+            explanation=explanation,
+            candidates=candidates,
+            similar=similar_entries(catalog, bare.evidence()),
+            basis=basis,
         )
     tb = choice.traceback
     exc = tb.final
     rec = exc.record
     text = f"{exc.type}: {exc.message}" if exc.message else exc.type
+    stage, source = stage_for(None, tb, rec.seq, tracebacks, _messages_of(rec, ()))
     return RootCause(
         id="unknown",
-        category="unknown",
+        category=choice.category,
         title=f"Unrecognised error: {exc.short_type}",
         summary=text,
         message=rec.message,
         evidence=build_evidence(rec, tb, tb.context),
         **_where(rec, tb),
-        stage=stage_for(None, tb, rec.seq, tracebacks),
+        stage=stage,
+        stage_source=source.value if source else None,
         confidence=confidence,
-        remediation=UNKNOWN_FIX,
+        remediation=fix_for_category(choice),
         error_line=evidence_of(rec),
         traceback=traceback_view(tb),
         explanation=explanation,
         candidates=candidates,
-        similar=similar_entries(catalog, text),
+        similar=similar_entries(catalog, choice.evidence()),
+        basis=basis,
     )
+
+
+def _messages_of(rec: Record, after) -> tuple[str, ...]:
+    return (rec.message, *(r.message for r in list(after)[:MAX_STAGE_MESSAGE_LINES]))
 
 
 @dataclass(frozen=True)
@@ -437,10 +617,10 @@ class Verdict:
 
 def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Catalog,
           last_step: tuple[int, int] | None = None, extra_explanation: tuple[str, ...] = (),
-          laggard: int | None = None) -> Verdict:
+          laggard: int | None = None, bare_lines: list[BareLine] | tuple = ()) -> Verdict:
     groups = merge_similar(sorted(collector.groups.values(), key=lambda g: g.first.seq))
     findings = tuple(finding_view(g) for g in groups)
-    choice, choices = choose(collector, groups, tracebacks, last_step)
+    choice, choices = choose(collector, groups, tracebacks, last_step, bare_lines, catalog)
     notes = tuple(f"{describe(c)} was not taken as the cause: training went on to step {c.survived_to} after it"
                   for c in choices if c.survived_to is not None)
     if choice is None:
@@ -448,7 +628,7 @@ def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Cat
     root = root_cause_of(choice, choices, groups, catalog, extra_explanation, tracebacks, laggard)
     explained_by = {c.group.entry.id: describe(c.explained_by) for c in choices
                     if c.group is not None and c.explained_by is not None}
-    echo_of = describe(choice) if choice.kind in ("cause", "unknown") else None
+    echo_of = describe(choice) if choice.kind in ("cause", "unknown", "bare") else None
     symptoms = []
     for g in merge_by_entry([g for g in groups if g is not choice.group and g.entry.role != Role.CONTEXT]):
         if g.entry.role in (Role.SYMPTOM, Role.WRAPPER):

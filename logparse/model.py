@@ -58,6 +58,16 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Basis:
+    """What decided a root cause's category: a catalog entry, or a fallback rule of
+    patterns/fallback.yaml (phrase, type, frame, weak-phrase, weak-type, nearest), or none."""
+
+    kind: str  # entry | phrase | type | frame | weak-phrase | weak-type | nearest | none
+    rule: str | None  # the entry or rule id (nearest: the nearest entry's id)
+    detail: str
+
+
+@dataclass(frozen=True)
 class RootCause:
     id: str
     category: str
@@ -78,6 +88,8 @@ class RootCause:
     explanation: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = ()
     similar: tuple[str, ...] = ()
+    stage_source: str | None = None  # where `stage` came from (patterns.stages.StageSource)
+    basis: Basis | None = None
 
 
 @dataclass(frozen=True)

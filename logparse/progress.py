@@ -324,6 +324,24 @@ class StageTracker:
                 f"stage transitions, {c.max_marks} step/bar marks, {c.max_events} events)")
         return [note]
 
+    def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset()) -> bool:
+        """Did the job show progress after record `seq`: a step line, a progress bar, a completion
+        marker, or a stage (not in `ignore`) it had not reached before?"""
+        for items in (self._steps, self._bars):
+            if items and items[-1][0] > seq:
+                return True
+        if self._completions and self._completions[-1] > seq:
+            return True
+        return any(span.first[2] > seq and stage not in ignore for stage, span in self._spans.items())
+
+    def training_started_before(self, seq: int) -> bool:
+        """Had the training loop begun (a step line, a progress bar, a training-loop marker) by `seq`?"""
+        for items in (self._steps, self._bars):
+            if items and items[0][0] < seq:
+                return True
+        span = self._spans.get(STEP_STAGE)
+        return span is not None and span.first[2] < seq
+
     def stage_at(self, seq: int) -> str | None:
         """The last stage seen at or before record `seq` (None: none yet, or older than what is kept)."""
         i = bisect_right(self._transition_seqs, seq) - 1

@@ -13,6 +13,7 @@ import heapq
 import json
 import os
 import stat
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from logparse import model
 from logparse.blocks import Block, blocks_in_process, iter_blocks, reader_process_possible
 from logparse.collectives import CollectiveAnalyzer
 from logparse.environment import EnvironmentTracker
+from logparse.fallback import BareLine, BareLineDetector
 from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
@@ -48,7 +50,7 @@ from logparse.reader import (
 from logparse.tracebacks import LineRole, TracebackAssembler
 from patterns import Catalog, Role, Severity
 from patterns.inference import inference_rules
-from patterns.stages import MAX_FRAME_FIELD
+from patterns.stages import MAX_FRAME_FIELD, StageSource, category_stages
 
 MAX_MERGE_FILES = 64
 MAX_ERROR_JSON_BYTES = 16 << 20
@@ -65,6 +67,7 @@ CONTEXT_LINES = 5  # context lines before an error line, from its own stream
 LOOKBACK_LINES = 64  # raw lines read back to find them
 LOOKBACK_BYTES = 64 * 1024  # bytes of the previous block kept for that
 MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
+MAX_BARE_LINES = 200  # bare failure lines kept (the first half and the most recent half)
 MAX_CHARTS = 8
 MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
@@ -126,7 +129,11 @@ class Scanner:
         self.attempts: list[AttemptVerdict] = []
         self._attempt_count = 0
         self._attempt_first: Evidence | None = None
-        keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
+        self.bare_detector = BareLineDetector()
+        self.bare_lines: list[BareLine] = []  # the first MAX_BARE_LINES // 2 ...
+        self._recent_bare: deque[BareLine] = deque(maxlen=MAX_BARE_LINES // 2)  # ... and the most recent
+        keywords = (set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
+                    | set(self.bare_detector.keywords))
         for entry in catalog.entries:
             keywords.update(entry.keywords)
         self.prefilter = Prefilter(keywords, self.config.engine)
@@ -137,6 +144,8 @@ class Scanner:
         stage_words, env_words = set(self.stages.keywords), set(self.env.scan_keywords)
         self._stage_word = [k if k in stage_words else None for k in self.prefilter.keywords]
         self._env_word = [k if k in env_words else None for k in self.prefilter.keywords]
+        bare_words = set(self.bare_detector.keywords)
+        self._bare_word = [k in bare_words for k in self.prefilter.keywords]
         self._routes: dict[frozenset[int], tuple] = {}  # keyword ids of a line -> _route()
         self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
         self._tails: dict[str, bytes] = {}
@@ -375,11 +384,12 @@ class Scanner:
         ids = rec.keywords
         if ids is None:  # not prefiltered: the trackers search the message for their keywords
             stage_words = env_words = entries = None
+            bare = True
         else:
             routed = self._routes.get(ids)
             if routed is None:
                 routed = self._route(ids)
-            stage_words, env_words, entries = routed
+            stage_words, env_words, entries, bare = routed
         if stage_words is None or stage_words:
             self.stages.feed(rec, stage_words)
         if len(self.stages.attempt_starts) != self._attempt_count:
@@ -410,8 +420,10 @@ class Scanner:
         elif entries:
             matches = self.matcher.match_entries(entries, msg)
         else:
-            return
+            matches = ()
         if not matches:
+            if bare and role == LineRole.NONE:
+                self._bare_line(rec)
             return
         tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
         if any(m.entry.frames for m in matches):
@@ -421,6 +433,8 @@ class Scanner:
                     self.deferred.append((m, rec, tb, self.last_step[1] if self.last_step else None))
             matches = [m for m in matches if not m.entry.frames]
             if not matches:
+                if bare and role == LineRole.NONE:  # (outside a traceback those entries cannot fire)
+                    self._bare_line(rec)
                 return
         context = self.assembler.context_for(rec) if tb is None else []
         if tb is None and context and context[-1] is rec:
@@ -435,16 +449,40 @@ class Scanner:
         if tb is None and stream not in self.open_message:
             self.open_message[stream] = hits[0]
 
-    def _route(self, ids: frozenset[int]) -> tuple[list[str], list[str], tuple]:
+    def _route(self, ids: frozenset[int]) -> tuple[list[str], list[str], tuple, bool]:
         """What the prefilter keywords `ids` of a line call for: the stage and environment trackers'
-        keywords among them, and the catalog entries that have one of them (cached per set)."""
+        keywords among them, the catalog entries that have one of them, and whether the line may be a
+        bare failure line (a keyword of patterns/fallback.yaml) (cached per set)."""
         stage_words = [w for w in map(self._stage_word.__getitem__, ids) if w is not None]
         env_words = [w for w in map(self._env_word.__getitem__, ids) if w is not None]
         entries = tuple({e.id: e for k in ids for e in self._entries_of_keyword[k]}.values())
-        routed = (stage_words, env_words, entries)
+        bare = any(map(self._bare_word.__getitem__, ids))
+        routed = (stage_words, env_words, entries, bare)
         if len(self._routes) < 65536:
             self._routes[ids] = routed
         return routed
+
+    def _bare_line(self, rec: Record) -> None:
+        """A line outside any traceback that no entry matched but that reads as a failure: kept (the
+        first and the most recent MAX_BARE_LINES // 2) for the verdict, with its continuation lines."""
+        found = self.bare_detector.detect(rec)
+        if found is None:
+            return
+        kind, exc_type, message = found
+        context = self.assembler.context_for(rec)
+        if context and context[-1] is rec:
+            context = context[:-1]
+        line = BareLine(rec, kind, exc_type, message, self.last_step[1] if self.last_step else None, context)
+        if len(self.bare_lines) < MAX_BARE_LINES // 2:
+            self.bare_lines.append(line)
+        else:
+            self._recent_bare.append(line)
+        self._active_sources.add(rec.line.source)
+        if rec.stream not in self.open_message:
+            self.open_message[rec.stream] = line
+
+    def kept_bare_lines(self) -> list[BareLine]:
+        return self.bare_lines + list(self._recent_bare)
 
     def _continue_message(self, rec: Record, role: LineRole) -> None:
         """Lines right after an error line outside a traceback belong to its message until a blank
@@ -469,9 +507,11 @@ class Scanner:
         """A (re)start marker after progress: the attempt so far is diagnosed on its own and set aside;
         the verdict is the last attempt's."""
         first = Evidence(rec.line.source, rec.line.number, rec.line.text)
-        if self.collector.groups or self.assembler.total or self.assembler.kept() or self.last_step:
+        if self.collector.groups or self.assembler.total or self.assembler.kept() or self.last_step \
+                or self.bare_lines:
             self.finish()
-            v = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step)
+            v = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step,
+                      bare_lines=self._live_bare_lines())
             self.attempts.append(AttemptVerdict(
                 index=len(self.attempts) + 1,
                 first_line=self._attempt_first or first,
@@ -481,6 +521,8 @@ class Scanner:
             ))
             self.collector = FindingCollector(self.config.max_groups)
             self.assembler = TracebackAssembler(self._context)
+            self.bare_lines = []
+            self._recent_bare.clear()
             self.collectives = CollectiveAnalyzer()
             self.open_message.clear()
             self.last_step = None
@@ -494,7 +536,7 @@ class Scanner:
             suspects = set(nccl.silent) | {r for r, _ in nccl.behind}
             laggard = suspects.pop() if len(suspects) == 1 else None
         verdict = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step,
-                        nccl.sentences if nccl else (), laggard)
+                        nccl.sentences if nccl else (), laggard, bare_lines=self._live_bare_lines())
         root, symptoms, findings = verdict.root, verdict.symptoms, verdict.findings
         notes = self.skipped + [n for s in self.inputs for n in s.notes] + list(verdict.notes)
         if self.collector.overflow:
@@ -511,12 +553,15 @@ class Scanner:
         if root is not None and root.error_line is not None:
             root_seq = self._seq_of(verdict)
         if root is not None and root.stage is None and root_seq is not None:
-            # least trusted: the last stage marker seen before the failure
-            stage = self.stages.stage_at(root_seq)
-            if stage is None and nccl is not None and root.category in inference_rules().observer_categories:
-                stage = "distributed-init" if nccl.seq <= inference_rules().early_collective_seq else "training"
+            stage, source = self._stage_fallback(root, root_seq, nccl)
             if stage is not None:
-                root = dataclasses.replace(root, stage=stage)
+                root = dataclasses.replace(root, stage=stage, stage_source=source.value)
+        if root is not None and root.rank is None and root.local_rank is None and root.pid is None \
+                and root.actor is None and root.category not in inference_rules().observer_categories:
+            # a process with no prefix of its own: the launcher's report names the rank that failed
+            launcher = self._launcher_failed_rank()
+            if launcher is not None:
+                root = dataclasses.replace(root, rank=launcher[0], local_rank=launcher[1])
         if root is not None and root.rank is None and root.local_rank is not None:
             # torchrun's summary maps a local rank (a --log-dir folder) to its global rank
             for tb in self.assembler.kept():
@@ -545,6 +590,49 @@ class Scanner:
             environment=environment,
             attempts=tuple(self.attempts),
         )
+
+    def _stage_fallback(self, root: model.RootCause, root_seq: int, nccl) -> tuple[str | None, StageSource | None]:
+        """The stage when the failure's own evidence does not tell it, in order of trust: a collective
+        that timed out among the first of its group before any training step (distributed-init);
+        the last stage marker before the failure; a collective that timed out far into its group
+        (training); before the training loop began, the init stage its category implies
+        (patterns/stages.yaml category_stages)."""
+        rules = inference_rules()
+        started = self.stages.training_started_before(root_seq)
+        observer = root.category in rules.observer_categories
+        if nccl is not None and observer and not started and nccl.seq <= rules.early_collective_seq:
+            return "distributed-init", StageSource.COLLECTIVE
+        stage = self.stages.stage_at(root_seq)
+        if stage is not None:
+            return stage, StageSource.MARKER
+        if nccl is not None and observer and nccl.seq > rules.early_collective_seq:
+            return "training", StageSource.COLLECTIVE  # thousands of collectives in: inside the loop
+        if not started and root.category in category_stages():
+            return category_stages()[root.category], StageSource.CATEGORY
+        return None, None
+
+    def _launcher_failed_rank(self) -> tuple[int | None, int | None] | None:
+        """(rank, local_rank) of the one process a launcher reports as failed: torchrun's
+        ChildFailedError summary (its root-cause block, else its only failure), else the local
+        ranks of the agent's `failed (exitcode: N) local_rank: N` lines (a `local_rank` group of a
+        catalog entry). None when it names none or several."""
+        for tb in self.assembler.kept():
+            root = tb.torchrun_root_failure()
+            failures = [root] if root is not None else tb.torchrun_failures
+            if len(failures) == 1 and (failures[0].rank is not None or failures[0].local_rank is not None):
+                return failures[0].rank, failures[0].local_rank
+        local = {g.first.groups.get("local_rank") for g in self.collector.groups.values()
+                 if g.first.groups.get("local_rank") is not None}
+        if len(local) == 1:
+            value = local.pop()
+            return (None, int(value)) if value.isdigit() else None
+        return None
+
+    def _live_bare_lines(self) -> list[BareLine]:
+        """Bare failure lines after which the job did not go on (no later step line, progress bar,
+        completion marker, or a stage it had not reached)."""
+        return [b for b in self.kept_bare_lines()
+                if not self.stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED)]
 
     @staticmethod
     def _seq_of(verdict: Verdict) -> int | None:
@@ -593,6 +681,8 @@ class Scanner:
 
 
 _NO_KEYWORDS: frozenset[int] = frozenset()
+# stages that do not show a job went on after an error line: its teardown, or a restart (a new attempt)
+WENT_ON_IGNORED = frozenset({"shutdown", "launch"})
 
 
 class LazyContext(Sequence):

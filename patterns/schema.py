@@ -7,7 +7,6 @@ from enum import Enum
 
 import regex
 
-
 REGEX_TIMEOUT_S = 0.05  # per search of a catalog, marker or frame regex: past it, no match instead of a hang
 _GROUP_NAME = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 
@@ -182,3 +181,7 @@ class Catalog:
 
     def get(self, entry_id: str) -> Entry | None:
         return self.by_id().get(entry_id)
+
+    def without(self, ids: set[str] | frozenset[str]) -> Catalog:
+        """The catalog minus the entries whose id is in `ids` (`scan --disable`)."""
+        return Catalog(tuple(e for e in self.entries if e.id not in ids), self.sources)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import regex
@@ -43,7 +44,7 @@ MARKER_FIELDS = {
     "repeat_stage": False,
 }
 EXAMPLE_FIELDS = ("match", "no_match")
-TOP_FIELDS = ("task_stages", "markers", "frame_stages")
+TOP_FIELDS = ("task_stages", "markers", "frame_stages", "message_tasks", "category_stages")
 
 
 TIMEOUT_FROM_CHARS = 2000  # messages longer than this are searched with a timeout
@@ -310,14 +311,29 @@ def builtin_stage_markers() -> StageMarkers:
     return load_stage_markers(lazy=True)
 
 
+class StageSource(str, Enum):
+    """Where a failure's stage came from, most trusted first (the report's `stage_source`)."""
+
+    RAY_TASK = "ray-task"  # the Ray task in its traceback (`ray::WorkerDict.actor_rollout_update_actor()`)
+    FRAMES = "frames"  # its traceback's frames (frame_stages)
+    ENTRY = "entry"  # the catalog entry's stage hint
+    TRACEBACK = "traceback"  # the task or frames of the traceback that carried it
+    MEMORY_MONITOR = "memory-monitor"  # a task named in its message (Ray's OOM kill names the task)
+    COLLECTIVE = "collective"  # a collective timeout among the first of its group, before any step
+    MARKER = "marker"  # the last stage marker before it
+    CATEGORY = "category"  # before the first training step: the init stage its category implies
+
+
 @dataclass(frozen=True)
 class FrameRule:
-    """A traceback frame -> stage rule of stages.yaml `frame_stages` (one of function/code/file)."""
+    """A traceback frame -> stage rule of stages.yaml `frame_stages` (one of function/code/file).
+    A `weak` rule is tried only when no other rule matches any frame."""
 
     stage: str
     function: regex.Pattern | None = None
     code: regex.Pattern | None = None
     file: regex.Pattern | None = None
+    weak: bool = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -330,8 +346,47 @@ def frame_rules() -> tuple[FrameRule, ...]:
         fields = {k: regex.compile(raw[k]) for k in ("function", "code", "file") if raw.get(k)}
         if len(fields) != 1:
             raise ValueError(f"patterns/stages.yaml: frame_stages #{i + 1}: exactly one of function, code, file")
-        rules.append(FrameRule(raw["stage"], **fields))
+        rules.append(FrameRule(raw["stage"], **fields, weak=bool(raw.get("weak", False))))
     return tuple(rules)
+
+
+@functools.lru_cache(maxsize=1)
+def message_task_patterns() -> tuple[regex.Pattern, ...]:
+    """stages.yaml `message_tasks`: regexes whose `task` group names a Ray task inside an error's
+    message (Ray's memory monitor: `name=WorkerDict.actor_rollout_compute_log_prob`, the
+    `Top 10 memory users` table: `ray::WorkerDict.actor_rollout_generate_sequences`)."""
+    out = []
+    for i, p in enumerate(_builtin_data().get("message_tasks") or ()):
+        compiled = regex.compile(p)
+        if "task" not in compiled.groupindex:
+            raise ValueError(f"patterns/stages.yaml: message_tasks #{i + 1}: needs a named group 'task'")
+        out.append(compiled)
+    return tuple(out)
+
+
+def stage_of_message(messages: tuple[str, ...] | list[str]) -> str | None:
+    """The stage of the first Ray task named in an error's message lines (message_tasks)."""
+    for text in messages:
+        for pattern in message_task_patterns():
+            try:
+                for m in pattern.finditer(text[:MAX_FRAME_FIELD * 4], timeout=REGEX_TIMEOUT_S):
+                    stage = stage_of_task(m.group("task").rsplit(".", 1)[-1])
+                    if stage:
+                        return stage
+            except TimeoutError:
+                continue
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def category_stages() -> dict[str, str]:
+    """stages.yaml `category_stages`: the init stage a failure's category implies when the failure
+    came before the training loop began and nothing else tells the stage."""
+    raw = _builtin_data().get("category_stages") or {}
+    for category, stage in raw.items():
+        if stage not in STAGES:
+            raise ValueError(f"patterns/stages.yaml: category_stages: {category}: unknown stage {stage!r}")
+    return dict(raw)
 
 
 _WORD = regex.compile(r"\w+")
@@ -354,12 +409,21 @@ def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
                 if word in tasks and len(word) > 6:
                     return tasks[word]
         for rule in rules:
+            if rule.weak:
+                continue
             if rule.function is not None and rule.function.search(function):
                 return rule.stage
             if rule.code is not None and code and rule.code.search(code):
                 return rule.stage
-    for file, _function, _code in reversed(frames):
-        for rule in rules:
-            if rule.file is not None and rule.file.search(file):
-                return rule.stage
+    for weak in (False, True):
+        for file, function, code in reversed(frames):
+            for rule in rules:
+                if rule.weak != weak:
+                    continue
+                if rule.file is not None and rule.file.search(file):
+                    return rule.stage
+                if weak and rule.function is not None and rule.function.search(function):
+                    return rule.stage
+                if weak and rule.code is not None and code and rule.code.search(code):
+                    return rule.stage
     return None

@@ -49,6 +49,9 @@ def _root(rc: RootCause) -> dict[str, Any]:
         "candidates": [{"id": c.id, "category": c.category, "reason": c.reason, "first": _evidence(c.first)}
                        for c in rc.candidates],
         "similar": list(rc.similar),
+        "stage_source": rc.stage_source,
+        "basis": ({"kind": rc.basis.kind, "rule": rc.basis.rule, "detail": rc.basis.detail}
+                  if rc.basis is not None else None),
     }
 
 
