@@ -26,7 +26,7 @@ from logparse.reader import Line, strip_ansi
 from patterns import Catalog, Role
 from patterns.fallback import FallbackRules, fallback_rules
 
-MAX_MESSAGE_LINES = 6  # continuation lines of a message that the rules read
+MAX_MESSAGE_LINES = 40  # continuation lines of a message that the rules read (a launcher summary is ~20)
 MAX_COMPARE_CHARS = 400  # characters of a message compared with the examples
 BASIS_ORDER = ("phrase", "type", "frame", "weak-phrase", "weak-type", "nearest")
 
@@ -40,6 +40,7 @@ class FailureEvidence:
     message: str
     frames: tuple[tuple[str, str, str | None], ...] = ()  # (file, function, code)
     chain: tuple[tuple[str, str], ...] = ()  # (type, message)
+    context: tuple[str, ...] = ()  # the lines of its process just before it (least trusted)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,16 @@ def classify(evidence: FailureEvidence, catalog: Catalog | None = None,
             hit = _frame_category(evidence.frames, rules)
             if hit is not None:
                 return hit
+    for weak in (False, True):
+        # the lines just before it (Hydra prints the error, then its epilogue; a launcher prints
+        # the cause, then the exit): phrases only, after everything the failure itself says
+        for rule in rules.phrases:
+            if rule.weak != weak:
+                continue
+            for msg in evidence.context:
+                if msg and rule.fires(msg):
+                    return Classification(rule.category, "weak-phrase" if weak else "phrase", rule.id,
+                                          f"a line just before it says `{_quote(msg)}`")
     if catalog is not None:
         near = nearest_entries(evidence, catalog, rules)
         if near and near[0].decisive:
@@ -222,12 +233,13 @@ class BareLine:
     """A line outside any traceback that reads as a failure."""
 
     record: Record
-    kind: str  # exception | error-record | error-prefix | phrase
+    kind: str  # exception | phrase | marker | error-record | error-prefix | cut-traceback
     exc_type: str | None
     message: str
     step: int | None = None  # the last training step seen when it arrived
     context: Sequence[Record] = ()
     after: list[Record] = field(default_factory=list)  # continuation lines of its message
+    traceback: object | None = None  # cut-traceback: the traceback whose exception line is missing
 
     @property
     def seq(self) -> int:
@@ -235,10 +247,17 @@ class BareLine:
 
     def evidence(self) -> FailureEvidence:
         extra = " ".join(r.message.strip() for r in self.after[:MAX_MESSAGE_LINES])
-        return FailureEvidence(self.exc_type, f"{self.message} {extra}".strip() if extra else self.message)
+        message = f"{self.message} {extra}".strip() if extra else self.message
+        frames = tuple((f.file, f.function, f.code) for f in self.traceback.frames) if self.traceback else ()
+        return FailureEvidence(self.exc_type, message, frames, (), context_messages(self.context))
 
 
-KIND_RANK = {"exception": 0, "phrase": 0, "error-prefix": 1, "error-record": 2}
+def context_messages(context: Sequence[Record]) -> tuple[str, ...]:
+    """The bare messages of the lines before a failure, nearest first."""
+    return tuple(r.message.strip() for r in reversed(list(context)) if r.message.strip())
+
+
+KIND_RANK = {"exception": 0, "phrase": 0, "cut-traceback": 1, "marker": 1, "error-prefix": 2, "error-record": 3}
 
 
 class BareLineDetector:
@@ -250,34 +269,50 @@ class BareLineDetector:
         self._failure_phrases = tuple(p for p in self.rules.phrases if p.failure)
 
     def detect(self, rec: Record) -> tuple[str, str | None, str] | None:
-        """(kind, exception type, message) when `rec` reads as a failure, else None."""
+        """(kind, exception type, message) when `rec` reads as a failure, else None. In order: a
+        benign look-alike is never one; a failure phrase makes any line one (a NaN loss in a metrics
+        line too); a data line (metrics, progress bar) is otherwise none; then an exception line, a
+        failure marker, an error-level record, an `Error:` prefix."""
         bare = self.rules.bare
         msg = rec.message.strip()
         if not msg:
             return None
         text = msg[:2000]
-        for p in bare.benign:
-            try:
-                if p.search(text, timeout=0.05):
-                    return None
-            except TimeoutError:
-                continue
-        try:
-            m = bare.exception.match(text, timeout=0.05)
-        except TimeoutError:
-            m = None
+        if _any(bare.benign, text):
+            return None
+        m = _match(bare.exception, text)
+        if any(p.fires(text) for p in self._failure_phrases):
+            if m is not None:
+                return "phrase", m.group("inner") or m.group("type"), (m.group("message") or "").strip()
+            return "phrase", None, msg
+        if _any(bare.structured, text):
+            return None
         if m is not None:
             return "exception", m.group("inner") or m.group("type"), (m.group("message") or "").strip()
-        if any(p.fires(text) for p in self._failure_phrases):
-            return "phrase", None, msg
+        if _any(bare.markers, text):
+            return "marker", None, msg
         if rec.origin.level in bare.levels:
             return "error-record", None, msg
-        try:
-            m = bare.prefix.match(text, timeout=0.05)
-        except TimeoutError:
-            m = None
+        m = _match(bare.prefix, text)
         if m is not None:
             return "error-prefix", None, m.group("message")
+        return None
+
+
+def _any(patterns, text: str) -> bool:
+    for p in patterns:
+        try:
+            if p.search(text, timeout=0.05):
+                return True
+        except TimeoutError:
+            continue
+    return False
+
+
+def _match(pattern, text: str):
+    try:
+        return pattern.match(text, timeout=0.05)
+    except TimeoutError:
         return None
 
 
@@ -315,7 +350,7 @@ def example_evidence(text: str, block: bool) -> FailureEvidence | None:
     if found is None:
         return FailureEvidence(None, rec.message.strip())
     kind, exc_type, message = found
-    return FailureEvidence(exc_type, message if kind == "exception" else rec.message.strip())
+    return FailureEvidence(exc_type, message)
 
 
 def evidence_of_traceback(tb) -> FailureEvidence:
@@ -332,7 +367,8 @@ def evidence_of_traceback(tb) -> FailureEvidence:
     for other in reversed(tb.exceptions[:-1]):  # Ray's nested form: the wrappers above the final exception
         chain.append((other.type, other.message))
     frames = tuple((f.file, f.function, f.code) for f in tb.frames)
-    return FailureEvidence(exc.type if exc is not None else None, message, frames, tuple(chain[:8]))
+    return FailureEvidence(exc.type if exc is not None else None, message, frames, tuple(chain[:8]),
+                           context_messages(tb.context))
 
 
 def _rule_fires(rule, evidence: FailureEvidence) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from logparse.fallback import (
     KIND_RANK,
     BareLine,
+    context_messages,
     Classification,
     FailureEvidence,
     classify,
@@ -91,12 +92,13 @@ class Choice:
                 # a wrapper that names the class it carries (RayTaskError(X), terminate ... 'X')
                 inner = ev.exc_type or ""
                 if "RayTaskError" in inner or inner == "":
-                    ev = FailureEvidence(self.hit.groups["exc"], ev.message, ev.frames, ev.chain)
+                    ev = FailureEvidence(self.hit.groups["exc"], ev.message, ev.frames, ev.chain, ev.context)
             return ev
         if self.hit is not None:
             exc = self.hit.groups.get("exc")
             extra = " ".join(r.message.strip() for r in self.hit.after[:6])
-            return FailureEvidence(exc, f"{self.hit.record.message} {extra}".strip())
+            return FailureEvidence(exc, f"{self.hit.record.message} {extra}".strip(), (), (),
+                                   context_messages(self.hit.context))
         return None
 
     def explains(self, other: Choice, rules: InferenceRules, catalog_explains=None) -> bool:
@@ -299,6 +301,12 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
     rules = inference_rules()
     tol = rules.chronology_tolerance_s
     cands = candidates_of(collector, groups, tracebacks, last_step)
+    # a bare line with a failure phrase (a Ray OOM kill, a segfault, a NaN loss) competes with the
+    # unrecognised exceptions: what it names often explains them (a driver's ActorDiedError)
+    phrased = [Choice("bare", BARE_PRIORITY, b.seq, b.record.origin.time, bare=b) for b in bare_lines
+               if b.kind == "phrase"]
+    cands += phrased
+    bare_lines = [b for b in bare_lines if b.kind != "phrase"]
     live = [c for c in cands if c.survived_to is None]
     for c in live:
         classify_choice(c, catalog)
@@ -555,22 +563,22 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
     if choice.bare is not None:
         bare = choice.bare
         rec = bare.record
-        what = bare.exc_type or "error line"
-        stage, source = stage_for(None, None, rec.seq, tracebacks, _messages_of(rec, bare.after))
+        what = bare.exc_type or ("traceback (its exception line is missing)" if bare.traceback else "error line")
+        stage, source = stage_for(None, bare.traceback, rec.seq, tracebacks, _messages_of(rec, bare.after))
         return RootCause(
             id="unknown",
             category=choice.category,
-            title=f"Unrecognised {what}" if bare.exc_type else "Unrecognised error line",
+            title=f"Unrecognised {what}" if bare.exc_type or bare.traceback else "Unrecognised error line",
             summary=rec.message.strip(),
             message=rec.message,
-            evidence=build_evidence(rec, None, list(bare.context), bare.after),
+            evidence=build_evidence(rec, bare.traceback, list(bare.context), bare.after),
             **_where(rec, None),
             stage=stage,
             stage_source=source.value if source else None,
             confidence=confidence,
             remediation=fix_for_category(choice),
             error_line=evidence_of(rec),
-            traceback=None,
+            traceback=traceback_view(bare.traceback),
             explanation=explanation,
             candidates=candidates,
             similar=similar_entries(catalog, bare.evidence()),

@@ -50,11 +50,14 @@ PY_LOGGING = regex.compile(
     r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:"
 )
 # ISO-ish timestamp at line start, optionally bracketed (SGLang, NCCL WARN, Hydra), optionally followed by
-# a level and Ray's ` file.py:N -- ` or a ` - name - LEVEL - ` logging layout.
+# bracketed fields (a bracketed level, `[ERROR]`, is read as the level: DeepSpeed's and other loggers'
+# `[date] [LEVEL] [file:line:func]` layout), a level and Ray's ` file.py:N -- ` or a ` - name - LEVEL - `
+# logging layout.
 STAMPED = regex.compile(
     r"\[?(?P<date>\d{4}-\d\d-\d\d)[ T_](?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
     r"(?: (?:TP|DP|PP|EP)\d+(?: ?(?:TP|DP|PP|EP)\d+)*)?\]?"
     r"(?:\[[^\]]*\])*"
+    r"(?:\s*\[(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\](?:\s*\[[\w.-]+:\d+(?::\w+)?\])?)?"
     r"(?:(?:\s+|\s*[-|]\s*)(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b)?"
     r"(?:\s+[\w.-]+\.py:\d+ --|\s*-\s*[\w.]+\s*-)?"
     r"(?:\s+|\s*-\s+|:\s*|$)"

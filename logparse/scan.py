@@ -47,7 +47,7 @@ from logparse.reader import (
     plain_chunks,
     read_input,
 )
-from logparse.tracebacks import LineRole, TracebackAssembler
+from logparse.tracebacks import TB_START, LineRole, TracebackAssembler
 from patterns import Catalog, Role, Severity
 from patterns.inference import inference_rules
 from patterns.stages import MAX_FRAME_FIELD, StageSource, category_stages
@@ -629,9 +629,12 @@ class Scanner:
         return None
 
     def _live_bare_lines(self) -> list[BareLine]:
-        """Bare failure lines after which the job did not go on (no later step line, progress bar,
-        completion marker, or a stage it had not reached)."""
-        return [b for b in self.kept_bare_lines()
+        """Bare failure lines, and tracebacks cut before their exception line, after which the job did
+        not go on (no later step line, progress bar, completion marker, or a stage it had not reached)."""
+        cut = [BareLine(tb.all_records()[-1], "cut-traceback", None, "", None, tb.context, traceback=tb)
+               for tb in self.assembler.kept()
+               if tb.final is None and tb.frames and tb.start.message.strip().endswith(TB_START)]
+        return [b for b in self.kept_bare_lines() + cut
                 if not self.stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED)]
 
     @staticmethod

@@ -38,7 +38,7 @@ PHRASE_FIELDS = {"id": True, "category": True, "keywords": True, "patterns": Tru
 TYPE_FIELDS = {"id": True, "category": True, "type": True, "message": False, "examples": True, "weak": False}
 FRAME_FIELDS = {"id": True, "category": True, "function": False, "file": False, "code": False,
                 "examples": True, "weak": False}
-BARE_FIELDS = ("keywords", "exception", "prefix", "levels", "benign", "examples")
+BARE_FIELDS = ("keywords", "exception", "prefix", "levels", "benign", "structured", "markers", "examples")
 NEAREST_FIELDS = ("scorer", "threshold", "margin", "min_tokens")
 SCORERS = ("token_set_ratio", "token_sort_ratio", "ratio", "partial_ratio", "WRatio", "QRatio")
 MAX_FIELD = 2000  # characters of a message or a frame field that a rule's regex sees
@@ -123,6 +123,8 @@ class BareLineRules:
     levels: frozenset[str]
     benign: tuple[regex.Pattern, ...]
     examples: Examples
+    structured: tuple[regex.Pattern, ...] = ()  # data lines: only a failure phrase makes them candidates
+    markers: tuple[regex.Pattern, ...] = ()  # lines that show a process failed without naming an error
 
 
 @dataclass(frozen=True)
@@ -278,20 +280,28 @@ def _bare(data: dict, label: str, problems: list[Problem], lazy: bool) -> BareLi
     exception = b.one_regex("exception", required=True)
     prefix = b.one_regex("prefix", required=True)
     levels = b.text_list("levels", raw.get("levels"))
-    benign = []
-    for i, p in enumerate(raw.get("benign") or ()):
-        if not isinstance(p, str) or not p:
-            b.fail("benign", f"benign #{i + 1} must be a regex string")
-            continue
-        c = b.regex("benign", f"benign #{i + 1}", p, b.item_line("benign", raw["benign"], i))
-        if c is not None:
-            benign.append(c)
+    def regex_list(key: str) -> tuple[regex.Pattern, ...]:
+        out = []
+        values = raw.get(key) or ()
+        if not isinstance(values, list):
+            b.fail(key, f"bare_lines.{key} must be a list of regexes")
+            return ()
+        for i, p in enumerate(values):
+            if not isinstance(p, str) or not p:
+                b.fail(key, f"{key} #{i + 1} must be a regex string")
+                continue
+            c = b.regex(key, f"{key} #{i + 1}", p, b.item_line(key, values, i))
+            if c is not None:
+                out.append(c)
+        return tuple(out)
+
+    benign, structured, markers = regex_list("benign"), regex_list("structured"), regex_list("markers")
     examples = b._examples()
     if exception is not None and not lazy and "type" not in exception.groupindex:
         b.fail("exception", "the exception regex needs a named group 'type'")
     if not b.ok:
         return None
-    return BareLineRules(keywords, exception, prefix, frozenset(levels), tuple(benign), examples)
+    return BareLineRules(keywords, exception, prefix, frozenset(levels), benign, examples, structured, markers)
 
 
 def _nearest(data: dict, label: str, problems: list[Problem]) -> NearestConfig:
