@@ -334,6 +334,12 @@ class StageTracker:
             return True
         return any(span.first[2] > seq and stage not in ignore for stage, span in self._spans.items())
 
+    def completed_before(self, seq: int) -> bool:
+        """Was a completion marker seen before record `seq` (in the same attempt)?"""
+        starts = [a.seq for a in self._attempt_starts if a.seq <= seq]
+        begin = starts[-1] if starts else -1
+        return any(begin <= c < seq for c in self._completions)
+
     def training_started_before(self, seq: int) -> bool:
         """Had the training loop begun (a step line, a progress bar, a training-loop marker) by `seq`?"""
         for items in (self._steps, self._bars):

@@ -145,6 +145,7 @@ class Scanner:
         self._stage_word = [k if k in stage_words else None for k in self.prefilter.keywords]
         self._env_word = [k if k in env_words else None for k in self.prefilter.keywords]
         bare_words = set(self.bare_detector.keywords)
+        self._error_levels = self.bare_detector.rules.bare.levels  # an error record needs no keyword
         self._bare_word = [k in bare_words for k in self.prefilter.keywords]
         self._routes: dict[frozenset[int], tuple] = {}  # keyword ids of a line -> _route()
         self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
@@ -422,7 +423,7 @@ class Scanner:
         else:
             matches = ()
         if not matches:
-            if bare and role == LineRole.NONE:
+            if role == LineRole.NONE and (bare or rec.origin.level in self._error_levels):
                 self._bare_line(rec)
             return
         tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
@@ -433,8 +434,8 @@ class Scanner:
                     self.deferred.append((m, rec, tb, self.last_step[1] if self.last_step else None))
             matches = [m for m in matches if not m.entry.frames]
             if not matches:
-                if bare and role == LineRole.NONE:  # (outside a traceback those entries cannot fire)
-                    self._bare_line(rec)
+                if role == LineRole.NONE and (bare or rec.origin.level in self._error_levels):
+                    self._bare_line(rec)  # (outside a traceback those entries cannot fire)
                 return
         context = self.assembler.context_for(rec) if tb is None else []
         if tb is None and context and context[-1] is rec:
@@ -630,12 +631,15 @@ class Scanner:
 
     def _live_bare_lines(self) -> list[BareLine]:
         """Bare failure lines, and tracebacks cut before their exception line, after which the job did
-        not go on (no later step line, progress bar, completion marker, or a stage it had not reached)."""
+        not go on (no later step line, progress bar, completion marker, or a stage it had not reached)
+        and that did not come after the run completed."""
         cut = [BareLine(tb.all_records()[-1], "cut-traceback", None, "", None, tb.context, traceback=tb)
                for tb in self.assembler.kept()
                if tb.final is None and tb.frames and tb.start.message.strip().endswith(TB_START)]
+        # (after a completion marker, error lines are the teardown's: the run itself succeeded)
         return [b for b in self.kept_bare_lines() + cut
-                if not self.stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED)]
+                if not self.stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED)
+                and not self.stages.completed_before(b.seq)]
 
     @staticmethod
     def _seq_of(verdict: Verdict) -> int | None:

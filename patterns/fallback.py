@@ -157,10 +157,13 @@ class FallbackRules:
         return None
 
     def keywords(self) -> tuple[str, ...]:
-        """Literals the prefilter must pass for bare lines and phrases to be seen."""
+        """Literals the prefilter must pass for bare failure lines to be seen: bare_lines' own and
+        those of the `failure: true` phrases. (The other phrases only read lines a scan already
+        looks at: an exception's message, a bare line's, the lines before them.)"""
         seen: dict[str, None] = dict.fromkeys(self.bare.keywords)
         for rule in self.phrases:
-            seen.update(dict.fromkeys(rule.keywords))
+            if rule.failure:
+                seen.update(dict.fromkeys(rule.keywords))
         return tuple(seen)
 
 
