@@ -15,11 +15,13 @@ from pathlib import Path
 import click
 
 from logparse.catalog_check import check_examples
+from logparse.fallback import check_fallback_examples
 from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, redact_report
 from logparse.scan import ScanConfig, Scanner
 from patterns import CatalogError, load_catalog
+from patterns.fallback import fallback_rules
 from reports import FORMATS, render
 
 EXIT_HEALTHY = 0
@@ -432,13 +434,20 @@ def catalog_check(path: str | None) -> None:
         only = {e.id for e in catalog.entries if e.source == root or e.source.startswith(root.rstrip("/") + "/")}
     count, failures = check_examples(catalog, only)
     checked = len(only) if only is not None else len(catalog.entries)
+    summary = f"{checked} entries, {count} examples"
+    if not path:  # the built-in fallback rules (patterns/fallback.yaml) run their examples too
+        rules = fallback_rules()
+        n_examples, fallback_failures = check_fallback_examples(rules)
+        failures = [*failures, *fallback_failures]
+        count += n_examples
+        summary += (f"; fallback rules: {len(rules.phrases) + len(rules.types) + len(rules.frames)} rules, "
+                    f"{n_examples} examples")
     if failures:
         for f in failures:
             click.echo(str(f), err=True)
-        click.echo(f"verl-logscan: catalog check failed: {len(failures)} of {count} examples "
-                   f"in {checked} entries", err=True)
+        click.echo(f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({summary})", err=True)
         sys.exit(EXIT_ERROR)
-    click.echo(f"catalog ok: {checked} entries, {count} examples")
+    click.echo(f"catalog ok: {summary}")
 
 
 @cli.command()

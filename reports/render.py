@@ -152,7 +152,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
     )
     env.filters.update(md_text=md_text, md_code=md_code, md_cell_code=md_cell_code, compact_ranks=compact_ranks,
                        clip=clip, number=number)
-    env.globals.update(fence=fence, where=where)
+    env.globals.update(fence=fence, where=where, basis_text=basis_text)
     env.tests["gap"] = lambda value: isinstance(value, Gap)
     return env
 
@@ -322,6 +322,18 @@ def render_markdown(report: Report, budget: int = MD_BUDGET) -> str:
     if len(text) > budget:  # only a catalog with enormous remediation text gets here
         text = text[:budget].rsplit("\n", 1)[0] + f"\n\n(report cut at {budget:,} characters)\n"
     return text
+
+
+BASIS_WORDS = {"phrase": "its wording", "weak-phrase": "its wording", "type": "its exception type",
+               "weak-type": "its exception type", "frame": "its frames", "nearest": "the nearest entry"}
+
+
+def basis_text(rc) -> str:
+    """`entry cuda-oom`, or for a failure no entry names, what its category came from."""
+    b = rc.basis
+    if b is None or b.kind in ("entry", "none") or b.kind not in BASIS_WORDS:
+        return f"entry {rc.id}"
+    return f"no entry; category from {BASIS_WORDS[b.kind]} ({b.rule})"
 
 
 # -- the terminal summary ---------------------------------------------------------------------------
