@@ -147,10 +147,11 @@ class FallbackRules:
     def fix_for(self, category: str) -> Remediation | None:
         return next((r for c, r in self.remediation if c == category), None)
 
-    def type_category(self, exc_type: str) -> str | None:
-        """The category an exception type alone says (rules without a message condition), or None.
-        Wrappers that carry an exception class (`RayTaskError(X)`, a C++ `terminate ... 'X'`) use it."""
-        for weak in (False, True):
+    def type_category(self, exc_type: str, include_weak: bool = True) -> str | None:
+        """The category an exception type alone says (rules without a message condition; the weak
+        ones too unless `include_weak` is False), or None. Wrappers that carry an exception class
+        (`RayTaskError(X)`, a C++ `terminate ... 'X'`) use it."""
+        for weak in (False, True) if include_weak else (False,):
             for rule in self.types:
                 if rule.weak == weak and rule.message is None and rule.fires_on_type(exc_type):
                     return rule.category

@@ -435,22 +435,31 @@ class _EntryBuilder:
         value = self.raw.get("category_from")
         if value is None:
             return None
+        types = value.get("types", False) if isinstance(value, dict) else False
         if not isinstance(value, dict) or not isinstance(value.get("group"), str) \
-                or not isinstance(value.get("map"), dict):
-            self.fail("category_from", "'category_from' needs 'group' (a named group) and 'map' (value: category)")
+                or not isinstance(value.get("map", {} if types else None), dict):
+            self.fail("category_from", "'category_from' needs 'group' (a named group) and 'map' (value: category), "
+                      "or 'types: true' (the group names an exception class)")
             return None
+        if not isinstance(types, bool):
+            self.fail("category_from", f"category_from.types must be true or false, got {_short(types)}")
+            return None
+        for key in value:
+            if key not in ("group", "map", "default", "types"):
+                self.fail("category_from", f"unknown category_from field '{key}'",
+                          _suggest(key, ("group", "map", "default", "types")))
         if value["group"] not in groups:
             self.fail("category_from", f"group '{value['group']}' is not a named group of the patterns")
         default = value.get("default", "unknown")
         pairs = []
-        for k, cat in value["map"].items():
+        for k, cat in (value.get("map") or {}).items():
             if not isinstance(cat, str) or cat not in CATEGORIES:
                 self.fail("category_from", f"unknown category {_short(cat)} in category_from.map",
                           _suggest(cat, CATEGORIES) if isinstance(cat, str) else "a category id")
             pairs.append((str(k), cat))
         if not isinstance(default, str) or default not in CATEGORIES:
             self.fail("category_from", f"unknown default category {_short(default)}")
-        return CategoryFrom(value["group"], tuple(pairs), default)
+        return CategoryFrom(value["group"], tuple(pairs), default, types)
 
     def _remediation(self) -> Remediation | None:
         value = self.raw.get("remediation")

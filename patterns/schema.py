@@ -101,15 +101,24 @@ class Examples:
 
 @dataclass(frozen=True)
 class CategoryFrom:
-    """Derive the category from a named group (e.g. a torchrun exit code, a RayTaskError class)."""
+    """Derive the category from a named group (e.g. a torchrun exit code, a RayTaskError class).
+    `types`: the group names an exception class, and the exception-type rules of
+    patterns/fallback.yaml (the one table of what a class says) decide where `map` does not."""
 
     group: str
     map: tuple[tuple[str, str], ...]
     default: str
+    types: bool = False
 
     def resolve(self, value: str | None) -> str:
         for key, category in self.map:
             if value == key:
+                return category
+        if self.types and value:
+            from patterns.fallback import fallback_rules  # (fallback.py builds on this module)
+
+            category = fallback_rules().type_category(value, include_weak=False)
+            if category is not None:
                 return category
         return self.default
 
