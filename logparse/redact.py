@@ -233,7 +233,8 @@ class Redactor:
             self.known_hosts.add(short)  # `gpu-07.cluster.local` is also mentioned as `gpu-07`
 
     def learn_user(self, user: str) -> None:
-        """Remember a user name, to mask wherever it appears as a word. A name every machine has
+        """Remember a user name, to mask wherever it appears as a word, also within a name such as
+        `run_jdoe_job` (delimited by anything but a letter or digit). A name every machine has
         (`root`) says nothing; one of one or two letters stays masked only in the places that name a
         user (masking it everywhere would eat words)."""
         if user.lower() in NOT_USERS or len(user) < 3 or user in self.known_users:
@@ -250,7 +251,8 @@ class Redactor:
                 alternatives.append(rf"(?<![\w.-])(?P<name>{names})(?![\w-]|\.\w)")
             if self.known_users:
                 users = "|".join(re.escape(u) for u in sorted(self.known_users, key=lambda u: (-len(u), u)))
-                alternatives.append(rf"(?<![\w.-])(?P<uname>{users})(?![\w-])")
+                # inside names too (`run_jdoe_job`, `jdoe-exp-3`): `_`, `-` and `.` separate words here
+                alternatives.append(rf"(?<![A-Za-z0-9])(?P<uname>{users})(?![A-Za-z0-9])")
             self._hosts_re = re.compile("|".join([alternatives[0], rf"(?P<ipv6>{IPV6})", *alternatives[1:]]))
             self._hosts_re_v4 = re.compile("|".join(alternatives))
         return self._hosts_re if ipv6 else self._hosts_re_v4

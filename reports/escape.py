@@ -33,7 +33,7 @@ _BACKTICKS = re.compile(r"`+")
 # `@name` (a mention, or an e-mail autolink), `#123` / `GH-123` (issue references), `scheme://` and
 # `www.` (autolinks), `mailto:` / `xmpp:` (GitHub autolinks these schemes without `//`)
 _LIVE_TEXT = re.compile(r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:))")
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 
 
 def neutralise(text: str) -> str:
@@ -71,7 +71,7 @@ def md_inline(value: object) -> str:
     text = " ".join(str(value).split())
     out: list[str] = []
     last = 0
-    for m in _CODE_SPAN.finditer(text):
+    for m in CODE_SPAN.finditer(text):
         out += [_escape(text[last:m.start()]), md_code(m.group(2))]
         last = m.end()
     out.append(_escape(text[last:]))
