@@ -134,7 +134,8 @@ URL_HOST = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://(?:[^\s/@'\"]{0,256}@)?
 # code such as `host = os.environ[...]` or `host: str` teaches nothing.
 _HOST_VALUE = r"['\"]?(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?=$|[\s,;)'\"\]>]|:\d)"
 STRONG_HOST_CONTEXTS = re.compile(
-    r"(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip=|\bMASTER_ADDR\s*[:=]\s*"
+    # (the lookahead lets the engine skip positions where no context can start: 2.5x faster)
+    r"(?=[TtHhIiMmWwSs\s-])(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip=|\bMASTER_ADDR\s*[:=]\s*"
     r"|--master[_-]addr(?:\s+|=)|\bmaster_addr\s*[:=]\s*|Worker IP address:\s*|Memory on the node \(IP:\s*"
     r"|\bSLURMD_NODENAME=|\bSLURM_SUBMIT_HOST=|\bSLURM_LAUNCH_NODE_IPADDR=)"
     + _HOST_VALUE,
@@ -182,6 +183,9 @@ class Redactor:
             r"(?<![A-Za-z0-9_-])(?P<v>(?:" + "|".join(re.escape(p) for p, _ in prefixes) + r")[A-Za-z0-9_.+/=-]*)\Z"
         ) if prefixes else None
         self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
+        # a report repeats strings (an error line is evidence, message and a finding's first line):
+        # each distinct one is redacted once. Cleared when a new host or user is learnt.
+        self._memo: dict[tuple[str, bool | None], str] = {}
 
     # -- hosts and users: learnt from the whole report first, so every mention gets one placeholder --
     def learn(self, text: str) -> None:
@@ -215,8 +219,9 @@ class Redactor:
             for m in SHELL_PROMPT.finditer(text):
                 self.learn_user(m.group("user"))
                 self.learn_host(m.group("host"))
-        for m in USER_CONTEXTS.finditer(text):
-            self.learn_user(m.group("user"))
+        if "USER" in text or "LOGNAME" in text:
+            for m in USER_CONTEXTS.finditer(text):
+                self.learn_user(m.group("user"))
         if "/" in text or "\\" in text:
             for m in re.finditer(HOME_USER, text):
                 self.learn_user(m.group("user"))
@@ -228,6 +233,7 @@ class Redactor:
             return
         self.known_hosts.add(host)
         self._hosts_re = None
+        self._memo.clear()
         short = host.split(".", 1)[0]
         if short != host and len(short) >= 3 and re.search(r"[\d-]", short):
             self.known_hosts.add(short)  # `gpu-07.cluster.local` is also mentioned as `gpu-07`
@@ -241,6 +247,7 @@ class Redactor:
             return
         self.known_users.add(user)
         self._hosts_re = None
+        self._memo.clear()
 
     def _host_pattern(self, ipv6: bool = True) -> re.Pattern[str]:
         if self._hosts_re is None:
@@ -345,10 +352,14 @@ class Redactor:
 
     def text(self, value: str, cut: bool | None = None) -> str:
         """`value` with its secrets masked (and, with `config.hosts`, its hosts and users)."""
-        value = self.secrets(value, cut)
-        if self.config.hosts:
-            value = self._host_pattern().sub(self._mask_host, value)
-        return value
+        key = (value, cut)
+        done = self._memo.get(key)
+        if done is None:
+            done = self.secrets(value, cut)
+            if self.config.hosts:
+                done = self._host_pattern().sub(self._mask_host, done)
+            self._memo[key] = done
+        return done
 
     def counts(self) -> dict[str, int]:
         return {kind: len(values) for kind, values in sorted(self.seen.items())}

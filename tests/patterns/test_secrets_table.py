@@ -3,6 +3,8 @@ the wrong thing, and every example holds through the whole redactor, not only it
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from logparse.redact import Redactor
@@ -86,3 +88,11 @@ def test_duplicate_ids_and_every_problem_at_once() -> None:
         parse_secret_kinds(text + GOOD, "demo.yaml")
     reasons = [p.reason for p in exc.value.problems]
     assert any("no group" in r for r in reasons) and any("defined twice" in r for r in reasons)
+
+
+def test_the_readme_table_lists_every_kind() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Redaction and escaping"):readme.index("## How it decides")]
+    for kind in KINDS:
+        assert f"| `{kind.id}` |" in section, kind.id
+    assert f"({len(KINDS)} kinds" in readme

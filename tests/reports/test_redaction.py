@@ -234,7 +234,9 @@ def test_redact_hosts_covers_users_prompts_ec2_urls_and_macs(tmp_path: Path, fmt
 
 def test_generic_accounts_and_short_names_are_not_masked_everywhere() -> None:
     r = Redactor(RedactConfig(hosts=True))
-    lines = ["/home/root/x USER=ubuntu /scratch/al/y", "root cause: ubuntu image; al is a word; Al"]
+    lines = ["/home/root/x USER=ubuntu /scratch/al/y", "root cause: ubuntu image; al is a word; Al",
+             "[bob@login-3 verl]$ ls", "bob's job on login-3"]
     for line in lines:
         r.learn(line)
-    assert [r.text(line) for line in lines] == ["/home/root/x USER=ubuntu /scratch/user-1/y", lines[1]]
+    assert [r.text(line) for line in lines] == ["/home/root/x USER=ubuntu /scratch/user-1/y", lines[1],
+                                                "[user-2@node-1 verl]$ ls", "user-2's job on node-1"]
