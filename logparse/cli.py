@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import signal
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -18,11 +18,12 @@ from logparse.catalog_check import check_examples
 from logparse.fallback import check_fallback_examples
 from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
 from logparse.reader import InputError, expand_inputs
-from logparse.redact import RedactConfig, redact_report
+from logparse.redact import RedactConfig, Redactor, redact_report
 from logparse.scan import ScanConfig, Scanner
 from patterns import CatalogError, load_catalog
 from patterns.fallback import fallback_rules
 from reports import FORMATS, render
+from reports.escape import csv_safe_frame, terminal_text
 
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
@@ -58,15 +59,6 @@ def _interrupt_code(exc: BaseException) -> tuple[int, str]:
     return (EXIT_TERMINATED, "SIGTERM") if isinstance(exc, Terminated) else (EXIT_INTERRUPTED, "SIGINT")
 
 
-# colour (SGR) codes are the summary's own; any other escape or control byte came from a log line and
-# could retitle or redraw the terminal, or hide text (CR, backspace)
-_TERMINAL_UNSAFE = re.compile(r"(\x1b\[[0-9;]*m)|\x1b[^\n]?|[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def _terminal_safe(text: str) -> str:
-    return _TERMINAL_UNSAFE.sub(lambda m: m.group(1) or "", text)
-
-
 def _writable(text: str) -> bytes:
     """UTF-8 bytes of a report. A lone surrogate (from JSON text inside a log) becomes '?' instead of an
     encoding error; bytes, not str, so a non-UTF-8 terminal locale cannot fail the write either."""
@@ -74,7 +66,8 @@ def _writable(text: str) -> bytes:
 
 
 def _fail(message: str) -> None:
-    click.echo(f"verl-logscan: error: {message}", err=True)
+    # a message can quote a path or a line: no escape sequence from it reaches the terminal
+    click.echo(f"verl-logscan: error: {terminal_text(message)}", err=True)
     sys.exit(EXIT_ERROR)
 
 
@@ -151,8 +144,24 @@ def _total_bytes(files: list[str]) -> int | None:
     return total
 
 
+def _alert_cleaner(redact: bool, hosts: bool) -> Callable[[str, bool], str]:
+    """What an ALERT line does to log text before printing it: mask secrets (and hosts, learnt from the
+    alert lines themselves: their placeholders may be numbered unlike the report's) and drop terminal
+    escape sequences."""
+    redactor = Redactor(RedactConfig(hosts=hosts)) if redact else None
+
+    def clean(text: str, cut: bool = False) -> str:
+        if redactor is not None:
+            if hosts:
+                redactor.learn(text)
+            text = redactor.text(text, cut=cut)
+        return terminal_text(text)
+
+    return clean
+
+
 def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, alerts: bool,
-               status: StatusLine | None) -> None:
+               status: StatusLine | None, clean: Callable[[str, bool], str] | None = None) -> None:
     """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan."""
     if follow or tee:
         out = sys.stdout.buffer
@@ -176,7 +185,7 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
 
             signal.signal(signal.SIGINT, stop_following)
     if alerts:
-        scanner.on_fatal = Alerts(sys.stderr)
+        scanner.on_fatal = Alerts(sys.stderr, clean) if clean is not None else Alerts(sys.stderr)
     if status is not None:
         scanner.on_progress = status
 
@@ -266,7 +275,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = follow or tee or files == ["-"]
     status = StatusLine(sys.stderr, _total_bytes(files), follow) if sys.stderr.isatty() else None
-    _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status)
+    _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
+               clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts))
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
@@ -280,7 +290,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     report = scanner.report()
     if metrics_csv:
         try:
-            scanner.metrics.to_csv(metrics_csv)
+            # a metric key that starts like a formula must not run in a spreadsheet
+            csv_safe_frame(scanner.metrics.frame()).to_csv(metrics_csv)
         except OSError as exc:
             _fail(f"cannot write {metrics_csv}: {exc.strerror or exc}")
     if interrupted is not None:
@@ -293,9 +304,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     if to_stdout and sys.stdout is None:
         _fail("standard output is closed; write the report with -o FILE")
     use_color = (sys.stdout.isatty() if to_stdout else False) if color is None else color
-    text = render(report, fmt, color=use_color and fmt == "text")
-    if fmt == "text":
-        text = _terminal_safe(text)
+    text = render(report, fmt, color=use_color and fmt == "text")  # text: terminal-safe as rendered
     if to_stdout:
         try:  # bytes: click writes them as they are (a report without colour has no ANSI codes to strip)
             click.echo(_writable(text), nl=False)
@@ -313,7 +322,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
             click.echo(f"verl-logscan: {verdict}; report written to {output}", err=True)
         else:  # the file holds the full report; the terminal gets the summary and where the file is
             err_color = sys.stderr.isatty() if color is None else color
-            click.echo(_terminal_safe(render(report, "text", color=err_color, report_path=output)), err=True,
+            click.echo(render(report, "text", color=err_color, report_path=output), err=True,
                        nl=False, color=err_color)
     if interrupted is not None:
         sys.exit(interrupted[0])
@@ -388,7 +397,7 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
         _fail(str(exc))
     for row in summary.jobs:
         if row.message:
-            click.echo(f"verl-logscan: {row.message}", err=True)
+            click.echo(f"verl-logscan: {terminal_text(row.message)}", err=True)
     text = render_fleet(summary, fmt)
     if not output or output == "-":
         click.echo(text, nl=False)

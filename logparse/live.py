@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import BinaryIO, TextIO
 
 POLL_SECONDS = 0.2
@@ -93,11 +94,24 @@ class TeeStream:
             self.inner.close()
 
 
-class Alerts:
-    """One stderr line per fatal cause, the moment its line is read (once per catalog entry)."""
+ALERT_MESSAGE_CHARS = 200  # of the error message shown in an alert
+ALERT_WINDOW_CHARS = 4096  # of the message cleaned for it (a 1 MB line is not redacted whole per alert)
 
-    def __init__(self, out: TextIO):
+
+def _plain(text: str, cut: bool = False) -> str:
+    return text
+
+
+class Alerts:
+    """One stderr line per fatal cause, the moment its line is read (once per catalog entry).
+
+    `clean(text, cut)` makes each log-derived piece of the line safe to print: the CLI masks secrets
+    (and hosts) and strips terminal escape sequences; `cut` says the text was cut short, so a token at
+    its very end may be incomplete."""
+
+    def __init__(self, out: TextIO, clean: Callable[[str, bool], str] = _plain):
         self.out = out
+        self.clean = clean
         self.seen: set[str] = set()
         self.first_alert_at: float | None = None
 
@@ -110,8 +124,12 @@ class Alerts:
             self.first_alert_at = time.monotonic()
         rec = hit.record
         where = rec.origin.where()
-        self.out.write(f"verl-logscan: ALERT {hit.category} ({entry.id}) at {rec.line.source}:{rec.line.number}"
-                       f"{' on ' + where if where else ''}: {rec.message[:200]}\n")
+        place = self.clean(f"{rec.line.source}:{rec.line.number}{' on ' + where if where else ''}", False)
+        message = rec.message
+        # masked before it is clipped, so the clip cannot leave the start of a token in clear
+        shown = self.clean(message[:ALERT_WINDOW_CHARS], len(message) > ALERT_WINDOW_CHARS)
+        self.out.write(f"verl-logscan: ALERT {hit.category} ({entry.id}) at {place}: "
+                       f"{shown[:ALERT_MESSAGE_CHARS]}\n")
         self.out.flush()
 
 

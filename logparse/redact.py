@@ -1,16 +1,27 @@
-"""Mask secrets (and, on request, hosts, IP addresses and user names) in a finished Report.
+"""Mask secrets (and, on request, hosts, IP addresses, MAC addresses and user names) in a finished
+Report, or in one line (the live ALERT lines).
 
 Redaction works on the Report, never on the raw log: every string field (evidence text, messages,
 summaries, traceback frames, findings, notes, environment values, explanation, ...) goes through
-the redactor, so evidence keeps its source:line and only the masked values change.
+the redactor, so evidence keeps its source:line and only the masked values change. The scan's hot
+path never calls it: it costs per report string, not per log line.
 
-Secrets are always masked (unless the caller skips redaction): each becomes `[redacted:KIND]`, with
-the prefix that identified it (`WANDB_API_KEY=`, `Authorization: Bearer `, `https://user:`) kept.
-With `hosts=True`, IPv4/IPv6 addresses, host names and the user names in home paths are replaced by
-stable placeholders (`ip-1`, `node-1`, `user-1`): the same value gets the same placeholder everywhere
-in the report, numbered in order of first appearance, so the report still shows which lines came
-from the same machine. Loopback and unspecified addresses (`127.0.0.1`, `0.0.0.0`, `::1`,
-`localhost`) say nothing about a site and stay.
+Secrets are always masked (unless the caller skips redaction): the kinds, their regexes and examples
+are the table patterns/secrets.yaml. Each value becomes `[redacted:KIND]`; the text that identified it
+(`WANDB_API_KEY=`, `Authorization: Bearer `, `https://user:`) stays. Kinds apply in table order. A
+value with an invisible character inside (ESC sequence, backspace, zero-width space or joiner, soft
+hyphen, BOM) is found as if the character were not there and masked with it. A text cut inside a
+token (the 1 MB line limit) is masked from the token's known prefix to its end. A PEM private key
+that spans several lines (evidence) is masked on every line of its block.
+
+With `hosts=True`, IPv4/IPv6 and MAC addresses, host names and user names are replaced by stable
+placeholders (`ip-1`, `mac-1`, `node-1`, `user-1`): the same value gets the same placeholder
+everywhere in the report, numbered in order of first appearance, so the report still shows which
+lines came from the same machine. Host and user names are learnt from the whole report first (home
+and scratch paths, `USER=`, shell prompts, `hostname:`, URLs, EC2 `ip-10-1-2-3` names, ...), then
+masked wherever they appear. Loopback and unspecified addresses (`127.0.0.1`, `0.0.0.0`, `::1`,
+`localhost`) and account names shared by everyone (`root`, `ubuntu`, ...) say nothing about a site
+and stay.
 
 `Report.redactions` counts, per kind, the distinct values masked (a token that appears in the
 evidence, the message and the summary counts once).
@@ -23,11 +34,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from logparse.model import Report
+from logparse.model import Evidence, Report
+from logparse.reader import MAX_LINE_BYTES
+from patterns.secrets import SecretKind, secret_kinds
 
 
 class Kind:
-    """Names of what was redacted, as they appear in `Report.redactions`."""
+    """Names of what was redacted, as they appear in `Report.redactions` (the secret kinds are the
+    ids of patterns/secrets.yaml; these constants name the ones code refers to)."""
 
     HF_TOKEN = "hf-token"
     WANDB_KEY = "wandb-api-key"
@@ -38,51 +52,92 @@ class Kind:
     BEARER_TOKEN = "bearer-token"
     URL_PASSWORD = "url-password"
     EMAIL = "email"
+    PRIVATE_KEY = "private-key"
+    CONFIG_SECRET = "config-secret"
     IP_ADDRESS = "ip-address"
+    MAC_ADDRESS = "mac-address"
     HOSTNAME = "hostname"
     USER_NAME = "user-name"
 
 
 @dataclass(frozen=True)
 class RedactConfig:
-    hosts: bool = False  # also mask IP addresses, host names and user names in home paths
+    hosts: bool = False  # also mask IP and MAC addresses, host names and user names
 
 
-# (kind, pattern): the value to mask is group "v"; text around it (a group "keep" before it) stays.
-SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (Kind.URL_PASSWORD, re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@'\"]*:)(?P<v>[^\s@/'\"]+)(?=@)")),
-    (Kind.WANDB_KEY, re.compile(
-        r"(?P<keep>(?i:WANDB_API_KEY)['\"]?\s*[=:]\s*['\"]?|\bwandb\s+login\s+(?:--?[\w-]+(?:=\S+)?\s+)*)"
-        r"(?P<v>[0-9a-f]{40})(?![0-9A-Za-z])")),
-    (Kind.AWS_SECRET_KEY, re.compile(
-        r"(?P<keep>(?i:aws_secret_access_key)['\"]?\s*[=:]\s*['\"]?)(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])")),
-    (Kind.BEARER_TOKEN, re.compile(
-        r"(?P<keep>(?i:\bauthorization)['\"]?\s*[:=]\s*['\"]?(?i:bearer)\s+|(?i:\bbearer)\s+(?=[A-Za-z0-9._~+/-]{16}))"
-        r"(?P<v>[A-Za-z0-9._~+/-]+=*)")),
-    (Kind.HF_TOKEN, re.compile(r"(?<![A-Za-z0-9_])(?P<v>hf_[A-Za-z0-9]{30,})(?![A-Za-z0-9])")),
-    (Kind.OPENAI_KEY, re.compile(
-        r"(?<![A-Za-z0-9_-])(?P<v>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})(?![A-Za-z0-9_-])")),
-    (Kind.AWS_ACCESS_KEY, re.compile(r"(?<![A-Za-z0-9])(?P<v>(?:AKIA|ASIA)[0-9A-Z]{16})(?![A-Za-z0-9])")),
-    (Kind.GITHUB_TOKEN, re.compile(
-        r"(?<![A-Za-z0-9_])(?P<v>(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}))(?![A-Za-z0-9_])")),
-    (Kind.EMAIL, re.compile(
-        r"(?<![\w.%+-])(?!git@)(?P<v>[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,})(?![\w-])")),
+MASK = "[redacted:{}]"
+# Characters a terminal or browser does not show, which a log can put inside a token (a colour code, a
+# backspace, a zero-width space): matching skips them, masking covers them.
+INVISIBLE = re.compile(
+    r"\x1b\[[0-?]{0,64}[ -/]{0,8}[@-~]?|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|\x1b[\x20-\x7e]?"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
+    r"\u2060-\u2064\u2066-\u2069\u3164\ufeff]"
 )
+# A line cut at MAX_LINE_BYTES holds at least this many characters (4 UTF-8 bytes at most per
+# character, less a launcher prefix stripped from the message): a text this long may end inside a token.
+CUT_MIN_CHARS = MAX_LINE_BYTES // 4 - 1024
+# At the end of a cut text: a secret-named setting whose value the cut shortened
+_CUT_SETTING = re.compile(
+    r"(?i)(?:key|token|secret|passw(?:or)?d|credentials?|authorization|bearer|sig)[\w.-]{0,40}['\"]?\s{0,3}[=:]"
+    r"\s{0,3}['\"]?(?:(?:bearer|basic|token)\s+)?(?P<v>(?!\[redacted:)[^\s'\"]+)\Z")
+# The launcher prefix of a line (`(WorkerDict pid=1, ip=...)`, `[rank3]:`), kept on a masked key line
+LINE_PREFIX = re.compile(r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}")
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]{4,}\s*")
+
+
+def _visible(text: str) -> tuple[str, list[int]]:
+    """`text` without its invisible characters, and for each character kept its index in `text`."""
+    kept: list[str] = []
+    index: list[int] = []
+    last = 0
+    for m in INVISIBLE.finditer(text):
+        kept.append(text[last:m.start()])
+        index.extend(range(last, m.start()))
+        last = m.end()
+    kept.append(text[last:])
+    index.extend(range(last, len(text)))
+    return "".join(kept), index
+
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 IPV4 = rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.\d)"
 # IPv6 candidates; `valid_ipv6` then wants the full form (8 groups) or a compressed one (`::`) with at
 # least 3 groups or a link-local `fe80::` prefix, so that `c10d::add` or a `hh:mm:ss` time is no address.
 IPV6 = r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"
-HOME_USER = r"(?P<home>/home/|/Users/|[A-Za-z]:\\Users\\)(?P<user>[A-Za-z0-9._-]+)(?=[/\\]|\b)"
+# A user's own folder: /home/<user> (also under /mnt/<fs>/home/), /Users/, /scratch/<user>,
+# /data/users/<user>, /u/<user>, C:\\Users\\<user>
+HOME_USER = (r"(?P<home>/home/|/homes/|/Users/|/users/|/scratch/|/u/|[A-Za-z]:\\Users\\)"
+             r"(?P<user>[A-Za-z0-9._-]{1,64})(?=[/\\]|\b)")
+MAC = r"(?<![0-9A-Fa-f:-])[0-9A-Fa-f]{2}(?P<macsep>[:-])[0-9A-Fa-f]{2}(?:(?P=macsep)[0-9A-Fa-f]{2}){4}(?![:-]?\w)"
+# Where a log names a user: `USER=jdoe`, `SLURM_JOB_USER=jdoe`, a shell prompt `jdoe@gpu-7:~$` /
+# `[jdoe@gpu-7 verl]$` (which names the host too), and the folders of HOME_USER.
+USER_CONTEXTS = re.compile(
+    r"(?<![\w-])(?:USER|LOGNAME|USERNAME|SUDO_USER|SLURM_JOB_USER|PBS_O_LOGNAME|LSB_USER|JUPYTERHUB_USER)"
+    r"\s*[=:]\s*['\"]?(?P<user>[A-Za-z0-9._-]{1,64})(?![\w.-])"
+)
+SHELL_PROMPT = re.compile(
+    r"(?:^|[\s\[(])(?P<user>[a-z_][a-z0-9_.-]{0,31})@(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})"
+    r"(?::[^\s$#]{0,256}|\s[^\s\]]{0,256}\])?[$#](?=\s|$)"
+)
+# Account names every machine has, and folder names under /scratch or /u that are no user
+NOT_USERS = frozenset({"root", "ubuntu", "admin", "user", "users", "ec2-user", "runner", "ray", "nobody",
+                       "jovyan", "tmp", "temp", "data", "shared", "share", "public", "home", "work",
+                       "scratch", "local", "default", "guest", "centos", "debian", "azureuser",
+                       "opc", "cloud-user", "shared-data", "datasets", "models", "cache", "checkpoints",
+                       "projects", "project", "group", "groups", "apps", "software"})
+# EC2's default host names: `ip-10-1-2-3` (alone or in `ip-10-1-2-3.ec2.internal`)
+EC2_HOST = re.compile(r"(?<![\w.-])(?P<host>ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3})(?![\w-])")
+# The host of a URL (`http://node17.cluster.local:8000/`, `redis://cache-7:6379`)
+URL_HOST = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://(?:[^\s/@'\"]{0,256}@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})")
 # Where a log names a host. Strong contexts name one whatever it looks like; after a bare `host:` or
 # `node=` the value must look like a host name (a digit, '-' or '.') and end where a name ends, so
 # code such as `host = os.environ[...]` or `host: str` teaches nothing.
 _HOST_VALUE = r"['\"]?(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?=$|[\s,;)'\"\]>]|:\d)"
 STRONG_HOST_CONTEXTS = re.compile(
-    r"(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip=|\bMASTER_ADDR\s*[:=]\s*"
-    r"|--master[_-]addr(?:\s+|=)|\bmaster_addr\s*[:=]\s*|Worker IP address:\s*|Memory on the node \(IP:\s*)"
+    # (the lookahead lets the engine skip positions where no context can start: 2.5x faster)
+    r"(?=[TtHhIiMmWwSs\s-])(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip=|\bMASTER_ADDR\s*[:=]\s*"
+    r"|--master[_-]addr(?:\s+|=)|\bmaster_addr\s*[:=]\s*|Worker IP address:\s*|Memory on the node \(IP:\s*"
+    r"|\bSLURMD_NODENAME=|\bSLURM_SUBMIT_HOST=|\bSLURM_LAUNCH_NODE_IPADDR=)"
     + _HOST_VALUE,
     re.IGNORECASE,
 )
@@ -113,15 +168,26 @@ KEEP_ADDRESSES = frozenset({"0.0.0.0", "127.0.0.1", "::", "::1", "255.255.255.25
 class Redactor:
     """One report's redaction state: placeholders given so far and distinct values per kind."""
 
-    def __init__(self, config: RedactConfig | None = None):
+    def __init__(self, config: RedactConfig | None = None, kinds: tuple[SecretKind, ...] | None = None):
         self.config = config or RedactConfig()
+        self.kinds = kinds if kinds is not None else secret_kinds()
         self.seen: dict[str, set[str]] = {}
         self.placeholders: dict[tuple[str, str], str] = {}  # (kind, value) -> placeholder
         self.known_hosts: set[str] = set()
+        self.known_users: set[str] = set()
         self._hosts_re: re.Pattern[str] | None = None
         self._hosts_re_v4: re.Pattern[str] | None = None
+        prefixes = sorted(((p, k.id) for k in self.kinds for p in k.prefixes), key=lambda pk: -len(pk[0]))
+        self._prefix_kind = dict(prefixes)
+        self._cut_token = re.compile(
+            r"(?<![A-Za-z0-9_-])(?P<v>(?:" + "|".join(re.escape(p) for p, _ in prefixes) + r")[A-Za-z0-9_.+/=-]*)\Z"
+        ) if prefixes else None
+        self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
+        # a report repeats strings (an error line is evidence, message and a finding's first line):
+        # each distinct one is redacted once. Cleared when a new host or user is learnt.
+        self._memo: dict[tuple[str, bool | None], str] = {}
 
-    # -- hosts: learnt from the whole report first, so every mention gets the same placeholder ------
+    # -- hosts and users: learnt from the whole report first, so every mention gets one placeholder --
     def learn(self, text: str) -> None:
         for m in STRONG_HOST_CONTEXTS.finditer(text):
             self.learn_host(m.group("host"))
@@ -131,6 +197,13 @@ class Redactor:
         if ":" in text:
             for m in NCCL_HOST.finditer(text):
                 self.learn_host(m.group("host"))
+            if "://" in text:
+                for m in URL_HOST.finditer(text):
+                    host = m.group("host").strip(".")
+                    # a dotted name is judged as a qualified name below; a one-label one must look
+                    # like a machine (`node17`, `cache-7`), not a word (`judge`, `proxy`)
+                    if "." not in host and re.search(r"[\d-]", host):
+                        self.learn_host(host)
         if "." in text:
             for m in FQDN.finditer(text):
                 host = m.group("host").lower()
@@ -139,6 +212,19 @@ class Redactor:
                         self.learn_host(m.group("host"))
                 elif not any(host == site or host.endswith("." + site) for site in PUBLIC_SITES):
                     self.learn_host(m.group("host"))
+        if "ip-" in text:
+            for m in EC2_HOST.finditer(text):
+                self.learn_host(m.group("host"))
+        if "@" in text:
+            for m in SHELL_PROMPT.finditer(text):
+                self.learn_user(m.group("user"))
+                self.learn_host(m.group("host"))
+        if "USER" in text or "LOGNAME" in text:
+            for m in USER_CONTEXTS.finditer(text):
+                self.learn_user(m.group("user"))
+        if "/" in text or "\\" in text:
+            for m in re.finditer(HOME_USER, text):
+                self.learn_user(m.group("user"))
 
     def learn_host(self, host: str) -> None:
         """Remember a host name, to mask wherever it appears (addresses are masked as addresses)."""
@@ -147,17 +233,34 @@ class Redactor:
             return
         self.known_hosts.add(host)
         self._hosts_re = None
+        self._memo.clear()
         short = host.split(".", 1)[0]
         if short != host and len(short) >= 3 and re.search(r"[\d-]", short):
             self.known_hosts.add(short)  # `gpu-07.cluster.local` is also mentioned as `gpu-07`
 
+    def learn_user(self, user: str) -> None:
+        """Remember a user name, to mask wherever it appears as a word, also within a name such as
+        `run_jdoe_job` (delimited by anything but a letter or digit). A name every machine has
+        (`root`) says nothing; one of one or two letters stays masked only in the places that name a
+        user (masking it everywhere would eat words)."""
+        if user.lower() in NOT_USERS or len(user) < 3 or user in self.known_users:
+            return
+        self.known_users.add(user)
+        self._hosts_re = None
+        self._memo.clear()
+
     def _host_pattern(self, ipv6: bool = True) -> re.Pattern[str]:
         if self._hosts_re is None:
-            alternatives = [rf"(?P<ipv4>{IPV4})", HOME_USER]
+            alternatives = [rf"(?P<mac>{MAC})", rf"(?P<ipv4>{IPV4})", HOME_USER, USER_CONTEXTS.pattern.replace(
+                "(?P<user>", "(?P<ctxuser>")]
             if self.known_hosts:
                 names = "|".join(re.escape(h) for h in sorted(self.known_hosts, key=lambda h: (-len(h), h)))
                 alternatives.append(rf"(?<![\w.-])(?P<name>{names})(?![\w-]|\.\w)")
-            self._hosts_re = re.compile("|".join([rf"(?P<ipv6>{IPV6})", *alternatives]))
+            if self.known_users:
+                users = "|".join(re.escape(u) for u in sorted(self.known_users, key=lambda u: (-len(u), u)))
+                # inside names too (`run_jdoe_job`, `jdoe-exp-3`): `_`, `-` and `.` separate words here
+                alternatives.append(rf"(?<![A-Za-z0-9])(?P<uname>{users})(?![A-Za-z0-9])")
+            self._hosts_re = re.compile("|".join([alternatives[0], rf"(?P<ipv6>{IPV6})", *alternatives[1:]]))
             self._hosts_re_v4 = re.compile("|".join(alternatives))
         return self._hosts_re if ipv6 else self._hosts_re_v4
 
@@ -166,7 +269,7 @@ class Redactor:
         self.seen.setdefault(kind, set()).add(value)
 
     def _placeholder(self, kind: str, prefix: str, value: str) -> str:
-        key = (kind, value.lower() if kind == Kind.HOSTNAME else value)
+        key = (kind, value.lower() if kind in (Kind.HOSTNAME, Kind.MAC_ADDRESS) else value)
         if key not in self.placeholders:
             n = sum(1 for k in self.placeholders if k[0] == kind) + 1
             self.placeholders[key] = f"{prefix}-{n}"
@@ -174,8 +277,16 @@ class Redactor:
         return self.placeholders[key]
 
     def _mask_host(self, m: re.Match[str]) -> str:
+        if m.group("mac") is not None:
+            return self._placeholder(Kind.MAC_ADDRESS, "mac", m.group("mac"))
         if m.group("user") is not None:
-            return m.group("home") + self._placeholder(Kind.USER_NAME, "user", m.group("user"))
+            return m.group("home") + self._user(m.group("user"))
+        if m.group("ctxuser") is not None:
+            whole, user = m.group(0), m.group("ctxuser")
+            return whole[: m.start("ctxuser") - m.start()] + self._user(user)
+        groups = m.groupdict()
+        if groups.get("uname") is not None:
+            return self._user(groups["uname"])
         if m.group("ipv6") is not None and not valid_ipv6(m.group("ipv6")):
             return self._host_pattern(ipv6=False).sub(self._mask_host, m.group(0))
         address = m.group("ipv6") or m.group("ipv4")
@@ -185,24 +296,117 @@ class Redactor:
             return self._placeholder(Kind.IP_ADDRESS, "ip", address.lower())
         return self._placeholder(Kind.HOSTNAME, "node", m.group("name"))
 
-    def text(self, value: str) -> str:
-        for kind, pattern in SECRET_PATTERNS:
-            if kind == Kind.URL_PASSWORD and "://" not in value:
-                continue  # (its scheme part would be tried at every position of a long value)
-            if kind == Kind.EMAIL and "@" not in value:
+    def _user(self, user: str) -> str:
+        if user.lower() in NOT_USERS:
+            return user
+        return self._placeholder(Kind.USER_NAME, "user", user)
+
+    def _mask_spans(self, kind: str, text: str, spans: list[tuple[int, int]]) -> str:
+        """`text` with the (sorted, disjoint) spans replaced by kind's mask, each value counted."""
+        out: list[str] = []
+        last = 0
+        for start, end in spans:
+            if start < last:
                 continue
-            value = pattern.sub(lambda m, kind=kind: self._mask_secret(kind, m), value)
-        if self.config.hosts:
-            value = self._host_pattern().sub(self._mask_host, value)
+            self._count(kind, INVISIBLE.sub("", text[start:end]))
+            out += [text[last:start], MASK.format(kind)]
+            last = end
+        out.append(text[last:])
+        return "".join(out)
+
+    def _apply(self, kind: str, pattern: re.Pattern[str], text: str, hidden: bool) -> tuple[str, bool]:
+        """`text` with the values `pattern` finds masked; `hidden`: the text has invisible characters,
+        so the pattern runs on the visible text and each value is mapped back (invisibles and all)."""
+        if not hidden:
+            spans = [m.span("v") for m in pattern.finditer(text) if m.end("v") > m.start("v")]
+            return (self._mask_spans(kind, text, spans), hidden) if spans else (text, hidden)
+        visible, index = _visible(text)
+        spans = [(index[m.start("v")], index[m.end("v") - 1] + 1) for m in pattern.finditer(visible)
+                 if m.end("v") > m.start("v")]
+        if not spans:
+            return text, hidden
+        text = self._mask_spans(kind, text, spans)
+        return text, INVISIBLE.search(text) is not None
+
+    def secrets(self, value: str, cut: bool | None = None) -> str:
+        """`value` with every secret masked. `cut`: the text was cut short (a 1 MB line; an alert's
+        window), so a token or setting at its very end is masked even though it is incomplete
+        (default: a text as long as a cut line counts as cut)."""
+        if cut is None:
+            cut = len(value) >= CUT_MIN_CHARS
+        hidden = INVISIBLE.search(value) is not None
+        lowered = (_visible(value)[0] if hidden else value).lower()
+        for kind in self.kinds:
+            if not kind.hinted(lowered):
+                continue
+            for pattern in kind.patterns:
+                value, hidden = self._apply(kind.id, pattern, value, hidden)
+        if cut:
+            if self._cut_token is not None:
+                m = self._cut_token.search(_visible(value)[0] if hidden else value)
+                if m:
+                    kind = next(k for p, k in self._prefix_kind.items() if m.group("v").startswith(p))
+                    value, hidden = self._apply(kind, self._cut_token, value, hidden)
+            value, hidden = self._apply(Kind.CONFIG_SECRET, _CUT_SETTING, value, hidden)
         return value
 
-    def _mask_secret(self, kind: str, m: re.Match[str]) -> str:
-        self._count(kind, m.group("v"))
-        keep = m.groupdict().get("keep") or ""
-        return f"{keep}[redacted:{kind}]"
+    def text(self, value: str, cut: bool | None = None) -> str:
+        """`value` with its secrets masked (and, with `config.hosts`, its hosts and users)."""
+        key = (value, cut)
+        done = self._memo.get(key)
+        if done is None:
+            done = self.secrets(value, cut)
+            if self.config.hosts:
+                done = self._host_pattern().sub(self._mask_host, done)
+            self._memo[key] = done
+        return done
 
     def counts(self) -> dict[str, int]:
         return {kind: len(values) for kind, values in sorted(self.seen.items())}
+
+    # -- secrets that span lines -----------------------------------------------------------------
+    def lines(self, texts: list[str]) -> list[str]:
+        """Consecutive lines (evidence) with every line inside a multi-line secret block (a PEM key
+        between its BEGIN and END lines) masked whole but for its launcher prefix. The BEGIN line
+        itself is left to the kind's own pattern. A block cut by the end of the list runs to it; an
+        END without its BEGIN (the list starts inside the block) masks the key-like lines before it."""
+        out = list(texts)
+        for kind, (begin, end) in self._blocks:
+            inside = False
+            body: list[str] = []
+            for i, text in enumerate(out):
+                if inside:
+                    m = end.search(text)
+                    stop = m.start() if m else len(text)
+                    out[i] = self._mask_line(kind, text, stop, body)
+                    if m:
+                        inside = False
+                        self._count(kind, "\n".join(body))
+                        body = []
+                    continue
+                b = begin.search(text)
+                if b and not end.search(text, b.end()):
+                    inside = True
+                    continue
+                m = end.search(text)
+                if m and not b:  # the block began before the first line: mask the key-like lines before
+                    out[i] = self._mask_line(kind, text, m.start(), body)
+                    j = i - 1
+                    while j >= 0 and _BASE64_LINE.fullmatch(out[j][LINE_PREFIX.match(out[j]).end():]):
+                        out[j] = self._mask_line(kind, out[j], len(out[j]), body)
+                        j -= 1
+                    self._count(kind, "\n".join(body))
+                    body = []
+            if inside and body:
+                self._count(kind, "\n".join(body))
+        return out
+
+    def _mask_line(self, kind: str, text: str, stop: int, body: list[str]) -> str:
+        start = LINE_PREFIX.match(text).end()
+        if stop <= start or not text[start:stop].strip():
+            return text
+        body.append(text[start:stop])
+        return text[:start] + MASK.format(kind) + text[stop:]
 
     # -- walking the report ----------------------------------------------------------------------
     def value(self, value: object) -> object:
@@ -213,13 +417,22 @@ class Redactor:
             changes = {f.name: self.value(getattr(value, f.name)) for f in dataclasses.fields(value)
                        if f.name != "redactions"}
             return dataclasses.replace(value, **changes)
-        if isinstance(value, tuple):
-            return tuple(self.value(v) for v in value)
-        if isinstance(value, list):
-            return [self.value(v) for v in value]
+        if isinstance(value, (tuple, list)):
+            items = self._sequence(list(value))
+            return tuple(items) if isinstance(value, tuple) else items
         if isinstance(value, dict):
             return {k: self.value(v) for k, v in value.items()}
         return value
+
+    def _sequence(self, items: list) -> list:
+        """A sequence's items redacted; a run of lines (str or Evidence) first has its multi-line
+        secrets masked."""
+        if self._blocks and len(items) > 1 and all(isinstance(i, (str, Evidence)) for i in items):
+            texts = [i if isinstance(i, str) else i.text for i in items]
+            masked = self.lines(texts)
+            items = [m if isinstance(i, str) else (i if m == i.text else dataclasses.replace(i, text=m))
+                     for i, m in zip(items, masked)]
+        return [self.value(v) for v in items]
 
 
 def valid_ipv6(text: str) -> bool:
@@ -250,8 +463,8 @@ def strings(value: object) -> Iterator[str]:
 
 
 def redact_report(report: Report, config: RedactConfig | None = None) -> Report:
-    """A copy of `report` with secrets (and, with `config.hosts`, hosts) masked in every string, and
-    `redactions` set to {kind: distinct values masked}."""
+    """A copy of `report` with secrets (and, with `config.hosts`, hosts and users) masked in every
+    string, and `redactions` set to {kind: distinct values masked}."""
     redactor = Redactor(config)
     if redactor.config.hosts:
         for text in strings(report):

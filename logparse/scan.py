@@ -732,11 +732,19 @@ def _cite_job_values(root: model.RootCause, environment: dict) -> model.RootCaus
     cited = []
     for key, value in environment.items():
         if key.startswith("config.") and key.rsplit(".", 1)[-1] in leaves:
-            cited.append(f"`{key.rsplit('.', 1)[-1]}={value}` (`{key[len('config.'):]}`)")
+            cited.append(f"{_code(key.rsplit('.', 1)[-1] + '=' + str(value))} ({_code(key[len('config.'):])})")
     if not cited:
         return root
     quoted = "This job sets " + ", ".join(cited[:8]) + "."
     return dataclasses.replace(root, remediation=dataclasses.replace(root.remediation, job_values=quoted))
+
+
+def _code(text: str) -> str:
+    """`text` as a Markdown code span that its own backticks cannot close (the value is the log's)."""
+    text = " ".join(text.split())
+    ticks = "`" * (max((len(run) for run in regex.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _previous_lines(block: bytes, start: int, tail: bytes, limit: int) -> Iterator[bytes]:

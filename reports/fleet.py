@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from typing import Any
 
 import pandas as pd
 
 from logparse.fleet import FleetSummary, JobRow, JobStatus
-from reports.render import md_cell_code, md_text
+from reports.escape import csv_safe_frame, md_cell_code, md_text, terminal_text
 
 FLEET_FORMATS = ("text", "md", "html", "csv", "json")
 FLEET_SCHEMA_VERSION = 1
@@ -28,7 +27,6 @@ JOB_COLUMNS = ("job", "status", "root cause", "category", "stage", "last step", 
 # the keys of a machine-readable row (CSV columns, JSON row keys)
 ROW_KEYS = ("job", "status", "root_cause", "category", "stage", "last_step", "confidence", "error_source",
             "error_line", "message")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _row_dict(row: JobRow) -> dict[str, Any]:
@@ -75,7 +73,7 @@ def _headline(summary: FleetSummary) -> str:
 
 # -- text ------------------------------------------------------------------------------------------
 def _text_cell(value: object) -> str:
-    text = _CONTROL.sub("?", str(value))  # no escape sequences from a path onto the terminal
+    text = terminal_text(value)  # no escape sequences from a path or a message onto the terminal
     return text if len(text) <= TEXT_CELL_CHARS else text[: TEXT_CELL_CHARS - 1] + "…"
 
 
@@ -160,7 +158,7 @@ def render_fleet_html(summary: FleetSummary) -> str:
 # -- CSV and JSON ----------------------------------------------------------------------------------
 def render_fleet_csv(summary: FleetSummary) -> str:
     frame = pd.DataFrame([_row_dict(j) for j in summary.jobs], columns=list(ROW_KEYS), dtype=object)
-    return frame.to_csv(index=False, lineterminator="\n")
+    return csv_safe_frame(frame).to_csv(index=False, lineterminator="\n")  # no formula runs in a spreadsheet
 
 
 def fleet_to_dict(summary: FleetSummary) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from markupsafe import Markup, escape
 
 from logparse.model import Evidence, FindingView, MetricSeries, Report
+from reports.escape import CODE_SPAN
 from reports.render import _env, compact_ranks, env_rows, number, redaction_line, step_text, where
 
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
@@ -25,12 +26,10 @@ BANNER_ERROR_CHARS = 300
 TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_BAR, TL_TOP, TL_AXIS = 960, 150, 24, 24, 14, 22, 34
 MC_WIDTH, MC_HEIGHT, MC_LEFT, MC_RIGHT, MC_TOP, MC_BOTTOM = 440, 190, 58, 14, 16, 30
 
-_CODE_SPAN = re.compile(r"`([^`\n]+)`")
-
-
 def inline_code(text: object) -> Markup:
-    """Catalog text (remediation) with its `code` spans as <code>; everything escaped first."""
-    return Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(escape(str(text)))))
+    """Catalog text (remediation, the fix line quoting a job's settings) with its `code` spans (any
+    backtick run, as in Markdown) as <code>; everything escaped first."""
+    return Markup(CODE_SPAN.sub(lambda m: f"<code>{m.group(2).strip()}</code>", str(escape(str(text)))))
 
 
 def safe_href(url: str) -> str | None:

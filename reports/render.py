@@ -7,11 +7,13 @@ import dataclasses
 import functools
 import math
 import re
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from logparse.model import Evidence, FindingView, Report, compact_ranks
+from reports.escape import fence, md_cell_code, md_code, md_html, md_inline, md_text, terminal_text
 from reports.jsonreport import render_json
 
 if TYPE_CHECKING:
@@ -30,39 +32,8 @@ SUMMARY_MAX_LINES = 25
 SUMMARY_FIELD_CHARS = 200
 SUMMARY_NOTES = 3
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
-_BACKTICKS = re.compile(r"`+")
-_ANSI = {"red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m", "bold": "\x1b[1m", "dim": "\x1b[2m"}
-
-
-def md_text(value: object) -> str:
-    """Inline Markdown text: log-derived text can't open HTML, links, emphasis or table cells."""
-    text = " ".join(str(value).split())
-    return _MD_SPECIAL.sub(r"\\\1", text)
-
-
-def md_code(value: object) -> str:
-    """Inline code span that survives backticks inside the text (and `|` inside a table cell)."""
-    text = " ".join(str(value).split())
-    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
-
-
-def md_cell_code(value: object) -> str:
-    """An inline code span inside a table cell: a `|` would end the cell even inside code."""
-    return md_code(value).replace("|", "\\|")
-
-
-def fence(lines: list[str], info: str = "text") -> str:
-    """A fenced code block longer than any backtick run inside it."""
-    longest = max((len(m) for line in lines for m in _BACKTICKS.findall(line)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    body = "\n".join(line.replace("\r", "\\r") for line in lines)
-    return f"{ticks}{info}\n{body}\n{ticks}"
-
-
+_ANSI = {"red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m", "bold": "\x1b[1m", "dim": "\x1b[2m",
+         "reset": "\x1b[0m"}
 
 
 def where(rc) -> str:
@@ -150,19 +121,26 @@ def _env(autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(md_text=md_text, md_code=md_code, md_cell_code=md_cell_code, compact_ranks=compact_ranks,
-                       clip=clip, number=number)
+    env.filters.update(md_text=md_text, md_code=md_code, md_cell_code=md_cell_code, md_inline=md_inline,
+                       md_html=md_html, compact_ranks=compact_ranks, clip=clip, number=number)
     env.globals.update(fence=fence, where=where, basis_text=basis_text)
     env.tests["gap"] = lambda value: isinstance(value, Gap)
     return env
 
 
-def _paint(color: bool):
+def _paint(color: bool, mark: str):
+    """Colours as markers (`mark` is a per-render nonce, which no log line can forge) that
+    _unmark turns into escape codes once every log-derived escape has been dropped."""
     def paint(text: object, *styles: str) -> str:
         if not color or not styles:
             return str(text)
-        return "".join(_ANSI[s] for s in styles) + str(text) + "\x1b[0m"
+        return f"\ue000{mark}:{','.join(styles)}\ue001{text}\ue000{mark}:reset\ue001"
     return paint
+
+
+def _unmark(text: str, mark: str) -> str:
+    return re.sub("\ue000" + re.escape(mark) + r":([a-z,]+)\ue001",
+                  lambda m: "".join(_ANSI[s] for s in m.group(1).split(",")), text)
 
 
 # -- Markdown: what fits in a GitHub issue --------------------------------------------------------------
@@ -362,8 +340,9 @@ def render_summary(report: Report, color: bool = False, report_path: str | None 
     notes = [clip(n, SUMMARY_FIELD_CHARS) for n in report.notes[:SUMMARY_NOTES]]
     if p is not None and p.note and not rc:
         notes.insert(0, clip(p.note, SUMMARY_FIELD_CHARS))
+    mark = secrets.token_hex(8)
     text = _env(False).get_template("summary.txt.j2").render(
-        r=report, paint=_paint(color), where=where(rc) if rc else "", stage=stage_line,
+        r=report, paint=_paint(color, mark), where=where(rc) if rc else "", stage=stage_line,
         summary=clip(rc.summary, SUMMARY_FIELD_CHARS) if rc else "",
         error=clip(rc.message.strip(), SUMMARY_FIELD_CHARS) if rc else "",
         fix=clip(rc.remediation.fix[0], SUMMARY_FIELD_CHARS) if rc and rc.remediation.fix else "",
@@ -372,7 +351,8 @@ def render_summary(report: Report, color: bool = False, report_path: str | None 
         more_notes=max(0, len(report.notes) + (1 if p is not None and p.note and not rc else 0) - SUMMARY_NOTES),
         report_path=report_path, lines=sum(i.lines for i in report.inputs),
     )
-    return text
+    # log text carries no escape sequence or control character onto the terminal; then the colours
+    return _unmark(terminal_text(text), mark) if color else terminal_text(text)
 
 
 def render(report: Report, fmt: str, color: bool = False, report_path: str | None = None) -> str:

@@ -195,3 +195,48 @@ def test_every_string_field_is_redacted() -> None:
     assert data["redactions"] == {Kind.HF_TOKEN: 1}
     jsonschema.validate(data, SCHEMA)
     assert data["metrics"]["series"][0]["values"][4] == "nan"  # JSON has no NaN: a string stands in
+
+
+# -- --redact-hosts: every place a log names a user or a machine ---------------------------------------
+_SITE = """\
+jdoe@gpu-node-17:~/verl$ USER=jdoe LOGNAME=jdoe SLURM_JOB_USER=jdoe bash run.sh
+SLURMD_NODENAME=gpu-node-17 data under /scratch/jdoe/data and /data/users/jdoe/ckpt and /mnt/lustre/home/jdoe/x
+EC2 ip-10-1-2-3 aka ip-10-1-2-3.ec2.internal, peer ip-172-31-9-9.us-west-2.compute.internal
+rollout server http://node17.cluster.local:8000/v1 and redis://cache-7:6379/0, NIC 0c:42:a1:7b:9e:10
+Traceback (most recent call last):
+  File "/scratch/jdoe/verl/verl/trainer/main_ppo.py", line 12, in run_jdoe_job
+    fetch()
+RuntimeError: job of jdoe failed on ip-10-1-2-3 (MAC 0c:42:a1:7b:9e:10) talking to node17.cluster.local
+"""
+SITE_VALUES = ("jdoe", "gpu-node-17", "ip-10-1-2-3", "ip-172-31-9-9", "node17", "cache-7", "0c:42:a1:7b:9e:10")
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html", "json"])
+def test_redact_hosts_covers_users_prompts_ec2_urls_and_macs(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "site.log"
+    path.write_text("".join(f"[rank0]: {line}\n" for line in _SITE.splitlines()))
+    out = run_cli(["scan", str(path), "--format", fmt, "--redact-hosts"]).stdout
+    for value in SITE_VALUES:
+        assert value not in out, f"{value} in {fmt}"
+    if fmt == "json":
+        report = json.loads(out)
+        rc = report["root_cause"]
+        # one user, one placeholder: in the prompt, USER=, the paths, the frame and the bare mention
+        assert {Kind.USER_NAME, Kind.HOSTNAME, Kind.MAC_ADDRESS} <= set(report["redactions"])
+        assert report["redactions"][Kind.USER_NAME] == 1
+        assert "job of user-1 failed" in rc["message"]
+        assert rc["traceback"]["frames"][-1]["file"] == "/scratch/user-1/verl/verl/trainer/main_ppo.py"
+        assert rc["traceback"]["frames"][-1]["function"] == "run_user-1_job"  # inside a name too
+        first = rc["evidence"][0]["text"]
+        assert re.search(r"user-1@node-\d+:~/verl\$ USER=user-1 LOGNAME=user-1 SLURM_JOB_USER=user-1", first)
+        assert "mac-1" in rc["message"] and re.search(r"mac-1$", rc["evidence"][3]["text"])
+
+
+def test_generic_accounts_and_short_names_are_not_masked_everywhere() -> None:
+    r = Redactor(RedactConfig(hosts=True))
+    lines = ["/home/root/x USER=ubuntu /scratch/al/y", "root cause: ubuntu image; al is a word; Al",
+             "[bob@login-3 verl]$ ls", "bob's job on login-3"]
+    for line in lines:
+        r.learn(line)
+    assert [r.text(line) for line in lines] == ["/home/root/x USER=ubuntu /scratch/user-1/y", lines[1],
+                                                "[user-2@node-1 verl]$ ls", "user-2's job on node-1"]

@@ -1,0 +1,209 @@
+"""The table of secret kinds (patterns/secrets.yaml): what a report masks, as data.
+
+Each kind has regexes whose group `v` is the value to mask, optional hints (literals that gate the
+regexes), token prefixes (for a line cut inside a token), an optional multi-line block (PEM keys) and
+examples. The loader checks the schema and the examples against the regexes (every `match` example's
+secret inside some pattern's `v`, no `no_match` example hit, each match example holding a hint), and
+reports every problem at once with file:line, like the catalog loader. How the kinds apply together
+(in file order, on every string of a report) is logparse/redact.py's business, tested there.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from patterns.loader import ID_RE, CatalogError, Problem, _LineLoader, regex_risk
+
+SECRETS_FILE = "secrets.yaml"
+SECRETS_LABEL = "patterns/secrets.yaml"
+FIELDS = {"id": True, "title": True, "patterns": True, "hints": False, "prefixes": False, "block": False,
+          "examples": True}
+MAX_SECRET_PATTERN = 2000  # characters of one regex
+
+
+@dataclass(frozen=True)
+class SecretExample:
+    line: str
+    secret: str = ""  # match: the distinctive part that must be masked
+    why: str = ""  # no_match: why the line must stay as it is
+
+
+@dataclass(frozen=True)
+class SecretKind:
+    id: str
+    title: str
+    patterns: tuple[re.Pattern[str], ...]
+    hints: tuple[str, ...]  # lower-case literals; empty: the patterns run on every text
+    prefixes: tuple[str, ...]  # literal token starts, for a text cut inside a token
+    block: tuple[re.Pattern[str], re.Pattern[str]] | None  # (begin, end) of a secret spanning lines
+    match: tuple[SecretExample, ...]
+    no_match: tuple[SecretExample, ...]
+    line: int = 0
+
+    def hinted(self, lowered: str) -> bool:
+        """May this kind occur in a text (given lower-cased)?"""
+        return not self.hints or any(h in lowered for h in self.hints)
+
+    def values(self, text: str) -> list[tuple[int, int]]:
+        """The (start, end) spans of the values this kind's patterns find in `text` (unordered,
+        possibly overlapping across patterns); hints are not consulted."""
+        spans = []
+        for pattern in self.patterns:
+            for m in pattern.finditer(text):
+                if m.end("v") > m.start("v"):
+                    spans.append(m.span("v"))
+        return spans
+
+
+class _Builder:
+    def __init__(self, raw: Any, label: str, problems: list[Problem]):
+        self.raw = raw
+        self.label = label
+        self.problems = problems
+        self.ok = True
+
+    def line_of(self, key: str | None = None) -> int:
+        lines = getattr(self.raw, "key_lines", {})
+        return lines.get(key, getattr(self.raw, "line", 0)) if key else getattr(self.raw, "line", 0)
+
+    def fail(self, key: str | None, reason: str, help: str = "") -> None:
+        ident = self.raw.get("id") if isinstance(self.raw, dict) and isinstance(self.raw.get("id"), str) else None
+        prefix = f"secret kind '{ident}': " if ident else "secret kind: "
+        self.problems.append(Problem(self.label, self.line_of(key), prefix + reason, help))
+        self.ok = False
+
+    def strings(self, key: str, required: bool) -> tuple[str, ...]:
+        value = self.raw.get(key)
+        if value is None:
+            if required:
+                self.fail(key, f"missing required field '{key}'", f"add '{key}:' with a list of strings")
+            return ()
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            self.fail(key, f"'{key}' must be a non-empty list of strings")
+            return ()
+        return tuple(value)
+
+    def regex(self, key: str, text: str, needs_v: bool) -> re.Pattern[str] | None:
+        if len(text) > MAX_SECRET_PATTERN:
+            self.fail(key, f"a pattern of {len(text)} characters (limit {MAX_SECRET_PATTERN})")
+            return None
+        risk = regex_risk(text)
+        if risk:
+            self.fail(key, f"pattern {text!r}: {risk}", "bound the repetition or drop the nesting")
+            return None
+        try:
+            compiled = re.compile(text)
+        except re.error as exc:
+            self.fail(key, f"pattern {text!r} does not compile: {exc}")
+            return None
+        if needs_v and "v" not in compiled.groupindex:
+            self.fail(key, f"pattern {text!r} has no group (?P<v>...) for the value to mask")
+            return None
+        return compiled
+
+    def examples(self) -> tuple[tuple[SecretExample, ...], tuple[SecretExample, ...]]:
+        raw = self.raw.get("examples")
+        if not isinstance(raw, dict) or not raw.get("match") or not raw.get("no_match"):
+            self.fail("examples", "'examples' needs 'match' and 'no_match' lists",
+                      "match: [{line, secret}], no_match: [{line, why}]")
+            return (), ()
+        out: dict[str, list[SecretExample]] = {"match": [], "no_match": []}
+        for side, need in (("match", "secret"), ("no_match", "why")):
+            items = raw.get(side)
+            if not isinstance(items, list):
+                self.fail("examples", f"'{side}' must be a list")
+                continue
+            for item in items:
+                if not isinstance(item, dict) or not isinstance(item.get("line"), str) or not isinstance(
+                        item.get(need), str) or not item.get(need) or set(item) - {"line", need}:
+                    self.fail("examples", f"each '{side}' example is {{line, {need}}}, got {item!r}")
+                    continue
+                out[side].append(SecretExample(item["line"], **{need: item[need]}))
+        return tuple(out["match"]), tuple(out["no_match"])
+
+    def build(self) -> SecretKind | None:
+        if not isinstance(self.raw, dict):
+            self.fail(None, "each secret kind is a mapping")
+            return None
+        for key in self.raw:
+            if key not in FIELDS:
+                self.fail(key, f"unknown field '{key}'", f"fields: {', '.join(FIELDS)}")
+        ident = self.raw.get("id")
+        if not isinstance(ident, str) or not ID_RE.fullmatch(ident):
+            self.fail("id", f"'id' must be kebab-case, got {ident!r}")
+        title = self.raw.get("title")
+        if not isinstance(title, str) or not title.strip():
+            self.fail("title", "missing 'title'")
+        patterns = tuple(p for p in (self.regex("patterns", t, True) for t in self.strings("patterns", True)) if p)
+        hints = self.strings("hints", False)
+        if any(h != h.lower() for h in hints):
+            self.fail("hints", "hints are matched in lower-cased text: write them in lower case")
+        prefixes = self.strings("prefixes", False)
+        block = None
+        raw_block = self.raw.get("block")
+        if raw_block is not None:
+            if not isinstance(raw_block, dict) or set(raw_block) != {"begin", "end"}:
+                self.fail("block", "'block' is {begin, end}: two regexes")
+            else:
+                begin = self.regex("block", str(raw_block["begin"]), False)
+                end = self.regex("block", str(raw_block["end"]), False)
+                block = (begin, end) if begin and end else None
+        match, no_match = self.examples()
+        if not self.ok:
+            return None
+        kind = SecretKind(ident, title, patterns, hints, prefixes, block, match, no_match, self.line_of())
+        for ex in match:
+            if ex.secret not in ex.line:
+                self.fail("examples", f"the secret {ex.secret!r} is not in its line {ex.line!r}")
+                continue
+            at = ex.line.index(ex.secret)
+            if not any(s <= at and at + len(ex.secret) <= e for s, e in kind.values(ex.line)):
+                self.fail("examples", f"no pattern masks {ex.secret!r} in {ex.line!r}")
+            if not kind.hinted(ex.line.lower()):
+                self.fail("hints", f"no hint occurs in {ex.line!r}, so the patterns would not run on it")
+        for ex in no_match:
+            if kind.values(ex.line):
+                self.fail("examples", f"a no_match line is masked: {ex.line!r} ({ex.why})")
+        return kind if self.ok else None
+
+
+def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKind, ...]:
+    """The kinds of a secrets table (YAML text), in order; CatalogError with every problem."""
+    problems: list[Problem] = []
+    try:
+        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no tags, no code
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise CatalogError([Problem(label, mark.line + 1 if mark else 0,
+                                    f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                                    "regexes belong in single-quoted scalars")]) from None
+    if not isinstance(data, list) or not data:
+        raise CatalogError([Problem(label, 1, "the secrets table is a non-empty list of kinds")])
+    kinds: list[SecretKind] = []
+    seen: dict[str, int] = {}
+    for raw in data:
+        kind = _Builder(raw, label, problems).build()
+        if kind is None:
+            continue
+        if kind.id in seen:
+            problems.append(Problem(label, kind.line, f"secret kind '{kind.id}' is defined twice "
+                                                      f"(first at line {seen[kind.id]})"))
+            continue
+        seen[kind.id] = kind.line
+        kinds.append(kind)
+    if problems:
+        raise CatalogError(problems)
+    return tuple(kinds)
+
+
+@functools.lru_cache(maxsize=1)
+def secret_kinds() -> tuple[SecretKind, ...]:
+    """The built-in table, loaded once."""
+    text = importlib.resources.files("patterns").joinpath(SECRETS_FILE).read_text(encoding="utf-8")
+    return parse_secret_kinds(text)

@@ -1,0 +1,135 @@
+"""Escaping of log-derived text for each place a report puts it: Markdown (text, code, fences, the HTML of
+a `<details>` summary), CSV cells, the terminal. Every string that came from a log is hostile: these
+helpers make it inert, and the renderers call nothing else to put such a string in a report.
+
+Markdown is meant for a public GitHub issue, where more than CommonMark is live: bare URLs, `www.`
+and e-mail addresses become links, `@name` notifies a person and `#123` cross-references an issue.
+Log text therefore gets, outside code:
+
+* the Markdown specials backslash-escaped (`\\ ` * _ [ ] < > | # ~ &`): no emphasis, link, image,
+  HTML tag, autolink, table cell break, heading or entity;
+* a WORD JOINER (U+2060, invisible) after `@` and `#` when a name or number follows, inside `://`
+  and after `www`: no mention, issue reference or autolink. Copying the text copies the joiner too;
+* all whitespace (newlines included) collapsed to single spaces: one string never starts a block.
+
+Code (spans and fences) is inert on GitHub; a span or fence is delimited by a backtick run longer
+than any inside the text, so the text cannot close it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas
+
+JOINER = "\u2060"  # WORD JOINER: zero width, no line break; breaks GitHub's mention / link / reference rules
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~&])")
+_BACKTICKS = re.compile(r"`+")
+# `@name` (a mention, or an e-mail autolink), `#123` / `GH-123` (issue references), `scheme://` and
+# `www.` (autolinks), `mailto:` / `xmpp:` (GitHub autolinks these schemes without `//`)
+_LIVE_TEXT = re.compile(r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:))")
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+
+
+def neutralise(text: str) -> str:
+    """`text` with mentions, issue references and autolinks broken by an invisible joiner."""
+    return _LIVE_TEXT.sub(JOINER, text)
+
+
+def _escape(text: str) -> str:
+    return _MD_SPECIAL.sub(r"\\\1", neutralise(text))
+
+
+def md_text(value: object) -> str:
+    """Inline Markdown text: log-derived text can't open HTML, links, emphasis, table cells, mentions."""
+    return _escape(" ".join(str(value).split()))
+
+
+def md_code(value: object) -> str:
+    """Inline code span that survives backticks inside the text (and `|` inside a table cell)."""
+    text = " ".join(str(value).split())
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def md_cell_code(value: object) -> str:
+    """An inline code span inside a table cell: a `|` would end the cell even inside code."""
+    return md_code(value).replace("|", "\\|")
+
+
+def md_inline(value: object) -> str:
+    """Text whose `code` spans are meant as code (the fix line that quotes a job's settings: "This job
+    sets `key=value`"), but whose content came from a log: each span becomes a code span the content
+    cannot close, the text between spans is escaped like md_text."""
+    text = " ".join(str(value).split())
+    out: list[str] = []
+    last = 0
+    for m in CODE_SPAN.finditer(text):
+        out += [_escape(text[last:m.start()]), md_code(m.group(2))]
+        last = m.end()
+    out.append(_escape(text[last:]))
+    return "".join(out)
+
+
+def md_html(value: object) -> str:
+    """Text inside an HTML block of the Markdown (the `<summary>` of a `<details>`), where Markdown
+    escapes do not work: HTML-escaped, mentions and links neutralised, on one line."""
+    text = " ".join(str(value).split())
+    return neutralise(html.escape(text, quote=True))
+
+
+def fence(lines: Iterable[str], info: str = "text") -> str:
+    """A fenced code block longer than any backtick run inside it."""
+    lines = list(lines)
+    longest = max((len(m) for line in lines for m in _BACKTICKS.findall(line)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    body = "\n".join(line.replace("\r", "\\r") for line in lines)
+    return f"{ticks}{info}\n{body}\n{ticks}"
+
+
+# -- CSV ------------------------------------------------------------------------------------------------
+CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP: what a spreadsheet reads as a formula
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell that a spreadsheet will not run: a string starting like a formula gets a leading
+    `'` (OWASP's CSV-injection rule). Numbers stay numbers (a metric of -0.5 is no formula)."""
+    if isinstance(value, str) and value.startswith(CSV_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+# -- the terminal ---------------------------------------------------------------------------------------
+# escape sequences (CSI with its parameters, OSC up to its terminator, two-character ones), C0 and C1
+# controls other than tab and newline, DEL, and the bidirectional overrides that reorder what is shown
+_TERMINAL_UNSAFE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|\x1b[\x20-\x7e]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def terminal_text(value: object) -> str:
+    """`value` without anything a terminal would act on (colour, cursor movement, retitling, carriage
+    return, backspace, bell, text direction): log text shows as text."""
+    return _TERMINAL_UNSAFE.sub("", str(value))
+
+
+def csv_safe_frame(frame: pandas.DataFrame) -> pandas.DataFrame:
+    """A copy of `frame` for `to_csv` whose header, index name and string cells are csv_cell'ed;
+    numeric columns are left alone."""
+    out = frame.rename(columns=lambda c: csv_cell(str(c)))
+    if out.index.name is not None:
+        out.index = out.index.rename(csv_cell(str(out.index.name)))
+    for column in out.columns[out.dtypes.eq(object)]:
+        # only the formula-like strings change (a whole-column map would turn ints with gaps into floats)
+        risky = [isinstance(v, str) and v.startswith(CSV_FORMULA_STARTS) for v in out[column]]
+        if any(risky):
+            out.loc[risky, column] = "'" + out.loc[risky, column]
+    return out
