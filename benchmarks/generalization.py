@@ -119,7 +119,8 @@ def run_case(case: Case, catalog: Catalog, strict: bool) -> Outcome:
     out.got = rc.category if rc else "healthy"
     out.got_stage = rc.stage if rc else None
     if rc is not None:
-        out.basis = rc.id if rc.id != "unknown" else (getattr(rc, "basis", None) or "unknown")
+        b = rc.basis
+        out.basis = f"{b.kind}:{b.rule}" if b is not None and b.rule else (b.kind if b is not None else rc.id)
     return out
 
 

@@ -77,6 +77,11 @@ def _messages(evidence: FailureEvidence) -> list[tuple[str | None, str]]:
     return [(unwrap_type(evidence.exc_type), evidence.message)] + [(unwrap_type(t), m) for t, m in evidence.chain]
 
 
+def _phrase_text(exc_type: str | None, message: str) -> str:
+    """What a phrase reads: `Type: message` (`ncclUnhandledCudaError: ...` names its category in the type)."""
+    return f"{exc_type}: {message}" if exc_type else message
+
+
 def _quote(text: str, limit: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -91,10 +96,11 @@ def classify(evidence: FailureEvidence, catalog: Catalog | None = None,
         for rule in rules.phrases:
             if rule.weak != weak:
                 continue
-            for _, msg in messages:
-                if msg and rule.fires(msg):
+            for exc_type, msg in messages:
+                text = _phrase_text(exc_type, msg)
+                if text and rule.fires(text):
                     return Classification(rule.category, "weak-phrase" if weak else "phrase", rule.id,
-                                          f"the message says `{_quote(msg)}`")
+                                          f"the message says `{_quote(text)}`")
         for rule in rules.types:
             if rule.weak != weak:
                 continue
@@ -130,8 +136,13 @@ def _frame_category(frames: Sequence[tuple[str, str, str | None]], rules: Fallba
     for file, function, code in reversed(frames):
         for rule in rules.frames:
             if rule.fires(file, function, code):
-                where = f"`{_quote(function or '?', 40)}` in {_quote(file, 60)}"
-                return Classification(rule.category, "frame", rule.id, f"it failed in {where}")
+                if file == ACTOR_FRAME:
+                    detail = f"it came from the Ray actor `{_quote(function, 40)}`"
+                elif file == TASK_FRAME:
+                    detail = f"it came from the Ray task `{_quote(function, 40)}`"
+                else:
+                    detail = f"it failed in `{_quote(function or '?', 40)}` in {_quote(file, 60)}"
+                return Classification(rule.category, "frame", rule.id, detail)
     return None
 
 
@@ -248,7 +259,9 @@ class BareLine:
     def evidence(self) -> FailureEvidence:
         extra = " ".join(r.message.strip() for r in self.after[:MAX_MESSAGE_LINES])
         message = f"{self.message} {extra}".strip() if extra else self.message
-        frames = tuple((f.file, f.function, f.code) for f in self.traceback.frames) if self.traceback else ()
+        frames = origin_frames(self.record.origin.actor)
+        if self.traceback is not None:
+            frames += tuple((f.file, f.function, f.code) for f in self.traceback.frames)
         return FailureEvidence(self.exc_type, message, frames, (), context_messages(self.context))
 
 
@@ -353,6 +366,22 @@ def example_evidence(text: str, block: bool) -> FailureEvidence | None:
     return FailureEvidence(exc_type, message)
 
 
+ACTOR_FRAME = "<ray actor>"  # the process a failure came from, as an outermost frame (fallback frame rules)
+TASK_FRAME = "<ray task>"
+
+
+def origin_frames(actor: str | None, task: str | None = None) -> tuple[tuple[str, str, None], ...]:
+    """The Ray actor and task a failure came from, as outermost pseudo-frames: `RewardLoopWorker`,
+    `vLLMHttpServer` or a task method such as `compute_rm_score` say where it failed when the real
+    frames do not."""
+    out = []
+    if actor:
+        out.append((ACTOR_FRAME, actor, None))
+    if task:
+        out.append((TASK_FRAME, task.rsplit(".", 1)[-1], None))
+    return tuple(out)
+
+
 def evidence_of_traceback(tb) -> FailureEvidence:
     """FailureEvidence of an assembled traceback (logparse.tracebacks.Traceback)."""
     exc = tb.final
@@ -366,7 +395,7 @@ def evidence_of_traceback(tb) -> FailureEvidence:
         prev = prev.chained_from
     for other in reversed(tb.exceptions[:-1]):  # Ray's nested form: the wrappers above the final exception
         chain.append((other.type, other.message))
-    frames = tuple((f.file, f.function, f.code) for f in tb.frames)
+    frames = origin_frames(tb.start.origin.actor, tb.task) + tuple((f.file, f.function, f.code) for f in tb.frames)
     return FailureEvidence(exc.type if exc is not None else None, message, frames, tuple(chain[:8]),
                            context_messages(tb.context))
 
@@ -375,7 +404,7 @@ def _rule_fires(rule, evidence: FailureEvidence) -> bool:
     from patterns.fallback import FrameCategoryRule, PhraseRule
 
     if isinstance(rule, PhraseRule):
-        return any(msg and rule.fires(msg) for _, msg in _messages(evidence))
+        return any(rule.fires(_phrase_text(t, m)) for t, m in _messages(evidence) if m or t)
     if isinstance(rule, FrameCategoryRule):
         return any(rule.fires(*f) for f in evidence.frames)
     return any(t and rule.fires(t, m or "") for t, m in _messages(evidence))

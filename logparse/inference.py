@@ -16,6 +16,7 @@ from logparse.fallback import (
     KIND_RANK,
     BareLine,
     context_messages,
+    origin_frames,
     Classification,
     FailureEvidence,
     classify,
@@ -97,8 +98,8 @@ class Choice:
         if self.hit is not None:
             exc = self.hit.groups.get("exc")
             extra = " ".join(r.message.strip() for r in self.hit.after[:6])
-            return FailureEvidence(exc, f"{self.hit.record.message} {extra}".strip(), (), (),
-                                   context_messages(self.hit.context))
+            return FailureEvidence(exc, f"{self.hit.record.message} {extra}".strip(),
+                                   origin_frames(self.hit.record.origin.actor), (), context_messages(self.hit.context))
         return None
 
     def explains(self, other: Choice, rules: InferenceRules, catalog_explains=None) -> bool:

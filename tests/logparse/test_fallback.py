@@ -78,7 +78,7 @@ def test_a_wrapper_class_is_unwrapped() -> None:
 def test_the_chain_is_read_after_the_final_exception() -> None:
     ev = FailureEvidence("RuntimeError", "failed to build the dataset", (),
                          chain=(("FileNotFoundError", "[Errno 2] No such file or directory: '/data/gsm8k/train.parquet'"),))
-    assert decided(ev) == ("data-error", "weak-phrase")
+    assert decided(ev) == ("data-error", "type")
 
 
 def test_context_lines_come_after_everything_the_failure_says() -> None:
