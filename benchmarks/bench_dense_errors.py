@@ -8,12 +8,14 @@ ratio of the dense log's time to the plain log's:
   cascade on a large job prints them;
 * `distinct`: 1,000,000 catalog hits, each line distinct (the match examples of the built-in catalog's
   causes, symptoms and wrappers, each with a different word and number in it);
-* `tracebacks`: 20,000 tracebacks of 8 ranks, each with a distinct message.
+* `tracebacks`: 20,000 tracebacks of 8 ranks, each with a distinct message;
+* `workers`: 20,000 tracebacks, each from a Ray worker of its own (`(WorkerDict pid=N, ip=...)`): 20,000
+  streams, which made closing idle tracebacks look at every stream on every line.
 
 The plain log of each is the same number of bytes of ordinary INFO chatter (no keyword of the catalog).
-Before issue 13 the first took 88 s, the second did not finish in 300 s and the third took 17 s of CPU:
-choosing the verdict compared every candidate with every other, and every hit read back up to 64 lines
-for its context.
+Before issue 13 the first took 88 s, the second did not finish in 300 s and the tracebacks took 17 s
+of CPU: choosing the verdict compared every candidate with every other, every hit read back up to 64
+lines for its context, and closing idle tracebacks looked at every stream on every line.
 
     python benchmarks/bench_dense_errors.py [--keep DIR] [--repeat 1] [--only identical distinct tracebacks]
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -90,6 +93,19 @@ def write_tracebacks(path: Path) -> None:
                      f"[rank{r}]: ValueError: bad batch {n} of {WORDS[n % len(WORDS)]}\n")
 
 
+def write_workers(path: Path) -> None:
+    """20,000 tracebacks, each printed by a Ray worker of its own."""
+    with open(path, "w") as fh:
+        for n in range(TRACEBACKS):
+            p = f"(WorkerDict pid={100000 + n}, ip=10.0.{n % 200}.1) "
+            fh.write(f"{p}Traceback (most recent call last):\n"
+                     f'{p}  File "/app/train.py", line {n}, in main\n'
+                     f"{p}    step(batch)\n"
+                     f'{p}  File "/app/model.py", line 88, in step\n'
+                     f'{p}    raise ValueError("bad batch {n}")\n'
+                     f"{p}ValueError: bad batch {n}\n")
+
+
 def write_plain(path: Path, size: int) -> None:
     """`size` bytes of INFO chatter that no catalog keyword marks."""
     rnd = random.Random(7)
@@ -101,7 +117,8 @@ def write_plain(path: Path, size: int) -> None:
             written += len(line)
 
 
-CASES = {"identical": write_identical, "distinct": write_distinct, "tracebacks": write_tracebacks}
+CASES = {"identical": write_identical, "distinct": write_distinct, "tracebacks": write_tracebacks,
+         "workers": write_workers}
 
 
 def main() -> None:
@@ -109,6 +126,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", help="folder for the generated logs (default: a temporary one, removed)")
     ap.add_argument("--only", nargs="+", choices=sorted(CASES), default=list(CASES))
+    ap.add_argument("--tool", help="the command to time instead of this checkout's verl-logscan, as one string "
+                                   "(e.g. --tool 'python -m logparse' with PYTHONPATH naming another version)")
     a = ap.parse_args()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="vls-dense-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -125,7 +144,7 @@ def main() -> None:
                 write_plain(plain, log.stat().st_size)
             best = {}
             for label, path in (("dense", log), ("plain", plain)):
-                cmd = tool_command() + ["scan", "--format", "json", str(path)]
+                cmd = (shlex.split(a.tool) if a.tool else tool_command()) + ["scan", "--format", "json", str(path)]
                 times = []
                 rss = 0
                 for _ in range(a.repeat):

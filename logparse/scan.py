@@ -286,12 +286,20 @@ class Scanner:
         """Must the next line of `source` be read even without a keyword?"""
         self.assembler.expire(source, line_number)
         if self.open_message:
-            for stream, hit in list(self.open_message.items()):
+            # (no copy of the dict per line: 64 ranks keep 64 messages open on every line of a cascade)
+            expired = []
+            found = False
+            for stream, hit in self.open_message.items():
                 if stream[0] == source:
                     if line_number - hit.record.line.number > MAX_MESSAGE_GAP:
-                        del self.open_message[stream]
+                        expired.append(stream)
                     else:
-                        return True
+                        found = True
+                        break
+            for stream in expired:
+                del self.open_message[stream]
+            if found:
+                return True
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
     def _context(self, rec: Record) -> Sequence[Record]:

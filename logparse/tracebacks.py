@@ -4,7 +4,8 @@ Handles plain tracebacks, chained ones ("The above exception was the direct caus
 `RayTaskError(X): ray::Actor.method()` header followed by the worker's frames and inner exception,
 and multi-line exception messages (ChildFailedError's summary, ActorDiedError's details).
 
-Bounds: a traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
+Bounds: at most about MAX_STREAMS streams are remembered (idle ones are forgotten, oldest first); a
+traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
 MAX_FRAMES frames (the HEAD_FRAMES outermost and the innermost rest: a deep recursion's innermost
 frame is where it failed; `frames_cut` says how many went); an exception message keeps at most MAX_MESSAGE_LINES continuation lines; at most
 MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most recent half).
@@ -27,6 +28,7 @@ HEAD_FRAMES = 10  # outermost frames kept when a traceback has more than MAX_FRA
 MAX_MESSAGE_LINES = 120
 MAX_KEPT_TRACEBACKS = 400
 MAX_GAP_LINES = 200  # a traceback whose source printed this many lines since its last line is closed
+MAX_STREAMS = 4096  # stream states kept (those with a traceback open are never dropped)
 CONTEXT_LINES = 5
 
 TB_START = "Traceback (most recent call last):"
@@ -263,8 +265,19 @@ class TracebackAssembler:
     def state(self, stream: tuple) -> _StreamState:
         st = self._streams.get(stream)
         if st is None:
+            if len(self._streams) >= MAX_STREAMS:
+                self._forget_idle_streams()
             st = self._streams[stream] = _StreamState()
         return st
+
+    def _forget_idle_streams(self) -> None:
+        """Drop the states of the streams with no traceback open, oldest first, down to half of
+        MAX_STREAMS: a log of 20,000 Ray workers kept 20,000 states, each with its last traceback
+        (290 MB). A forgotten stream loses its last closed traceback (a chain marker that comes later
+        starts a new chain) and its last lines (the scanner reads a context from the raw log anyway)."""
+        idle = [key for key, st in self._streams.items() if st.tb is None and st.pending_chain is None]
+        for key in idle[: len(self._streams) - MAX_STREAMS // 2]:
+            del self._streams[key]
 
     def current(self, stream: tuple) -> Traceback | None:
         st = self._streams.get(stream)

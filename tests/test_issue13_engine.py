@@ -275,6 +275,24 @@ def test_identical_error_lines_over_64_ranks_are_one_finding(tmp_path: Path) -> 
     assert [e["line"] for e in rc["evidence"]] == [1, 2]  # the first hit's context: read for it alone
 
 
+def test_twenty_thousand_ray_workers_are_not_twenty_thousand_remembered_streams(tmp_path: Path) -> None:
+    from logparse.scan import Scanner
+    from logparse.tracebacks import MAX_STREAMS
+
+    log = tmp_path / "workers.log"
+    with open(log, "w") as fh:
+        for n in range(3 * MAX_STREAMS):
+            p = f"(WorkerDict pid={100000 + n}, ip=10.0.0.1) "
+            fh.write(f"{p}Traceback (most recent call last):\n{p}  File \"/app/m.py\", line 3, in f\n"
+                     f"{p}    g()\n{p}ValueError: bad batch {n}\n")
+    scanner = Scanner(load_catalog())
+    scanner.feed_inputs([str(log)])
+    report = scanner.report()
+    assert len(scanner.assembler._streams) <= MAX_STREAMS
+    assert scanner.assembler.total == 3 * MAX_STREAMS  # every traceback was read to its end all the same
+    assert report.root_cause.traceback.exception_type == "ValueError" and report.root_cause.pid == 100000
+
+
 def test_hits_that_wait_for_their_traceback_are_decided_as_it_closes(tmp_path: Path) -> None:
     block = ('[rank{r}]: Traceback (most recent call last):\n'
              '[rank{r}]:   File "/workspace/job/data.py", line 22, in __getitem__\n'
