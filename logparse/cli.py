@@ -278,9 +278,11 @@ def cli() -> None:
                    "on stdin, read until the pipe closes. The report is written at the end.")
 @click.option("--tee", is_flag=True,
               help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
-                   "--tee -o report.md`); needs -o, since stdout carries the log.")
+                   "--tee -o report.md`); needs -o, since stdout carries the log. If the reader of stdout goes "
+                   "away, the log is still read to its end and the report written.")
 @click.option("--metrics-csv", type=click.Path(dir_okay=False),
-              help="Also write the step metrics (one row per step, one column per key) to this CSV file.")
+              help="Also write the step metrics (one row per step, one column per key) to this CSV file "
+                   "(atomically, after the report; never over an input).")
 def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...],
          color: bool | None, redact_hosts: bool, no_redact: bool, follow: bool, tee: bool,
          metrics_csv: str | None) -> None:
