@@ -16,6 +16,7 @@ import click
 
 from logparse.catalog_check import check_examples
 from logparse.fallback import check_fallback_examples
+from logparse.fleet import DEFAULT_JOB_TIMEOUT_S
 from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
@@ -37,6 +38,7 @@ class Terminated(BaseException):
 
 
 _MAIN_PID: int | None = None  # set by main() when it installs the SIGTERM handler
+_STDOUT_WAS_CLOSED = False  # set by main(): the process started with descriptor 1 closed
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -71,6 +73,25 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_ERROR)
 
 
+def _stdout_closed() -> bool:
+    """Was the process started with its standard output closed (`>&-`)? (main() then puts /dev/null
+    on the descriptor, so that no file opened later takes it, and Python has no sys.stdout.)"""
+    return sys.stdout is None or _STDOUT_WAS_CLOSED
+
+
+def _echo_report(text: str) -> None:
+    """The report on standard output (bytes: click writes them as they are). A write error is exit 2;
+    a reader that went away (`| head`) is main()'s to handle."""
+    if _stdout_closed():
+        _fail("standard output is closed; write the report with -o FILE")
+    try:
+        click.echo(_writable(text), nl=False)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
+
+
 def _load(catalog_paths: tuple[str, ...]):
     try:
         return load_catalog(list(catalog_paths))
@@ -103,21 +124,46 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _same_path(a: str, b: str) -> bool:
+    """The same file, or (neither existing yet) the same path."""
+    return _same_file(a, b) or os.path.abspath(a) == os.path.abspath(b)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError, OSError):  # closed, or no stream at all
+        return False
+
+
 def write_atomically(path: str, text: str) -> None:
     """Write to a temporary file beside `path`, then rename: never a half-written report."""
+    data = _writable(text)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    write_file_atomically(path, write)
+
+
+def write_file_atomically(path: str, write: Callable[[str], None]) -> None:
+    """`write(tmp)` writes a temporary file beside `path`, which is then renamed to it: a failed write
+    (a full disk) leaves the old file as it was and no temporary file behind. The file gets the mode of
+    the one it replaces, else what the umask allows (not mkstemp's 0600)."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
     try:
-        try:  # mkstemp makes 0600: keep the mode of the file replaced, else what the umask allows
+        try:
             mode = os.stat(target).st_mode & 0o777
         except OSError:
             umask = os.umask(0)
             os.umask(umask)
             mode = 0o666 & ~umask
         os.chmod(tmp, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_writable(text))
+        write(tmp)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -161,18 +207,24 @@ def _alert_cleaner(redact: bool, hosts: bool) -> Callable[[str, bool], str]:
 
 
 def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, alerts: bool,
-               status: StatusLine | None, clean: Callable[[str, bool], str] | None = None) -> None:
-    """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan."""
+               status: StatusLine | None, clean: Callable[[str, bool], str] | None = None
+               ) -> tuple[list[FollowFile], list[TeeStream]]:
+    """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan; the
+    followed files and tee streams opened (their notes are the report's)."""
+    followed: list[FollowFile] = []
+    tees: list[TeeStream] = []
     if follow or tee:
         out = sys.stdout.buffer
-        followed: list[FollowFile] = []
 
         def open_stream(path: str, stream):
             if follow and path != "-":
                 stream.close()
                 stream = FollowFile(path)
                 followed.append(stream)
-            return TeeStream(stream, out) if tee else stream
+            if tee:
+                stream = TeeStream(stream, out, on_broken=_stdout_to_devnull)
+                tees.append(stream)
+            return stream
 
         scanner.open_stream = open_stream
         if follow and files != ["-"]:
@@ -188,6 +240,18 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
         scanner.on_fatal = Alerts(sys.stderr, clean) if clean is not None else Alerts(sys.stderr)
     if status is not None:
         scanner.on_progress = status
+    return followed, tees
+
+
+def _stdout_to_devnull() -> None:
+    """The reader of our standard output went away: later writes (and the flush at exit) go nowhere
+    instead of failing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
 
 
 class DefaultToScan(click.Group):
@@ -240,9 +304,11 @@ def cli() -> None:
                    "on stdin, read until the pipe closes. The report is written at the end.")
 @click.option("--tee", is_flag=True,
               help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
-                   "--tee -o report.md`); needs -o, since stdout carries the log.")
+                   "--tee -o report.md`); needs -o, since stdout carries the log. If the reader of stdout goes "
+                   "away, the log is still read to its end and the report written.")
 @click.option("--metrics-csv", type=click.Path(dir_okay=False),
-              help="Also write the step metrics (one row per step, one column per key) to this CSV file.")
+              help="Also write the step metrics (one row per step, one column per key) to this CSV file "
+                   "(atomically, after the report; never over an input).")
 @click.option("--disable", "disabled", multiple=True, metavar="ID",
               help="Scan without this catalog entry (e.g. one that misfires on your logs; or to see what the "
                    "tool concludes without it). Repeatable.")
@@ -261,22 +327,27 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
         _fail("--no-redact and --redact-hosts contradict each other; give one")
     if tee and (not output or output == "-"):
         _fail("--tee passes the log through to stdout, so the report needs -o FILE")
+    to_stdout = not output or output == "-"
+    if (to_stdout or tee) and _stdout_closed():  # said before the scan, not after it
+        _fail("standard output is closed; write the report with -o FILE" if to_stdout
+              else "standard output is closed; --tee has nowhere to pass the log through")
     if follow and len(paths) > 1:
         _fail("--follow reads one file (or stdin); give a single PATH")
+    if metrics_csv and not to_stdout and _same_path(metrics_csv, output):
+        _fail(f"--metrics-csv and --output name the same file ({metrics_csv}); give two")
     catalog = _without(_load(catalogs), disabled)
     try:
         files = expand_inputs(list(paths) or ["-"])
     except InputError as exc:
         _fail(str(exc))
-    if output and output != "-":
-        for f in files:
-            if f != "-" and _same_file(f, output):
-                _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
+    for option, target in (("--output", None if to_stdout else output), ("--metrics-csv", metrics_csv)):
+        if target and any(f != "-" and _same_file(f, target) for f in files):
+            _fail(f"{option} {target} is one of the inputs; refusing to overwrite it")
     scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = follow or tee or files == ["-"]
-    status = StatusLine(sys.stderr, _total_bytes(files), follow) if sys.stderr.isatty() else None
-    _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
-               clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts))
+    status = StatusLine(sys.stderr, _total_bytes(files), follow) if _isatty(sys.stderr) else None
+    followed, tees = _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
+                                clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts))
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
@@ -288,30 +359,21 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     if status is not None:
         status.clear()
     report = scanner.report()
-    if metrics_csv:
-        try:
-            # a metric key that starts like a formula must not run in a spreadsheet
-            csv_safe_frame(scanner.metrics.frame()).to_csv(metrics_csv)
-        except OSError as exc:
-            _fail(f"cannot write {metrics_csv}: {exc.strerror or exc}")
+    live_notes = [n for f in followed for n in f.notes] + [n for t in tees for n in t.notes]
+    if live_notes:
+        report = dataclasses.replace(report, notes=(*report.notes, *live_notes))
+        for note in live_notes:
+            click.echo(f"verl-logscan: {note}", err=True)
     if interrupted is not None:
         note = f"interrupted by {interrupted[1]}: the report covers only the lines read before it"
         report = dataclasses.replace(report, complete=False, notes=(*report.notes, note))
         click.echo(f"verl-logscan: {note}", err=True)
     if not no_redact:  # on the Report, not the log: evidence keeps its source:line
         report = redact_report(report, RedactConfig(hosts=redact_hosts))
-    to_stdout = not output or output == "-"
-    if to_stdout and sys.stdout is None:
-        _fail("standard output is closed; write the report with -o FILE")
-    use_color = (sys.stdout.isatty() if to_stdout else False) if color is None else color
+    use_color = (_isatty(sys.stdout) if to_stdout else False) if color is None else color
     text = render(report, fmt, color=use_color and fmt == "text")  # text: terminal-safe as rendered
     if to_stdout:
-        try:  # bytes: click writes them as they are (a report without colour has no ANSI codes to strip)
-            click.echo(_writable(text), nl=False)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
+        _echo_report(text)
     else:
         try:
             write_atomically(output, text)
@@ -321,9 +383,15 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
             verdict = f"failed: {report.root_cause.category}" if report.root_cause else "healthy"
             click.echo(f"verl-logscan: {verdict}; report written to {output}", err=True)
         else:  # the file holds the full report; the terminal gets the summary and where the file is
-            err_color = sys.stderr.isatty() if color is None else color
+            err_color = _isatty(sys.stderr) if color is None else color
             click.echo(render(report, "text", color=err_color, report_path=output), err=True,
                        nl=False, color=err_color)
+    if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
+        try:
+            # a metric key that starts like a formula must not run in a spreadsheet
+            write_file_atomically(metrics_csv, lambda tmp: scanner.metrics.to_csv(tmp, transform=csv_safe_frame))
+        except OSError as exc:
+            _fail(f"cannot write {metrics_csv}: {exc.strerror or exc} (the report was written)")
     if interrupted is not None:
         sys.exit(interrupted[0])
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
@@ -348,8 +416,11 @@ FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_F
                    "'verl-logscan[ray]').")
 @click.option("--address", default=None,
               help="Ray cluster to connect to (--engine ray; default: RAY_ADDRESS, else a local Ray instance).")
+@click.option("--job-timeout", type=click.FloatRange(min=0), default=DEFAULT_JOB_TIMEOUT_S, show_default=True,
+              metavar="SECONDS", help="A job still running after this many seconds is stopped and becomes an "
+                                      "`error` row (0: no limit).")
 def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...], workers: int | None,
-          engine: str, address: str | None) -> None:
+          engine: str, address: str | None, job_timeout: float) -> None:
     """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
 
     Each PATH is one job: a log file, or a folder whose log files are read together (as
@@ -357,11 +428,12 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
     scanning it alone; the rows keep the order of the PATHs.
 
     \b
-    A PATH that cannot be read (missing, a folder without log files, not gzip) is a row with
-    status `error` and the reason; the other jobs are still analysed.
+    A PATH that cannot be read (missing, a folder without log files, not gzip), or whose job runs
+    past --job-timeout, is a row with status `error` and the reason; the other jobs are still analysed.
+    Ctrl-C or SIGTERM writes the rows done so far, marked incomplete (exit 130 / 143).
     Exit codes: 0 every job healthy; 1 a failure was found in at least one job (rows with status
     `error` may be among them); 2 no failure found but some job could not be read, or a usage,
-    catalog or engine error (e.g. --engine ray without Ray installed).
+    catalog or engine error (e.g. --engine ray without Ray installed, or no Ray at --address).
 
     \b
     Examples:
@@ -369,13 +441,15 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
       verl-logscan fleet logs/*.log --jobs 4 --format csv
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
-    from logparse.fleet import Engine, EngineError, analyse_fleet, import_ray
+    from logparse.fleet import Engine, EngineError, import_ray, iter_fleet, summarise
     from reports.fleet import render_fleet
 
     if "-" in paths:
         _fail("fleet reads files and folders; stdin ('-') cannot be a job")
     if address is not None and engine != "ray":
         _fail("--address is for --engine ray")
+    if (not output or output == "-") and _stdout_closed():
+        _fail("standard output is closed; write the summary with -o FILE")
     if engine == "ray":
         try:
             import_ray()
@@ -390,17 +464,31 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
                 continue  # reported as an `error` row
             if any(_same_file(f, output) for f in files):
                 _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
+    jobs = list(dict.fromkeys(paths))  # a job given twice is analysed once
+    rows: dict = {}
+    interrupted: tuple[int, str] | None = None
+    run = iter_fleet(jobs, catalog, catalogs, engine=Engine(engine), workers=workers or os.cpu_count() or 1,
+                     address=address, job_timeout=job_timeout or None)
     try:
-        summary = analyse_fleet(list(paths), catalog, catalogs, engine=Engine(engine),
-                                workers=workers or os.cpu_count() or 1, address=address)
+        for index, row in run:  # rows as jobs finish: an interrupt keeps those done
+            rows[index] = row
     except EngineError as exc:
         _fail(str(exc))
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = _interrupt_code(exc)
+        _default_signals()
+    finally:
+        run.close()  # stops the workers still running
+    summary = summarise(jobs, rows)
     for row in summary.jobs:
         if row.message:
             click.echo(f"verl-logscan: {terminal_text(row.message)}", err=True)
+    if interrupted is not None:
+        click.echo(f"verl-logscan: interrupted by {interrupted[1]}: {len(summary.jobs)} of {len(jobs)} job(s) "
+                   f"analysed; the summary lists those", err=True)
     text = render_fleet(summary, fmt)
     if not output or output == "-":
-        click.echo(text, nl=False)
+        _echo_report(text)
     else:
         try:
             write_atomically(output, text)
@@ -408,6 +496,8 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
             _fail(f"cannot write {output}: {exc.strerror or exc}")
         click.echo(f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed, {summary.errors} "
                    f"unreadable; summary written to {output}", err=True)
+    if interrupted is not None:
+        sys.exit(interrupted[0])
     if summary.failed:
         sys.exit(EXIT_FAILURE_FOUND)
     sys.exit(EXIT_ERROR if summary.errors else EXIT_HEALTHY)
@@ -489,9 +579,36 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
     click.echo(f"\nDefined in {entry.source}:{entry.line}")
 
 
+def _guard_standard_descriptors() -> None:
+    """Standard descriptors the process was started without (`>&-`, `2>&-`) get /dev/null: otherwise
+    the next file opened (a log, the report's temporary file) would take descriptor 1 or 2, and a
+    library's message to stderr would land in it. Without stderr, messages are dropped and the scan
+    goes on (the report and the exit code do not depend on them); without stdout, a report meant for
+    it is an error (exit 2), one written with -o is not."""
+    global _STDOUT_WAS_CLOSED
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            devnull = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            continue
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        if fd == 1:
+            _STDOUT_WAS_CLOSED = True
+        elif fd == 2:
+            sys.stderr = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+
 def main() -> None:
     global _MAIN_PID
     _MAIN_PID = os.getpid()
+    _guard_standard_descriptors()
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(prog_name="verl-logscan")

@@ -23,11 +23,23 @@ MASK_RE = regex.compile(
 )
 
 
+# the same without its e-mail branch: `[\w.-]+@` retries at every start of a word, and a message
+# without an `@` (nearly all) cannot match it
+MASK_NO_MAIL_RE = regex.compile(r"(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*")
 MASK_CHARS = 2000  # grouping looks at the head of a message; a 1 MB line of one token stays linear
+MASK_CACHE = 4096  # a log dense in errors repeats a few messages on many lines and ranks
+_masked: dict[str, str] = {}
 
 
 def mask(message: str) -> str:
-    return MASK_RE.sub("<*>", message[:MASK_CHARS])
+    head = message[:MASK_CHARS]
+    out = _masked.get(head)
+    if out is None:
+        out = (MASK_RE if "@" in head else MASK_NO_MAIL_RE).sub("<*>", head)
+        if len(_masked) >= MASK_CACHE:
+            _masked.clear()
+        _masked[head] = out
+    return out
 
 
 @dataclass
@@ -77,18 +89,26 @@ class FindingCollector:
         self.max_groups = max_groups
         self.groups: dict[tuple[str, str], FindingGroup] = {}
         self.overflow = 0
-        self.hit_seqs: set[int] = set()  # record sequence numbers that had any catalog hit
+        # record sequence numbers of the hits inside a traceback (a traceback whose exception line an
+        # entry recognises is not an unknown cause); those outside one need no record, and a log dense
+        # in errors has millions
+        self.hit_seqs: set[int] = set()
 
-    def add(self, hit: Hit) -> None:
-        self.hit_seqs.add(hit.seq)
+    def add(self, hit: Hit) -> bool:
+        """Count `hit` in its group; True when it starts a new group (its first hit: the one a report
+        can show, with its context)."""
+        if hit.traceback is not None:
+            self.hit_seqs.add(hit.seq)
         key = (hit.entry.id, mask(hit.record.message))
         group = self.groups.get(key)
-        if group is None:
+        new = group is None
+        if new:
             if len(self.groups) >= self.max_groups:
                 self.overflow += 1
-                return
+                return False
             group = self.groups[key] = FindingGroup(hit.entry, key[1], hit)
         group.add(hit)
+        return new
 
 
 

@@ -3,30 +3,36 @@
 
 Two engines run the same per-job function, `analyse_job`:
 
-* `local`: a `concurrent.futures.ProcessPoolExecutor`; each worker process loads the catalog once
-  (the pool's initializer) and keeps it for every job it is given. One worker (or one job) runs in
-  this process, with no pool.
+* `local`: one child process per job (forked: it inherits the loaded catalog; where fork is missing,
+  spawned, and it loads the catalog itself), at most `workers` at a time. A child is killed when its
+  job runs past `job_timeout` seconds, and the job becomes an `error` row.
 * `ray`: one Ray task per job on a Ray cluster (`ray` is the optional extra `verl-logscan[ray]`).
   Each Ray worker process loads the catalog once and caches it. Tasks run in the caller's working
   directory (when it exists on the node), so relative paths name the same files as here; on a
   multi-node cluster the logs and any `--catalog` files must be on storage every node sees, and
-  verl-logscan must be installed in the cluster's Python.
+  verl-logscan must be installed in the cluster's Python. An address is first tried with a plain TCP
+  connection (RAY_PROBE_S): ray.init retries an address where nothing listens for minutes.
 
-A job that cannot be read (no such path, a folder without log files, a permission or gzip error) is
-a row with status `error` and the reason; the other jobs are still analysed. Results come back in
-the order the jobs were given, whatever order the workers finish in.
+A job that cannot be read (no such path, a folder without log files, a permission or gzip error),
+that crashes its worker or that runs past the timeout is a row with status `error` and the reason;
+the other jobs are still analysed. `iter_fleet` yields the rows as jobs finish (so that an interrupted
+run keeps what is done); `analyse_fleet` returns them in the order the jobs were given.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
-from collections import Counter
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+import signal
+import socket
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
 from logparse.model import Report
@@ -35,6 +41,9 @@ from logparse.scan import scan_paths
 from patterns import Catalog, load_catalog
 
 NO_STAGE = "(none)"  # the count key for failed jobs whose log does not show the stage
+DEFAULT_JOB_TIMEOUT_S = 600.0  # a job still running after this is stuck (a FIFO without writer, a hung mount)
+RAY_PROBE_S = 5.0  # a TCP connection to the Ray address must open within this
+POLL_S = 1.0  # the longest the parent waits before looking at the clock (and at signals) again
 
 
 class JobStatus(str, Enum):
@@ -79,6 +88,11 @@ class FleetSummary:
     """Every job's row, in the order given, and the counts the renderers show."""
 
     jobs: tuple[JobRow, ...]
+    pending: tuple[str, ...] = ()  # jobs not analysed: the run was interrupted before them
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
 
     @property
     def failed(self) -> int:
@@ -132,36 +146,94 @@ def analyse_job(job: str, catalog: Catalog) -> JobRow:
         report = scan_paths(files, catalog)
     except InputError as exc:
         return JobRow(job=job, status=JobStatus.ERROR, message=str(exc))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a bug or a resource limit in one job must not end the fleet
+        return error_row(job, f"could not be analysed ({type(exc).__name__}: {exc})")
     return job_row(job, report)
 
 
-# -- local engine: a process pool, the catalog loaded once per worker -------------------------------
-_worker_catalog: Catalog | None = None
+def error_row(job: str, why: str) -> JobRow:
+    return JobRow(job=job, status=JobStatus.ERROR, message=f"{job}: {why}")
 
 
-def _init_worker(catalog_paths: tuple[str, ...]) -> None:
+# -- local engine: one child process per job, killed past the job timeout --------------------------
+_worker_catalog: tuple[tuple[str, ...], Catalog] | None = None  # (catalog paths, catalog), inherited by fork
+
+
+def _child_main(job: str, catalog_paths: tuple[str, ...], out: Connection) -> None:
+    """In a child: analyse one job and send its row. Ctrl-C is the parent's to handle (it stops the
+    children); SIGTERM ends a child at once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _worker_catalog is not None and _worker_catalog[0] == catalog_paths:
+        catalog = _worker_catalog[1]
+    else:  # spawned (no fork here): load it
+        catalog = load_catalog(list(catalog_paths))
+    out.send(analyse_job(job, catalog))
+    out.close()
+
+
+def _process_context() -> multiprocessing.context.BaseContext:
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def run_local(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str], workers: int,
+              job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S) -> Iterator[tuple[int, JobRow]]:
+    """(index, row) of each job as it finishes; at most `workers` children at a time, each killed when
+    its job runs past `job_timeout` seconds (None: no limit). Closing the generator (an interrupt)
+    kills the children still running."""
     global _worker_catalog
-    _worker_catalog = load_catalog(list(catalog_paths))
-
-
-def _analyse_in_worker(job: str) -> JobRow:
-    assert _worker_catalog is not None, "worker used before its initializer ran"
-    return analyse_job(job, _worker_catalog)
-
-
-def run_local(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str], workers: int) -> list[JobRow]:
-    """`workers` processes (at most one per job); a single worker runs here, with `catalog`."""
     workers = max(1, min(workers, len(jobs)))
-    if workers == 1:
-        return [analyse_job(job, catalog) for job in jobs]
+    paths = tuple(catalog_paths)
+    _worker_catalog = (paths, catalog)
+    ctx = _process_context()
+    waiting = deque(enumerate(jobs))
+    running: dict[Connection, tuple[int, multiprocessing.process.BaseProcess, float]] = {}
     try:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
-                                 initargs=(tuple(catalog_paths),)) as pool:
-            # chunksize 1: a job is a large unit of work, and uneven in size
-            return list(pool.map(_analyse_in_worker, jobs, chunksize=1))
-    except BrokenProcessPool as exc:
-        raise EngineError(f"a worker process died before its job was done (killed, e.g. out of memory?); "
-                          f"try fewer --jobs: {exc}") from exc
+        while waiting or running:
+            while waiting and len(running) < workers:
+                index, job = waiting.popleft()
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_child_main, args=(job, paths, send), daemon=True,
+                                   name=f"verl-logscan-fleet-{index}")
+                proc.start()
+                send.close()
+                running[recv] = (index, proc, time.monotonic())
+            now = time.monotonic()
+            timeout = POLL_S
+            if job_timeout is not None:
+                timeout = min([timeout] + [max(0.0, started + job_timeout - now) for _, _, started in running.values()])
+            ready = set(wait(list(running) + [p.sentinel for _, p, _ in running.values()], timeout))
+            now = time.monotonic()
+            for conn, (index, proc, started) in list(running.items()):
+                row = None
+                if conn in ready or proc.sentinel in ready:
+                    try:
+                        row = conn.recv() if conn.poll() else None
+                    except (EOFError, OSError):
+                        row = None
+                    if row is None:
+                        proc.join(5)
+                        row = error_row(jobs[index], f"its worker process ended without a result (exit code "
+                                                     f"{proc.exitcode}: killed, e.g. out of memory?)")
+                elif job_timeout is not None and now - started > job_timeout:
+                    proc.kill()
+                    row = error_row(jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); stopped")
+                if row is None:
+                    continue
+                del running[conn]
+                conn.close()
+                proc.join(5)
+                yield index, row
+    finally:
+        for conn, (_, proc, _) in running.items():
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+            conn.close()
+        _worker_catalog = None
 
 
 # -- ray engine: one task per job, the catalog loaded once per Ray worker process ------------------
@@ -187,41 +259,126 @@ def import_ray() -> ModuleType:
     return ray
 
 
+def ray_endpoint(address: str) -> tuple[str, int] | None:
+    """(host, port) of a Ray address given as `host:port`, `ray://host:port` or `[v6]:port`; None
+    for `auto`, `local` and anything without a port (Ray resolves those itself)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    rest = rest.split("/", 1)[0]
+    if rest.startswith("["):
+        host, _, port = rest[1:].partition("]:")
+    else:
+        host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host, int(port)
+
+
+def probe_ray_address(address: str, timeout: float = RAY_PROBE_S) -> None:
+    """Raise EngineError unless a TCP connection to the address opens within `timeout` seconds: ray.init
+    would retry an address where nothing listens for minutes."""
+    endpoint = ray_endpoint(address)
+    if endpoint is None:
+        return
+    host, port = endpoint
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+        raise EngineError(f"cannot reach Ray at {address}: {why} (is a Ray cluster running there? "
+                          f"`ray start --head` starts one; `ray status` shows its address)") from None
+
+
+def _init_ray(ray: ModuleType, address: str | None, kwargs: dict) -> None:
+    """ray.init, keeping this process's SIGTERM handler: Ray replaces it with one that exits with status
+    15; a SIGTERM that arrives during ray.init is handed to the handler it replaced."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    where = f" at {address}" if address else ""
+    try:
+        ray.init(address=address, **kwargs)
+    except SystemExit as exc:
+        if exc.code == signal.SIGTERM and callable(previous):
+            previous(signal.SIGTERM, None)
+        raise
+    except Exception as exc:  # Ray raises many kinds; each means it cannot run here
+        raise EngineError(f"cannot start or reach Ray{where}: {exc}") from exc
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def run_ray(jobs: Sequence[str], catalog_paths: Sequence[str], address: str | None = None,
-            workers: int | None = None) -> list[JobRow]:
-    """One Ray task per job. Uses the Ray session this process already has, else connects to
-    `address` (or `RAY_ADDRESS`), else starts a local Ray instance of `workers` CPUs and stops it after."""
+            workers: int | None = None, job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S
+            ) -> Iterator[tuple[int, JobRow]]:
+    """(index, row) of each job as it finishes, one Ray task per job (at most `workers` in flight when
+    given, so a job's time counts from its start). Uses the Ray session this process already has, else
+    connects to `address` (or `RAY_ADDRESS`), else starts a local Ray instance of `workers` CPUs and
+    stops it after. A task past `job_timeout` is cancelled and becomes an `error` row."""
     ray = import_ray()
     started = False
     if not ray.is_initialized():
         kwargs: dict = {"include_dashboard": False, "logging_level": logging.WARNING}
         if address is None and not os.environ.get("RAY_ADDRESS") and workers:
             kwargs["num_cpus"] = workers
-        try:
-            ray.init(address=address, **kwargs)
-        except Exception as exc:  # Ray raises many kinds; each means it cannot run here
-            raise EngineError(f"cannot start or reach Ray{f' at {address}' if address else ''}: {exc}") from exc
+        probe_ray_address(address or os.environ.get("RAY_ADDRESS") or "auto")
+        _init_ray(ray, address, kwargs)
         started = True
     try:
         task = ray.remote(num_cpus=1)(_analyse_as_ray_task)
         cwd = os.getcwd()
-        refs = [task.remote(job, tuple(catalog_paths), cwd) for job in jobs]
-        return list(ray.get(refs))
+        waiting = deque(enumerate(jobs))
+        # as many in flight as can run at once (one CPU a task), so that a job's time counts from its start
+        flight = max(1, workers or 1, int(ray.cluster_resources().get("CPU", 1)))
+        running: dict = {}  # ref -> (index, submitted)
+        while waiting or running:
+            while waiting and len(running) < flight:
+                index, job = waiting.popleft()
+                running[task.remote(job, tuple(catalog_paths), cwd)] = (index, time.monotonic())
+            done, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+            for ref in done:
+                index, _ = running.pop(ref)
+                try:
+                    row = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - the task's worker died, or Ray lost it
+                    row = error_row(jobs[index], f"its Ray task failed ({type(exc).__name__}: {exc})")
+                yield index, row
+            now = time.monotonic()
+            for ref, (index, submitted) in list(running.items()):
+                if job_timeout is not None and now - submitted > job_timeout:
+                    ray.cancel(ref, force=True)
+                    del running[ref]
+                    yield index, error_row(jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); "
+                                                        f"cancelled")
     finally:
         if started:
             ray.shutdown()
 
 
+def iter_fleet(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str] = (),
+               engine: Engine = Engine.LOCAL, workers: int | None = None, address: str | None = None,
+               job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S) -> Iterator[tuple[int, JobRow]]:
+    """(index into `jobs`, row) of each job as it finishes. `catalog` must be `load_catalog(catalog_paths)`
+    (workers that cannot inherit it reload it from the paths)."""
+    if not jobs:
+        return
+    if engine is Engine.RAY:
+        yield from run_ray(jobs, catalog_paths, address=address, workers=workers, job_timeout=job_timeout)
+    else:
+        yield from run_local(jobs, catalog, catalog_paths, workers or os.cpu_count() or 1, job_timeout)
+
+
+def summarise(jobs: Sequence[str], rows: dict[int, JobRow]) -> FleetSummary:
+    """The rows done, in the order of `jobs`; the others are pending (an interrupted run)."""
+    return FleetSummary(tuple(rows[i] for i in range(len(jobs)) if i in rows),
+                        tuple(job for i, job in enumerate(jobs) if i not in rows))
+
+
 def analyse_fleet(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str] = (),
                   engine: Engine = Engine.LOCAL, workers: int | None = None,
-                  address: str | None = None) -> FleetSummary:
+                  address: str | None = None, job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S) -> FleetSummary:
     """Every job analysed on its own; `catalog` must be `load_catalog(catalog_paths)` (workers reload
     it from the paths). Duplicate job paths are analysed once."""
     unique = list(dict.fromkeys(jobs))
-    if not unique:
-        return FleetSummary(())
-    if engine is Engine.RAY:
-        rows = run_ray(unique, catalog_paths, address=address, workers=workers)
-    else:
-        rows = run_local(unique, catalog, catalog_paths, workers or os.cpu_count() or 1)
-    return FleetSummary(tuple(rows))
+    rows = dict(iter_fleet(unique, catalog, catalog_paths, engine, workers, address, job_timeout))
+    return summarise(unique, rows)

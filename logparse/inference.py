@@ -26,7 +26,7 @@ from logparse.fallback import (
 from logparse.findings import FindingCollector, FindingGroup, Hit, merge_similar
 from logparse.model import Basis, Candidate, Evidence, FindingView, Fix, RootCause, TracebackView
 from logparse.normalize import Record
-from logparse.tracebacks import Traceback
+from logparse.tracebacks import HEAD_FRAMES, Traceback
 from patterns import Catalog, Entry, Role
 from patterns.fallback import fallback_rules
 from patterns.inference import InferenceRules, inference_rules
@@ -103,25 +103,117 @@ class Choice:
         return None
 
     def explains(self, other: Choice, rules: InferenceRules, catalog_explains=None) -> bool:
-        if other is self or other.kind in ("wrapper", "symptom"):
-            return other is not self and self.kind in ("cause", "unknown", "bare")
+        if other is self or not self.explains_kind(other, rules, catalog_explains):
+            return False
+        if other.kind in ("wrapper", "symptom"):
+            return True
+        # a cause cannot explain what clearly happened before it
+        return explains_in_time(self.time, other.time, rules.chronology_tolerance_s)
+
+    def explains_kind(self, other: Choice, rules: InferenceRules, catalog_explains=None) -> bool:
+        """Would this explain `other`, whatever their times? Depends on nothing but the kind, the entry
+        and the category of each (`choose` indexes candidates by those: see EchoIndex).
+        `catalog_explains`: category -> what the catalog's cause entries of that category explain."""
+        if other.kind in ("wrapper", "symptom"):
+            return self.kind in ("cause", "unknown", "bare")
         if self.kind == "cause":
             listed = self.hit.entry.explains
-            ok = other.category in listed or other.entry_id in listed
-        elif self.kind in ("unknown", "bare"):
+            return other.category in listed or other.entry_id in listed
+        if self.kind in ("unknown", "bare"):
             # an unrecognised exception explains the generic echoes, and, once the fallback rules name
             # its category, what the catalog's entries of that category explain
-            listed = catalog_explains(self.category) if catalog_explains and self.classification else ()
-            ok = other.kind == "cause" and (other.category in rules.unknown_exception_explains
-                                            or other.category in listed or other.entry_id in listed)
+            listed = catalog_explains(self.category) if catalog_explains and self.category != "unknown" else ()
+            return other.kind == "cause" and (other.category in rules.unknown_exception_explains
+                                              or other.category in listed or other.entry_id in listed)
+        return False
+
+    @property
+    def kind_key(self) -> tuple[str, str, str]:
+        """What explains_kind depends on."""
+        return (self.kind, self.entry_id, self.category)
+
+
+def explains_in_time(cause: float | None, echo: float | None, tolerance: float) -> bool:
+    """The time rule of Choice.explains: not when the echo clearly happened before the cause."""
+    return cause is None or echo is None or cause <= echo + tolerance
+
+
+class EchoIndex:
+    """`explained_by` for every candidate without comparing each with every other (a log dense in
+    errors has thousands of candidates): candidates are grouped by Choice.kind_key, groups are related
+    by Choice.explains_kind once, and within a group the explainer allowed by the time rule that comes
+    first in the candidate order is found by binary search over the group's times. The result is the
+    pairwise loop's: the first candidate, in order, that explains `c` and that `c` does not explain."""
+
+    def __init__(self, live: list[Choice], rules: InferenceRules, catalog_explains=None):
+        self.live = live
+        self.rules = rules
+        self.tol = rules.chronology_tolerance_s
+        members: dict[tuple, list[int]] = {}
+        for i, c in enumerate(live):
+            members.setdefault(c.kind_key, []).append(i)
+        self.keys = list(members)
+        reps = {k: live[v[0]] for k, v in members.items()}
+        # per group: the untimed members' first two indices; the timed ones sorted by time, with the
+        # two smallest indices of each prefix
+        self.untimed: dict[tuple, list[int]] = {}
+        self.times: dict[tuple, list[float]] = {}
+        self.best: dict[tuple, list[tuple[int, int]]] = {}
+        for k, idx in members.items():
+            self.untimed[k] = [i for i in idx if live[i].time is None][:2]
+            timed = sorted((live[i].time, i) for i in idx if live[i].time is not None)
+            self.times[k] = [t for t, _ in timed]
+            best, a, b = [], -1, -1
+            for _, i in timed:
+                if a < 0 or i < a:
+                    a, b = i, a
+                elif b < 0 or i < b:
+                    b = i
+                best.append((a, b))
+            self.best[k] = best
+        # for each group: the groups that may explain it, and whether it explains them back
+        self.explainers: dict[tuple, list[tuple[tuple, bool]]] = {
+            k: [(e, reps[k].explains_kind(reps[e], rules, catalog_explains)) for e in self.keys
+                if reps[e].explains_kind(reps[k], rules, catalog_explains)]
+            for k in self.keys}
+
+    def explained_by(self, i: int) -> Choice | None:
+        c = self.live[i]
+        found = -1
+        for k, mutual in self.explainers[c.kind_key]:
+            j = self._first(k, i, c.time, mutual)
+            if j >= 0 and (found < 0 or j < found):
+                found = j
+        return self.live[found] if found >= 0 else None
+
+    def _first(self, k: tuple, i: int, t: float | None, mutual: bool) -> int:
+        """The first member (by index) of group `k`, not `i`, that explains a candidate at time `t` in
+        time and, when the groups explain each other, is not explained back by it in time."""
+        times, best, tol = self.times[k], self.best[k], self.tol
+        if mutual:
+            # both ways by kind: only an explainer clearly earlier (both timed) is not explained back
+            if t is None:
+                return -1
+            n = _count_while(times, lambda o: not explains_in_time(t, o, tol))
+            pool: list[int] = list(best[n - 1]) if n else []
+        elif t is None:
+            pool = self.untimed[k] + (list(best[-1]) if best else [])
         else:
-            return False
-        if not ok:
-            return False
-        # a cause cannot explain what clearly happened before it
-        if self.time is not None and other.time is not None:
-            return self.time <= other.time + rules.chronology_tolerance_s
-        return True
+            n = _count_while(times, lambda o: explains_in_time(o, t, tol))
+            pool = self.untimed[k] + (list(best[n - 1]) if n else [])
+        return min((j for j in pool if j >= 0 and j != i), default=-1)
+
+
+def _count_while(times: list[float], holds) -> int:
+    """How many of the sorted `times` from the start satisfy `holds` (true on a prefix)."""
+    lo, hi = 0, len(times)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(times[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def evidence_of(record: Record) -> Evidence:
@@ -170,6 +262,8 @@ def traceback_view(tb: Traceback | None) -> TracebackView | None:
         innermost_user_frame=(user.file, user.line, user.function) if user else None,
         task=tb.task,
         chain=tuple(reversed(chain)),
+        frames_cut=tb.frames_cut,
+        frames_cut_after=HEAD_FRAMES if tb.frames_cut else 0,
     )
 
 
@@ -311,12 +405,9 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
     live = [c for c in cands if c.survived_to is None]
     for c in live:
         classify_choice(c, catalog)
-    explains_of = category_explains(catalog) if catalog is not None else None
-    for c in live:
-        for other in live:
-            if other is not c and other.explains(c, rules, explains_of) and not c.explains(other, rules, explains_of):
-                c.explained_by = other
-                break
+    echoes = EchoIndex(live, rules, category_explains(catalog) if catalog is not None else None)
+    for i, c in enumerate(live):
+        c.explained_by = echoes.explained_by(i)
     roots = [c for c in live if c.explained_by is None] or live
 
     def order(a: Choice, b: Choice) -> int:
@@ -330,7 +421,8 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
 
     roots.sort(key=functools.cmp_to_key(order))
     if roots:
-        rest = [c for c in live if c not in roots] + [c for c in cands if c.survived_to is not None]
+        rooted = {id(c) for c in roots}  # (identity: `in` compares the dataclasses field by field)
+        rest = [c for c in live if id(c) not in rooted] + [c for c in cands if c.survived_to is not None]
         return roots[0], roots + rest
 
     def in_first_observed(c: Choice) -> bool:

@@ -2,8 +2,13 @@
 
 * `FollowFile` reads a file like `tail -F`: at its end it waits and reads what is appended; when the
   file is truncated it reads from the start again, and when it is replaced (log rotation: a new inode
-  at the path) it opens the new file. Ctrl-C ends following and the scan finishes normally.
-* `TeeStream` writes every byte it reads to another stream, unchanged, as soon as it is read.
+  at the path) it opens the new file. Ctrl-C ends following and the scan finishes normally. A path
+  deleted is followed in the file still open (its writer may go on writing to it); a path replaced by
+  something that is no file (a folder), or that cannot be opened, ends following with a note: what was
+  read is kept and reported.
+* `TeeStream` writes every byte it reads to another stream, unchanged, as soon as it is read. When the
+  reader of that stream goes away (a broken pipe: `... | head -1`), it stops passing bytes on and keeps
+  reading, so the scan and its report are not lost; a note says so.
 * `Alerts` is told about each finding and prints one line per fatal cause, once per catalog entry;
   `StatusLine` redraws a one-line status (stage, step, findings so far) on a terminal.
 """
@@ -11,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable
 from typing import BinaryIO, TextIO
@@ -30,6 +36,9 @@ class FollowFile:
         self.stopped = False
         self.rotations = 0
         self.truncations = 0
+        self.read_bytes = 0
+        self._notes: list[str] = []
+        self._missing_at: int | None = None  # bytes read when the path was found gone (at the last look)
 
     def stop(self) -> None:
         self.stopped = True
@@ -38,28 +47,62 @@ class FollowFile:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return  # between a rotation's rename and the new file's creation
+            # between a rotation's rename and the new file's creation, or deleted: the open file is
+            # still read (its writer may still write to it)
+            if self._missing_at is None:
+                self._missing_at = self.read_bytes
+            return
+        except OSError as exc:
+            self._give_up(f"cannot be looked at any more ({exc.strerror or exc})")
+            return
+        self._missing_at = None
         pos = self._fh.tell()
         if st.st_ino != self._ino:
+            if stat.S_ISDIR(st.st_mode):
+                self._give_up("was replaced by a folder")
+                return
+            try:
+                fh = open(self.path, "rb")  # noqa: SIM115
+            except OSError as exc:
+                self._give_up(f"was replaced by something that cannot be read ({exc.strerror or exc})")
+                return
             self._fh.close()
-            self._fh = open(self.path, "rb")  # noqa: SIM115
+            self._fh = fh
             self._ino = os.fstat(self._fh.fileno()).st_ino
             self.rotations += 1
         elif st.st_size < pos:
             self._fh.seek(0)
             self.truncations += 1
 
+    @property
+    def notes(self) -> list[str]:
+        """What a report should say about following: why it stopped, or that the path is gone."""
+        out = list(self._notes)
+        if self._missing_at is not None:  # still gone at the end: no rotation, a deletion
+            out.append(f"{self.path}: deleted while followed (after {self._missing_at} bytes); the file still "
+                       f"open was read on")
+        return out
+
+    def _give_up(self, why: str) -> None:
+        self._notes.append(f"{self.path}: {why} while followed; stopped following after {self.read_bytes} bytes "
+                          f"(the report covers what was read)")
+        self.stopped = True
+
     def read1(self, n: int = -1) -> bytes:
         while True:
             data = self._fh.read1(n) if n > 0 else self._fh.read()
             if data:
+                self.read_bytes += len(data)
                 return data
             if self.stopped:
                 return b""
             try:
                 self._check_replaced()
+                if self.stopped:
+                    return b""
                 data = self._fh.read1(n) if n > 0 else self._fh.read()
                 if data:
+                    self.read_bytes += len(data)
                     return data
                 time.sleep(self.poll)
             except KeyboardInterrupt:
@@ -73,18 +116,31 @@ class FollowFile:
 
 
 class TeeStream:
-    """Reads from `inner`, writing each chunk to `out` before handing it on."""
+    """Reads from `inner`, writing each chunk to `out` before handing it on; once `out` is a broken pipe,
+    only reads (and calls `on_broken` once, e.g. to point the descriptor at /dev/null)."""
 
-    def __init__(self, inner: BinaryIO, out: BinaryIO):
+    def __init__(self, inner: BinaryIO, out: BinaryIO, on_broken: Callable[[], None] | None = None):
         self.inner = inner
-        self.out = out
+        self.out: BinaryIO | None = out
+        self.on_broken = on_broken
+        self.passed = 0  # bytes passed through
+        self.notes: list[str] = []
         self._read = getattr(inner, "read1", None) or inner.read
 
     def read1(self, n: int = -1) -> bytes:
         data = self._read(n)
-        if data:
-            self.out.write(data)
-            self.out.flush()
+        if data and self.out is not None:
+            try:
+                self.out.write(data)
+                self.out.flush()
+                self.passed += len(data)
+            except OSError as exc:  # BrokenPipeError (EPIPE), or a closed or full output
+                self.out = None
+                why = "its reader went away" if isinstance(exc, BrokenPipeError) else (exc.strerror or str(exc))
+                self.notes.append(f"--tee stopped passing the log through after {self.passed} bytes ({why}); "
+                                  f"the log was still read to its end")
+                if self.on_broken is not None:
+                    self.on_broken()
         return data
 
     read = read1

@@ -415,8 +415,10 @@ class MetricsTracker:
             data[key] = [values.get(step, nan) for step in steps]
         return pd.DataFrame(data, index=pd.Index(steps, name="step"))
 
-    def to_csv(self, path: str | Path) -> None:
-        self.frame().to_csv(path)
+    def to_csv(self, path: str | Path, transform=None) -> None:
+        """`transform(frame) -> frame` before writing (the CLI escapes spreadsheet formulas)."""
+        frame = self.frame()
+        (transform(frame) if transform is not None else frame).to_csv(path)
 
     # -- anomalies -------------------------------------------------------------------------------
     def anomalies(self, failed: bool) -> list[Anomaly]:

@@ -45,6 +45,8 @@ class TracebackView:
     innermost_user_frame: tuple[str, int, str] | None
     task: str | None
     chain: tuple[str, ...]  # earlier exceptions of a chain, "Type: message"
+    frames_cut: int = 0  # frames left out between the first `frames_cut_after` frames and the rest
+    frames_cut_after: int = 0
 
 
 @dataclass(frozen=True)

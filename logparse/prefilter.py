@@ -34,7 +34,8 @@ def available_engines() -> list[str]:
 def trie_regex(keywords: Iterable[str]) -> str:
     """One regex alternation that finds any of the literal `keywords`, factored as a trie
     (`a(?:bc|xy)`): at each position only the branch of its first character is tried, several times
-    faster than a flat `kw1|kw2|...` for a few hundred keywords. Used for str and (encoded) bytes."""
+    faster than a flat `kw1|kw2|...` for a few hundred keywords. Used for str and (encoded) bytes.
+    Built without recursion: a keyword is a path as long as itself (a user's may be thousands)."""
     trie: dict = {}
     for word in keywords:
         if not word:
@@ -42,15 +43,35 @@ def trie_regex(keywords: Iterable[str]) -> str:
         node = trie
         for ch in word:
             node = node.setdefault(ch, {})
-        node[""] = {}  # a keyword ends here
-
-    def build(node: dict) -> str:
+        node[""] = {}  # a keyword ends here: whatever follows needs no check
+    if not trie:
+        return r"(?!)"
+    built: dict[int, str] = {}  # id(node) -> its regex, children before parents
+    stack: list[tuple[dict, bool]] = [(trie, False)]
+    while stack:
+        node, children_done = stack.pop()
         if "" in node:
-            return ""  # a keyword ends here: whatever follows needs no check
-        branches = [re.escape(ch) + build(node[ch]) for ch in sorted(node)]
-        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+            built[id(node)] = ""
+        elif not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in node.values())
+        else:
+            branches = [re.escape(ch) + built.pop(id(node[ch])) for ch in sorted(node)]
+            built[id(node)] = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return built[id(trie)]
 
-    return build(trie) if trie else r"(?!)"
+
+def compile_keywords(keywords: Iterable[str], as_bytes: bool = False) -> re.Pattern:
+    """trie_regex(keywords) compiled (for bytes: encoded as UTF-8). Keywords that branch at every
+    character nest the trie's groups as deep as they are long, past what `re`'s parser can recurse
+    into: then one flat alternation, longest keyword first (the same lines are found, more slowly)."""
+    words = sorted({k for k in keywords if k}, key=len, reverse=True)
+    try:
+        pattern = trie_regex(words)
+        return re.compile(pattern.encode("utf-8") if as_bytes else pattern)
+    except (RecursionError, OverflowError):
+        flat = "|".join(re.escape(k) for k in words) or r"(?!)"
+        return re.compile(flat.encode("utf-8") if as_bytes else flat)
 
 
 class Prefilter:
@@ -72,7 +93,7 @@ class Prefilter:
                              flags=[0] * len(exprs))
             self._scratch = _hs.Scratch(self._db)
         else:
-            self._re = re.compile(trie_regex(self.keywords).encode("utf-8"))
+            self._re = compile_keywords(self.keywords, as_bytes=True)
         self._encoded = [k.encode("utf-8") for k in self.keywords]
 
     def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from logparse.metrics import STEP_KEYWORD, STEP_RE
 from logparse.normalize import Normalizer, Record
-from logparse.prefilter import trie_regex
+from logparse.prefilter import compile_keywords
 from logparse.reader import Line, strip_ansi
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 
@@ -51,7 +51,7 @@ RATE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s/it|it/s)")
 
 def keyword_pattern(keywords: Iterable[str]) -> re.Pattern[str]:
     """A compiled trie alternation of the literal `keywords` (logparse.prefilter.trie_regex)."""
-    return re.compile(trie_regex(keywords))
+    return compile_keywords(keywords)
 
 
 @dataclass(frozen=True)
@@ -200,6 +200,7 @@ class StageTracker:
         self._steps: list[tuple[int, int, float | None]] = []  # (seq, step, timing_s/step)
         self._bars: list[tuple[int, int, int, float | None]] = []  # (seq, n, total, seconds per step)
         self._attempt_starts: list[AttemptStart] = []
+        self.attempts_started = 0  # every attempt start seen (the list above is bounded), for a cheap check
         self._completions: list[int] = []
         self._totals: list[tuple[int, int]] = []
         self._resumes: list[tuple[int, int]] = []
@@ -277,6 +278,7 @@ class StageTracker:
             return  # the same start, told by a second launcher line
         start = AttemptStart(rec.seq, rec.line.source, rec.line.number, rec.origin.time)
         self._add_event(self._attempt_starts, start, "attempt")
+        self.attempts_started += 1
         self._progress_since_start = False
         self._seen_in_attempt.clear()
         self._completed = False

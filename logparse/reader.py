@@ -9,12 +9,20 @@ byte-order mark is dropped; UTF-16 (with a byte-order mark, or without one when 
 NUL) is re-encoded as UTF-8; a file of NUL and control bytes (a core dump renamed .log) is skipped with
 a note; a file whose lines end in a lone CR is read line by line. NUL bytes in text are dropped (a log
 truncated while its writer kept writing starts with a run of them). Each decision leaves a note.
+
+Past the first bytes, data that goes on and on without text (MAX_BINARY_RUN_BYTES of NUL bytes, or of
+control bytes with no line end, in a row: /dev/zero, a file of zeros, a gzip bomb of them) stops the
+input with a note, and a hole of a sparse file (a log copy-truncated while its writer kept its offset) is
+skipped with lseek(SEEK_DATA) instead of being read.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
+import io
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -26,6 +34,8 @@ import regex
 
 CHUNK_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 20
+# a run of this many bytes of NUL or control data with no text (decompressed, for a .gz) ends an input
+MAX_BINARY_RUN_BYTES = 256 << 20
 SNIFF_BYTES = 64 << 10  # what decides the encoding / binary question (less for a pipe's first line)
 BINARY_RATIO = 0.10  # share of control bytes and invalid UTF-8 among the non-NUL bytes of a binary file
 # C0 control bytes that a text log does not hold (tab, newline, VT, FF, CR, ESC, backspace do occur)
@@ -94,16 +104,56 @@ def clean_text(text: str) -> str:
     return strip_ansi(text)
 
 
-def _raw_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+def _raw_chunks(stream: BinaryIO, stats: InputStats, skip_holes: bool = False) -> Iterator[bytes]:
     # read1: a pipe or FIFO gives what it has now instead of blocking until CHUNK_BYTES arrived, so a
     # line written before an interrupt is scanned before it
     read = getattr(stream, "read1", None) or stream.read
-    while True:
-        chunk = read(CHUNK_BYTES)
-        if not chunk:
-            return
-        stats.bytes += len(chunk)
-        yield chunk
+    fd = _sparse_fd(stream) if skip_holes else None
+    skipped = 0
+    try:
+        while True:
+            chunk = read(CHUNK_BYTES)
+            if not chunk:
+                return
+            stats.bytes += len(chunk)
+            if fd is not None and chunk[0] == 0 and chunk[-1] == 0 and chunk.count(0) == len(chunk):
+                hole = _skip_hole(stream, fd)
+                if hole is None:
+                    fd = None  # the file system cannot tell: read on
+                else:
+                    stats.bytes += hole
+                    skipped += hole
+            yield chunk
+    finally:
+        if skipped:
+            stats.notes.append(f"{stats.path}: skipped {skipped} byte(s) of holes (a sparse file: NUL bytes "
+                               f"never written, e.g. a log copy-truncated while its writer kept writing)")
+
+
+def _sparse_fd(stream: BinaryIO) -> int | None:
+    """The descriptor of a regular file read through a seekable buffered reader, else None."""
+    if not isinstance(stream, io.BufferedReader) or not hasattr(os, "SEEK_DATA"):
+        return None
+    try:
+        fd = stream.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) and stream.seekable() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _skip_hole(stream: BinaryIO, fd: int) -> int | None:
+    """Move `stream` past the hole it is in (to the next data, or to the end); bytes skipped, or None
+    when the file system does not support SEEK_DATA."""
+    pos = stream.tell()
+    try:
+        data = os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data after pos, the rest is a hole
+            stream.seek(pos)
+            return None
+        data = os.fstat(fd).st_size
+    stream.seek(data)  # also re-syncs the buffer with the descriptor moved by lseek
+    return max(0, data - pos)
 
 
 def sniff(head: bytes) -> str:
@@ -163,17 +213,38 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
         elif kind == "cr":
             stats.notes.append(f"{name}: lines end in a lone carriage return (CR); read each as a line")
         source = _chain(head, it)
-    for chunk in source:
-        if b"\x00" in chunk:
-            before = len(chunk)
-            chunk = chunk.replace(b"\x00", b"")
-            nuls += before - len(chunk)
-        if kind == "cr":
-            chunk = chunk.replace(b"\r", b"\n")
-        if chunk:
+    run = 0  # bytes of NUL / control data with no text in a row
+    try:
+        for chunk in source:
+            size = len(chunk)
+            if b"\x00" in chunk:
+                zeros = chunk.count(0)
+                # (bytes.replace is slow on a chunk of NUL bytes only: 10 ms a MB)
+                chunk = b"" if zeros == size else chunk.replace(b"\x00", b"")
+                nuls += zeros
+            if not chunk or (b"\n" not in chunk and _mostly_control(chunk)):
+                run += size
+                if run >= MAX_BINARY_RUN_BYTES:
+                    nuls = 0  # said by this note
+                    stats.notes.append(
+                        f"{name}: {run >> 20} MB of NUL or control bytes in a row with no text (a device "
+                        f"such as /dev/zero, a file of zeros, or a gzip bomb); stopped reading there")
+                    return
+            else:
+                run = 0
+            if not chunk:
+                continue
+            if kind == "cr":
+                chunk = chunk.replace(b"\r", b"\n")
             yield chunk
-    if nuls:
-        stats.notes.append(f"{name}: {nuls} NUL byte(s) dropped (a log truncated while written starts with them)")
+    finally:
+        if nuls:
+            stats.notes.append(f"{name}: {nuls} NUL byte(s) dropped (a log truncated while written starts with them)")
+
+
+def _mostly_control(chunk: bytes) -> bool:
+    """Are more than BINARY_RATIO of the bytes control bytes? (Asked only of data with no line end.)"""
+    return len(chunk) - len(chunk.translate(None, _CONTROL_BYTES)) > BINARY_RATIO * len(chunk)
 
 
 def _chain(head: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -189,7 +260,10 @@ def _chain_final(pieces: Iterator[bytes], final) -> Iterator[bytes]:
 
 def plain_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
     """The input's bytes in chunks of at most about CHUNK_BYTES, as UTF-8 (see the module doc)."""
-    return _text_chunks(_raw_chunks(stream, stats), stats)
+    return _text_chunks(_raw_chunks(stream, stats, skip_holes=True), stats)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class TruncatedGzip(Exception):
@@ -202,25 +276,41 @@ def gunzip_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
 
 
 def _gunzip(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+    """gzip's own member handling: members one after the other, NUL padding after a member skipped,
+    trailing bytes that are not gzip ignored with a note; only a member that began and did not end
+    is truncated data."""
     d = zlib.decompressobj(wbits=31)
+    fed = False  # some bytes of the current member went to `d`
+    members = 0  # members read to their end
     for raw in _raw_chunks(stream, stats):
         while raw:
+            if not fed and members:
+                raw = raw.lstrip(b"\x00")  # zero padding after a member (tape blocks), as gzip skips it
+                if not raw:
+                    break
+                if not GZIP_MAGIC.startswith(raw[:2]):
+                    # not another member: trailing garbage, which gzip also ignores (with a warning)
+                    stats.notes.append(f"{stats.path}: bytes after the end of the gzip data are not gzip; ignored")
+                    return
+            fed = True
             try:
                 out = d.decompress(raw, CHUNK_BYTES)
-            except zlib.error as exc:
-                raise TruncatedGzip(f"damaged gzip data ({exc})") from None
-            if out:
-                yield out
-            while d.unconsumed_tail:
-                out = d.decompress(d.unconsumed_tail, CHUNK_BYTES)
                 if out:
                     yield out
+                while d.unconsumed_tail:
+                    out = d.decompress(d.unconsumed_tail, CHUNK_BYTES)
+                    if out:
+                        yield out
+            except zlib.error as exc:
+                raise TruncatedGzip(f"damaged gzip data ({exc})") from None
             if d.eof:
                 raw = d.unused_data
                 d = zlib.decompressobj(wbits=31)
+                fed = False
+                members += 1
             else:
                 raw = b""
-    if not d.eof and (d.unconsumed_tail or stats.bytes):
+    if fed:  # a member began and did not end
         tail = d.flush()
         if tail:
             yield tail
@@ -322,7 +412,7 @@ def open_input(path: str) -> BinaryIO:
     if p.suffix.lower() == ".gz":
         head = fh.read(2)
         fh.seek(0) if fh.seekable() else None
-        if head != b"\x1f\x8b":
+        if head != GZIP_MAGIC:
             fh.close()
             raise InputError(f"{path}: has a .gz name but is not gzip data")
     return fh

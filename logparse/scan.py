@@ -27,7 +27,7 @@ from logparse.fallback import BareLine, BareLineDetector
 from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
-from logparse.matcher import MATCH_TIMEOUT_S, Matcher
+from logparse.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S, Matcher
 from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
@@ -54,6 +54,8 @@ from patterns.stages import MAX_FRAME_FIELD, StageSource, category_stages
 
 MAX_MERGE_FILES = 64
 MAX_ERROR_JSON_BYTES = 16 << 20
+MAX_ERROR_JSON_DEPTH = 64  # torchrun writes 3 levels; deeper is not its error file
+JSON_TOKEN_RE = regex.compile(r'"(?:[^"\\]|\\.)*+"|[\[\]{}]')
 RAY_ACTOR_MARKER = regex.compile(r"^:actor_name:(?P<actor>\S+)")
 STEP_RE = regex.compile(r"(?:^|[\s\]])step:(?P<step>\d+) - ")
 # verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
@@ -68,9 +70,13 @@ LOOKBACK_LINES = 64  # raw lines read back to find them
 LOOKBACK_BYTES = 64 * 1024  # bytes of the previous block kept for that
 MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
 MAX_BARE_LINES = 200  # bare failure lines kept (the first half and the most recent half)
+BARE_LOOKBACK_LINES = 12  # raw lines read back for a bare line's context
+DECIDE_DEFERRED_AT = 64  # waiting hits that make the scan decide those whose traceback is complete
 MAX_CHARTS = 8
 MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
+MATCH_CACHE_SIZE = 4096  # distinct (keywords, message) pairs whose matches are remembered
+MATCH_CACHE_CHARS = 2000  # longer messages are matched every time (hashing them costs as much)
 
 
 READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
@@ -158,6 +164,10 @@ class Scanner:
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
         self.open_message: dict[tuple, Hit] = {}  # stream -> error line still collecting continuation lines
         self.deferred: list[tuple] = []  # (match, record, traceback, step) for entries with `frames`
+        self._decide_at = DECIDE_DEFERRED_AT
+        # (prefilter keyword ids, message) -> its matches: a log dense in errors repeats its messages
+        self._match_cache: dict[tuple, list] = {}
+        self._disabled_at: dict[str, str] = {}  # entry id -> the line where it went past its budget
 
     # -- reading ---------------------------------------------------------------------------------
     def records(self, path: str, alone: bool = True) -> Iterator[Record]:
@@ -287,27 +297,46 @@ class Scanner:
         """Must the next line of `source` be read even without a keyword?"""
         self.assembler.expire(source, line_number)
         if self.open_message:
-            for stream, hit in list(self.open_message.items()):
+            # (no copy of the dict per line: 64 ranks keep 64 messages open on every line of a cascade)
+            expired = []
+            found = False
+            for stream, hit in self.open_message.items():
                 if stream[0] == source:
                     if line_number - hit.record.line.number > MAX_MESSAGE_GAP:
-                        del self.open_message[stream]
+                        expired.append(stream)
                     else:
-                        return True
+                        found = True
+                        break
+            for stream in expired:
+                del self.open_message[stream]
+            if found:
+                return True
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
-    def _context(self, rec: Record) -> Sequence[Record]:
+    def context_provider_ok(self, rec: Record) -> bool:
+        """Is the raw block of `rec`'s input at hand to read its context back from?"""
+        return rec.line.source in self._blocks and rec.line.source in self._offsets
+
+    def _context(self, rec: Record, lines: int = LOOKBACK_LINES) -> Sequence[Record]:
         """Up to CONTEXT_LINES lines of `rec`'s stream just before it, read back from the raw block
-        (at most LOOKBACK_LINES lines back), whether or not they were candidates. The raw lines are
-        taken now (the block moves on); they are decoded only if a report shows them."""
+        (at most LOOKBACK_LINES lines and LOOKBACK_BYTES back), whether or not they were candidates.
+        The raw bytes are taken now (the block moves on); they are decoded only if a report shows them."""
         source = rec.line.source
         got = self._blocks.get(source)
         if got is None or source not in self._offsets:
             return self.assembler.context_of(rec.stream)
         block, tail = got
-        raws = list(_previous_lines(block.load(), self._offsets[source], tail,
-                                    min(LOOKBACK_LINES, rec.line.number - 1)))
+        before = _lookback(block.load(), self._offsets[source], tail, min(lines, rec.line.number - 1))
         default = self._defaults.get(source) or self.attribution.get(source)
-        return LazyContext(rec, raws, default, self._lookback_normalizer)
+        return LazyContext(rec, before, default, self._lookback_normalizer)
+
+    def _hit_context(self, rec: Record) -> Sequence[Record]:
+        """The context of an error line outside a traceback (without the line itself, which the
+        assembler's own record of its stream ends with)."""
+        context = self.assembler.context_for(rec)
+        if isinstance(context, list) and context and context[-1] is rec:
+            context = context[:-1]
+        return context
 
     def _error_file_lines(self, path: str, stats: InputStats, lines: Iterator[Line]) -> Iterator[Line]:
         """torchrun's `@record` error.json: its py_callstack (or message) becomes the lines scanned;
@@ -322,7 +351,13 @@ class Scanner:
                 yield from lines
                 return
         try:
-            data = json.loads("\n".join(line.text for line in buffered))
+            text = "\n".join(line.text for line in buffered)
+            if json_depth(text) > MAX_ERROR_JSON_DEPTH:
+                # (json.loads recurses once a level: a hostile file of 1,000 levels raises RecursionError)
+                stats.notes.append(f"{stats.path}: JSON nested more than {MAX_ERROR_JSON_DEPTH} levels deep; "
+                                   f"read as plain text")
+                raise ValueError("too deep")
+            data = json.loads(text)
             message = data["message"]
             if isinstance(message, dict):
                 text = message.get("extraInfo", {}).get("py_callstack") or message.get("message", "")
@@ -330,7 +365,7 @@ class Scanner:
                 text = str(message)
             if not isinstance(text, str) or not text.strip():
                 raise ValueError("empty")
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             yield from buffered
             return
         stats.notes.append(f"{stats.path}: read as a torchrun error file (its py_callstack)")
@@ -393,8 +428,8 @@ class Scanner:
             stage_words, env_words, entries, bare = routed
         if stage_words is None or stage_words:
             self.stages.feed(rec, stage_words)
-        if len(self.stages.attempt_starts) != self._attempt_count:
-            self._attempt_count = len(self.stages.attempt_starts)
+        if self.stages.attempts_started != self._attempt_count:  # (a count: building the list cost every line)
+            self._attempt_count = self.stages.attempts_started
             if rec.line.source in self._active_sources:
                 # a (re)start printed where this input already showed progress or errors: a new attempt.
                 # (A launcher's banner in its own file, merged among the ranks' files, is not one.)
@@ -416,35 +451,55 @@ class Scanner:
                 self._active_sources.add(rec.line.source)
         if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
             self.collectives.feed(rec)
-        if entries is None:
-            matches = self.matcher.match(msg)
-        elif entries:
-            matches = self.matcher.match_entries(entries, msg)
-        else:
-            matches = ()
+        key = (ids, msg) if entries and len(msg) <= MATCH_CACHE_CHARS else None
+        matches = self._match_cache.get(key) if key is not None else None
+        if matches is None:
+            timeouts = self.matcher.timeouts
+            if entries is None:
+                matches = self.matcher.match(msg)
+            elif entries:
+                matches = self.matcher.match_entries(entries, msg, ordered=True)
+            else:
+                matches = ()
+            if len(self.matcher.disabled) != len(self._disabled_at):
+                for entry_id in self.matcher.disabled:
+                    self._disabled_at.setdefault(entry_id, f"{rec.line.source}:{rec.line.number}")
+            if self.matcher.timeouts == timeouts and key is not None:
+                # (a result that a timeout decided is not one to repeat)
+                if len(self._match_cache) >= MATCH_CACHE_SIZE:
+                    self._match_cache.clear()
+                self._match_cache[key] = matches
         if not matches:
             if role == LineRole.NONE and (bare or rec.origin.level in self._error_levels):
                 self._bare_line(rec)
             return
         tb = self.assembler.current(rec.stream) if role in (LineRole.EXCEPTION, LineRole.MESSAGE) else None
-        if any(m.entry.frames for m in matches):
+        if matches[0].entry.frames if len(matches) == 1 else any(m.entry.frames for m in matches):
             # entries that need a traceback context are decided when the traceback is complete
             for m in matches:
-                if m.entry.frames and tb is not None and len(self.deferred) < MAX_DEFERRED:
-                    self.deferred.append((m, rec, tb, self.last_step[1] if self.last_step else None))
+                if m.entry.frames and tb is not None:
+                    if len(self.deferred) >= self._decide_at:
+                        self._decide_deferred(closed_only=True)
+                        # (twice what still waits: many tracebacks open at once cost no sweep per hit)
+                        self._decide_at = max(DECIDE_DEFERRED_AT, 2 * len(self.deferred))
+                    if len(self.deferred) < MAX_DEFERRED:
+                        self.deferred.append((m, rec, tb, self.last_step[1] if self.last_step else None))
             matches = [m for m in matches if not m.entry.frames]
             if not matches:
                 if role == LineRole.NONE and (bare or rec.origin.level in self._error_levels):
                     self._bare_line(rec)  # (outside a traceback those entries cannot fire)
                 return
-        context = self.assembler.context_for(rec) if tb is None else []
-        if tb is None and context and context[-1] is rec:
-            context = context[:-1]
-        hits = [Hit(m.entry, rec, m.groups, rec.seq, tb, context, t, self.last_step[1] if self.last_step else None)
+        hits = [Hit(m.entry, rec, m.groups, rec.seq, tb, (), t, self.last_step[1] if self.last_step else None)
                 for m in matches]
         self._active_sources.add(rec.line.source)
+        context = None
         for hit in hits:
-            self.collector.add(hit)
+            if self.collector.add(hit) and tb is None:
+                # only a finding's first hit can be shown with its context: read it back now, while its
+                # block is at hand (for every hit, a log dense in errors read 64 lines back per line)
+                if context is None:
+                    context = self._hit_context(rec)
+                hit.context = context
             if self.on_fatal is not None and hit.entry.role == Role.CAUSE and hit.entry.severity == Severity.FATAL:
                 self.on_fatal(hit)
         if tb is None and stream not in self.open_message:
@@ -456,7 +511,7 @@ class Scanner:
         bare failure line (a keyword of patterns/fallback.yaml) (cached per set)."""
         stage_words = [w for w in map(self._stage_word.__getitem__, ids) if w is not None]
         env_words = [w for w in map(self._env_word.__getitem__, ids) if w is not None]
-        entries = tuple({e.id: e for k in ids for e in self._entries_of_keyword[k]}.values())
+        entries = self.matcher.in_order({e.id: e for k in ids for e in self._entries_of_keyword[k]}.values())
         bare = any(map(self._bare_word.__getitem__, ids))
         routed = (stage_words, env_words, entries, bare)
         if len(self._routes) < 65536:
@@ -470,9 +525,8 @@ class Scanner:
         if found is None:
             return
         kind, exc_type, message = found
-        context = self.assembler.context_for(rec)
-        if context and context[-1] is rec:
-            context = context[:-1]
+        # a few lines back (not LOOKBACK_LINES): every bare line of a log dense in errors takes its own
+        context = self._context(rec, BARE_LOOKBACK_LINES) if self.context_provider_ok(rec) else self._hit_context(rec)
         line = BareLine(rec, kind, exc_type, message, self.last_step[1] if self.last_step else None, context)
         if len(self.bare_lines) < MAX_BARE_LINES // 2:
             self.bare_lines.append(line)
@@ -499,10 +553,20 @@ class Scanner:
     def finish(self) -> None:
         """Close open tracebacks and decide the hits that waited for them."""
         self.assembler.close_all()
-        for m, rec, tb, step in self.deferred:
-            if m.entry.frames_match(frame_texts(tb), MATCH_TIMEOUT_S):
+        self._decide_deferred()
+
+    def _decide_deferred(self, closed_only: bool = False) -> None:
+        """Decide the hits that waited for their traceback (`closed_only`: those whose traceback is
+        complete; the others wait on). Deciding them as they complete, not all at the end, keeps a log
+        of 20,000 tracebacks from holding 10,000 of them (and their context) until then."""
+        waiting = []
+        for item in self.deferred:
+            m, rec, tb, step = item
+            if closed_only and not tb.closed:
+                waiting.append(item)
+            elif m.entry.frames_match(frame_texts(tb), MATCH_TIMEOUT_S):
                 self.collector.add(Hit(m.entry, rec, m.groups, rec.seq, tb, [], rec.origin.time, step))
-        self.deferred.clear()
+        self.deferred = waiting
 
     def _new_attempt(self, rec: Record) -> None:
         """A (re)start marker after progress: the attempt so far is diagnosed on its own and set aside;
@@ -545,6 +609,12 @@ class Scanner:
                          f"(limit {self.config.max_groups})")
         if self.matcher.timeouts:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
+        for entry_id, entry in self.matcher.disabled.items():
+            notes.append(
+                f"catalog entry '{entry_id}' ({entry.source}:{entry.line}) was disabled at "
+                f"{self._disabled_at.get(entry_id, 'the end')}: its slow pattern searches took "
+                f"{self.matcher.spent.get(entry_id, 0.0):.1f} s ({self.matcher.entry_timeouts.get(entry_id, 0)} "
+                f"timed out; budget {ENTRY_BUDGET_S:g} s a scan), so later lines were not matched against it")
         notes += self.stages.notes + self.metrics.notes
         if len(self.metrics.steps) > MAX_CHART_POINTS:
             notes.append(f"metric charts show about {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
@@ -696,9 +766,9 @@ class LazyContext(Sequence):
     """The context lines before a record, decoded and normalised on first use (most tracebacks'
     context is never shown: only the root cause's is)."""
 
-    def __init__(self, rec: Record, raws: list[bytes], default: Origin | None, normalizer: Normalizer):
+    def __init__(self, rec: Record, before: bytes, default: Origin | None, normalizer: Normalizer):
         self._rec = rec
-        self._raws = raws  # newest first
+        self._before = before  # whole lines (each ending in a newline) just before the record
         self._default = default
         self._normalizer = normalizer
         self._records: list[Record] | None = None
@@ -707,7 +777,9 @@ class LazyContext(Sequence):
         if self._records is None:
             rec = self._rec
             out: list[Record] = []
-            for i, raw in enumerate(self._raws, 1):
+            raws = self._before.split(b"\n")
+            raws.pop()  # after the last newline
+            for i, raw in enumerate(reversed(raws), 1):
                 if len(out) >= CONTEXT_LINES:
                     break
                 line = Line(rec.line.source, rec.line.number - i, decode_line(raw[:MAX_LINE_BYTES]))
@@ -716,7 +788,7 @@ class LazyContext(Sequence):
                     out.append(other)
             out.reverse()
             self._records = out
-            self._raws = []
+            self._before = b""
         return self._records
 
     def __getitem__(self, index):
@@ -747,17 +819,45 @@ def _code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def _previous_lines(block: bytes, start: int, tail: bytes, limit: int) -> Iterator[bytes]:
-    """The raw lines before offset `start` of `block` (a line start), newest first, continuing into
-    `tail` (the end of the previous block, ending in a newline)."""
-    for buf, pos in ((block, start), (tail, len(tail))):
-        while pos > 0 and limit > 0:
-            prev = buf.rfind(b"\n", 0, pos - 1) + 1
-            yield buf[prev:pos - 1]
-            limit -= 1
-            pos = prev
-        if limit <= 0 or pos > 0:
-            return
+def _lookback(block: bytes, start: int, tail: bytes, limit: int) -> bytes:
+    """The whole lines (each with its newline) just before offset `start` of `block` (a line start):
+    at most `limit` of them and about LOOKBACK_BYTES, continuing into `tail` (the end of the previous
+    block, ending in a newline) when the block has fewer. One slice per part: a hit costs a few `rfind`
+    calls, not a list of lines."""
+    pos = start
+    floor = start - LOOKBACK_BYTES
+    while pos > 0 and limit > 0:
+        prev = block.rfind(b"\n", 0, pos - 1) + 1
+        if prev < floor:
+            return block[pos:start]
+        pos = prev
+        limit -= 1
+    head = block[pos:start]
+    if pos > 0 or limit <= 0 or not tail:
+        return head
+    tpos = len(tail)
+    floor = len(tail) - (LOOKBACK_BYTES - len(head))
+    while tpos > 0 and limit > 0:
+        prev = tail.rfind(b"\n", 0, tpos - 1) + 1
+        if prev < floor or (prev == 0 and len(tail) >= LOOKBACK_BYTES):
+            break  # a line longer than what is left of the budget, or cut by the tail's own bound
+        tpos = prev
+        limit -= 1
+    return tail[tpos:] + head
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON `text` nest (brackets inside strings not counted),
+    without parsing it."""
+    depth = deepest = 0
+    for m in JSON_TOKEN_RE.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
 
 
 def _iso(t: float | None) -> str | None:

@@ -4,8 +4,10 @@ Handles plain tracebacks, chained ones ("The above exception was the direct caus
 `RayTaskError(X): ray::Actor.method()` header followed by the worker's frames and inner exception,
 and multi-line exception messages (ChildFailedError's summary, ActorDiedError's details).
 
-Bounds: a traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
-MAX_FRAMES frames; an exception message keeps at most MAX_MESSAGE_LINES continuation lines; at most
+Bounds: at most about MAX_STREAMS streams are remembered (idle ones are forgotten, oldest first); a
+traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
+MAX_FRAMES frames (the HEAD_FRAMES outermost and the innermost rest: a deep recursion's innermost
+frame is where it failed; `frames_cut` says how many went); an exception message keeps at most MAX_MESSAGE_LINES continuation lines; at most
 MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most recent half).
 """
 
@@ -22,9 +24,11 @@ from logparse.normalize import Record
 
 MAX_TRACEBACK_RECORDS = 200
 MAX_FRAMES = 100
+HEAD_FRAMES = 10  # outermost frames kept when a traceback has more than MAX_FRAMES
 MAX_MESSAGE_LINES = 120
 MAX_KEPT_TRACEBACKS = 400
 MAX_GAP_LINES = 200  # a traceback whose source printed this many lines since its last line is closed
+MAX_STREAMS = 4096  # stream states kept (those with a traceback open are never dropped)
 CONTEXT_LINES = 5
 
 TB_START = "Traceback (most recent call last):"
@@ -172,7 +176,15 @@ class Traceback:
     task_node: str | None = None
     closed: bool = False
     torchrun_failures: list[TorchrunFailure] = field(default_factory=list)
+    frames_cut: int = 0  # frames left out after the first HEAD_FRAMES (more than MAX_FRAMES were printed)
     _tail: deque = field(default_factory=lambda: deque(maxlen=MAX_TRACEBACK_RECORDS // 2))
+
+    def add_frame(self, frame: Frame) -> None:
+        """Keep the outermost HEAD_FRAMES and the innermost frames, MAX_FRAMES in all."""
+        if len(self.frames) >= MAX_FRAMES:
+            del self.frames[HEAD_FRAMES]
+            self.frames_cut += 1
+        self.frames.append(frame)
 
     def add(self, record: Record) -> None:
         if len(self.records) < MAX_TRACEBACK_RECORDS // 2:
@@ -244,7 +256,7 @@ class TracebackAssembler:
         # context_provider(record) -> up to CONTEXT_LINES records before it in its stream; without one,
         # the last lines fed in each stream are the context
         self.context_provider = context_provider
-        self._open: dict[str, int] = {}  # source -> open tracebacks
+        self._open: dict[str, dict[tuple, _StreamState]] = {}  # source -> its streams with a traceback open
         self._streams: dict[tuple, _StreamState] = {}
         self.closed: list[Traceback] = []
         self._recent: deque[Traceback] = deque(maxlen=MAX_KEPT_TRACEBACKS // 2)
@@ -253,8 +265,19 @@ class TracebackAssembler:
     def state(self, stream: tuple) -> _StreamState:
         st = self._streams.get(stream)
         if st is None:
+            if len(self._streams) >= MAX_STREAMS:
+                self._forget_idle_streams()
             st = self._streams[stream] = _StreamState()
         return st
+
+    def _forget_idle_streams(self) -> None:
+        """Drop the states of the streams with no traceback open, oldest first, down to half of
+        MAX_STREAMS: a log of 20,000 Ray workers kept 20,000 states, each with its last traceback
+        (290 MB). A forgotten stream loses its last closed traceback (a chain marker that comes later
+        starts a new chain) and its last lines (the scanner reads a context from the raw log anyway)."""
+        idle = [key for key, st in self._streams.items() if st.tb is None and st.pending_chain is None]
+        for key in idle[: len(self._streams) - MAX_STREAMS // 2]:
+            del self._streams[key]
 
     def current(self, stream: tuple) -> Traceback | None:
         st = self._streams.get(stream)
@@ -272,19 +295,20 @@ class TracebackAssembler:
 
     def _open_tb(self, st: _StreamState, tb: Traceback) -> None:
         st.tb = tb
-        src = tb.stream[0]
-        self._open[src] = self._open.get(src, 0) + 1
+        self._open.setdefault(tb.stream[0], {})[tb.stream] = st
 
     def open_in(self, source: str) -> bool:
-        return self._open.get(source, 0) > 0
+        return bool(self._open.get(source))
 
     def expire(self, source: str, line_number: int) -> None:
-        """Close the tracebacks of `source` that printed nothing for MAX_GAP_LINES lines."""
-        if not self._open.get(source):
+        """Close the tracebacks of `source` that printed nothing for MAX_GAP_LINES lines. (Only the
+        streams with one open are looked at: a log of 20,000 Ray workers has 20,000 streams.)"""
+        open_here = self._open.get(source)
+        if not open_here:
             return
-        for st in self._streams.values():
+        for st in list(open_here.values()):
             tb = st.tb
-            if tb is not None and tb.stream[0] == source:
+            if tb is not None:
                 last = tb._tail[-1] if tb._tail else tb.records[-1] if tb.records else tb.start
                 if line_number - last.line.number > MAX_GAP_LINES:
                     self._close(st)
@@ -306,8 +330,7 @@ class TracebackAssembler:
         else:
             self._recent.append(tb)
         st.last_closed = tb
-        src = tb.stream[0]
-        self._open[src] = self._open.get(src, 1) - 1
+        self._open.get(tb.stream[0], {}).pop(tb.stream, None)
         st.tb = None
         st.phase = "idle"
 
@@ -361,8 +384,7 @@ class TracebackAssembler:
             return LineRole.FRAME
         fm = FRAME_RE.match(msg)
         if fm:
-            if len(tb.frames) < MAX_FRAMES:
-                tb.frames.append(Frame(fm.group("file"), int(fm.group("line")), (fm.group("func") or "").strip()))
+            tb.add_frame(Frame(fm.group("file"), int(fm.group("line")), (fm.group("func") or "").strip()))
             tb.add(rec)
             st.phase = "code"
             return LineRole.FRAME

@@ -68,7 +68,10 @@ def _headline(summary: FleetSummary) -> str:
     counts = dict(summary.status_counts())
     parts = [f"{counts[s.value]} {s.value}" for s in (JobStatus.FAILED, JobStatus.HEALTHY, JobStatus.ERROR)
              if counts[s.value] or s is not JobStatus.ERROR]
-    return f"{len(summary.jobs)} job(s): " + ", ".join(parts)
+    line = f"{len(summary.jobs)} job(s): " + ", ".join(parts)
+    if not summary.complete:
+        line += f" (incomplete: interrupted before {len(summary.pending)} more job(s))"
+    return line
 
 
 # -- text ------------------------------------------------------------------------------------------
@@ -164,6 +167,8 @@ def render_fleet_csv(summary: FleetSummary) -> str:
 def fleet_to_dict(summary: FleetSummary) -> dict[str, Any]:
     return {
         "schema_version": FLEET_SCHEMA_VERSION,
+        "complete": summary.complete,
+        "not_analysed": list(summary.pending),
         "jobs": [_row_dict(j) for j in summary.jobs],
         "counts": {
             "status": dict(summary.status_counts()),

@@ -34,6 +34,7 @@ def _root(rc: RootCause) -> dict[str, Any]:
                  "function": t.innermost_user_frame[2]} if t.innermost_user_frame else None),
             "task": t.task,
             "chain": list(t.chain),
+            "frames_cut": t.frames_cut,
         }
     return {
         "id": rc.id, "category": rc.category, "title": rc.title, "summary": rc.summary, "message": rc.message,

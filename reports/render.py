@@ -214,6 +214,8 @@ def _md_view(report: Report) -> MdView:
     rc = report.root_cause
     tb = rc.traceback if rc else None
     frames: list = list(tb.frames) if tb else []
+    if tb is not None and tb.frames_cut:  # the scan kept the outermost and the innermost frames
+        frames.insert(tb.frames_cut_after, Gap(tb.frames_cut))
     cut = {}
     if len(frames) > MD_MAX_FRAMES:  # a deep recursion says nothing more after its first and last frames
         frames, left_out = keep_ends(frames, MD_MAX_FRAMES, MD_MAX_FRAMES // 5, tb.innermost_user_frame)

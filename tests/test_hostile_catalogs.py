@@ -4,7 +4,6 @@ traceback, never a hang), or bounded at match time; nothing in a catalog is run 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,10 @@ def write(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:
 
 
 def problems_of(tmp_path: Path, text: str) -> str:
-    """The loader's message for a catalog file holding `text` (it must be refused), within 10 s."""
-    start = time.monotonic()
+    """The loader's message for a catalog file holding `text` (it must be refused). How long the
+    refusals take is benchmarks/bench_hostile_inputs.py's to measure, not a test's."""
     with pytest.raises(CatalogError) as info:
         load_catalog([str(write(tmp_path, text))])
-    assert time.monotonic() - start < 10
     return str(info.value)
 
 
@@ -131,9 +129,7 @@ def test_overlapping_alternation_is_bounded_at_match_time(tmp_path: Path) -> Non
     cat = write(tmp_path, text)
     log = tmp_path / "job.log"
     log.write_text("".join("[rank1]: MyDataError: " + "a" * 5000 + "\n" for _ in range(20)))
-    start = time.monotonic()
     result = run_cli(["scan", str(log), "--catalog", str(cat), "--format", "json"])
-    assert time.monotonic() - start < 20
     assert result.exit_code in (0, 1)
     report = json.loads(result.output)
     assert any("hit the match timeout" in n for n in report["notes"]), report["notes"]
@@ -151,13 +147,15 @@ def test_python_tags_are_refused_and_nothing_runs(tmp_path: Path) -> None:
 
 
 def test_billion_laughs_is_refused_quickly_with_a_short_message(tmp_path: Path) -> None:
+    # 9 aliases of 9 aliases ... of 9 values: 387 million values from 10 lines. Refused where the
+    # expansion passes the limit (the line of `xf`, 9**6 values), before anything is built from it
     lines = ["  xa: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     for prev, name in zip("abcdefgh", "bcdefghi"):
         lines.append(f"  x{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
     text = ENTRY.replace("  title: My failure", "  title: My failure\n" + "\n".join(lines))
     text = text.replace("  priority: 70", "  priority: *i")
-    msg = refused_at(tmp_path, text, 15, "'priority' must be an integer 0-100")
-    assert len(msg) < 5000
+    msg = refused_at(tmp_path, text, 8, "YAML aliases expand this value to 597,871 values", "billion laughs")
+    assert len(msg) < 5000 and msg.count("mine.yaml:") == 1
 
 
 def test_deep_nesting_and_huge_files_are_refused(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """Bad inputs and output safety: every case ends in a report (with a note about what was skipped) or in a
-one-line error with exit code 2, never a Python traceback, within a time and a memory bound.
+one-line error with exit code 2, never a Python traceback, within a memory bound.
 
 Each case runs the real CLI (`logparse.cli.main`, as the console script does) in a subprocess, so the
-bounds are the process's own: wall time (a hang guard, generous) and peak RSS, the VmHWM of the process
-read by an atexit hook. Not `ru_maxrss` from wait4 or RUSAGE_CHILDREN: Linux keeps the high-water mark
-of the memory a child had before exec, which for a child forked from a big pytest process is pytest's.
+bound is the process's own peak RSS, the VmHWM of the process read by an atexit hook. Not `ru_maxrss`
+from wait4 or RUSAGE_CHILDREN: Linux keeps the high-water mark of the memory a child had before exec,
+which for a child forked from a big pytest process is pytest's. No case asserts how long it took (the
+test machine is shared and noisy): a process still running after HANG_GUARD_S is killed, which fails
+the case as a hang; how long these cases take is measured by benchmarks/bench_hostile_inputs.py.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pytest
 from logparse import reader
 from tests.conftest import ROOT, run_cli
 
-TIME_LIMIT_S = 60.0  # a hang guard only: every case takes a few seconds
+HANG_GUARD_S = 300.0  # a process still running after this is killed: a hang, not a slow machine
 RSS_LIMIT_MB = 300.0
 OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
        "capacity of 79.11 GiB of which 1.00 GiB is free.")
@@ -59,14 +61,15 @@ class Run:
     stderr: str
     seconds: float
     rss_mb: float | None  # None where /proc is missing
+    killed: bool = False  # still running after the hang guard
 
     def json(self) -> dict:
         return json.loads(self.stdout)
 
     def check_clean(self) -> None:
-        """No Python traceback, inside the time and memory bounds."""
+        """No Python traceback, no hang, inside the memory bound."""
         assert "Traceback" not in self.stderr, self.stderr
-        assert self.seconds < TIME_LIMIT_S
+        assert not self.killed, f"still running after {HANG_GUARD_S:g} s: a hang"
         if Path("/proc/self/status").exists():
             assert self.rss_mb is not None, "the launcher did not report the peak RSS"
             assert self.rss_mb < RSS_LIMIT_MB, f"peak RSS {self.rss_mb:.0f} MB"
@@ -74,7 +77,7 @@ class Run:
 
 def run_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNULL,
                 feed: Callable[[subprocess.Popen], None] | None = None, preexec: Callable[[], None] | None = None,
-                prefix: list[str] | None = None, timeout: float = TIME_LIMIT_S * 2) -> Run:
+                prefix: list[str] | None = None, timeout: float = HANG_GUARD_S) -> Run:
     """Run `verl-logscan ARGS`; stdout and stderr go to files (no pipe to drain). `feed(proc)` runs in a
     thread (a writer to its stdin)."""
     out_path, err_path, hwm_path = cwd / ".run.stdout", cwd / ".run.stderr", cwd / ".run.hwm"
@@ -88,12 +91,14 @@ def run_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNU
         writer = threading.Thread(target=feed, args=(proc,), daemon=True) if feed else None
         if writer:
             writer.start()
+        killed = False
         while True:
             pid, status = os.waitpid(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if time.monotonic() - start > timeout:
+            if time.monotonic() - start > timeout:  # the hang guard
                 proc.kill()
+                killed = True
                 pid, status = os.waitpid(proc.pid, 0)
                 break
             time.sleep(0.01)
@@ -103,7 +108,7 @@ def run_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNU
         writer.join(5)
     hwm = hwm_path.read_text() if hwm_path.exists() else ""
     return Run(proc.returncode, out_path.read_bytes(), err_path.read_text(errors="replace"), seconds,
-               int(hwm) / 1024 if hwm.isdigit() else None)
+               int(hwm) / 1024 if hwm.isdigit() else None, killed)
 
 
 def scan_json(tmp_path: Path, *paths: str, **kw) -> Run:
@@ -237,12 +242,14 @@ LONG_TOKEN_LINES = {
 
 
 @pytest.mark.parametrize("case", sorted(LONG_TOKEN_LINES))
-def test_over_long_line_reaching_the_trackers_is_fast(tmp_path: Path, case: str) -> None:
+def test_over_long_line_reaching_the_trackers_is_scanned(tmp_path: Path, case: str) -> None:
+    # (how long it takes is benchmarks/bench_hostile_inputs.py's: about 0.3 s, it once took minutes)
     (tmp_path / "long.log").write_text("start\n" + LONG_TOKEN_LINES[case] + "\n")
-    run = scan_json(tmp_path, "long.log", timeout=6)
+    run = scan_json(tmp_path, "long.log")
     assert run.rc in (0, 1)
-    assert run.seconds < 5
     run.check_clean()
+    report = run.json()
+    assert report["complete"] is True and report["inputs"][0]["lines"] == 2
 
 
 def test_crlf_line_endings(tmp_path: Path) -> None:

@@ -1,0 +1,134 @@
+"""How long the hostile cases of the test matrix take: the timings that used to be assertions in tests.
+
+The tests (tests/test_robustness.py, tests/test_hostile_catalogs.py, tests/test_issue13_*.py) check what
+each case does (a report, a note, an exit code, no traceback) and only guard against a hang; a shared,
+busy machine made their wall-clock limits fail. This script times the same cases, each as a user runs
+it (`python -m logparse ...` in a fresh process), and prints the seconds and peak RSS of each:
+
+* three lines of a single 100 KB token reaching the trackers (they once backtracked for minutes);
+* 100,000 tracebacks of 8 ranks (600,000 lines);
+* a user catalog whose regexes the loader accepts but which take the full match timeout on every
+  line (the per-entry budget disables the entry after about 2 s);
+* /dev/zero, and a gzip bomb of 4 GB of zeros (both stop after 256 MB of NUL bytes with a note);
+* a catalog whose YAML aliases expand to 387 million values (refused by the loader).
+
+    python benchmarks/bench_hostile_inputs.py [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+from bench_scan import run  # noqa: E402
+
+OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+       "capacity of 79.11 GiB of which 1.00 GiB is free.")
+ENTRY = """\
+- id: my-slow-failure
+  title: My slow failure
+  category: data-error
+  role: cause
+  severity: error
+  priority: 70
+  keywords: ['MyDataError']
+  patterns:
+    - 'MyDataError: {pattern}'
+  message: 'data broke'
+  remediation:
+    summary: The data broke.
+    why: Because.
+    fix: ['Fix the data.']
+  examples:
+    match: ['[rank1]: MyDataError: {example}']
+    no_match:
+      - line: 'MyDataErrorHandler installed'
+        why: not an error
+"""
+
+
+def build(work: Path) -> list[tuple[str, list[str]]]:
+    """The cases: (name, arguments of `python -m logparse`)."""
+    cases = []
+    long_lines = {
+        "error-line-token": OOM + " " + "y" * 100_000,
+        "repeated-between-blanks": OOM + " " * 50_000 + "[repeated 3x across cluster]" + " " * 50_000 + "end",
+        "watchdog-token": "[rank3]:[E808 04:21:41.190918398 ProcessGroupNCCL.cpp:655] [Rank 3] Watchdog caught "
+                          "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLRED" + "y" * 100_000,
+    }
+    for name, line in long_lines.items():
+        (work / f"{name}.log").write_text("start\n" + line + "\n")
+        cases.append((f"100 KB token: {name}", ["scan", "--format", "json", str(work / f"{name}.log")]))
+
+    block = ('[rank{r}]: Traceback (most recent call last):\n'
+             '[rank{r}]:   File "/app/train.py", line {n}, in main\n'
+             '[rank{r}]:     step(batch)\n'
+             '[rank{r}]:   File "/app/model.py", line 88, in step\n'
+             '[rank{r}]:     raise ValueError("bad batch {n}")\n'
+             '[rank{r}]: ValueError: bad batch {n}\n')
+    with open(work / "tbs.log", "w") as fh:
+        for n in range(100_000):
+            fh.write(block.format(r=n % 8, n=n))
+    cases.append(("100,000 tracebacks", ["scan", "--format", "json", str(work / "tbs.log")]))
+
+    (work / "slow.yaml").write_text(ENTRY.format(pattern="(?:[a-z]|[a-y])*!$", example="abc!"))
+    with open(work / "slow.log", "w") as fh:
+        for i in range(2000):
+            fh.write(f"[rank{i % 8}]: MyDataError: " + "a" * 30 + "!b\n")
+    cases.append(("slow user regex, 2,000 lines", ["scan", "--format", "json", "--catalog", str(work / "slow.yaml"),
+                                                   str(work / "slow.log")]))
+
+    if Path("/dev/zero").exists():
+        cases.append(("/dev/zero", ["scan", "--format", "json", "/dev/zero"]))
+    bomb = work / "bomb.log.gz"
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = b"\x00" * (16 << 20)
+    with open(bomb, "wb") as fh:
+        fh.write(z.compress(b"INFO start\n"))
+        for _ in range(256):  # 4 GB
+            fh.write(z.compress(zeros))
+        fh.write(z.flush())
+    cases.append((f"gzip bomb, 4 GB of zeros in {bomb.stat().st_size >> 10} KB", ["scan", "--format", "json",
+                                                                                  str(bomb)]))
+
+    lines = ["  xa: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"  x{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    laughs = ENTRY.format(pattern="(?P<what>.+)", example="x").replace(
+        "  title: My slow failure", "  title: My slow failure\n" + "\n".join(lines))
+    (work / "laughs.yaml").write_text(laughs)
+    cases.append(("billion laughs catalog", ["catalog", "check", str(work / "laughs.yaml")]))
+    return cases
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keep", help="folder for the generated inputs (default: a temporary one, removed)")
+    a = ap.parse_args()
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="vls-hostile-"))
+    work.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / p) for p in ("logparse", "patterns",
+                    "reports"))], check=True, stdout=subprocess.DEVNULL)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        for name, args in build(work):
+            seconds, rss, code = run([sys.executable, "-m", "logparse", *args], env, sample=True)
+            print(f"{name:45} {seconds:6.2f} s  peak RSS {rss:4d} MB  exit {code}", flush=True)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
