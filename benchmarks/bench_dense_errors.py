@@ -10,7 +10,9 @@ ratio of the dense log's time to the plain log's:
   causes, symptoms and wrappers, each with a different word and number in it);
 * `tracebacks`: 20,000 tracebacks of 8 ranks, each with a distinct message;
 * `workers`: 20,000 tracebacks, each from a Ray worker of its own (`(WorkerDict pid=N, ip=...)`): 20,000
-  streams, which made closing idle tracebacks look at every stream on every line.
+  streams, which made closing idle tracebacks look at every stream on every line;
+* `bare`: 200,000 distinct error lines that no catalog entry matches (`[rankN]: ValueError: ...`), each
+  a bare failure line for the fallback layer (issue 12).
 
 The plain log of each is the same number of bytes of ordinary INFO chatter (no keyword of the catalog).
 Before issue 13 the first took 88 s, the second did not finish in 300 s and the tracebacks took 17 s
@@ -105,6 +107,15 @@ def write_workers(path: Path) -> None:
                      f"{p}ValueError: bad batch {n}\n")
 
 
+def write_bare(path: Path) -> None:
+    """200,000 distinct exception lines without tracebacks that no entry names."""
+    rnd = random.Random(11)
+    with open(path, "w") as fh:
+        for n in range(IDENTICAL_LINES):
+            fh.write(f"[rank{n % 64}]: ValueError: sample {n} has a bad {rnd.choice(WORDS)} field "
+                     f"{rnd.random():.6f}\n")
+
+
 def write_plain(path: Path, size: int) -> None:
     """`size` bytes of INFO chatter that no catalog keyword marks."""
     rnd = random.Random(7)
@@ -117,7 +128,7 @@ def write_plain(path: Path, size: int) -> None:
 
 
 CASES = {"identical": write_identical, "distinct": write_distinct, "tracebacks": write_tracebacks,
-         "workers": write_workers}
+         "workers": write_workers, "bare": write_bare}
 
 
 def main() -> None:

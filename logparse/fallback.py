@@ -12,16 +12,19 @@ without its traceback, an error record, a failure phrase) and is not a benign lo
 from __future__ import annotations
 
 import itertools
+import re
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import regex
 from rapidfuzz import fuzz
 from rapidfuzz import process as fuzz_process
 from rapidfuzz.utils import default_process
 
 from logparse.findings import mask
 from logparse.normalize import Normalizer, Record
+from logparse.prefilter import trie_regex
 from logparse.reader import Line, strip_ansi
 from patterns import Catalog, Role
 from patterns.fallback import FallbackRules, fallback_rules
@@ -280,6 +283,11 @@ class BareLineDetector:
         self.rules = rules or fallback_rules()
         self.keywords = self.rules.keywords()
         self._failure_phrases = tuple(p for p in self.rules.phrases if p.failure)
+        # one search for the failure phrases' keywords and one for the benign look-alikes, instead of a
+        # search per rule: every error line of a log dense in them comes here
+        words = {k for p in self._failure_phrases for k in p.keywords}
+        self._phrase_words = re.compile(trie_regex(words)) if words else None
+        self._benign = _union(self.rules.bare.benign)
 
     def detect(self, rec: Record) -> tuple[str, str | None, str] | None:
         """(kind, exception type, message) when `rec` reads as a failure, else None. In order: a
@@ -291,10 +299,11 @@ class BareLineDetector:
         if not msg:
             return None
         text = msg[:2000]
-        if _any(bare.benign, text):
+        if self._benign is not None and _any((self._benign,), text):
             return None
         m = _match(bare.exception, text)
-        if any(p.fires(text) for p in self._failure_phrases):
+        if self._phrase_words is not None and self._phrase_words.search(text) \
+                and any(p.fires(text) for p in self._failure_phrases):
             if m is not None:
                 return "phrase", m.group("inner") or m.group("type"), (m.group("message") or "").strip()
             return "phrase", None, msg
@@ -310,6 +319,17 @@ class BareLineDetector:
         if m is not None:
             return "error-prefix", None, m.group("message")
         return None
+
+
+def _union(patterns) -> regex.Pattern | None:
+    """One regex that finds what any of `patterns` finds (a leading `(?i)` becomes a scoped flag)."""
+    if not patterns:
+        return None
+    parts = []
+    for p in patterns:
+        text = p.pattern
+        parts.append(f"(?i:{text[4:]})" if text.startswith("(?i)") else f"(?:{text})")
+    return regex.compile("|".join(parts))
 
 
 def _any(patterns, text: str) -> bool:

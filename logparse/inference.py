@@ -43,7 +43,8 @@ UNKNOWN_FIX = Fix(
     summary="No catalog entry recognises this error; its line and traceback are shown as evidence.",
     why="verl-logscan names the exception that ended the first failing process when it knows no better.",
     fix=(
-        "Read the traceback above: the innermost frame in your code or in verl is where to start.",
+        "Read the error line and its traceback, when it has one: the innermost frame in your code or in verl "
+        "is where to start.",
         ("If this failure is a known kind, add a catalog entry (see README, 'Adding an entry') "
          "so the next scan names it."),
     ),
