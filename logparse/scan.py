@@ -498,8 +498,8 @@ class Scanner:
         root, symptoms, findings = verdict.root, verdict.symptoms, verdict.findings
         notes = self.skipped + [n for s in self.inputs for n in s.notes] + list(verdict.notes)
         if self.collector.overflow:
-            notes.append(f"{self.collector.overflow} further distinct finding(s) were counted but not listed "
-                         f"(limit {self.config.max_groups})")
+            notes.append(f"more than {self.config.max_groups} distinct messages: {self.collector.overflow} hit(s) "
+                         f"with further messages are counted in their entry's row, not listed one by one")
         if self.matcher.timeouts:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
         notes += self.stages.notes + self.metrics.notes
