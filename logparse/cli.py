@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 import signal
 import stat
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import click
 
 from logparse.catalog_check import check_examples
+from logparse.inference import UNKNOWN_FIX
 from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, redact_report
@@ -25,8 +27,13 @@ from reports import FORMATS, render
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_ERROR = 2
+EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5 for "nothing collected"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
+BUILTIN_SOURCE = "patterns/catalog"  # how the loader names the source of a built-in entry
 
 
 class Terminated(BaseException):
@@ -134,6 +141,59 @@ def _total_bytes(files: list[str]) -> int | None:
     return total
 
 
+def use_color(flag: bool | None, stream: object) -> bool:
+    """Colour on `stream`? --color/--no-color decide; else NO_COLOR (https://no-color.org, any value)
+    turns it off and FORCE_COLOR (any value) on, NO_COLOR winning; else a terminal that is not `dumb`."""
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
+
+# the format an -o FILE's extension names; .txt is plain text, but names no format strongly enough to
+# contradict --format (a Markdown report saved as notes.txt is fine)
+FORMAT_OF_SUFFIX = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    path: str  # '-' for stdout
+    fmt: str
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.path == "-"
+
+
+def plan_outputs(outputs: tuple[str, ...], fmt: str | None) -> list[Output]:
+    """Where each report goes and in which format: --format when given, else each -o FILE's
+    extension (.md, .html/.htm, .json; anything else is the text summary). Raises ValueError."""
+    if not outputs:
+        return [Output("-", fmt or "text")]
+    planned: list[Output] = []
+    for path in outputs:
+        named = FORMAT_OF_SUFFIX.get(Path(path).suffix.lower()) if path != "-" else None
+        if fmt is not None and named is not None and named != fmt:
+            raise ValueError(f"--format {fmt} contradicts -o {path} (a .{Path(path).suffix[1:]} name: "
+                                   f"{named}); drop --format to let each file's extension decide")
+        planned.append(Output(path, fmt or named or "text"))
+    if sum(o.to_stdout for o in planned) > 1:
+        raise ValueError("-o - (standard output) is given more than once")
+    seen: dict[str, str] = {}
+    for o in planned:
+        if o.to_stdout:
+            continue
+        key = os.path.abspath(o.path)
+        if key in seen or any(_same_file(o.path, other) for other in seen.values()):
+            raise ValueError(f"-o {o.path} is given more than once")
+        seen[key] = o.path
+    return planned
+
+
 def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, alerts: bool,
                status: StatusLine | None) -> None:
     """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan."""
@@ -146,7 +206,10 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
                 stream.close()
                 stream = FollowFile(path)
                 followed.append(stream)
-            return TeeStream(stream, out) if tee else stream
+            if not tee:
+                return stream
+            # the status line is wiped around passed-through text only when both share a terminal
+            return TeeStream(stream, out, status if sys.stdout.isatty() else None)
 
         scanner.open_stream = open_stream
         if follow and files != ["-"]:
@@ -159,7 +222,7 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
 
             signal.signal(signal.SIGINT, stop_following)
     if alerts:
-        scanner.on_fatal = Alerts(sys.stderr)
+        scanner.on_fatal = Alerts(sys.stderr, status)
     if status is not None:
         scanner.on_progress = status
 
@@ -192,19 +255,23 @@ def cli() -> None:
     """Find the root cause in the logs of a failed verl / torchrun / Ray job.
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error.
+    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
+    5 no log line read (empty input).
     """
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Report format.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Write the report to FILE (atomically) instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].")
+@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the report to FILE (atomically) instead of stdout; the extension picks the format. "
+                   "Repeatable: -o report.md -o report.html -o report.json.")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False),
               help="Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.")
-@click.option("--color/--no-color", default=None, help="Colour the text summary (default: on a terminal).")
+@click.option("--color/--no-color", default=None,
+              help="Colour the text summary and status line [default: on a terminal, unless NO_COLOR is set; "
+                   "FORCE_COLOR forces it].")
 @click.option("--redact-hosts", is_flag=True,
               help="Also mask IP addresses, host names and user names in home paths (stable placeholders "
                    "such as node-1, ip-1, user-1). Secrets (tokens, API keys, passwords, e-mails) are always masked.")
@@ -217,7 +284,7 @@ def cli() -> None:
                    "--tee -o report.md`); needs -o, since stdout carries the log.")
 @click.option("--metrics-csv", type=click.Path(dir_okay=False),
               help="Also write the step metrics (one row per step, one column per key) to this CSV file.")
-def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...],
+def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], catalogs: tuple[str, ...],
          color: bool | None, redact_hosts: bool, no_redact: bool, follow: bool, tee: bool,
          metrics_csv: str | None) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
@@ -225,12 +292,20 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     \b
     Examples:
       verl-logscan scan job.log
-      verl-logscan scan logs/ --format md -o report.md
+      verl-logscan scan logs/ -o report.md -o report.html
       torchrun ... 2>&1 | verl-logscan scan --format json
+
+    \b
+    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
+    5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
     """
     if no_redact and redact_hosts:
         _fail("--no-redact and --redact-hosts contradict each other; give one")
-    if tee and (not output or output == "-"):
+    try:
+        planned = plan_outputs(outputs, fmt)
+    except ValueError as exc:
+        _fail(str(exc))
+    if tee and any(o.to_stdout for o in planned):
         _fail("--tee passes the log through to stdout, so the report needs -o FILE")
     if follow and len(paths) > 1:
         _fail("--follow reads one file (or stdin); give a single PATH")
@@ -239,18 +314,21 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
         files = expand_inputs(list(paths) or ["-"])
     except InputError as exc:
         _fail(str(exc))
-    if output and output != "-":
-        for f in files:
-            if f != "-" and _same_file(f, output):
-                _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
+    for o in planned:
+        if not o.to_stdout and any(f != "-" and _same_file(f, o.path) for f in files):
+            _fail(f"--output {o.path} is one of the inputs; refusing to overwrite it")
     scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = follow or tee or files == ["-"]
-    status = StatusLine(sys.stderr, _total_bytes(files), follow) if sys.stderr.isatty() else None
+    status = None
+    if sys.stderr is not None and sys.stderr.isatty():
+        status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
     _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status)
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
     except InputError as exc:
+        if status is not None:
+            status.clear()
         _fail(str(exc))
     except (KeyboardInterrupt, Terminated) as exc:  # report what was found so far, marked incomplete
         interrupted = _interrupt_code(exc)
@@ -269,35 +347,83 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
         click.echo(f"verl-logscan: {note}", err=True)
     if not no_redact:  # on the Report, not the log: evidence keeps its source:line
         report = redact_report(report, RedactConfig(hosts=redact_hosts))
-    to_stdout = not output or output == "-"
-    if to_stdout and sys.stdout is None:
+    _write_reports(report, planned, color, catalog, catalogs)
+    if interrupted is not None:
+        sys.exit(interrupted[0])
+    if report.empty:
+        sys.exit(EXIT_NO_INPUT)
+    sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+def _verdict_words(report) -> str:
+    if report.root_cause is not None:
+        return f"failed: {report.root_cause.category}"
+    return "no log lines read" if report.empty else "healthy"
+
+
+def _explain_hint(report, catalog, catalogs: tuple[str, ...]) -> str | None:
+    """The `verl-logscan explain ...` command that works for this root cause, or None. An entry from a
+    user catalog needs that catalog again; `unknown` is explained by `explain unknown`."""
+    rc = report.root_cause
+    if rc is None:
+        return None
+    if rc.id == UNKNOWN_ID:
+        return f"verl-logscan explain {UNKNOWN_ID}"
+    entry = catalog.get(rc.id)
+    if entry is None:
+        return None
+    extra = "".join(f" --catalog {shlex.quote(c)}" for c in catalogs if _defined_in(entry, c))
+    if catalogs and not extra and not _builtin(entry):
+        return None
+    return f"verl-logscan explain {shlex.quote(rc.id)}{extra}"
+
+
+def _defined_in(entry, path: str) -> bool:
+    root = str(Path(path))
+    return entry.source == root or entry.source.startswith(root.rstrip("/") + "/")
+
+
+def _builtin(entry) -> bool:
+    return _defined_in(entry, BUILTIN_SOURCE)
+
+
+def _write_reports(report, planned: list[Output], color: bool | None, catalog, catalogs: tuple[str, ...]) -> None:
+    """Every planned output, each rendered once; the terminal gets the summary when no report went to it."""
+    hint = _explain_hint(report, catalog, catalogs)
+    to_stdout = next((o for o in planned if o.to_stdout), None)
+    if to_stdout is not None and sys.stdout is None:
         _fail("standard output is closed; write the report with -o FILE")
-    use_color = (sys.stdout.isatty() if to_stdout else False) if color is None else color
-    text = render(report, fmt, color=use_color and fmt == "text")
-    if fmt == "text":
-        text = _terminal_safe(text)
-    if to_stdout:
+    files = [o for o in planned if not o.to_stdout]
+    for o in files:
+        text = render(report, o.fmt, color=False, explain=hint)
+        if o.fmt == "text":
+            text = _terminal_safe(text)
+        try:
+            write_atomically(o.path, text)
+        except OSError as exc:
+            _fail(f"cannot write {o.path}: {exc.strerror or exc}")
+    written = ", ".join(o.path for o in files)
+    if to_stdout is not None:
+        painted = to_stdout.fmt == "text" and use_color(color, sys.stdout)
+        text = render(report, to_stdout.fmt, color=painted, explain=hint)
+        if to_stdout.fmt == "text":
+            text = _terminal_safe(text)
         try:  # bytes: click writes them as they are (a report without colour has no ANSI codes to strip)
             click.echo(_writable(text), nl=False)
         except BrokenPipeError:
             raise
         except OSError as exc:
             _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
-    else:
-        try:
-            write_atomically(output, text)
-        except OSError as exc:
-            _fail(f"cannot write {output}: {exc.strerror or exc}")
-        if fmt == "text":
-            verdict = f"failed: {report.root_cause.category}" if report.root_cause else "healthy"
-            click.echo(f"verl-logscan: {verdict}; report written to {output}", err=True)
-        else:  # the file holds the full report; the terminal gets the summary and where the file is
-            err_color = sys.stderr.isatty() if color is None else color
-            click.echo(_terminal_safe(render(report, "text", color=err_color, report_path=output)), err=True,
-                       nl=False, color=err_color)
-    if interrupted is not None:
-        sys.exit(interrupted[0])
-    sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+        if files:
+            click.echo(f"verl-logscan: {_verdict_words(report)}; also written to {written}", err=True)
+        elif report.empty and to_stdout.fmt != "text":  # the text summary says it; JSON on a pipe does not
+            click.echo("verl-logscan: no log lines read", err=True)
+    elif all(o.fmt == "text" for o in files):
+        click.echo(f"verl-logscan: {_verdict_words(report)}; report written to {written}", err=True)
+    else:  # the files hold the full report; the terminal gets the summary and where the files are
+        err_color = use_color(color, sys.stderr)
+        click.echo(_terminal_safe(render(report, "text", color=err_color, report_path=written, explain=hint)),
+                   err=True, nl=False, color=err_color)
 
 
 FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_FORMATS (pandas loads lazily)
@@ -427,9 +553,13 @@ def catalog_check(path: str | None) -> None:
 @click.argument("entry_id")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
 def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
-    """Show what a catalog entry means and how to fix it."""
+    """Show what a catalog entry means and how to fix it (`explain unknown`: what an unknown verdict
+    means and how to add an entry)."""
     catalog = _load(catalogs)
     entry = catalog.get(entry_id)
+    if entry is None and entry_id == UNKNOWN_ID:
+        _explain_unknown(catalog)
+        return
     if entry is None:
         from rapidfuzz import process
 
@@ -451,6 +581,61 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
         for ref in r.references:
             click.echo(f"  {ref}")
     click.echo(f"\nDefined in {entry.source}:{entry.line}")
+
+
+# the smallest entry that works, for `explain unknown`; `verl-logscan catalog check` validates a copy of it
+# (tests/test_cli_outputs.py), so the skeleton users start from never rots
+ENTRY_SKELETON = """\
+- id: my-dataset-key-error
+  title: A dataset row lacks the prompt key
+  category: data-error
+  role: cause
+  severity: fatal
+  priority: 60
+  keywords: ['KeyError']
+  patterns:
+    - 'KeyError: .(?P<key>prompt|question).'
+  message: 'a dataset row has no {key} column'
+  remediation:
+    summary: The dataset has no column named like the prompt key.
+    why: verl reads each row's `data.prompt_key` column.
+    fix: ['Set `data.prompt_key` to the column that holds the prompt.']
+    references: []
+  examples:
+    match: ["(TaskRunner pid=42) KeyError: 'prompt'"]
+    no_match:
+      - line: "KeyError: 'labels'"
+        why: another column
+"""
+
+
+def _explain_unknown(catalog) -> None:
+    """`explain unknown`: the verdict for an exception that no catalog entry recognises."""
+    r = UNKNOWN_FIX
+    click.echo(f"{UNKNOWN_ID}: an error that no catalog entry recognises")
+    click.echo(f"category {UNKNOWN_ID}, not a catalog entry ({len(catalog.entries)} entries are loaded)")
+    click.echo("\nWhat it is\n  The job failed with an exception that none of the catalog's entries names. "
+               "verl-logscan then reports the exception that ended the first failing process as the root "
+               "cause, with its error line, traceback and the evidence before it, and lists similar known "
+               "entries when one comes close.")
+    click.echo("\nWhy it happens\n  " + r.why + " Echoes on other ranks (collective timeouts, lost peers, "
+               "launcher summaries) are still counted as its symptoms.")
+    click.echo("\nFix")
+    for i, step in enumerate(r.fix, 1):
+        click.echo(f"  {i}. {step}")
+    click.echo("\nAdding an entry")
+    click.echo("  1. Copy the error line as the log prints it (with its [rank3]: or (WorkerDict pid=...) prefix).")
+    click.echo("  2. Write an entry in a YAML file of your own, e.g. my-entries.yaml:\n")
+    for line in ENTRY_SKELETON.splitlines():
+        click.echo(f"     {line}")
+    click.echo("\n  3. Check it: verl-logscan catalog check my-entries.yaml")
+    click.echo("  4. Use it:   verl-logscan scan job.log --catalog my-entries.yaml")
+    click.echo("  The README's 'Adding an entry' section describes every field; "
+               "'verl-logscan catalog list' shows the entries there are.")
+    if r.references:
+        click.echo("\nReferences")
+        for ref in r.references:
+            click.echo(f"  {ref}")
 
 
 def main() -> None:

@@ -161,9 +161,14 @@ class InputInfo:
     bytes: int
 
 
+STATUS_FAILED = "failed"
+STATUS_HEALTHY = "healthy"
+STATUS_EMPTY = "empty"  # no log line was read at all (an empty file or pipe): nothing to judge
+
+
 @dataclass(frozen=True)
 class Report:
-    status: str  # failed | healthy
+    status: str  # failed | healthy | empty
     root_cause: RootCause | None
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]
@@ -179,4 +184,8 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return self.status == "failed"
+        return self.status == STATUS_FAILED
+
+    @property
+    def empty(self) -> bool:
+        return self.status == STATUS_EMPTY

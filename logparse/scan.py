@@ -533,8 +533,16 @@ class Scanner:
             # the failure is the last thing the log shows: its stage was reached
             progress = dataclasses.replace(progress, stage_reached=root.stage)
         metrics = self._metrics(failed)
+        status = model.STATUS_FAILED if failed else model.STATUS_HEALTHY
+        if not failed and self.inputs and not any(s.lines for s in self.inputs):
+            # an empty file or pipe is not a healthy job: there was nothing to judge (and no "stopped
+            # before the first step" either)
+            status = model.STATUS_EMPTY
+            notes.insert(0, "no log lines read: " + (
+                "every input was empty or skipped" if len(self.inputs) > 1 else "the input was empty or skipped"))
+            progress = dataclasses.replace(progress, note=None)
         return Report(
-            status="failed" if failed else "healthy",
+            status=status,
             root_cause=root,
             symptoms=symptoms,
             findings=findings,

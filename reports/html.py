@@ -336,8 +336,8 @@ def view(report: Report) -> HtmlView:
             frames = tuple(FrameRow(f, n, fn, inner is not None and (f, n) == (inner[0], inner[1]))
                            for f, n, fn in rc.traceback.frames)
         references = tuple((ref, safe_href(ref)) for ref in rc.remediation.references)
-    status = "failed" if report.failed else "healthy"
-    verdict = f"failed: {rc.category}" if rc else "no failure found"
+    status = report.status
+    verdict = f"failed: {rc.category}" if rc else ("no log lines read" if report.empty else "no failure found")
     findings = tuple(_finding_row(f) for f in report.findings)
     return HtmlView(
         title=f"verl-logscan: {verdict}",

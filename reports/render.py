@@ -334,8 +334,10 @@ def _symptoms_line(report: Report) -> str:
     return clip(", ".join(parts), SUMMARY_FIELD_CHARS) + more
 
 
-def render_summary(report: Report, color: bool = False, report_path: str | None = None) -> str:
-    """The short terminal summary (at most SUMMARY_MAX_LINES lines; every field on one line)."""
+def render_summary(report: Report, color: bool = False, report_path: str | None = None,
+                   explain: str | None = None) -> str:
+    """The short terminal summary (at most SUMMARY_MAX_LINES lines; every field on one line). `explain`:
+    the `verl-logscan explain ...` command that works for this root cause (the caller knows the catalog)."""
     rc = report.root_cause
     p = report.progress
     stage = (rc.stage if rc else None) or (p.stage_reached if p else None)
@@ -358,13 +360,15 @@ def render_summary(report: Report, color: bool = False, report_path: str | None 
         symptoms=_symptoms_line(report) if report.symptoms else "",
         anomalies=anomaly_line, redacted=redaction_line(report), notes=notes[:SUMMARY_NOTES],
         more_notes=max(0, len(report.notes) + (1 if p is not None and p.note and not rc else 0) - SUMMARY_NOTES),
-        report_path=report_path, lines=sum(i.lines for i in report.inputs),
+        report_path=report_path, lines=sum(i.lines for i in report.inputs), explain=explain,
     )
     return text
 
 
-def render(report: Report, fmt: str, color: bool = False, report_path: str | None = None) -> str:
-    """`report` as `fmt`; `report_path` (text only) names where the full report was written."""
+def render(report: Report, fmt: str, color: bool = False, report_path: str | None = None,
+           explain: str | None = None) -> str:
+    """`report` as `fmt`; `report_path` (text only) names where the full report was written, `explain`
+    (text only) the command that explains the root cause's entry."""
     if fmt == "json":
         return render_json(report)
     if fmt == "md":
@@ -374,5 +378,5 @@ def render(report: Report, fmt: str, color: bool = False, report_path: str | Non
 
         return render_html(report)
     if fmt == "text":
-        return render_summary(report, color=color, report_path=report_path)
+        return render_summary(report, color=color, report_path=report_path, explain=explain)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
