@@ -17,7 +17,7 @@ import click
 
 from logparse.catalog_check import check_examples
 from logparse.inference import UNKNOWN_FIX
-from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
+from logparse.live import Alerts, FollowFile, StatusLine, TeeStream, terminal_columns
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, redact_report
 from logparse.scan import ScanConfig, Scanner
@@ -466,7 +466,7 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
       verl-logscan fleet logs/*.log --jobs 4 --format csv
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
-    from logparse.fleet import Engine, EngineError, analyse_fleet, import_ray
+    from logparse.fleet import Engine, EngineError, JobStatus, analyse_fleet, import_ray
     from reports.fleet import render_fleet
 
     if "-" in paths:
@@ -493,9 +493,10 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
     except EngineError as exc:
         _fail(str(exc))
     for row in summary.jobs:
-        if row.message:
+        if row.status is JobStatus.ERROR and row.message:
             click.echo(f"verl-logscan: {row.message}", err=True)
-    text = render_fleet(summary, fmt)
+    to_terminal = (not output or output == "-") and sys.stdout is not None and sys.stdout.isatty()
+    text = render_fleet(summary, fmt, width=terminal_columns(sys.stdout) - 1 if to_terminal else None)
     if not output or output == "-":
         click.echo(text, nl=False)
     else:
