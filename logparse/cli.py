@@ -17,6 +17,7 @@ import click
 
 from logparse.catalog_check import check_examples
 from logparse.inference import UNKNOWN_FIX
+from logparse.layout import jobs_in_folder, several_jobs
 from logparse.live import Alerts, FollowFile, StatusLine, TeeStream, terminal_columns
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, redact_report
@@ -317,6 +318,9 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
     for o in planned:
         if not o.to_stdout and any(f != "-" and _same_file(f, o.path) for f in files):
             _fail(f"--output {o.path} is one of the inputs; refusing to overwrite it")
+    folder_notes = [n for p in paths if p != "-" and os.path.isdir(p) for n in [_several_jobs_note(p, files)] if n]
+    for note in folder_notes:
+        click.echo(f"verl-logscan: warning: {note}", err=True)
     scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = follow or tee or files == ["-"]
     status = None
@@ -345,6 +349,8 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
         note = f"interrupted by {interrupted[1]}: the report covers only the lines read before it"
         report = dataclasses.replace(report, complete=False, notes=(*report.notes, note))
         click.echo(f"verl-logscan: {note}", err=True)
+    if folder_notes:
+        report = dataclasses.replace(report, notes=(*folder_notes, *report.notes))
     if not no_redact:  # on the Report, not the log: evidence keeps its source:line
         report = redact_report(report, RedactConfig(hosts=redact_hosts))
     _write_reports(report, planned, color, catalog, catalogs)
@@ -353,6 +359,26 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
     if report.empty:
         sys.exit(EXIT_NO_INPUT)
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+MAX_GROUPS_NAMED = 6  # jobs named in the several-jobs warning (the rest are counted)
+_GROUP_KIND = {"torchrun": "torchrun run", "ray": "Ray session", "name": "job"}
+
+
+def _several_jobs_note(folder: str, files: list[str]) -> str | None:
+    """A sentence when `folder` looks like several jobs (logparse.layout.jobs_in_folder), else None."""
+    groups = jobs_in_folder(folder, files)
+    if not several_jobs(groups):
+        return None
+    named = ", ".join(f"{_GROUP_KIND[g.kind]} {g.label}" + (f" ({len(g.files)} files)" if len(g.files) > 1 else "")
+                      for g in groups[:MAX_GROUPS_NAMED])
+    more = f" and {len(groups) - MAX_GROUPS_NAMED} more" if len(groups) > MAX_GROUPS_NAMED else ""
+    if all(g.root for g in groups):
+        roots = " ".join(shlex.quote(g.root) for g in groups[:MAX_GROUPS_NAMED])
+        advice = f"for one row per job: verl-logscan fleet {roots}{' ...' if more else ''}"
+    else:
+        advice = "scan each job's files on their own, or give each job its own folder and run verl-logscan fleet"
+    return (f"{folder} looks like {len(groups)} jobs ({named}{more}), read here as one merged job; {advice}")
 
 
 def _verdict_words(report) -> str:
