@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from markupsafe import Markup, escape
 
 from logparse.model import Evidence, FindingView, MetricSeries, Report
+from reports.layout import FoldedFrames, FrameLine, error_window, evidence_locations, fold_frames, library_roots
 from reports.render import _env, compact_ranks, env_rows, number, redaction_line, step_text, where
 
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
@@ -47,14 +48,7 @@ class EvidenceRow:
     line: int
     text: str
     is_error: bool
-
-
-@dataclass(frozen=True)
-class FrameRow:
-    file: str
-    line: int
-    function: str
-    innermost: bool
+    loc: str = ""  # the label shown: the line number when the evidence is from one file
 
 
 @dataclass(frozen=True)
@@ -136,8 +130,11 @@ class HtmlView:
     title: str
     status: str
     verdict: str
-    evidence: tuple[EvidenceRow, ...]
-    frames: tuple[FrameRow, ...]
+    evidence: tuple[EvidenceRow, ...]  # every evidence line (folded under the error window)
+    window: tuple[EvidenceRow, ...]  # the error line and the lines just before it: shown first
+    evidence_source: str | None  # the one file all evidence lines are from (then rows show line numbers)
+    frames: tuple[FrameLine | FoldedFrames, ...]
+    library_roots: tuple[str, ...]  # folders cut off the library frames' paths
     where: str
     step: str
     redacted: str
@@ -325,16 +322,25 @@ def charts(report: Report) -> tuple[Chart, ...]:
 def view(report: Report) -> HtmlView:
     rc = report.root_cause
     evidence: tuple[EvidenceRow, ...] = ()
-    frames: tuple[FrameRow, ...] = ()
+    window: tuple[EvidenceRow, ...] = ()
+    evidence_source: str | None = None
+    frames: tuple[FrameLine | FoldedFrames, ...] = ()
+    roots: tuple[str, ...] = ()
     references: tuple[tuple[str, str | None], ...] = ()
     if rc is not None:
         err: Evidence | None = rc.error_line
-        evidence = tuple(EvidenceRow(e.source, e.line, e.text, err is not None and (e.source, e.line) ==
-                                     (err.source, err.line)) for e in rc.evidence)
+        ew = error_window(rc)
+        evidence_source, labels = evidence_locations([*rc.evidence, *ew.lines])
+
+        def row(e: Evidence) -> EvidenceRow:
+            is_error = err is not None and (e.source, e.line) == (err.source, err.line)
+            return EvidenceRow(e.source, e.line, e.text, is_error, labels.get((e.source, e.line), str(e.line)))
+
+        evidence = tuple(row(e) for e in rc.evidence)
+        window = tuple(row(e) for e in ew.lines)
         if rc.traceback is not None:
-            inner = rc.traceback.innermost_user_frame
-            frames = tuple(FrameRow(f, n, fn, inner is not None and (f, n) == (inner[0], inner[1]))
-                           for f, n, fn in rc.traceback.frames)
+            frames = tuple(fold_frames(rc.traceback))
+            roots = library_roots(rc.traceback.frames)
         references = tuple((ref, safe_href(ref)) for ref in rc.remediation.references)
     status = report.status
     verdict = f"failed: {rc.category}" if rc else ("no log lines read" if report.empty else "no failure found")
@@ -344,7 +350,10 @@ def view(report: Report) -> HtmlView:
         status=status,
         verdict=verdict,
         evidence=evidence,
+        window=window,
+        evidence_source=evidence_source,
         frames=frames,
+        library_roots=roots,
         where=where(rc) if rc else "",
         step=step_text(report),
         error=clip_cell(rc.message, BANNER_ERROR_CHARS) if rc else "",
@@ -363,4 +372,5 @@ def view(report: Report) -> HtmlView:
 def render_html(report: Report) -> str:
     env = _env(True)
     env.filters.setdefault("inline_code", inline_code)
+    env.tests.setdefault("folded", lambda value: isinstance(value, FoldedFrames))
     return env.get_template("report.html.j2").render(r=report, v=view(report), number=number)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from logparse.model import Evidence, FindingView, Report, compact_ranks
 from reports.jsonreport import render_json
+from reports.layout import FoldedFrames, error_window, evidence_locations, fold_frames, library_roots
 
 if TYPE_CHECKING:
     import jinja2
@@ -154,6 +155,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
                        clip=clip, number=number)
     env.globals.update(fence=fence, where=where)
     env.tests["gap"] = lambda value: isinstance(value, Gap)
+    env.tests["folded"] = lambda value: isinstance(value, FoldedFrames)
     return env
 
 
@@ -188,6 +190,15 @@ class MdView:
     anomalies: list
     attempts: list
     cut: dict[str, tuple[int, int]] = field(default_factory=dict)  # what -> (left out, of)
+    window: list[Evidence] = field(default_factory=list)  # the error line and the lines before it
+    evidence_source: str | None = None  # the one file every evidence line is from
+
+    def compact_frames(self, tb) -> list:
+        """The (trimmed) frames with library runs folded (reports.layout.fold_frames)."""
+        return fold_frames(tb, self.frames)
+
+    def library_roots(self) -> tuple[str, ...]:
+        return library_roots([f for f in self.frames if isinstance(f, tuple)])
 
     def trim_note(self) -> str:
         if not self.cut:
@@ -240,8 +251,11 @@ def _md_view(report: Report) -> MdView:
     if len(frames) > MD_MAX_FRAMES:  # a deep recursion says nothing more after its first and last frames
         frames, left_out = keep_ends(frames, MD_MAX_FRAMES, MD_MAX_FRAMES // 5, tb.innermost_user_frame)
         cut["traceback frames"] = (left_out, len(tb.frames))
+    window = error_window(rc) if rc else None
     return MdView(
         cut=cut,
+        window=list(window.lines) if window else [],
+        evidence_source=evidence_locations(rc.evidence)[0] if rc else None,
         findings=list(report.findings),
         symptoms=list(report.symptoms),
         evidence=list(rc.evidence) if rc else [],
