@@ -26,7 +26,7 @@ from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
 from logparse.matcher import MATCH_TIMEOUT_S, Matcher
-from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser
+from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser, downsample
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
@@ -66,7 +66,7 @@ LOOKBACK_LINES = 64  # raw lines read back to find them
 LOOKBACK_BYTES = 64 * 1024  # bytes of the previous block kept for that
 MAX_DEFERRED = 10_000  # catalog hits waiting for their traceback to be complete (entries with `frames`)
 MAX_CHARTS = 8
-MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
+MAX_CHART_POINTS = 2000  # beyond this many step rows, each series keeps its extremes per bucket of steps
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
 
 
@@ -504,8 +504,9 @@ class Scanner:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
         notes += self.stages.notes + self.metrics.notes
         if len(self.metrics.steps) > MAX_CHART_POINTS:
-            notes.append(f"metric charts show about {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
-                         f"(every k-th step and the last); --metrics-csv writes them all")
+            notes.append(f"metric series keep at most {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
+                         f"(the lowest and highest value of each stretch of steps, so no spike is lost); "
+                         f"--metrics-csv writes them all")
         failed = root is not None
         root_seq = None
         if root is not None and root.error_line is not None:
@@ -583,16 +584,14 @@ class Scanner:
         keys = self.metrics.keys
         valued = set(self.metrics.valued_keys)
         chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
-        shown = steps
-        if len(steps) > MAX_CHART_POINTS:  # a chart of 40,000 points shows no more than one of 2,000
-            stride = -(-len(steps) // MAX_CHART_POINTS)
-            shown = steps[::stride]
-            if shown[-1] != steps[-1]:
-                shown.append(steps[-1])
         series = []
         for key in chart:
-            points = dict(self.metrics.series(key))
-            series.append(model.MetricSeries(key, tuple(shown), tuple(points.get(st) for st in shown)))
+            values = dict(self.metrics.series(key))
+            points = [(st, values.get(st)) for st in steps]
+            # a chart of 40,000 points shows no more than one of 2,000: each bucket of steps keeps its
+            # lowest and highest value (and its first NaN / Inf), so no spike is lost
+            points = downsample(points, MAX_CHART_POINTS)
+            series.append(model.MetricSeries(key, tuple(p[0] for p in points), tuple(p[1] for p in points)))
         anomalies = tuple(
             model.Anomaly(a.kind.value, a.step, a.key, a.value, a.detail, a.fatal)
             for a in self.metrics.anomalies(failed)

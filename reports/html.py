@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
+from logparse.metrics import downsample, ema
 from logparse.model import Evidence, FindingView, MetricSeries, Report
 from reports.layout import FoldedFrames, FrameLine, error_window, evidence_locations, fold_frames, library_roots
 from reports.render import _env, compact_ranks, env_rows, number, redaction_line, step_text, where
@@ -25,6 +26,11 @@ BANNER_ERROR_CHARS = 300
 # chart geometry (SVG user units; the SVGs scale to their box)
 TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_BAR, TL_TOP, TL_AXIS = 960, 150, 24, 24, 14, 22, 34
 MC_WIDTH, MC_HEIGHT, MC_LEFT, MC_RIGHT, MC_TOP, MC_BOTTOM = 440, 190, 58, 14, 16, 30
+DRAW_MAX_POINTS = 300  # vertices of a chart's line: about one per unit of its 368-unit plot width
+MARKER_MAX_POINTS = 100  # beyond this many points a marker on each is a solid block: markers only for news
+SMOOTH_MIN_POINTS = 100  # a smoothed (EMA) line is drawn over series at least this long
+MIN_SPAN_SHARE = 0.1  # the value axis spans at least a tenth of the series' magnitude
+ZERO_BASE_SHARE = 0.25  # a positive series whose minimum is under a quarter of its maximum starts at zero
 
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
@@ -100,7 +106,10 @@ class Chart:
     height: int
     plot: tuple[float, float, float, float]  # left, top, right, bottom
     path: str
-    points: tuple[Point, ...]
+    points: tuple[Point, ...]  # the markers drawn: every point of a short series, else only NaN/Inf and anomalies
+    drawn: int  # vertices of the series line (at most DRAW_MAX_POINTS)
+    ema_path: str  # the smoothed line ("" for a short series)
+    smoothing: float | None  # its EMA weight
     y_ticks: tuple[tuple[float, str], ...]
     x_ticks: tuple[Tick, ...]
     failure_x: float | None
@@ -249,6 +258,35 @@ def timeline(report: Report) -> Timeline | None:
                     tuple(bars), ticks, x(failure_value) if failure_value is not None else None, failure_label)
 
 
+def y_range(finite: list[float]) -> tuple[float, float]:
+    """The value axis of a chart. Not simply [min, max]: on a short run noise of a few parts in a
+    thousand would fill the height and look dramatic, so the range spans at least MIN_SPAN_SHARE of the
+    largest magnitude (centred on the data); a positive series that comes near zero starts at zero."""
+    if not finite:
+        return 0.0, 1.0
+    lo, hi = min(finite), max(finite)
+    magnitude = max(abs(lo), abs(hi))
+    if lo >= 0 and lo <= ZERO_BASE_SHARE * hi:
+        lo = 0.0  # lengths, rewards, counts: read from zero when they come near it anyway
+    floor = magnitude * MIN_SPAN_SHARE if magnitude else 1.0
+    if hi - lo < floor:
+        mid = (hi + lo) / 2
+        lo, hi = mid - floor / 2, mid + floor / 2
+        if min(finite) >= 0 > lo:  # a positive series never gets a negative axis
+            lo, hi = 0.0, hi - lo
+    pad = (hi - lo) * 0.08
+    return lo - (pad if lo != 0 or min(finite) < 0 else 0.0), hi + pad
+
+
+def smoothing_weight(n: int) -> float | None:
+    """The EMA weight of the smoothed line: a window of about n / 50 steps (W&B draws a debiased EMA
+    too); none below SMOOTH_MIN_POINTS points, where every point is seen."""
+    if n < SMOOTH_MIN_POINTS:
+        return None
+    window = max(2.0, n / 50)
+    return round(1 - 1 / window, 4)
+
+
 def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int]) -> Chart:
     steps = list(series.steps)
     values = list(series.values)
@@ -259,13 +297,7 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
     s_hi = max(steps) if steps else 1
     if failure_step is not None:
         s_lo, s_hi = min(s_lo, failure_step), max(s_hi, failure_step)
-    v_lo, v_hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
-    if v_hi == v_lo:
-        pad = abs(v_lo) * 0.1 or 1.0
-        v_lo, v_hi = v_lo - pad, v_hi + pad
-    else:
-        pad = (v_hi - v_lo) * 0.08
-        v_lo, v_hi = v_lo - pad, v_hi + pad
+    v_lo, v_hi = y_range(finite)
 
     def x(step: float) -> float:
         if s_hi == s_lo:
@@ -275,12 +307,19 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
     def y(v: float) -> float:
         return round(bottom - (v - v_lo) / (v_hi - v_lo) * (bottom - top), 1)
 
+    # what is drawn: at most DRAW_MAX_POINTS points (the extremes of each stretch of steps kept, so the
+    # highest spike is always on the line); markers only where a point is worth a look on its own
+    pairs = list(zip(steps, values))
+    drawn_pairs = downsample(pairs, DRAW_MAX_POINTS)
+    every_point = len(drawn_pairs) <= MARKER_MAX_POINTS
     points = []
     path: list[str] = []
     pen_down = False
-    for step, v in zip(steps, values):
+    for step, v in drawn_pairs:
+        marked = every_point or step in anomaly_steps
         if v is None:
-            points.append(Point(x(step), bottom, step, "no value", "missing", step in anomaly_steps))
+            if marked:
+                points.append(Point(x(step), bottom, step, "no value", "missing", step in anomaly_steps))
             pen_down = False
         elif not math.isfinite(v):
             points.append(Point(x(step), bottom if v < 0 else top, step, number(v), "nonfinite",
@@ -290,15 +329,26 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
             px, py = x(step), y(v)
             path.append(f"{'L' if pen_down else 'M'}{px} {py}")
             pen_down = True
-            points.append(Point(px, py, step, number(v), "", step in anomaly_steps))
+            if marked:
+                points.append(Point(px, py, step, number(v), "", step in anomaly_steps))
+    weight = smoothing_weight(len(finite))
+    ema_path = ""
+    if weight is not None:
+        smoothed = [(st, sv) for st, sv in zip(steps, ema(values, weight)) if sv is not None]
+        # one point per pixel column is all a line needs: the smoothed value at the end of each stretch
+        stride = max(1, -(-len(smoothed) // DRAW_MAX_POINTS))
+        kept = smoothed[stride - 1::stride]
+        if kept and kept[-1] != smoothed[-1]:
+            kept.append(smoothed[-1])
+        ema_path = " ".join(f"{'M' if i == 0 else 'L'}{x(st)} {y(sv)}" for i, (st, sv) in enumerate(kept))
     y_ticks = tuple((y(v), number(v)) for v in _nice_ticks(v_lo, v_hi, 4))
     x_ticks = tuple(Tick(x(v), str(int(v))) for v in _nice_ticks(s_lo, s_hi, 5) if v == int(v))
     return Chart(
         key=series.key, width=MC_WIDTH, height=MC_HEIGHT, plot=(left, top, right, bottom), path=" ".join(path),
-        points=tuple(points), y_ticks=y_ticks, x_ticks=x_ticks,
-        failure_x=x(failure_step) if failure_step is not None else None, failure_step=failure_step,
-        last=number(values[-1]) if values else "-", low=number(min(finite)) if finite else "-",
-        high=number(max(finite)) if finite else "-",
+        points=tuple(points), drawn=len(path), ema_path=ema_path, smoothing=weight, y_ticks=y_ticks,
+        x_ticks=x_ticks, failure_x=x(failure_step) if failure_step is not None else None,
+        failure_step=failure_step, last=number(values[-1]) if values else "-",
+        low=number(min(finite)) if finite else "-", high=number(max(finite)) if finite else "-",
     )
 
 
