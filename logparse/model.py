@@ -113,9 +113,12 @@ class Progress:
     total_steps: int | None
     completed: bool
     seconds_per_step: float | None
-    timeline: tuple[StageSpan, ...] = ()
+    timeline: tuple[StageSpan, ...] = ()  # each stage's first and last line
     failure_step: int | None = None  # the last step seen before the root-cause line
     note: str | None = None  # e.g. "stopped at step N in rollout with no error: ..."
+    # the job's progression: each stretch in one stage, ending where the next stage began (see
+    # logparse.progress.StageTracker.segments); what the timeline chart draws
+    segments: tuple[StageSpan, ...] = ()
 
 
 @dataclass(frozen=True)

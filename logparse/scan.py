@@ -575,6 +575,11 @@ class Scanner:
             ),
             failure_step=failure_step,
             note=None if failed or p.completed else (p.note or stopped_note(p)),
+            segments=tuple(
+                model.StageSpan(sp.stage, sp.first_source, sp.first_line, sp.last_source, sp.last_line,
+                                _iso(sp.first_time), _iso(sp.last_time))
+                for sp in self.stages.segments()
+            ),
         )
 
     def _metrics(self, failed: bool) -> model.Metrics | None:

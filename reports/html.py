@@ -25,6 +25,7 @@ BANNER_ERROR_CHARS = 300
 
 # chart geometry (SVG user units; the SVGs scale to their box)
 TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_BAR, TL_TOP, TL_AXIS = 960, 150, 24, 24, 14, 22, 34
+TL_MIN_BAR = 1.5  # a stretch of one line is still drawn
 MC_WIDTH, MC_HEIGHT, MC_LEFT, MC_RIGHT, MC_TOP, MC_BOTTOM = 440, 190, 58, 14, 16, 30
 DRAW_MAX_POINTS = 300  # vertices of a chart's line: about one per unit of its 368-unit plot width
 MARKER_MAX_POINTS = 100  # beyond this many points a marker on each is a solid block: markers only for news
@@ -65,13 +66,23 @@ class Tick:
 
 @dataclass(frozen=True)
 class Bar:
-    stage: str
+    """One stretch of the job in a stage."""
+
     x: float
-    y: float
     width: float
-    label_y: float
-    span: str  # "lines 12-80" / "11:52:28-11:53:02"
+    span: str  # "lines 12-80" / "2026-11-30T11:52:28 - 2026-11-30T11:53:02"
     where: str  # "job.log:12 - job.log:80"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A stage of the timeline: its stretches on one row."""
+
+    stage: str
+    y: float
+    label_y: float
+    bars: tuple[Bar, ...]
+    summary: str  # "3 stretch(es), lines 40-135"
     failed: bool  # the stage the root cause happened in
 
 
@@ -83,7 +94,7 @@ class Timeline:
     plot_left: int
     plot_right: int
     axis: str  # "log line" | "time"
-    bars: tuple[Bar, ...]
+    rows: tuple[Row, ...]
     ticks: tuple[Tick, ...]
     failure_x: float | None
     failure_label: str
@@ -198,22 +209,25 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def timeline(report: Report) -> Timeline | None:
+    """The stage timeline as the job's progression: one row per stage (in order of first appearance),
+    a bar for each stretch the job spent in it, a stretch ending where the next stage began
+    (Progress.segments; a report without them draws each stage from its first to its last line)."""
     p = report.progress
-    if p is None or not p.timeline:
+    if p is None or not (p.segments or p.timeline):
         return None
-    spans = p.timeline
+    segments = p.segments or p.timeline
     rc = report.root_cause
-    sources = {s.first_source for s in spans} | {s.last_source for s in spans}
-    times = [(_parse_time(s.first_time), _parse_time(s.last_time)) for s in spans]
+    sources = {s.first_source for s in segments} | {s.last_source for s in segments}
+    times = [(_parse_time(s.first_time), _parse_time(s.last_time)) for s in segments]
     # One file: log lines place every stage and the failure exactly. Several files have no common line
-    # numbers, so their timestamps place the stages (when every stage has them).
+    # numbers, so their timestamps place the stages (when every stretch has them).
     use_time = len(sources) > 1 and all(a is not None and b is not None for a, b in times)
     if use_time:
         starts = [a for a, _ in times]
-        ends = [b for _, b in times]
+        ends = [max(b, a) for a, b in times]
     else:
-        starts = [float(s.first_line) for s in spans]
-        ends = [float(max(s.last_line, s.first_line)) for s in spans]
+        starts = [float(s.first_line) for s in segments]
+        ends = [float(max(s.last_line, s.first_line)) for s in segments]
     lo, hi = min(starts), max(ends)
     failure_value = None
     failure_label = ""
@@ -232,30 +246,43 @@ def timeline(report: Report) -> Timeline | None:
     def x(v: float) -> float:
         return round(left + (v - lo) / (hi - lo) * (right - left), 1)
 
-    # the stage the failure happened in: the root cause's own stage, else the span around the failure
-    failed_index = None
+    order = list(dict.fromkeys(s.stage for s in segments))
+    # the stage the failure happened in: the root cause's own stage, else the stretch around the failure
+    failed_stage = None
     if rc is not None:
-        named = [i for i, s in enumerate(spans) if s.stage == rc.stage]
-        around = [i for i, (a, b) in enumerate(zip(starts, ends)) if failure_value is not None and a <= failure_value]
-        failed_index = named[-1] if named else (max(around, key=lambda i: starts[i]) if around else None)
-    bars = []
-    for i, (s, a, b) in enumerate(zip(spans, starts, ends)):
-        y = TL_TOP + i * TL_ROW
-        x0, x1 = x(a), x(b)
-        if use_time:
-            span = f"{s.first_time} - {s.last_time}"
-        else:
-            span = f"lines {s.first_line}-{s.last_line}" if s.last_line != s.first_line else f"line {s.first_line}"
-        bars.append(Bar(s.stage, x0, y, max(3.0, round(x1 - x0, 1)), y + TL_BAR - 3, span,
-                        f"{s.first_source}:{s.first_line} - {s.last_source}:{s.last_line}",
-                        i == failed_index))
-    axis_y = TL_TOP + len(spans) * TL_ROW + 4
+        if rc.stage in order:
+            failed_stage = rc.stage
+        elif failure_value is not None:
+            before = [i for i, a in enumerate(starts) if a <= failure_value]
+            inside = [i for i in before if failure_value <= ends[i]]
+            pick = inside or before
+            failed_stage = segments[max(pick, key=lambda i: starts[i])].stage if pick else None
+    rows = []
+    for r, stage in enumerate(order):
+        y = TL_TOP + r * TL_ROW
+        bars = []
+        mine = [i for i, s in enumerate(segments) if s.stage == stage]
+        for i in mine:
+            s = segments[i]
+            x0, x1 = x(starts[i]), x(ends[i])
+            if use_time:
+                span = f"{s.first_time} - {s.last_time}"
+            else:
+                span = f"lines {s.first_line}-{s.last_line}" if s.last_line != s.first_line else f"line {s.first_line}"
+            bars.append(Bar(x0, max(TL_MIN_BAR, round(x1 - x0, 1)), span,
+                            f"{s.first_source}:{s.first_line} - {s.last_source}:{s.last_line}"))
+        first, last = segments[mine[0]], segments[mine[-1]]
+        reach = (f"{first.first_time} - {last.last_time}" if use_time
+                 else f"lines {first.first_line}-{last.last_line}")
+        rows.append(Row(stage, y, y + TL_BAR - 3, tuple(bars), f"{len(bars)} stretch(es), {reach}",
+                        stage == failed_stage))
+    axis_y = TL_TOP + len(order) * TL_ROW + 4
     if use_time:
         ticks = tuple(Tick(x(lo + d), _clock(lo + d)) for d in _nice_ticks(0, hi - lo))
     else:
         ticks = tuple(Tick(x(v), f"{int(v):,}") for v in _nice_ticks(lo, hi) if v == int(v))
     return Timeline(TL_WIDTH, int(axis_y + TL_AXIS), axis_y, left, right, "time" if use_time else "log line",
-                    tuple(bars), ticks, x(failure_value) if failure_value is not None else None, failure_label)
+                    tuple(rows), ticks, x(failure_value) if failure_value is not None else None, failure_label)
 
 
 def y_range(finite: list[float]) -> tuple[float, float]:

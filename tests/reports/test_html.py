@@ -149,7 +149,8 @@ def test_handmade_report_has_every_section() -> None:
     assert html.count('class="metric-chart"') == 2
     assert "0-3, 5-7" in html  # symptom ranks, compact
     # the root cause's stage (actor-update) has no span: the span around the error line is marked
-    assert re.findall(r'data-stage="([^"]+)">\s*<title>[^<]*</title>\s*<text class="stage-label failed"', html) == [
+    assert re.findall(r'data-stage="([^"]+)" data-stretches="\d+">\s*<title>[^<]*</title>\s*'
+                      r'<text class="stage-label failed"', html) == [
         "training"]
     assert "nan-inf" in html  # the anomaly list
 
