@@ -16,7 +16,14 @@ from markupsafe import Markup, escape
 
 from logparse.metrics import downsample, ema
 from logparse.model import Evidence, FindingView, MetricSeries, Report
-from reports.layout import FoldedFrames, FrameLine, error_window, evidence_locations, fold_frames, library_roots
+from reports.layout import (
+    FoldedFrames,
+    FrameLine,
+    error_window,
+    evidence_locations,
+    fold_frames,
+    library_roots,
+)
 from reports.render import _env, compact_ranks, env_rows, number, redaction_line, step_text, where
 
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)

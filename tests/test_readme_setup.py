@@ -35,7 +35,7 @@ def _modules_after(args: list[str], tmp_path: Path) -> set[str]:
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print(' '.join(sorted(m for m in sys.modules if m in ('pandas', 'numpy'))), file=sys.stderr)\n")
     p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
-                       timeout=120)
+                       timeout=120, check=False)
     return set(p.stderr.strip().splitlines()[-1].split()) if p.stderr.strip() else set()
 
 

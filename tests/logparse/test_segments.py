@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 from logparse.normalize import Normalizer
@@ -50,7 +51,7 @@ def test_recurring_stages_alternate_and_are_bounded() -> None:
     tracker = track(lines)
     full = tracker.segments(max_per_stage=10_000)  # nothing merged: every switch is a stretch
     assert [s.stage for s in full].count("validation") == 300
-    for a, b in zip(full, full[1:]):  # contiguous: each stretch ends where the next starts
+    for a, b in pairwise(full):  # contiguous: each stretch ends where the next starts
         assert a.last_line == b.first_line
     # validation every 11 lines of 3,300: closer than 1/50 of the log, so each stage is one bar
     merged = tracker.segments(max_per_stage=50)
@@ -75,7 +76,7 @@ def test_sample_with_a_late_dedup_flush() -> None:
     report = json.loads(run_cli(["scan", str(SAMPLES / "ray-actor-exception.log"), "--format", "json"]).stdout)
     segments = report["progress"]["segments"]
     assert [s["stage"] for s in segments] == ["launch", "config", "data-load", "model-load", "training"]
-    for a, b in zip(segments, segments[1:]):
+    for a, b in pairwise(segments):
         assert a["last"]["line"] == b["first"]["line"]
     assert segments[-1]["last"]["line"] < 134  # not stretched to the flush at lines 134-135
 

@@ -136,7 +136,7 @@ def test_long_run_html_through_the_cli(long_run: Path, tmp_path: Path) -> None:
     assert any("no spike is lost" in n for n in notes)
 
 
-def test_long_run_charts_in_chromium(browser, long_run: Path, tmp_path: Path) -> None:
+def test_long_run_charts_in_chromium(browser, long_run: Path, tmp_path: Path) -> None:  # noqa: F811
     page = tmp_path / "long.html"
     assert run_cli(["scan", str(long_run), "-o", str(page)]).exit_code == 0
     assert _load(browser, page) == []
