@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import signal
 import stat
 import sys
@@ -17,7 +18,9 @@ import click
 from logparse.catalog_check import check_examples
 from logparse.fallback import check_fallback_examples
 from logparse.fleet import DEFAULT_JOB_TIMEOUT_S
-from logparse.live import Alerts, FollowFile, StatusLine, TeeStream
+from logparse.inference import UNKNOWN_FIX
+from logparse.layout import jobs_in_folder, several_jobs
+from logparse.live import Alerts, FollowFile, StatusLine, TeeStream, terminal_columns
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
 from logparse.scan import ScanConfig, Scanner
@@ -29,8 +32,13 @@ from reports.escape import csv_safe_frame, terminal_text
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_ERROR = 2
+EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5 for "nothing collected"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
+BUILTIN_SOURCE = "patterns/catalog"  # how the loader names the source of a built-in entry
 
 
 class Terminated(BaseException):
@@ -206,6 +214,58 @@ def _alert_cleaner(redact: bool, hosts: bool) -> Callable[[str, bool], str]:
     return clean
 
 
+def use_color(flag: bool | None, stream: object) -> bool:
+    """Colour on `stream`? --color/--no-color decide; else NO_COLOR (https://no-color.org, any value)
+    turns it off and FORCE_COLOR (any value) on, NO_COLOR winning; else a terminal that is not `dumb`."""
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return _isatty(stream) and os.environ.get("TERM") != "dumb"
+
+
+# the format an -o FILE's extension names; .txt is plain text, but names no format strongly enough to
+# contradict --format (a Markdown report saved as notes.txt is fine)
+FORMAT_OF_SUFFIX = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    path: str  # '-' for stdout
+    fmt: str
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.path == "-"
+
+
+def plan_outputs(outputs: tuple[str, ...], fmt: str | None) -> list[Output]:
+    """Where each report goes and in which format: --format when given, else each -o FILE's
+    extension (.md, .html/.htm, .json; anything else is the text summary). Raises ValueError."""
+    if not outputs:
+        return [Output("-", fmt or "text")]
+    planned: list[Output] = []
+    for path in outputs:
+        named = FORMAT_OF_SUFFIX.get(Path(path).suffix.lower()) if path != "-" else None
+        if fmt is not None and named is not None and named != fmt:
+            raise ValueError(f"--format {fmt} contradicts -o {path} (a .{Path(path).suffix[1:]} name: "
+                                   f"{named}); drop --format to let each file's extension decide")
+        planned.append(Output(path, fmt or named or "text"))
+    if sum(o.to_stdout for o in planned) > 1:
+        raise ValueError("-o - (standard output) is given more than once")
+    seen: dict[str, str] = {}
+    for o in planned:
+        if o.to_stdout:
+            continue
+        key = os.path.abspath(o.path)
+        if key in seen or any(_same_file(o.path, other) for other in seen.values()):
+            raise ValueError(f"-o {o.path} is given more than once")
+        seen[key] = o.path
+    return planned
+
+
 def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, alerts: bool,
                status: StatusLine | None, clean: Callable[[str, bool], str] | None = None
                ) -> tuple[list[FollowFile], list[TeeStream]]:
@@ -222,7 +282,9 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
                 stream = FollowFile(path)
                 followed.append(stream)
             if tee:
-                stream = TeeStream(stream, out, on_broken=_stdout_to_devnull)
+                # the status line is wiped around passed-through text only when both share a terminal
+                stream = TeeStream(stream, out, on_broken=_stdout_to_devnull,
+                                   status=status if _isatty(sys.stdout) else None)
                 tees.append(stream)
             return stream
 
@@ -237,7 +299,7 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
 
             signal.signal(signal.SIGINT, stop_following)
     if alerts:
-        scanner.on_fatal = Alerts(sys.stderr, clean) if clean is not None else Alerts(sys.stderr)
+        scanner.on_fatal = Alerts(sys.stderr, clean, status) if clean is not None else Alerts(sys.stderr, status=status)
     if status is not None:
         scanner.on_progress = status
     return followed, tees
@@ -282,19 +344,23 @@ def cli() -> None:
     """Find the root cause in the logs of a failed verl / torchrun / Ray job.
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error.
+    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
+    5 no log line read (empty input).
     """
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Report format.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Write the report to FILE (atomically) instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].")
+@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the report to FILE (atomically) instead of stdout; the extension picks the format. "
+                   "Repeatable: -o report.md -o report.html -o report.json.")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False),
               help="Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.")
-@click.option("--color/--no-color", default=None, help="Colour the text summary (default: on a terminal).")
+@click.option("--color/--no-color", default=None,
+              help="Colour the text summary and status line [default: on a terminal, unless NO_COLOR is set; "
+                   "FORCE_COLOR forces it].")
 @click.option("--redact-hosts", is_flag=True,
               help="Also mask IP addresses, host names and user names in home paths (stable placeholders "
                    "such as node-1, ip-1, user-1). Secrets (tokens, API keys, passwords, e-mails) are always masked.")
@@ -312,7 +378,7 @@ def cli() -> None:
 @click.option("--disable", "disabled", multiple=True, metavar="ID",
               help="Scan without this catalog entry (e.g. one that misfires on your logs; or to see what the "
                    "tool concludes without it). Repeatable.")
-def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...],
+def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], catalogs: tuple[str, ...],
          color: bool | None, redact_hosts: bool, no_redact: bool, follow: bool, tee: bool,
          metrics_csv: str | None, disabled: tuple[str, ...]) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
@@ -320,38 +386,55 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
     \b
     Examples:
       verl-logscan scan job.log
-      verl-logscan scan logs/ --format md -o report.md
+      verl-logscan scan logs/ -o report.md -o report.html
       torchrun ... 2>&1 | verl-logscan scan --format json
+
+    \b
+    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
+    5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
     """
     if no_redact and redact_hosts:
         _fail("--no-redact and --redact-hosts contradict each other; give one")
-    if tee and (not output or output == "-"):
+    try:
+        planned = plan_outputs(outputs, fmt)
+    except ValueError as exc:
+        _fail(str(exc))
+    if tee and any(o.to_stdout for o in planned):
         _fail("--tee passes the log through to stdout, so the report needs -o FILE")
-    to_stdout = not output or output == "-"
+    to_stdout = any(o.to_stdout for o in planned)
     if (to_stdout or tee) and _stdout_closed():  # said before the scan, not after it
         _fail("standard output is closed; write the report with -o FILE" if to_stdout
               else "standard output is closed; --tee has nowhere to pass the log through")
     if follow and len(paths) > 1:
         _fail("--follow reads one file (or stdin); give a single PATH")
-    if metrics_csv and not to_stdout and _same_path(metrics_csv, output):
-        _fail(f"--metrics-csv and --output name the same file ({metrics_csv}); give two")
+    for o in planned:
+        if metrics_csv and not o.to_stdout and _same_path(metrics_csv, o.path):
+            _fail(f"--metrics-csv and --output name the same file ({metrics_csv}); give two")
     catalog = _without(_load(catalogs), disabled)
     try:
         files = expand_inputs(list(paths) or ["-"])
     except InputError as exc:
         _fail(str(exc))
-    for option, target in (("--output", None if to_stdout else output), ("--metrics-csv", metrics_csv)):
+    targets = [("--output", o.path) for o in planned if not o.to_stdout] + [("--metrics-csv", metrics_csv)]
+    for option, target in targets:
         if target and any(f != "-" and _same_file(f, target) for f in files):
             _fail(f"{option} {target} is one of the inputs; refusing to overwrite it")
+    folder_notes = [n for p in paths if p != "-" and os.path.isdir(p) for n in [_several_jobs_note(p, files)] if n]
+    for note in folder_notes:
+        click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
     scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = follow or tee or files == ["-"]
-    status = StatusLine(sys.stderr, _total_bytes(files), follow) if _isatty(sys.stderr) else None
+    status = None
+    if _isatty(sys.stderr):
+        status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
     followed, tees = _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
                                 clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts))
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
     except InputError as exc:
+        if status is not None:
+            status.clear()
         _fail(str(exc))
     except (KeyboardInterrupt, Terminated) as exc:  # report what was found so far, marked incomplete
         interrupted = _interrupt_code(exc)
@@ -368,24 +451,11 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
         note = f"interrupted by {interrupted[1]}: the report covers only the lines read before it"
         report = dataclasses.replace(report, complete=False, notes=(*report.notes, note))
         click.echo(f"verl-logscan: {note}", err=True)
+    if folder_notes:
+        report = dataclasses.replace(report, notes=(*folder_notes, *report.notes))
     if not no_redact:  # on the Report, not the log: evidence keeps its source:line
         report = redact_report(report, RedactConfig(hosts=redact_hosts))
-    use_color = (_isatty(sys.stdout) if to_stdout else False) if color is None else color
-    text = render(report, fmt, color=use_color and fmt == "text")  # text: terminal-safe as rendered
-    if to_stdout:
-        _echo_report(text)
-    else:
-        try:
-            write_atomically(output, text)
-        except OSError as exc:
-            _fail(f"cannot write {output}: {exc.strerror or exc}")
-        if fmt == "text":
-            verdict = f"failed: {report.root_cause.category}" if report.root_cause else "healthy"
-            click.echo(f"verl-logscan: {verdict}; report written to {output}", err=True)
-        else:  # the file holds the full report; the terminal gets the summary and where the file is
-            err_color = _isatty(sys.stderr) if color is None else color
-            click.echo(render(report, "text", color=err_color, report_path=output), err=True,
-                       nl=False, color=err_color)
+    _write_reports(report, planned, color, catalog, catalogs)
     if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
         try:
             # a metric key that starts like a formula must not run in a spreadsheet
@@ -394,7 +464,89 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[s
             _fail(f"cannot write {metrics_csv}: {exc.strerror or exc} (the report was written)")
     if interrupted is not None:
         sys.exit(interrupted[0])
+    if report.empty:
+        sys.exit(EXIT_NO_INPUT)
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+MAX_GROUPS_NAMED = 6  # jobs named in the several-jobs warning (the rest are counted)
+_GROUP_KIND = {"torchrun": "torchrun run", "ray": "Ray session", "name": "job"}
+
+
+def _several_jobs_note(folder: str, files: list[str]) -> str | None:
+    """A sentence when `folder` looks like several jobs (logparse.layout.jobs_in_folder), else None."""
+    groups = jobs_in_folder(folder, files)
+    if not several_jobs(groups):
+        return None
+    named = ", ".join(f"{_GROUP_KIND[g.kind]} {g.label}" + (f" ({len(g.files)} files)" if len(g.files) > 1 else "")
+                      for g in groups[:MAX_GROUPS_NAMED])
+    more = f" and {len(groups) - MAX_GROUPS_NAMED} more" if len(groups) > MAX_GROUPS_NAMED else ""
+    if all(g.root for g in groups):
+        roots = " ".join(shlex.quote(g.root) for g in groups[:MAX_GROUPS_NAMED])
+        advice = f"for one row per job: verl-logscan fleet {roots}{' ...' if more else ''}"
+    else:
+        advice = "scan each job's files on their own, or give each job its own folder and run verl-logscan fleet"
+    return (f"{folder} looks like {len(groups)} jobs ({named}{more}), read here as one merged job; {advice}")
+
+
+def _verdict_words(report) -> str:
+    if report.root_cause is not None:
+        return f"failed: {report.root_cause.category}"
+    return "no log lines read" if report.empty else "healthy"
+
+
+def _explain_hint(report, catalog, catalogs: tuple[str, ...]) -> str | None:
+    """The `verl-logscan explain ...` command that works for this root cause, or None. An entry from a
+    user catalog needs that catalog again; `unknown` is explained by `explain unknown`."""
+    rc = report.root_cause
+    if rc is None:
+        return None
+    if rc.id == UNKNOWN_ID:
+        return f"verl-logscan explain {UNKNOWN_ID}"
+    entry = catalog.get(rc.id)
+    if entry is None:
+        return None
+    extra = "".join(f" --catalog {shlex.quote(c)}" for c in catalogs if _defined_in(entry, c))
+    if catalogs and not extra and not _builtin(entry):
+        return None
+    return f"verl-logscan explain {shlex.quote(rc.id)}{extra}"
+
+
+def _defined_in(entry, path: str) -> bool:
+    root = str(Path(path))
+    return entry.source == root or entry.source.startswith(root.rstrip("/") + "/")
+
+
+def _builtin(entry) -> bool:
+    return _defined_in(entry, BUILTIN_SOURCE)
+
+
+def _write_reports(report, planned: list[Output], color: bool | None, catalog, catalogs: tuple[str, ...]) -> None:
+    """Every planned output, each rendered once; the terminal gets the summary when no report went to it.
+    (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.)"""
+    hint = _explain_hint(report, catalog, catalogs)
+    to_stdout = next((o for o in planned if o.to_stdout), None)
+    files = [o for o in planned if not o.to_stdout]
+    for o in files:
+        text = render(report, o.fmt, color=False, explain=hint)
+        try:
+            write_atomically(o.path, text)
+        except OSError as exc:
+            _fail(f"cannot write {o.path}: {exc.strerror or exc}")
+    written = ", ".join(o.path for o in files)
+    if to_stdout is not None:
+        painted = to_stdout.fmt == "text" and use_color(color, sys.stdout)
+        _echo_report(render(report, to_stdout.fmt, color=painted, explain=hint))
+        if files:
+            click.echo(f"verl-logscan: {_verdict_words(report)}; also written to {terminal_text(written)}", err=True)
+        elif report.empty and to_stdout.fmt != "text":  # the text summary says it; JSON on a pipe does not
+            click.echo("verl-logscan: no log lines read", err=True)
+    elif all(o.fmt == "text" for o in files):
+        click.echo(f"verl-logscan: {_verdict_words(report)}; report written to {terminal_text(written)}", err=True)
+    else:  # the files hold the full report; the terminal gets the summary and where the files are
+        err_color = use_color(color, sys.stderr)
+        click.echo(render(report, "text", color=err_color, report_path=written, explain=hint),
+                   err=True, nl=False, color=err_color)
 
 
 FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_FORMATS (pandas loads lazily)
@@ -441,7 +593,7 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
       verl-logscan fleet logs/*.log --jobs 4 --format csv
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
-    from logparse.fleet import Engine, EngineError, import_ray, iter_fleet, summarise
+    from logparse.fleet import Engine, EngineError, JobStatus, import_ray, iter_fleet, summarise
     from reports.fleet import render_fleet
 
     if "-" in paths:
@@ -481,12 +633,13 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
         run.close()  # stops the workers still running
     summary = summarise(jobs, rows)
     for row in summary.jobs:
-        if row.message:
+        if row.status is JobStatus.ERROR and row.message:
             click.echo(f"verl-logscan: {terminal_text(row.message)}", err=True)
     if interrupted is not None:
         click.echo(f"verl-logscan: interrupted by {interrupted[1]}: {len(summary.jobs)} of {len(jobs)} job(s) "
                    f"analysed; the summary lists those", err=True)
-    text = render_fleet(summary, fmt)
+    to_terminal = (not output or output == "-") and _isatty(sys.stdout)
+    text = render_fleet(summary, fmt, width=terminal_columns(sys.stdout) - 1 if to_terminal else None)
     if not output or output == "-":
         _echo_report(text)
     else:
@@ -553,9 +706,13 @@ def catalog_check(path: str | None) -> None:
 @click.argument("entry_id")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
 def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
-    """Show what a catalog entry means and how to fix it."""
+    """Show what a catalog entry means and how to fix it (`explain unknown`: what an unknown verdict
+    means and how to add an entry)."""
     catalog = _load(catalogs)
     entry = catalog.get(entry_id)
+    if entry is None and entry_id == UNKNOWN_ID:
+        _explain_unknown(catalog)
+        return
     if entry is None:
         from rapidfuzz import process
 
@@ -603,6 +760,61 @@ def _guard_standard_descriptors() -> None:
             _STDOUT_WAS_CLOSED = True
         elif fd == 2:
             sys.stderr = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+
+# the smallest entry that works, for `explain unknown`; `verl-logscan catalog check` validates a copy of it
+# (tests/test_cli_outputs.py), so the skeleton users start from never rots
+ENTRY_SKELETON = """\
+- id: my-dataset-key-error
+  title: A dataset row lacks the prompt key
+  category: data-error
+  role: cause
+  severity: fatal
+  priority: 60
+  keywords: ['KeyError']
+  patterns:
+    - 'KeyError: .(?P<key>prompt|question).'
+  message: 'a dataset row has no {key} column'
+  remediation:
+    summary: The dataset has no column named like the prompt key.
+    why: verl reads each row's `data.prompt_key` column.
+    fix: ['Set `data.prompt_key` to the column that holds the prompt.']
+    references: []
+  examples:
+    match: ["(TaskRunner pid=42) KeyError: 'prompt'"]
+    no_match:
+      - line: "KeyError: 'labels'"
+        why: another column
+"""
+
+
+def _explain_unknown(catalog) -> None:
+    """`explain unknown`: the verdict for an exception that no catalog entry recognises."""
+    r = UNKNOWN_FIX
+    click.echo(f"{UNKNOWN_ID}: an error that no catalog entry recognises")
+    click.echo(f"category {UNKNOWN_ID}, not a catalog entry ({len(catalog.entries)} entries are loaded)")
+    click.echo("\nWhat it is\n  The job failed with an exception that none of the catalog's entries names. "
+               "verl-logscan then reports the exception that ended the first failing process as the root "
+               "cause, with its error line, traceback and the evidence before it, and lists similar known "
+               "entries when one comes close.")
+    click.echo("\nWhy it happens\n  " + r.why + " Echoes on other ranks (collective timeouts, lost peers, "
+               "launcher summaries) are still counted as its symptoms.")
+    click.echo("\nFix")
+    for i, step in enumerate(r.fix, 1):
+        click.echo(f"  {i}. {step}")
+    click.echo("\nAdding an entry")
+    click.echo("  1. Copy the error line as the log prints it (with its [rank3]: or (WorkerDict pid=...) prefix).")
+    click.echo("  2. Write an entry in a YAML file of your own, e.g. my-entries.yaml:\n")
+    for line in ENTRY_SKELETON.splitlines():
+        click.echo(f"     {line}")
+    click.echo("\n  3. Check it: verl-logscan catalog check my-entries.yaml")
+    click.echo("  4. Use it:   verl-logscan scan job.log --catalog my-entries.yaml")
+    click.echo("  The README's 'Adding an entry' section describes every field; "
+               "'verl-logscan catalog list' shows the entries there are.")
+    if r.references:
+        click.echo("\nReferences")
+        for ref in r.references:
+            click.echo(f"  {ref}")
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """Hits (one catalog match on one line) and findings (hits grouped by entry and masked message).
 
-Bounds: at most `max_groups` groups (later distinct messages are counted, not kept); a group keeps
-its first and its latest hit.
+Bounds: at most `max_groups` groups by message; once that many exist, a hit with a new message joins
+its entry's one overflow group (so every hit is still counted, under its entry, with its rank and
+node: at most one overflow group per catalog entry). A group keeps its first and its latest hit.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from logparse.tracebacks import Traceback
 from patterns import Entry, Role
 
 MAX_GROUPS = 2000
+OVERFLOW_KEY = "<further distinct messages>"  # the masked-message key of an entry's overflow group
 
 # numbers, hex, IPs, paths and timestamps are masked so the same error on many ranks groups together
 MASK_RE = regex.compile(
@@ -88,7 +90,7 @@ class FindingCollector:
     def __init__(self, max_groups: int = MAX_GROUPS) -> None:
         self.max_groups = max_groups
         self.groups: dict[tuple[str, str], FindingGroup] = {}
-        self.overflow = 0
+        self.overflow = 0  # hits whose message found no group of its own (counted in their entry's overflow group)
         # record sequence numbers of the hits inside a traceback (a traceback whose exception line an
         # entry recognises is not an unknown cause); those outside one need no record, and a log dense
         # in errors has millions
@@ -104,7 +106,16 @@ class FindingCollector:
         new = group is None
         if new:
             if len(self.groups) >= self.max_groups:
+                # no room for another message: count the hit under its entry, never drop it (a symptom
+                # seen 20,000 times with varying text must not read as 2,000)
                 self.overflow += 1
+                key = (hit.entry.id, OVERFLOW_KEY)
+                group = self.groups.get(key)
+                if group is None:
+                    group = self.groups[key] = FindingGroup(hit.entry, OVERFLOW_KEY, hit)
+                    group.add(hit)
+                    return True
+                group.add(hit)
                 return False
             group = self.groups[key] = FindingGroup(hit.entry, key[1], hit)
         group.add(hit)

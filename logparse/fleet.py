@@ -13,10 +13,10 @@ Two engines run the same per-job function, `analyse_job`:
   verl-logscan must be installed in the cluster's Python. An address is first tried with a plain TCP
   connection (RAY_PROBE_S): ray.init retries an address where nothing listens for minutes.
 
-A job that cannot be read (no such path, a folder without log files, a permission or gzip error),
-that crashes its worker or that runs past the timeout is a row with status `error` and the reason;
-the other jobs are still analysed. `iter_fleet` yields the rows as jobs finish (so that an interrupted
-run keeps what is done); `analyse_fleet` returns them in the order the jobs were given.
+A job that cannot be read (no such path, a folder without log files, a permission or gzip error, or
+no log line at all), that crashes its worker or that runs past the timeout is a row with status `error`
+and the reason; the other jobs are still analysed. `iter_fleet` yields the rows as jobs finish (so that
+an interrupted run keeps what is done); `analyse_fleet` returns them in the order the jobs were given.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from logparse.reader import InputError, expand_inputs
 from logparse.scan import scan_paths
 from patterns import Catalog, load_catalog
 
+UNKNOWN_ROOT_CAUSE = "unknown"  # the root-cause id of an exception that no catalog entry recognises
 NO_STAGE = "(none)"  # the count key for failed jobs whose log does not show the stage
 DEFAULT_JOB_TIMEOUT_S = 600.0  # a job still running after this is stuck (a FIFO without writer, a hung mount)
 RAY_PROBE_S = 5.0  # a TCP connection to the Ray address must open within this
@@ -74,7 +75,9 @@ class JobRow:
     confidence: float | None = None
     error_source: str | None = None  # where the root cause's error line is
     error_line: int | None = None
-    message: str | None = None  # for status `error`: what could not be read and why
+    # status `error`: what could not be read and why; an `unknown` failure: its error (the category
+    # says nothing there, so the row carries the exception itself)
+    message: str | None = None
 
     @property
     def error_at(self) -> str | None:
@@ -124,6 +127,8 @@ def job_row(job: str, report: Report) -> JobRow:
     """The fleet row of one job's report."""
     rc = report.root_cause
     last_step = report.progress.last_step if report.progress is not None else None
+    if report.empty:  # nothing to judge: not a healthy job
+        return JobRow(job=job, status=JobStatus.ERROR, message=f"{job}: no log lines read")
     if rc is None:
         return JobRow(job=job, status=JobStatus.HEALTHY, last_step=last_step)
     return JobRow(
@@ -136,6 +141,7 @@ def job_row(job: str, report: Report) -> JobRow:
         confidence=rc.confidence,
         error_source=rc.error_line.source if rc.error_line else None,
         error_line=rc.error_line.line if rc.error_line else None,
+        message=rc.summary if rc.id == UNKNOWN_ROOT_CAUSE else None,
     )
 
 

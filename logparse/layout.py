@@ -53,3 +53,96 @@ def file_origin(path: str) -> FileOrigin:
     if p.endswith("error.json"):
         return FileOrigin(None, error_file=True)
     return FileOrigin()
+
+
+# -- several jobs in one folder -------------------------------------------------------------------------
+# Words and numbers that say which process or stream of a job a file holds, not which job: `rank3.log`,
+# `node1/stdout.log`, `driver.log` and `train.log` are parts of one job; `job_a.log` and `job_b.log`, or
+# `exp1/` and `exp2/`, are two.
+_GENERIC_WORDS = frozenset({
+    "rank", "local", "global", "node", "worker", "workers", "gpu", "host", "proc", "process", "attempt", "part",
+    "stdout", "stderr", "out", "err", "error", "errors", "log", "logs", "output", "outputs", "console", "debug",
+    "info", "all", "combined", "nohup", "driver", "main", "launcher", "head", "train", "training", "trainer",
+    "job", "run", "std", "tee", "torchrun", "ray", "verl",
+})
+_PER_PROCESS = regex.compile(r"^(?:rank|local_?rank|node|worker|gpu|host|proc|process|attempt|part)_?\d+$")
+_SMALL_NUMBER = regex.compile(r"^\d{1,2}$")  # an index (rank 0-99); longer numbers (job ids, dates) differ
+_NAME_SPLIT = regex.compile(r"[-_.\s]+")
+_LOG_EXTENSIONS = (".gz", ".log", ".out", ".err", ".txt", ".json")
+
+
+@dataclass(frozen=True)
+class JobGroup:
+    """Files of a folder that look like one job."""
+
+    kind: str  # torchrun | ray | name
+    label: str  # the torchrun run folder, the Ray session folder, or the (first) file or subfolder name
+    root: str | None  # one path that holds exactly this group's files (for `fleet`), when there is one
+    files: tuple[str, ...]
+
+
+def name_family(name: str) -> str:
+    """What a file or folder name says about which job it belongs to, with the words and small numbers
+    that name a process or a stream removed: '' for a generic name (`rank3.log`, `stdout`, `driver.out`)."""
+    stem = name.lower()
+    changed = True
+    while changed:  # job.log.gz -> job
+        changed = False
+        for ext in _LOG_EXTENSIONS:
+            if stem.endswith(ext) and len(stem) > len(ext):
+                stem, changed = stem[: -len(ext)], True
+    tokens = [t for t in _NAME_SPLIT.split(stem) if t]
+    kept = [t for t in tokens
+            if t not in _GENERIC_WORDS and not _PER_PROCESS.match(t) and not _SMALL_NUMBER.match(t)]
+    return "-".join(kept)
+
+
+def jobs_in_folder(folder: str, files: list[str]) -> list[JobGroup]:
+    """The jobs a folder's log files look like, from their places and names: each torchrun run folder
+    (the one above `attempt_N/`), each Ray session folder (`session_*`, or the folder of Ray's own log
+    files), and each family of other files named alike (see `name_family`; generic names join any job).
+    Several groups of one kind mean several jobs; one torchrun run beside one driver log is one job."""
+    base = PurePath(folder)
+    layout: dict[tuple[str, str], list[str]] = {}
+    roots: dict[tuple[str, str], str] = {}
+    names: dict[str, list[str]] = {}
+    name_roots: dict[str, set[str]] = {}
+    for f in files:
+        p = PurePath(f)
+        try:
+            parts = p.relative_to(base).parts
+        except ValueError:
+            continue
+        origin = file_origin(f)
+        if origin.layout == "torchrun":
+            i = next((k for k, part in enumerate(parts) if regex.fullmatch(r"attempt_\d+", part)), None)
+            run = parts[:i] if i else ()
+            key = ("torchrun", "/".join(run) or ".")
+            layout.setdefault(key, []).append(f)
+            roots[key] = str(base.joinpath(*run)) if run else folder
+            continue
+        if origin.layout == "ray":
+            i = next((k for k, part in enumerate(parts) if part.startswith("session_")), None)
+            session = parts[: i + 1] if i is not None else parts[:-1]
+            key = ("ray", "/".join(session) or ".")
+            layout.setdefault(key, []).append(f)
+            roots[key] = str(base.joinpath(*session)) if session else folder
+            continue
+        family = name_family(parts[0])
+        if not family:
+            continue  # a generic name: part of whichever job this folder holds
+        names.setdefault(family, []).append(f)
+        name_roots.setdefault(family, []).append(parts[0])
+    groups = [JobGroup(kind, label, roots[(kind, label)], tuple(fs)) for (kind, label), fs in layout.items()]
+    for family, fs in names.items():
+        entries = list(dict.fromkeys(name_roots[family]))  # the folder entries (files or subfolders) of the job
+        groups.append(JobGroup("name", entries[0], str(base / entries[0]) if len(entries) == 1 else None, tuple(fs)))
+    return groups
+
+
+def several_jobs(groups: list[JobGroup]) -> bool:
+    """Do these groups (of one folder) look like more than one job?"""
+    counts: dict[str, int] = {}
+    for g in groups:
+        counts[g.kind] = counts.get(g.kind, 0) + 1
+    return any(n >= 2 for n in counts.values())

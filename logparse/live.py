@@ -10,7 +10,8 @@
   reader of that stream goes away (a broken pipe: `... | head -1`), it stops passing bytes on and keeps
   reading, so the scan and its report are not lost; a note says so.
 * `Alerts` is told about each finding and prints one line per fatal cause, once per catalog entry;
-  `StatusLine` redraws a one-line status (stage, step, findings so far) on a terminal.
+  `StatusLine` redraws a one-line status (stage, step, findings so far) on a terminal, cut to its
+  width, and is wiped before any other output reaches that terminal.
 """
 
 from __future__ import annotations
@@ -117,12 +118,16 @@ class FollowFile:
 
 class TeeStream:
     """Reads from `inner`, writing each chunk to `out` before handing it on; once `out` is a broken pipe,
-    only reads (and calls `on_broken` once, e.g. to point the descriptor at /dev/null)."""
+    only reads (and calls `on_broken` once, e.g. to point the descriptor at /dev/null). When `out` is
+    the terminal that also shows the status line, the status line is wiped before each chunk and held
+    while the passed-through text leaves a line open, so the two never run into each other on screen."""
 
-    def __init__(self, inner: BinaryIO, out: BinaryIO, on_broken: Callable[[], None] | None = None):
+    def __init__(self, inner: BinaryIO, out: BinaryIO, on_broken: Callable[[], None] | None = None,
+                 status: StatusLine | None = None):
         self.inner = inner
         self.out: BinaryIO | None = out
         self.on_broken = on_broken
+        self.status = status
         self.passed = 0  # bytes passed through
         self.notes: list[str] = []
         self._read = getattr(inner, "read1", None) or inner.read
@@ -131,9 +136,13 @@ class TeeStream:
         data = self._read(n)
         if data and self.out is not None:
             try:
+                if self.status is not None:
+                    self.status.before_output()
                 self.out.write(data)
                 self.out.flush()
                 self.passed += len(data)
+                if self.status is not None:
+                    self.status.after_output(line_open=not data.endswith(b"\n"))
             except OSError as exc:  # BrokenPipeError (EPIPE), or a closed or full output
                 self.out = None
                 why = "its reader went away" if isinstance(exc, BrokenPipeError) else (exc.strerror or str(exc))
@@ -159,15 +168,17 @@ def _plain(text: str, cut: bool = False) -> str:
 
 
 class Alerts:
-    """One stderr line per fatal cause, the moment its line is read (once per catalog entry).
+    """One stderr line per fatal cause, the moment its line is read (once per catalog entry). The
+    status line, when one is drawn on the same terminal, is wiped first.
 
     `clean(text, cut)` makes each log-derived piece of the line safe to print: the CLI masks secrets
     (and hosts) and strips terminal escape sequences; `cut` says the text was cut short, so a token at
     its very end may be incomplete."""
 
-    def __init__(self, out: TextIO, clean: Callable[[str, bool], str] = _plain):
+    def __init__(self, out: TextIO, clean: Callable[[str, bool], str] = _plain, status: StatusLine | None = None):
         self.out = out
         self.clean = clean
+        self.status = status
         self.seen: set[str] = set()
         self.first_alert_at: float | None = None
 
@@ -180,6 +191,8 @@ class Alerts:
             self.first_alert_at = time.monotonic()
         rec = hit.record
         where = rec.origin.where()
+        if self.status is not None:
+            self.status.before_output()
         place = self.clean(f"{rec.line.source}:{rec.line.number}{' on ' + where if where else ''}", False)
         message = rec.message
         # masked before it is clipped, so the clip cannot leave the start of a token in clear
@@ -189,26 +202,49 @@ class Alerts:
         self.out.flush()
 
 
-class StatusLine:
-    """`\\r`-redrawn status on a terminal, at most every STATUS_EVERY_SECONDS: bytes read (of the
-    total, when the inputs are files of known size), MB/s, stage, step, findings."""
+DEFAULT_COLUMNS = 80
+_DIM, _RESET = "\x1b[2m", "\x1b[0m"
 
-    def __init__(self, out: TextIO, total_bytes: int | None = None, follow: bool = False):
+
+def terminal_columns(stream: TextIO | None) -> int:
+    """Columns of the terminal behind `stream`: $COLUMNS when set (what a user or a test asks for),
+    else the terminal's own size, else 80."""
+    raw = os.environ.get("COLUMNS", "")
+    if raw.strip().isdigit() and int(raw) > 0:
+        return int(raw)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or DEFAULT_COLUMNS  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        return DEFAULT_COLUMNS
+
+
+class StatusLine:
+    """A one-line status on a terminal (stderr), redrawn at most every STATUS_EVERY_SECONDS: bytes read
+    (of the total, when the inputs are files of known size), MB/s, stage, step, findings.
+
+    It is cut to one column less than the terminal is wide (read at every redraw, so a resize is
+    followed; a line as wide as the terminal would wrap and leave a stale copy behind), drawn with
+    `\\r` and blanks only (no cursor escapes, so a dumb terminal shows it right), dimmed only when
+    `color` is on, and wiped (`before_output`) before anything else is written to the terminal."""
+
+    def __init__(self, out: TextIO, total_bytes: int | None = None, follow: bool = False, color: bool = False):
         self.out = out
         self.total = total_bytes if total_bytes and not follow else None  # a followed file grows
+        self.color = color
         self._start = time.monotonic()
         self._last = 0.0
-        self._width = 0
+        self._width = 0  # columns of the status now on screen (0: none drawn)
+        self._held = False  # passed-through text left a line open: draw nothing until it is closed
 
     def __call__(self, scanner) -> None:  # scanner: logparse.scan.Scanner
         now = time.monotonic()
-        if now - self._last < STATUS_EVERY_SECONDS:
+        if self._held or now - self._last < STATUS_EVERY_SECONDS:
             return
         self._last = now
-        print(self.text(scanner, now), end="", file=self.out)
-        self.out.flush()
+        self.draw(self.text(scanner, now))
 
     def text(self, scanner, now: float | None = None) -> str:
+        """The status, plain (no control characters)."""
         p = scanner.stages.progress(None, failed=False)
         read = sum(s.bytes for s in scanner.inputs)
         seconds = (now if now is not None else time.monotonic()) - self._start
@@ -217,13 +253,28 @@ class StatusLine:
             done = f"{read / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({min(read / self.total, 1.0):.0%})"
         else:
             done = f"{read / 1e6:,.1f} MB read"
-        text = (f"verl-logscan: {done}{rate}, stage {p.stage_reached or '-'}, step "
+        return (f"verl-logscan: {done}{rate}, stage {p.stage_reached or '-'}, step "
                 f"{p.last_step if p.last_step is not None else '-'}, {len(scanner.collector.groups)} finding(s)")
-        line = "\r" + text.ljust(self._width)
+
+    def draw(self, text: str) -> None:
+        room = max(terminal_columns(self.out) - 1, 0)
+        text = text[:room]
+        pad = " " * max(self._width - len(text), 0)  # blanks over the rest of a longer previous status
+        shown = f"{_DIM}{text}{_RESET}" if self.color and text else text
+        self.out.write("\r" + shown + pad)
+        self.out.flush()
         self._width = len(text)
-        return line
+
+    def before_output(self) -> None:
+        """Something else is about to be written to the terminal: wipe the status first."""
+        self.clear()
+
+    def after_output(self, line_open: bool) -> None:
+        """Passed-through text was written; while it leaves a line open, a status would overwrite it."""
+        self._held = line_open
 
     def clear(self) -> None:
         if self._width:
             self.out.write("\r" + " " * self._width + "\r")
             self.out.flush()
+            self._width = 0

@@ -127,9 +127,12 @@ class Progress:
     total_steps: int | None
     completed: bool
     seconds_per_step: float | None
-    timeline: tuple[StageSpan, ...] = ()
+    timeline: tuple[StageSpan, ...] = ()  # each stage's first and last line
     failure_step: int | None = None  # the last step seen before the root-cause line
     note: str | None = None  # e.g. "stopped at step N in rollout with no error: ..."
+    # the job's progression: each stretch in one stage, ending where the next stage began (see
+    # logparse.progress.StageTracker.segments); what the timeline chart draws
+    segments: tuple[StageSpan, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,9 +178,14 @@ class InputInfo:
     bytes: int
 
 
+STATUS_FAILED = "failed"
+STATUS_HEALTHY = "healthy"
+STATUS_EMPTY = "empty"  # no log line was read at all (an empty file or pipe): nothing to judge
+
+
 @dataclass(frozen=True)
 class Report:
-    status: str  # failed | healthy
+    status: str  # failed | healthy | empty
     root_cause: RootCause | None
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]
@@ -193,4 +201,8 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return self.status == "failed"
+        return self.status == STATUS_FAILED
+
+    @property
+    def empty(self) -> bool:
+        return self.status == STATUS_EMPTY

@@ -39,6 +39,7 @@ from logparse.prefilter import compile_keywords
 from logparse.reader import Line, strip_ansi
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 
+MAX_SEGMENTS_PER_STAGE = 500  # stretches of one stage in the progression (closer ones are merged)
 STEP_STAGE = "training"  # a step line or a progress-bar update means the training loop runs
 LAUNCH_STAGE = "launch"
 TQDM_KEYWORD = "Training Progress"
@@ -197,6 +198,8 @@ class StageTracker:
         self._spans: dict[str, _Span] = {}
         self._transition_seqs: list[int] = []
         self._transition_stages: list[str] = []
+        self._transition_at: list[tuple[str, int, float | None]] = []  # (source, line, time) of each
+        self._last_at: tuple[int, str, int, float | None] | None = None  # (seq, source, line, time) last seen
         self._steps: list[tuple[int, int, float | None]] = []  # (seq, step, timing_s/step)
         self._bars: list[tuple[int, int, int, float | None]] = []  # (seq, n, total, seconds per step)
         self._attempt_starts: list[AttemptStart] = []
@@ -268,6 +271,8 @@ class StageTracker:
             self._record_stage(rec, STEP_STAGE)
 
     def _on_bar(self, rec: Record, n: int, total: int, seconds: float | None) -> None:
+        if self._transition_stages and rec.origin.repeat == 1:  # a progress bar: still in the loop
+            self._last_at = (rec.seq, rec.line.source, rec.line.number, rec.origin.time)
         self._bars.append((rec.seq, n, total, seconds))
         if _trim(self._bars, self.config.max_marks):
             self._dropped.add("progress-bar")
@@ -289,6 +294,9 @@ class StageTracker:
             self._dropped.add(what)
 
     def _record_stage(self, rec: Record, stage: str) -> None:
+        # where the progression was last seen: only lines that move or confirm a stage count (a late
+        # dedup copy of an earlier marker, ignored above, must not stretch the last stage to itself)
+        self._last_at = (rec.seq, rec.line.source, rec.line.number, rec.origin.time)
         span = self._spans.get(stage)
         if span is None:
             self._spans[stage] = _Span(stage, rec)
@@ -297,10 +305,12 @@ class StageTracker:
         if not self._transition_stages or self._transition_stages[-1] != stage:
             self._transition_seqs.append(rec.seq)
             self._transition_stages.append(stage)
+            self._transition_at.append((rec.line.source, rec.line.number, rec.origin.time))
             if len(self._transition_seqs) > self.config.max_transitions:
                 half = len(self._transition_seqs) // 2
                 del self._transition_seqs[:half]
                 del self._transition_stages[:half]
+                del self._transition_at[:half]
                 self._dropped.add("transition")
         if stage != LAUNCH_STAGE:
             self._progress_since_start = True
@@ -354,6 +364,32 @@ class StageTracker:
         """The last stage seen at or before record `seq` (None: none yet, or older than what is kept)."""
         i = bisect_right(self._transition_seqs, seq) - 1
         return self._transition_stages[i] if i >= 0 else None
+
+    def segments(self, max_per_stage: int = MAX_SEGMENTS_PER_STAGE) -> tuple[StageSpan, ...]:
+        """The job's progression: each stretch of the log in one stage, from the record that entered
+        the stage to the record that entered the next (the last stretch ends at the last record seen),
+        in order. A stage is where the job is until another begins, so a late line (Ray's dedup flush,
+        a worker's buffered print) is a short stretch of its own and never stretches a stage over the
+        run. Stretches of one stage closer together than 1/max_per_stage of the log are merged (a
+        stage that recurs every step is drawn as one bar where its steps are too close to tell apart),
+        which bounds each stage to about max_per_stage stretches."""
+        if not self._transition_seqs or self._last_at is None:
+            return ()
+        ends = [(seq, *at) for seq, at in zip(self._transition_seqs[1:], self._transition_at[1:])]
+        ends.append(self._last_at)
+        raw = [(stage, (seq, *at), end) for stage, seq, at, end in
+               zip(self._transition_stages, self._transition_seqs, self._transition_at, ends)]
+        gap = (self._last_at[0] - self._transition_seqs[0]) / max(1, max_per_stage)
+        open_by_stage: dict[str, int] = {}  # stage -> index in `merged` of its latest stretch
+        merged: list[list] = []
+        for stage, start, end in raw:
+            i = open_by_stage.get(stage)
+            if i is not None and start[0] - merged[i][2][0] <= gap:
+                merged[i][2] = end
+                continue
+            open_by_stage[stage] = len(merged)
+            merged.append([stage, start, end])
+        return tuple(StageSpan(stage, a[1], a[2], b[1], b[2], a[3], b[3], a[0], b[0]) for stage, a, b in merged)
 
     def progress(self, end_seq: int | None = None, failed: bool = False) -> Progress:
         """Progress of the attempt that holds `end_seq` (default: the end of the scan), as of end_seq.

@@ -28,7 +28,7 @@ from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
 from logparse.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S, Matcher
-from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser
+from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser, downsample
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
@@ -73,7 +73,7 @@ MAX_BARE_LINES = 200  # bare failure lines kept (the first half and the most rec
 BARE_LOOKBACK_LINES = 12  # raw lines read back for a bare line's context
 DECIDE_DEFERRED_AT = 64  # waiting hits that make the scan decide those whose traceback is complete
 MAX_CHARTS = 8
-MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
+MAX_CHART_POINTS = 2000  # beyond this many step rows, each series keeps its extremes per bucket of steps
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
 MATCH_CACHE_SIZE = 4096  # distinct (keywords, message) pairs whose matches are remembered
 MATCH_CACHE_CHARS = 2000  # longer messages are matched every time (hashing them costs as much)
@@ -605,8 +605,8 @@ class Scanner:
         root, symptoms, findings = verdict.root, verdict.symptoms, verdict.findings
         notes = self.skipped + [n for s in self.inputs for n in s.notes] + list(verdict.notes)
         if self.collector.overflow:
-            notes.append(f"{self.collector.overflow} further distinct finding(s) were counted but not listed "
-                         f"(limit {self.config.max_groups})")
+            notes.append(f"more than {self.config.max_groups} distinct messages: {self.collector.overflow} hit(s) "
+                         f"with further messages are counted in their entry's row, not listed one by one")
         if self.matcher.timeouts:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
         for entry_id, entry in self.matcher.disabled.items():
@@ -617,8 +617,9 @@ class Scanner:
                 f"timed out; budget {ENTRY_BUDGET_S:g} s a scan), so later lines were not matched against it")
         notes += self.stages.notes + self.metrics.notes
         if len(self.metrics.steps) > MAX_CHART_POINTS:
-            notes.append(f"metric charts show about {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
-                         f"(every k-th step and the last); --metrics-csv writes them all")
+            notes.append(f"metric series keep at most {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
+                         f"(the lowest and highest value of each stretch of steps, so no spike is lost); "
+                         f"--metrics-csv writes them all")
         failed = root is not None
         root_seq = None
         if root is not None and root.error_line is not None:
@@ -649,8 +650,16 @@ class Scanner:
             # the failure is the last thing the log shows: its stage was reached
             progress = dataclasses.replace(progress, stage_reached=root.stage)
         metrics = self._metrics(failed)
+        status = model.STATUS_FAILED if failed else model.STATUS_HEALTHY
+        if not failed and self.inputs and not any(s.lines for s in self.inputs):
+            # an empty file or pipe is not a healthy job: there was nothing to judge (and no "stopped
+            # before the first step" either)
+            status = model.STATUS_EMPTY
+            notes.insert(0, "no log lines read: " + (
+                "every input was empty or skipped" if len(self.inputs) > 1 else "the input was empty or skipped"))
+            progress = dataclasses.replace(progress, note=None)
         return Report(
-            status="failed" if failed else "healthy",
+            status=status,
             root_cause=root,
             symptoms=symptoms,
             findings=findings,
@@ -731,6 +740,11 @@ class Scanner:
             ),
             failure_step=failure_step,
             note=None if failed or p.completed else (p.note or stopped_note(p)),
+            segments=tuple(
+                model.StageSpan(sp.stage, sp.first_source, sp.first_line, sp.last_source, sp.last_line,
+                                _iso(sp.first_time), _iso(sp.last_time))
+                for sp in self.stages.segments()
+            ),
         )
 
     def _metrics(self, failed: bool) -> model.Metrics | None:
@@ -740,16 +754,14 @@ class Scanner:
         keys = self.metrics.keys
         valued = set(self.metrics.valued_keys)
         chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
-        shown = steps
-        if len(steps) > MAX_CHART_POINTS:  # a chart of 40,000 points shows no more than one of 2,000
-            stride = -(-len(steps) // MAX_CHART_POINTS)
-            shown = steps[::stride]
-            if shown[-1] != steps[-1]:
-                shown.append(steps[-1])
         series = []
         for key in chart:
-            points = dict(self.metrics.series(key))
-            series.append(model.MetricSeries(key, tuple(shown), tuple(points.get(st) for st in shown)))
+            values = dict(self.metrics.series(key))
+            points = [(st, values.get(st)) for st in steps]
+            # a chart of 40,000 points shows no more than one of 2,000: each bucket of steps keeps its
+            # lowest and highest value (and its first NaN / Inf), so no spike is lost
+            points = downsample(points, MAX_CHART_POINTS)
+            series.append(model.MetricSeries(key, tuple(p[0] for p in points), tuple(p[1] for p in points)))
         anomalies = tuple(
             model.Anomaly(a.kind.value, a.step, a.key, a.value, a.detail, a.fatal)
             for a in self.metrics.anomalies(failed)

@@ -50,6 +50,27 @@ RAY_TASK_RE = regex.compile(
 RAY_HEADER_RE = regex.compile(r"(?:^|: )ray::(?P<task>[\w.<>]+)\(\)\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?")
 LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ", "/_private/")
 THIRD_PARTY_OK = ("/verl/",)  # verl is the user's framework: its frames count as user code
+# A launcher's frames start the program and are nobody's code to fix, so never the innermost user
+# frame: a console script (a `bin/` file without an extension: `/opt/venv/bin/torchrun`, `bin/ray`),
+# `python -m`'s runpy, `python -c`.
+LAUNCHER_RE = regex.compile(r"(?:^|/)bin/[^/.]+$|(?:^|/)runpy\.py$|^<string>$|^<stdin>$")
+
+
+class FrameKind(str, Enum):
+    USER = "user"  # the job's own code, or verl
+    LIBRARY = "library"  # an installed package or the standard library
+    LAUNCHER = "launcher"  # a console script or interpreter entry point that started the program
+
+
+def frame_kind(file: str) -> FrameKind:
+    """Whose code a traceback frame's file is (renderers fold the frames that are not the user's)."""
+    if any(m in file for m in THIRD_PARTY_OK):
+        return FrameKind.USER
+    if LAUNCHER_RE.search(file):
+        return FrameKind.LAUNCHER
+    if any(m in file for m in LIBRARY_MARKERS):
+        return FrameKind.LIBRARY
+    return FrameKind.USER
 
 
 class LineRole(str, Enum):
@@ -69,9 +90,8 @@ class Frame:
 
     @property
     def is_library(self) -> bool:
-        if any(m in self.file for m in THIRD_PARTY_OK):
-            return False
-        return any(m in self.file for m in LIBRARY_MARKERS)
+        """Not the user's code: an installed package, the standard library or a launcher."""
+        return frame_kind(self.file) is not FrameKind.USER
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from typing import Any
 
 import pandas as pd
@@ -45,14 +46,29 @@ def _row_dict(row: JobRow) -> dict[str, Any]:
     }
 
 
-def jobs_frame(summary: FleetSummary) -> pd.DataFrame:
+def _error_at(row: JobRow) -> str | None:
+    """Where the error is, relative to the job (the job column already names its folder or file):
+    `rank0.log:88`, not the full path again."""
+    if row.error_source is None:
+        return None
+    job = os.path.normpath(row.job)
+    source = os.path.normpath(row.error_source)
+    if source == job and row.error_line is not None:  # a one-file job: the line is all that is new
+        return f"line {row.error_line}"
+    base = job if os.path.isdir(row.job) else os.path.dirname(job)
+    rel = os.path.relpath(source, base) if base and source.startswith(base.rstrip(os.sep) + os.sep) else source
+    return f"{rel}:{row.error_line}" if row.error_line is not None else rel
+
+
+def jobs_frame(summary: FleetSummary, messages: bool = True) -> pd.DataFrame:
     """One row per job, in the order given, with the columns a person reads (`message` when any job
-    could not be read). Cells are strings (`-` where unknown)."""
-    with_message = summary.errors > 0
+    could not be read or failed with an unknown error, unless `messages` is off). Cells are strings
+    (`-` where unknown)."""
+    with_message = messages and any(j.message for j in summary.jobs)
     rows = []
     for j in summary.jobs:
         cells = [j.job, j.status.value, j.root_cause, j.category, j.stage, j.last_step,
-                 f"{j.confidence:.2f}" if j.confidence is not None else None, j.error_at]
+                 f"{j.confidence:.2f}" if j.confidence is not None else None, _error_at(j)]
         if with_message:
             cells.append(j.message)
         rows.append([MISSING if c is None else str(c) for c in cells])
@@ -80,23 +96,67 @@ def _text_cell(value: object) -> str:
     return text if len(text) <= TEXT_CELL_CHARS else text[: TEXT_CELL_CHARS - 1] + "…"
 
 
-_NUMERIC_COLUMNS = {"last step", "confidence", "jobs"}
+_NUMERIC_COLUMNS = {"last step", "confidence", "jobs", "step", "conf."}
+# Which columns give up width, in order, when a table is wider than the terminal, and how far: the
+# paths first (cut on the left: a path's end names the job), then the ids. Status and the numbers
+# never shrink.
+_SHRINK = (("job", 14, "left"), ("error at", 8, "left"), ("root cause", 10, "right"),
+           ("category", 10, "right"), ("stage", 8, "right"))
+_LAST_RESORT = 5  # the narrowest a shrinking column gets
+# short headers on a terminal, so that the job table fits 80 columns
+_TEXT_HEADERS = {"last step": "step", "confidence": "conf."}
+_GAP = 2
 
 
-def _text_table(frame: pd.DataFrame) -> str:
-    """Columns two spaces apart, text left-aligned, numbers right-aligned, no trailing blanks."""
-    cells = frame.astype(str).map(_text_cell)
-    widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
-    right = [c in _NUMERIC_COLUMNS for c in cells.columns]
+def _cut(text: str, width: int, side: str) -> str:
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    return "…" + text[len(text) - width + 1:] if side == "left" else text[: width - 1] + "…"
+
+
+def _text_table(frame: pd.DataFrame, width: int | None = None) -> str:
+    """Columns two spaces apart, text left-aligned, numbers right-aligned, no trailing blanks; with
+    `width`, the wide columns shrink (see _SHRINK) until the table fits, as far as their minimums allow."""
+    cells = frame.astype(str).map(terminal_text)  # no escape sequences from a path or a message
+    columns = [str(c) for c in cells.columns]
+    widths = [min(max([len(c)] + [len(v) for v in cells[c]]), TEXT_CELL_CHARS) for c in columns]
+    if width is not None:
+        excess = sum(widths) + _GAP * (len(widths) - 1) - width
+        # first down to each column's minimum (or its header), then, on a very narrow terminal, further
+        for floor in (lambda name, minimum: max(minimum, len(name)), lambda name, minimum: _LAST_RESORT):
+            for name, minimum, _ in _SHRINK:
+                if excess <= 0:
+                    break
+                if name in columns:
+                    i = columns.index(name)
+                    give = min(excess, max(widths[i] - floor(name, minimum), 0))
+                    widths[i] -= give
+                    excess -= give
+    sides = {name: side for name, _, side in _SHRINK}
+    right = [c in _NUMERIC_COLUMNS for c in columns]
 
     def line(values: list[str]) -> str:
+        values = [_cut(v, w, sides.get(c, "right")) for v, w, c in zip(values, widths, columns)]
         return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)).rstrip()
 
-    return "\n".join([line([str(c) for c in cells.columns])] + [line(list(r)) for r in cells.itertuples(index=False)])
+    return "\n".join([line(columns)] + [line(list(r)) for r in cells.itertuples(index=False)])
 
 
-def render_fleet_text(summary: FleetSummary) -> str:
-    out = [f"fleet: {_headline(summary)}", "", _text_table(jobs_frame(summary))]
+def render_fleet_text(summary: FleetSummary, width: int | None = None) -> str:
+    """The fleet summary for a terminal; `width`: its columns (the job table is fitted to them). A
+    row's message (why a job could not be read, the error of an `unknown` failure) goes on an
+    indented line under the row rather than in a column: one long message would widen every row."""
+    frame = jobs_frame(summary, messages=False).rename(columns=_TEXT_HEADERS)
+    table = _text_table(frame, width).split("\n")
+    lines = table[:1]
+    for row, body in zip(summary.jobs, table[1:]):
+        lines.append(body)
+        if row.message:
+            note = "    " + _text_cell(" ".join(row.message.split()))
+            lines.append(_cut(note, width, "right") if width is not None else note)
+    out = [f"fleet: {_headline(summary)}", "", "\n".join(lines)]
     if summary.category_counts():
         out += ["", "failed jobs by category", _text_table(counts_frame(summary.category_counts(), "category"))]
         out += ["", "failed jobs by stage", _text_table(counts_frame(summary.stage_counts(), "stage"))]
@@ -182,7 +242,10 @@ def render_fleet_json(summary: FleetSummary) -> str:
     return json.dumps(fleet_to_dict(summary), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def render_fleet(summary: FleetSummary, fmt: str) -> str:
+def render_fleet(summary: FleetSummary, fmt: str, width: int | None = None) -> str:
+    """`summary` as `fmt`; `width` (text only): the terminal's columns, which the job table fits."""
+    if fmt == "text":
+        return render_fleet_text(summary, width)
     renderers = {
         "text": render_fleet_text,
         "md": render_fleet_markdown,

@@ -14,9 +14,18 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
+from logparse.metrics import downsample, ema
 from logparse.model import Evidence, FindingView, MetricSeries, Report
 from reports.escape import CODE_SPAN
-from reports.render import _env, compact_ranks, env_rows, number, redaction_line, step_text, where
+from reports.layout import (
+    FoldedFrames,
+    FrameLine,
+    error_window,
+    evidence_locations,
+    fold_frames,
+    library_roots,
+)
+from reports.render import Gap, _env, compact_ranks, env_rows, number, redaction_line, step_text, where
 
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
 CELL_CHARS = 500  # a log line quoted in a table cell
@@ -24,7 +33,13 @@ BANNER_ERROR_CHARS = 300
 
 # chart geometry (SVG user units; the SVGs scale to their box)
 TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_BAR, TL_TOP, TL_AXIS = 960, 150, 24, 24, 14, 22, 34
+TL_MIN_BAR = 1.5  # a stretch of one line is still drawn
 MC_WIDTH, MC_HEIGHT, MC_LEFT, MC_RIGHT, MC_TOP, MC_BOTTOM = 440, 190, 58, 14, 16, 30
+DRAW_MAX_POINTS = 300  # vertices of a chart's line: about one per unit of its 368-unit plot width
+MARKER_MAX_POINTS = 100  # beyond this many points a marker on each is a solid block: markers only for news
+SMOOTH_MIN_POINTS = 100  # a smoothed (EMA) line is drawn over series at least this long
+MIN_SPAN_SHARE = 0.1  # the value axis spans at least a tenth of the series' magnitude
+ZERO_BASE_SHARE = 0.25  # a positive series whose minimum is under a quarter of its maximum starts at zero
 
 def inline_code(text: object) -> Markup:
     """Catalog text (remediation, the fix line quoting a job's settings) with its `code` spans (any
@@ -46,14 +61,7 @@ class EvidenceRow:
     line: int
     text: str
     is_error: bool
-
-
-@dataclass(frozen=True)
-class FrameRow:
-    file: str
-    line: int
-    function: str
-    innermost: bool
+    loc: str = ""  # the label shown: the line number when the evidence is from one file
 
 
 @dataclass(frozen=True)
@@ -64,13 +72,23 @@ class Tick:
 
 @dataclass(frozen=True)
 class Bar:
-    stage: str
+    """One stretch of the job in a stage."""
+
     x: float
-    y: float
     width: float
-    label_y: float
-    span: str  # "lines 12-80" / "11:52:28-11:53:02"
+    span: str  # "lines 12-80" / "2026-11-30T11:52:28 - 2026-11-30T11:53:02"
     where: str  # "job.log:12 - job.log:80"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A stage of the timeline: its stretches on one row."""
+
+    stage: str
+    y: float
+    label_y: float
+    bars: tuple[Bar, ...]
+    summary: str  # "3 stretch(es), lines 40-135"
     failed: bool  # the stage the root cause happened in
 
 
@@ -82,7 +100,7 @@ class Timeline:
     plot_left: int
     plot_right: int
     axis: str  # "log line" | "time"
-    bars: tuple[Bar, ...]
+    rows: tuple[Row, ...]
     ticks: tuple[Tick, ...]
     failure_x: float | None
     failure_label: str
@@ -105,7 +123,10 @@ class Chart:
     height: int
     plot: tuple[float, float, float, float]  # left, top, right, bottom
     path: str
-    points: tuple[Point, ...]
+    points: tuple[Point, ...]  # the markers drawn: every point of a short series, else only NaN/Inf and anomalies
+    drawn: int  # vertices of the series line (at most DRAW_MAX_POINTS)
+    ema_path: str  # the smoothed line ("" for a short series)
+    smoothing: float | None  # its EMA weight
     y_ticks: tuple[tuple[float, str], ...]
     x_ticks: tuple[Tick, ...]
     failure_x: float | None
@@ -135,8 +156,11 @@ class HtmlView:
     title: str
     status: str
     verdict: str
-    evidence: tuple[EvidenceRow, ...]
-    frames: tuple[FrameRow, ...]
+    evidence: tuple[EvidenceRow, ...]  # every evidence line (folded under the error window)
+    window: tuple[EvidenceRow, ...]  # the error line and the lines just before it: shown first
+    evidence_source: str | None  # the one file all evidence lines are from (then rows show line numbers)
+    frames: tuple[FrameLine | FoldedFrames, ...]
+    library_roots: tuple[str, ...]  # folders cut off the library frames' paths
     where: str
     step: str
     redacted: str
@@ -191,22 +215,25 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def timeline(report: Report) -> Timeline | None:
+    """The stage timeline as the job's progression: one row per stage (in order of first appearance),
+    a bar for each stretch the job spent in it, a stretch ending where the next stage began
+    (Progress.segments; a report without them draws each stage from its first to its last line)."""
     p = report.progress
-    if p is None or not p.timeline:
+    if p is None or not (p.segments or p.timeline):
         return None
-    spans = p.timeline
+    segments = p.segments or p.timeline
     rc = report.root_cause
-    sources = {s.first_source for s in spans} | {s.last_source for s in spans}
-    times = [(_parse_time(s.first_time), _parse_time(s.last_time)) for s in spans]
+    sources = {s.first_source for s in segments} | {s.last_source for s in segments}
+    times = [(_parse_time(s.first_time), _parse_time(s.last_time)) for s in segments]
     # One file: log lines place every stage and the failure exactly. Several files have no common line
-    # numbers, so their timestamps place the stages (when every stage has them).
+    # numbers, so their timestamps place the stages (when every stretch has them).
     use_time = len(sources) > 1 and all(a is not None and b is not None for a, b in times)
     if use_time:
         starts = [a for a, _ in times]
-        ends = [b for _, b in times]
+        ends = [max(b, a) for a, b in times]
     else:
-        starts = [float(s.first_line) for s in spans]
-        ends = [float(max(s.last_line, s.first_line)) for s in spans]
+        starts = [float(s.first_line) for s in segments]
+        ends = [float(max(s.last_line, s.first_line)) for s in segments]
     lo, hi = min(starts), max(ends)
     failure_value = None
     failure_label = ""
@@ -225,30 +252,72 @@ def timeline(report: Report) -> Timeline | None:
     def x(v: float) -> float:
         return round(left + (v - lo) / (hi - lo) * (right - left), 1)
 
-    # the stage the failure happened in: the root cause's own stage, else the span around the failure
-    failed_index = None
+    order = list(dict.fromkeys(s.stage for s in segments))
+    # the stage the failure happened in: the root cause's own stage, else the stretch around the failure
+    failed_stage = None
     if rc is not None:
-        named = [i for i, s in enumerate(spans) if s.stage == rc.stage]
-        around = [i for i, (a, b) in enumerate(zip(starts, ends)) if failure_value is not None and a <= failure_value]
-        failed_index = named[-1] if named else (max(around, key=lambda i: starts[i]) if around else None)
-    bars = []
-    for i, (s, a, b) in enumerate(zip(spans, starts, ends)):
-        y = TL_TOP + i * TL_ROW
-        x0, x1 = x(a), x(b)
-        if use_time:
-            span = f"{s.first_time} - {s.last_time}"
-        else:
-            span = f"lines {s.first_line}-{s.last_line}" if s.last_line != s.first_line else f"line {s.first_line}"
-        bars.append(Bar(s.stage, x0, y, max(3.0, round(x1 - x0, 1)), y + TL_BAR - 3, span,
-                        f"{s.first_source}:{s.first_line} - {s.last_source}:{s.last_line}",
-                        i == failed_index))
-    axis_y = TL_TOP + len(spans) * TL_ROW + 4
+        if rc.stage in order:
+            failed_stage = rc.stage
+        elif failure_value is not None:
+            before = [i for i, a in enumerate(starts) if a <= failure_value]
+            inside = [i for i in before if failure_value <= ends[i]]
+            pick = inside or before
+            failed_stage = segments[max(pick, key=lambda i: starts[i])].stage if pick else None
+    rows = []
+    for r, stage in enumerate(order):
+        y = TL_TOP + r * TL_ROW
+        bars = []
+        mine = [i for i, s in enumerate(segments) if s.stage == stage]
+        for i in mine:
+            s = segments[i]
+            x0, x1 = x(starts[i]), x(ends[i])
+            if use_time:
+                span = f"{s.first_time} - {s.last_time}"
+            else:
+                span = f"lines {s.first_line}-{s.last_line}" if s.last_line != s.first_line else f"line {s.first_line}"
+            bars.append(Bar(x0, max(TL_MIN_BAR, round(x1 - x0, 1)), span,
+                            f"{s.first_source}:{s.first_line} - {s.last_source}:{s.last_line}"))
+        first, last = segments[mine[0]], segments[mine[-1]]
+        reach = (f"{first.first_time} - {last.last_time}" if use_time
+                 else f"lines {first.first_line}-{last.last_line}")
+        rows.append(Row(stage, y, y + TL_BAR - 3, tuple(bars), f"{len(bars)} stretch(es), {reach}",
+                        stage == failed_stage))
+    axis_y = TL_TOP + len(order) * TL_ROW + 4
     if use_time:
         ticks = tuple(Tick(x(lo + d), _clock(lo + d)) for d in _nice_ticks(0, hi - lo))
     else:
         ticks = tuple(Tick(x(v), f"{int(v):,}") for v in _nice_ticks(lo, hi) if v == int(v))
     return Timeline(TL_WIDTH, int(axis_y + TL_AXIS), axis_y, left, right, "time" if use_time else "log line",
-                    tuple(bars), ticks, x(failure_value) if failure_value is not None else None, failure_label)
+                    tuple(rows), ticks, x(failure_value) if failure_value is not None else None, failure_label)
+
+
+def y_range(finite: list[float]) -> tuple[float, float]:
+    """The value axis of a chart. Not simply [min, max]: on a short run noise of a few parts in a
+    thousand would fill the height and look dramatic, so the range spans at least MIN_SPAN_SHARE of the
+    largest magnitude (centred on the data); a positive series that comes near zero starts at zero."""
+    if not finite:
+        return 0.0, 1.0
+    lo, hi = min(finite), max(finite)
+    magnitude = max(abs(lo), abs(hi))
+    if lo >= 0 and lo <= ZERO_BASE_SHARE * hi:
+        lo = 0.0  # lengths, rewards, counts: read from zero when they come near it anyway
+    floor = magnitude * MIN_SPAN_SHARE if magnitude else 1.0
+    if hi - lo < floor:
+        mid = (hi + lo) / 2
+        lo, hi = mid - floor / 2, mid + floor / 2
+        if min(finite) >= 0 > lo:  # a positive series never gets a negative axis
+            lo, hi = 0.0, hi - lo
+    pad = (hi - lo) * 0.08
+    return lo - (pad if lo != 0 or min(finite) < 0 else 0.0), hi + pad
+
+
+def smoothing_weight(n: int) -> float | None:
+    """The EMA weight of the smoothed line: a window of about n / 50 steps (W&B draws a debiased EMA
+    too); none below SMOOTH_MIN_POINTS points, where every point is seen."""
+    if n < SMOOTH_MIN_POINTS:
+        return None
+    window = max(2.0, n / 50)
+    return round(1 - 1 / window, 4)
 
 
 def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int]) -> Chart:
@@ -261,13 +330,7 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
     s_hi = max(steps) if steps else 1
     if failure_step is not None:
         s_lo, s_hi = min(s_lo, failure_step), max(s_hi, failure_step)
-    v_lo, v_hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
-    if v_hi == v_lo:
-        pad = abs(v_lo) * 0.1 or 1.0
-        v_lo, v_hi = v_lo - pad, v_hi + pad
-    else:
-        pad = (v_hi - v_lo) * 0.08
-        v_lo, v_hi = v_lo - pad, v_hi + pad
+    v_lo, v_hi = y_range(finite)
 
     def x(step: float) -> float:
         if s_hi == s_lo:
@@ -277,12 +340,19 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
     def y(v: float) -> float:
         return round(bottom - (v - v_lo) / (v_hi - v_lo) * (bottom - top), 1)
 
+    # what is drawn: at most DRAW_MAX_POINTS points (the extremes of each stretch of steps kept, so the
+    # highest spike is always on the line); markers only where a point is worth a look on its own
+    pairs = list(zip(steps, values))
+    drawn_pairs = downsample(pairs, DRAW_MAX_POINTS)
+    every_point = len(drawn_pairs) <= MARKER_MAX_POINTS
     points = []
     path: list[str] = []
     pen_down = False
-    for step, v in zip(steps, values):
+    for step, v in drawn_pairs:
+        marked = every_point or step in anomaly_steps
         if v is None:
-            points.append(Point(x(step), bottom, step, "no value", "missing", step in anomaly_steps))
+            if marked:
+                points.append(Point(x(step), bottom, step, "no value", "missing", step in anomaly_steps))
             pen_down = False
         elif not math.isfinite(v):
             points.append(Point(x(step), bottom if v < 0 else top, step, number(v), "nonfinite",
@@ -292,15 +362,26 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
             px, py = x(step), y(v)
             path.append(f"{'L' if pen_down else 'M'}{px} {py}")
             pen_down = True
-            points.append(Point(px, py, step, number(v), "", step in anomaly_steps))
+            if marked:
+                points.append(Point(px, py, step, number(v), "", step in anomaly_steps))
+    weight = smoothing_weight(len(finite))
+    ema_path = ""
+    if weight is not None:
+        smoothed = [(st, sv) for st, sv in zip(steps, ema(values, weight)) if sv is not None]
+        # one point per pixel column is all a line needs: the smoothed value at the end of each stretch
+        stride = max(1, -(-len(smoothed) // DRAW_MAX_POINTS))
+        kept = smoothed[stride - 1::stride]
+        if kept and kept[-1] != smoothed[-1]:
+            kept.append(smoothed[-1])
+        ema_path = " ".join(f"{'M' if i == 0 else 'L'}{x(st)} {y(sv)}" for i, (st, sv) in enumerate(kept))
     y_ticks = tuple((y(v), number(v)) for v in _nice_ticks(v_lo, v_hi, 4))
     x_ticks = tuple(Tick(x(v), str(int(v))) for v in _nice_ticks(s_lo, s_hi, 5) if v == int(v))
     return Chart(
         key=series.key, width=MC_WIDTH, height=MC_HEIGHT, plot=(left, top, right, bottom), path=" ".join(path),
-        points=tuple(points), y_ticks=y_ticks, x_ticks=x_ticks,
-        failure_x=x(failure_step) if failure_step is not None else None, failure_step=failure_step,
-        last=number(values[-1]) if values else "-", low=number(min(finite)) if finite else "-",
-        high=number(max(finite)) if finite else "-",
+        points=tuple(points), drawn=len(path), ema_path=ema_path, smoothing=weight, y_ticks=y_ticks,
+        x_ticks=x_ticks, failure_x=x(failure_step) if failure_step is not None else None,
+        failure_step=failure_step, last=number(values[-1]) if values else "-",
+        low=number(min(finite)) if finite else "-", high=number(max(finite)) if finite else "-",
     )
 
 
@@ -324,26 +405,42 @@ def charts(report: Report) -> tuple[Chart, ...]:
 def view(report: Report) -> HtmlView:
     rc = report.root_cause
     evidence: tuple[EvidenceRow, ...] = ()
-    frames: tuple[FrameRow, ...] = ()
+    window: tuple[EvidenceRow, ...] = ()
+    evidence_source: str | None = None
+    frames: tuple[FrameLine | FoldedFrames, ...] = ()
+    roots: tuple[str, ...] = ()
     references: tuple[tuple[str, str | None], ...] = ()
     if rc is not None:
         err: Evidence | None = rc.error_line
-        evidence = tuple(EvidenceRow(e.source, e.line, e.text, err is not None and (e.source, e.line) ==
-                                     (err.source, err.line)) for e in rc.evidence)
+        ew = error_window(rc)
+        evidence_source, labels = evidence_locations([*rc.evidence, *ew.lines])
+
+        def row(e: Evidence) -> EvidenceRow:
+            is_error = err is not None and (e.source, e.line) == (err.source, err.line)
+            return EvidenceRow(e.source, e.line, e.text, is_error, labels.get((e.source, e.line), str(e.line)))
+
+        evidence = tuple(row(e) for e in rc.evidence)
+        window = tuple(row(e) for e in ew.lines)
         if rc.traceback is not None:
-            inner = rc.traceback.innermost_user_frame
-            frames = tuple(FrameRow(f, n, fn, inner is not None and (f, n) == (inner[0], inner[1]))
-                           for f, n, fn in rc.traceback.frames)
+            tb = rc.traceback
+            listed: list = list(tb.frames)
+            if tb.frames_cut:  # the scan kept the outermost and the innermost frames
+                listed.insert(tb.frames_cut_after, Gap(tb.frames_cut))
+            frames = tuple(fold_frames(tb, listed))
+            roots = library_roots(rc.traceback.frames)
         references = tuple((ref, safe_href(ref)) for ref in rc.remediation.references)
-    status = "failed" if report.failed else "healthy"
-    verdict = f"failed: {rc.category}" if rc else "no failure found"
+    status = report.status
+    verdict = f"failed: {rc.category}" if rc else ("no log lines read" if report.empty else "no failure found")
     findings = tuple(_finding_row(f) for f in report.findings)
     return HtmlView(
         title=f"verl-logscan: {verdict}",
         status=status,
         verdict=verdict,
         evidence=evidence,
+        window=window,
+        evidence_source=evidence_source,
         frames=frames,
+        library_roots=roots,
         where=where(rc) if rc else "",
         step=step_text(report),
         error=clip_cell(rc.message, BANNER_ERROR_CHARS) if rc else "",
@@ -362,4 +459,5 @@ def view(report: Report) -> HtmlView:
 def render_html(report: Report) -> str:
     env = _env(True)
     env.filters.setdefault("inline_code", inline_code)
+    env.tests.setdefault("folded", lambda value: isinstance(value, FoldedFrames))
     return env.get_template("report.html.j2").render(r=report, v=view(report), number=number)

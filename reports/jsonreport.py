@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause
+from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause, StageSpan
 
 
 def _evidence(e: Evidence) -> dict[str, Any]:
@@ -76,14 +76,19 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _span(s: StageSpan) -> dict[str, Any]:
+    return {"stage": s.stage, "first": {"source": s.first_source, "line": s.first_line},
+            "last": {"source": s.last_source, "line": s.last_line},
+            "first_time": s.first_time, "last_time": s.last_time}
+
+
 def _progress(p: Progress) -> dict[str, Any]:
     return {
         "stage_reached": p.stage_reached, "last_step": p.last_step, "total_steps": p.total_steps,
         "completed": p.completed, "seconds_per_step": number(p.seconds_per_step),
         "failure_step": p.failure_step, "note": p.note,
-        "timeline": [{"stage": s.stage, "first": {"source": s.first_source, "line": s.first_line},
-                      "last": {"source": s.last_source, "line": s.last_line},
-                      "first_time": s.first_time, "last_time": s.last_time} for s in p.timeline],
+        "timeline": [_span(s) for s in p.timeline],
+        "segments": [_span(s) for s in p.segments],
     }
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from logparse.model import Evidence, FindingView, Report, compact_ranks
 from reports.escape import fence, md_cell_code, md_code, md_html, md_inline, md_text, terminal_text
 from reports.jsonreport import render_json
+from reports.layout import FoldedFrames, error_window, evidence_locations, fold_frames, library_roots
 
 if TYPE_CHECKING:
     import jinja2
@@ -125,6 +126,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
                        md_html=md_html, compact_ranks=compact_ranks, clip=clip, number=number)
     env.globals.update(fence=fence, where=where, basis_text=basis_text)
     env.tests["gap"] = lambda value: isinstance(value, Gap)
+    env.tests["folded"] = lambda value: isinstance(value, FoldedFrames)
     return env
 
 
@@ -166,6 +168,15 @@ class MdView:
     anomalies: list
     attempts: list
     cut: dict[str, tuple[int, int]] = field(default_factory=dict)  # what -> (left out, of)
+    window: list[Evidence] = field(default_factory=list)  # the error line and the lines before it
+    evidence_source: str | None = None  # the one file every evidence line is from
+
+    def compact_frames(self, tb) -> list:
+        """The (trimmed) frames with library runs folded (reports.layout.fold_frames)."""
+        return fold_frames(tb, self.frames)
+
+    def library_roots(self) -> tuple[str, ...]:
+        return library_roots([f for f in self.frames if isinstance(f, tuple)])
 
     def trim_note(self) -> str:
         if not self.cut:
@@ -220,8 +231,11 @@ def _md_view(report: Report) -> MdView:
     if len(frames) > MD_MAX_FRAMES:  # a deep recursion says nothing more after its first and last frames
         frames, left_out = keep_ends(frames, MD_MAX_FRAMES, MD_MAX_FRAMES // 5, tb.innermost_user_frame)
         cut["traceback frames"] = (left_out, len(tb.frames))
+    window = error_window(rc) if rc else None
     return MdView(
         cut=cut,
+        window=list(window.lines) if window else [],
+        evidence_source=evidence_locations(rc.evidence)[0] if rc else None,
         findings=list(report.findings),
         symptoms=list(report.symptoms),
         evidence=list(rc.evidence) if rc else [],
@@ -326,8 +340,10 @@ def _symptoms_line(report: Report) -> str:
     return clip(", ".join(parts), SUMMARY_FIELD_CHARS) + more
 
 
-def render_summary(report: Report, color: bool = False, report_path: str | None = None) -> str:
-    """The short terminal summary (at most SUMMARY_MAX_LINES lines; every field on one line)."""
+def render_summary(report: Report, color: bool = False, report_path: str | None = None,
+                   explain: str | None = None) -> str:
+    """The short terminal summary (at most SUMMARY_MAX_LINES lines; every field on one line). `explain`:
+    the `verl-logscan explain ...` command that works for this root cause (the caller knows the catalog)."""
     rc = report.root_cause
     p = report.progress
     stage = (rc.stage if rc else None) or (p.stage_reached if p else None)
@@ -351,14 +367,16 @@ def render_summary(report: Report, color: bool = False, report_path: str | None 
         symptoms=_symptoms_line(report) if report.symptoms else "",
         anomalies=anomaly_line, redacted=redaction_line(report), notes=notes[:SUMMARY_NOTES],
         more_notes=max(0, len(report.notes) + (1 if p is not None and p.note and not rc else 0) - SUMMARY_NOTES),
-        report_path=report_path, lines=sum(i.lines for i in report.inputs),
+        report_path=report_path, lines=sum(i.lines for i in report.inputs), explain=explain,
     )
     # log text carries no escape sequence or control character onto the terminal; then the colours
     return _unmark(terminal_text(text), mark) if color else terminal_text(text)
 
 
-def render(report: Report, fmt: str, color: bool = False, report_path: str | None = None) -> str:
-    """`report` as `fmt`; `report_path` (text only) names where the full report was written."""
+def render(report: Report, fmt: str, color: bool = False, report_path: str | None = None,
+           explain: str | None = None) -> str:
+    """`report` as `fmt`; `report_path` (text only) names where the full report was written, `explain`
+    (text only) the command that explains the root cause's entry."""
     if fmt == "json":
         return render_json(report)
     if fmt == "md":
@@ -368,5 +386,5 @@ def render(report: Report, fmt: str, color: bool = False, report_path: str | Non
 
         return render_html(report)
     if fmt == "text":
-        return render_summary(report, color=color, report_path=report_path)
+        return render_summary(report, color=color, report_path=report_path, explain=explain)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

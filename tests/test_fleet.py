@@ -63,7 +63,7 @@ def expected_row(job: str, catalog) -> dict[str, Any]:
         "confidence": rc.confidence if rc else None,
         "error_source": rc.error_line.source if rc and rc.error_line else None,
         "error_line": rc.error_line.line if rc and rc.error_line else None,
-        "message": None,
+        "message": rc.summary if rc and rc.id == "unknown" else None,
     }
 
 

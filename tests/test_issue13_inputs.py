@@ -79,9 +79,10 @@ def test_dev_zero_stops_with_a_note(tmp_path: Path) -> None:
     if not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero")
     run = scan_json(tmp_path, "/dev/zero")  # (the hang guard of run_process bounds it, were it to hang)
-    assert run.rc == 0
+    assert run.rc == 5  # no log line read (EXIT_NO_INPUT)
     run.check_clean()
     report = run.json()
+    assert report["status"] == "empty"
     assert report["inputs"][0]["lines"] == 0
     assert report["inputs"][0]["bytes"] == reader.MAX_BINARY_RUN_BYTES
     assert any("NUL or control bytes in a row with no text" in n and "stopped reading" in n

@@ -131,7 +131,7 @@ def test_status_line_shows_bytes_of_the_total_rate_stage_and_step() -> None:
     scanner.feed_inputs([str(log)])
     text = status.text(scanner, now=status._start + 1.0)
     assert f"of {size / 1e6:,.1f} MB (100%)" in text and "MB/s" in text
-    assert "stage " in text and "step 5" in text and text.startswith("\r")
+    assert "stage " in text and "step 5" in text and text.startswith("verl-logscan: ")
     assert out.getvalue().startswith("\rverl-logscan: ")  # drawn at least once while scanning
     grown = StatusLine(io.StringIO(), total_bytes=size, follow=True)  # a followed file has no total
     assert "MB read" in grown.text(scanner)

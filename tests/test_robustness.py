@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from logparse import reader
+from logparse.cli import EXIT_NO_INPUT
 from tests.conftest import ROOT, run_cli
 
 HANG_GUARD_S = 300.0  # a process still running after this is killed: a hang, not a slow machine
@@ -134,9 +135,10 @@ def root_id(report: dict) -> str | None:
 def test_empty_file(tmp_path: Path) -> None:
     (tmp_path / "empty.log").write_bytes(b"")
     run = scan_json(tmp_path, "empty.log")
-    assert run.rc == 0
+    assert run.rc == EXIT_NO_INPUT  # nothing to judge is not "healthy"
     run.check_clean()
     assert run.json()["inputs"] == [{"path": "empty.log", "lines": 0, "bytes": 0}]
+    assert run.json()["status"] == "empty"
 
 
 def test_only_whitespace(tmp_path: Path) -> None:
@@ -160,7 +162,7 @@ def core_dump(size: int = 2 << 20) -> bytes:
 def test_binary_core_dump_named_log_is_skipped_with_a_note(tmp_path: Path) -> None:
     (tmp_path / "core.log").write_bytes(core_dump())
     run = scan_json(tmp_path, "core.log")
-    assert run.rc == 0
+    assert run.rc == EXIT_NO_INPUT  # the only input was skipped: no log line was read
     run.check_clean()
     report = run.json()
     assert report["findings"] == [] and report["root_cause"] is None

@@ -6,6 +6,7 @@ skip when the browser is missing, except under CI=true, where they must run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -144,11 +145,12 @@ def test_handmade_report_has_every_section() -> None:
     for section in ("verdict", "root-cause", "traceback", "fix", "progress", "metrics", "symptoms", "environment",
                     "findings", "inputs"):
         assert f'id="{section}"' in html, section
-    assert 'class="innermost"' in html and "innermost user frame" in html
+    assert 'class="user innermost"' in html and "innermost user frame" in html
     assert html.count('class="metric-chart"') == 2
     assert "0-3, 5-7" in html  # symptom ranks, compact
     # the root cause's stage (actor-update) has no span: the span around the error line is marked
-    assert re.findall(r'data-stage="([^"]+)">\s*<title>[^<]*</title>\s*<text class="stage-label failed"', html) == [
+    assert re.findall(r'data-stage="([^"]+)" data-stretches="\d+">\s*<title>[^<]*</title>\s*'
+                      r'<text class="stage-label failed"', html) == [
         "training"]
     assert "nan-inf" in html  # the anomaly list
 
@@ -291,3 +293,95 @@ def test_sample_report_in_chromium(browser, tmp_path: Path, name: str) -> None:
     else:  # a scan without metrics draws no chart
         assert charts == []
     _screenshot(browser, f"html-{name}.png")
+
+
+# -- the first screen: the cause before anything else ----------------------------------------------------
+FIRST_SCREEN = (1400, 900)
+
+
+def _first_screen(driver, page: Path, shot: Path) -> dict:
+    """Load `page` in a 1400x900 viewport (the window's chrome not counted), screenshot it to `shot`,
+    and return the bounding rects of what must be seen without scrolling."""
+    width, height = FIRST_SCREEN
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        assert _load(driver, page) == []
+        rects = driver.execute_script("""
+            function rect(sel) {
+              var e = document.querySelector(sel);
+              if (!e) return null;
+              var r = e.getBoundingClientRect();
+              return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, text: e.textContent,
+                      visible: e.checkVisibility()};
+            }
+            return {viewport: [window.innerWidth, window.innerHeight], scrollY: window.scrollY,
+                    verdict: rect('#verdict .status'), summary: rect('#verdict .summary'),
+                    location: rect('[data-role=location]'), error: rect('[data-role=error]'),
+                    context: rect('.error-context tr.error-line'),
+                    firstEvidence: rect('.all-evidence table.evidence tr')};""")
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 1000
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    return rects
+
+
+def _on_screen(rect: dict | None, height: int) -> bool:
+    return rect is not None and 0 <= rect["top"] and rect["bottom"] <= height and rect["bottom"] > rect["top"]
+
+
+@pytest.mark.parametrize("name", ["ray-actor-exception", "torchrun-sigkill", "torchrun-rank-exception",
+                                  "ray-import-error", "torchrun-gloo-timeout"])
+def test_first_screen_shows_the_verdict_the_error_line_and_where(browser, tmp_path: Path, name: str) -> None:
+    page = tmp_path / f"{name}.html"
+    assert run_cli(["scan", str(SAMPLES / f"{name}.log"), "-o", str(page)]).exit_code == 1
+    report = json.loads(run_cli(["scan", str(SAMPLES / f"{name}.log"), "--format", "json"]).stdout)
+    rc = report["root_cause"]
+    rects = _first_screen(browser, page, tmp_path / f"first-screen-{name}.png")
+    height = FIRST_SCREEN[1]
+    assert rects["viewport"] == list(FIRST_SCREEN) and rects["scrollY"] == 0
+    assert rects["verdict"]["text"] == "FAILED" and _on_screen(rects["verdict"], height)
+    assert _on_screen(rects["summary"], height)
+    # where: the error line's file:line, fully on the first screen
+    assert f'{rc["error_line"]["source"]}:{rc["error_line"]["line"]}' in rects["location"]["text"]
+    assert _on_screen(rects["location"], height)
+    assert _on_screen(rects["error"], height)
+    # the error line itself, in the log's own words with the lines before it, starts on the first screen
+    assert rects["context"] is not None and rects["context"]["top"] < height
+    assert rc["error_line"]["text"][:60] in rects["context"]["text"]
+    assert rects["context"]["visible"] and rects["location"]["visible"]
+    # the rest of the evidence is folded: its rows are not rendered until opened
+    if rects["firstEvidence"] is not None:
+        assert not rects["firstEvidence"]["visible"]
+
+
+def test_first_screen_with_a_long_traceback_and_evidence(browser, tmp_path: Path) -> None:
+    """A report whose evidence is 60 lines and whose traceback is deep still leads with the cause."""
+    base = handmade_report()
+    rc = base.root_cause
+    assert rc is not None and rc.traceback is not None and rc.error_line is not None
+    lib = "/opt/venv/lib/python3.11/site-packages"
+    frames = tuple((f"{lib}/torch/nn/modules/module.py", 1500 + i, "_call_impl") for i in range(30))
+    frames += (("/workspace/train.py", 10, "main"),)
+    evidence = tuple(Evidence("job.log", 60 + i, f'  File "{lib}/torch/nn/modules/module.py", line {1500 + i}')
+                     for i in range(59)) + (rc.error_line,)
+    report = dataclasses.replace(base, root_cause=dataclasses.replace(
+        rc, evidence=evidence, traceback=dataclasses.replace(rc.traceback, frames=frames)))
+    page = tmp_path / "long.html"
+    page.write_text(render(report, "html"), encoding="utf-8")
+    rects = _first_screen(browser, page, tmp_path / "first-screen-long.png")
+    height = FIRST_SCREEN[1]
+    for key in ("verdict", "location", "error", "context"):
+        assert _on_screen(rects[key], height), (key, rects[key])
+    # the 30 torch frames are one folded line that opens on a click (as Sentry folds library frames)
+    folded = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#traceback li.folded')).map(function (li) {"
+        " return [li.querySelector('summary').textContent, li.querySelector('li').checkVisibility()]; })")
+    assert folded == [["30 library frame(s) (torch)", False]]
+    browser.execute_script("document.querySelector('#traceback li.folded summary').click()")
+    opened = browser.execute_script(
+        "var lis = document.querySelectorAll('#traceback li.folded li');"
+        " return [lis.length, lis[0].checkVisibility(), lis[0].textContent, lis[0].title]")
+    assert opened[0] == 30 and opened[1] is True
+    assert opened[2] == "torch/nn/modules/module.py:1500 in _call_impl"  # shortened; the full path on hover
+    assert opened[3] == f"{lib}/torch/nn/modules/module.py"

@@ -44,7 +44,7 @@ def test_sample_markdown_structure(sample: Path) -> None:
 
 def test_handmade_markdown_sections() -> None:
     text = render(handmade_report(), "md")
-    for heading in ("### Evidence", "### What to do", "### Why this cause", "### Progress", "### Environment",
+    for heading in ("### Error line", "### What to do", "### Why this cause", "### Progress", "### Environment",
                     "### Symptoms", "**Metric anomalies:**", "<details><summary>All findings (2)</summary>"):
         assert heading in text, heading
     assert "| Last step | 6 of 10 |" in text and "| Failure after step | 5 |" in text
@@ -73,7 +73,7 @@ def test_log_text_stays_text_in_markdown() -> None:
     # backticks inside log lines don't end a code block: each fence holds whole lines, the evidence
     # fence has all four evidence lines
     fences = [t for t in tokens if t.type == "fence"]
-    assert len(fences) == 2  # evidence, traceback
+    assert len(fences) == 2  # the error line with the lines before it (all the evidence here), traceback
     evidence = fences[0].content.splitlines()
     assert len(evidence) == 4 and all("```python" in line for line in evidence[:1] + evidence[2:])
     assert "<script>alert(1)</script>" in fences[0].content  # verbatim inside the code block
@@ -137,7 +137,8 @@ def test_every_list_is_trimmed_in_order_when_huge() -> None:
     assert order == sorted(order)
     assert "[" in text and "more characters]" in text  # 5,000-character lines were clipped
     # what's kept still reads: the error line and the innermost frame are always there
-    assert "job.log:120: RuntimeError: loss is nan" in text
+    assert "> 120: RuntimeError: loss is nan" in text  # first, with the lines before it
+    assert "\n120: RuntimeError: loss is nan" in text  # and in the (trimmed) folded evidence
     assert "> /workspace/train.py:10 in main" in text
     html = MD.render(text)
     assert html.count("<details>") == html.count("</details>")
