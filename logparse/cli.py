@@ -796,7 +796,10 @@ def _explain_unknown(catalog) -> None:
     click.echo("\nWhat it is\n  The job failed with an exception that none of the catalog's entries names. "
                "verl-logscan then reports the exception that ended the first failing process as the root "
                "cause, with its error line, traceback and the evidence before it, and lists similar known "
-               "entries when one comes close.")
+               "entries when one comes close. Its category still comes from its evidence where the fallback "
+               "rules (patterns/fallback.yaml) read one: a wording, the exception type, the frames it failed "
+               "in, or the nearest known entry; the report's `basis` names the rule. Only when none applies "
+               "is the category `unknown` too.")
     click.echo("\nWhy it happens\n  " + r.why + " Echoes on other ranks (collective timeouts, lost peers, "
                "launcher summaries) are still counted as its symptoms.")
     click.echo("\nFix")
