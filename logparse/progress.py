@@ -19,9 +19,14 @@ Rules that come from how the logs are written (reference §1.5, §1.8, §4.2):
   a local Ray instance`) are one start. `progress()` reports on the attempt that holds `end_seq`.
 
 Bounds (StageTrackerConfig): transitions (seq, stage) for `stage_at` at most `max_transitions`
-(10,000); step-line and tqdm marks at most `max_marks` (100,000) each; attempt starts, completions,
-total-step and resume records at most `max_events` (1,000) each. A full list drops its oldest half
-(and says so in `notes`); one span per stage in the timeline. Everything else is O(1).
+(10,000); step-line and tqdm marks at most `max_marks` (100,000) each, as columns of 8-byte values
+(`_Marks`: 2.4 MB of steps and 3.2 MB of bars at most); attempt starts, completions, total-step and
+resume records at most `max_events` (1,000) each. A full list drops its oldest half (and says so in
+`notes`); one span per stage in the timeline. Everything else is O(1).
+
+`parse(message)` and `apply(...)` are `feed` in two halves: what a line says (`ProgressLine`), and
+what that changes. A scanner that parses progress lines apart from its records
+(logparse.progress_lines) applies them with the same `apply`.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -149,22 +155,100 @@ class Progress:
 class _Span:
     __slots__ = ("first", "first_time", "last", "last_time", "stage")
 
-    def __init__(self, stage: str, rec: Record):
+    def __init__(self, stage: str, source: str, number: int, seq: int, time: float | None):
         self.stage = stage
-        self.first = (rec.line.source, rec.line.number, rec.seq)
+        self.first = (source, number, seq)
         self.last = self.first
-        self.first_time = self.last_time = rec.origin.time
+        self.first_time = self.last_time = time
 
-    def see(self, rec: Record) -> None:
-        self.last = (rec.line.source, rec.line.number, rec.seq)
-        if rec.origin.time is not None:
+    def see(self, source: str, number: int, seq: int, time: float | None) -> None:
+        self.last = (source, number, seq)
+        if time is not None:
             if self.first_time is None:
-                self.first_time = rec.origin.time
-            self.last_time = rec.origin.time
+                self.first_time = time
+            self.last_time = time
 
     def freeze(self) -> StageSpan:
         return StageSpan(self.stage, self.first[0], self.first[1], self.last[0], self.last[1],
                          self.first_time, self.last_time, self.first[2], self.last[2])
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressLine:
+    """What one message says to the stage tracker (StageTracker.parse)."""
+
+    hit: MarkerHit | None  # the stage marker it matches (not searched in a line that starts with a step)
+    step: int | None  # verl's `step:N - ...`
+    seconds: float | None  # its `timing_s/step`, when finite and positive
+    bar: tuple[int, int, float | None] | None  # tqdm's `Training Progress`: (n, total, seconds per step)
+
+
+NOTHING = ProgressLine(None, None, None, None)
+
+
+class _Marks:
+    """Step-line or progress-bar marks in arrival order, as columns: the record's seq, int values,
+    float values (None as NaN: no float column holds a NaN otherwise). 8 bytes a value where a list of
+    tuples cost about 150 bytes a mark. An int column becomes a list if a value does not fit 64 bits
+    (a fuzzed `step:99999999999999999999`)."""
+
+    __slots__ = ("floats", "ints", "seqs")
+
+    def __init__(self, ints: int, floats: int) -> None:
+        self.seqs = array("q")
+        self.ints: list = [array("q") for _ in range(ints)]
+        self.floats = [array("d") for _ in range(floats)]
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def append(self, seq: int, ints: tuple[int, ...], floats: tuple[float | None, ...]) -> None:
+        self.seqs.append(seq)
+        for i, value in enumerate(ints):
+            try:
+                self.ints[i].append(value)
+            except OverflowError:
+                self.ints[i] = [*self.ints[i], value]
+        for column, value in zip(self.floats, floats, strict=True):
+            column.append(math.nan if value is None else value)
+
+    def trim(self, cap: int) -> bool:
+        """Drop the oldest half once more than `cap` are held; True if it did."""
+        n = len(self.seqs)
+        if n <= cap:
+            return False
+        half = n // 2
+        for column in (self.seqs, *self.ints, *self.floats):
+            del column[:half]
+        return True
+
+    def window(self, begin: int, end: int) -> range:
+        """Indices of the marks with begin <= seq <= end."""
+        return range(bisect_left(self.seqs, begin), bisect_right(self.seqs, end))
+
+    def last_float(self, column: int, indices: range, count: int = 1) -> list[float]:
+        """The last `count` values that are not None of a float column among `indices`, in order."""
+        values = self.floats[column]
+        out: list[float] = []
+        for i in reversed(indices):
+            v = values[i]
+            if v == v:  # not NaN: a value
+                out.append(v)
+                if len(out) == count:
+                    break
+        out.reverse()
+        return out
+
+
+def step_seconds(message: str) -> float | None:
+    """A step line's `timing_s/step` (seconds), when finite and positive."""
+    # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
+    at = message.find("/step:")
+    m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
+    if m:
+        value = float(m.group(1))
+        return value if math.isfinite(value) and value > 0 else None
+    return None
 
 
 def _trim(items: list, cap: int) -> bool:
@@ -197,8 +281,8 @@ class StageTracker:
         self._spans: dict[str, _Span] = {}
         self._transition_seqs: list[int] = []
         self._transition_stages: list[str] = []
-        self._steps: list[tuple[int, int, float | None]] = []  # (seq, step, timing_s/step)
-        self._bars: list[tuple[int, int, int, float | None]] = []  # (seq, n, total, seconds per step)
+        self._steps = _Marks(1, 1)  # seq; step; timing_s/step
+        self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
         self._attempt_starts: list[AttemptStart] = []
         self._completions: list[int] = []
         self._totals: list[tuple[int, int]] = []
@@ -216,67 +300,75 @@ class StageTracker:
         message = rec.message
         if keywords is None and not self._prefilter.search(message):
             return
-        self.last_seq = rec.seq
-        m = STEP_RE.search(message) if STEP_KEYWORD in message else None
-        if m is None or m.start() > 0:
-            # (a step line holds no marker, only metrics: skip the marker search on its ~2 KB)
-            hit = self.matcher.match(message, keywords)
-            if hit is not None:
-                self._on_marker(rec, hit)
-        if m:
-            self._on_step(rec, int(m.group(1)), message)
-        if TQDM_KEYWORD in message:
-            m = TQDM_RE.search(message)
-            if m:
-                self._on_bar(rec, int(m.group(2)), int(m.group(3)), _rate(m.group(4)))
+        line = rec.line
+        origin = rec.origin
+        self.apply(rec.seq, line.source, line.number, origin.time, origin.repeat, self.parse(message, keywords))
 
-    def _on_marker(self, rec: Record, hit: MarkerHit) -> None:
+    def parse(self, message: str, keywords: Iterable[str] | None = None) -> ProgressLine:
+        """What `message` says: a stage marker, a step line, a progress bar (each or none). Depends on
+        the message alone."""
+        m = STEP_RE.search(message) if STEP_KEYWORD in message else None
+        # (a step line holds no marker, only metrics: skip the marker search on its ~2 KB)
+        hit = self.matcher.match(message, keywords) if m is None or m.start() > 0 else None
+        step = seconds = bar = None
+        if m:
+            step = int(m.group(1))
+            seconds = step_seconds(message)
+        if TQDM_KEYWORD in message:
+            b = TQDM_RE.search(message)
+            if b:
+                bar = (int(b.group(2)), int(b.group(3)), _rate(b.group(4)))
+        if hit is None and step is None and bar is None:
+            return NOTHING
+        return ProgressLine(hit, step, seconds, bar)
+
+    def apply(self, seq: int, source: str, number: int, time: float | None, repeat: int,
+              line: ProgressLine) -> None:
+        """What the line `seq` (`source`:`number`, its time and Ray repeat count) that says `line`
+        changes: the second half of `feed`."""
+        self.last_seq = seq
+        if line.hit is not None:
+            self._on_marker(seq, source, number, time, repeat, line.hit)
+        if line.step is not None:
+            self._steps.append(seq, (line.step,), (line.seconds,))
+            if self._steps.trim(self.config.max_marks):
+                self._dropped.add("step")
+            self._progress_since_start = True
+            if not self._completed and repeat == 1:
+                self._record_stage(source, number, seq, time, STEP_STAGE)
+        if line.bar is not None:
+            n, total, seconds = line.bar
+            self._bars.append(seq, (n, total), (seconds,))
+            if self._bars.trim(self.config.max_marks):
+                self._dropped.add("progress-bar")
+            self._progress_since_start = True
+
+    def _on_marker(self, seq: int, source: str, number: int, time: float | None, repeat: int,
+                   hit: MarkerHit) -> None:
         marker = hit.marker
-        if marker.attempt_start and rec.origin.repeat == 1:
-            self._start_attempt(rec)
+        if marker.attempt_start and repeat == 1:
+            self._start_attempt(seq, source, number, time)
         groups = hit.groups
         if groups.get("total_steps"):
-            self._add_event(self._totals, (rec.seq, int(groups["total_steps"])), "total")
+            self._add_event(self._totals, (seq, int(groups["total_steps"])), "total")
         if groups.get("resume_step"):
-            self._add_event(self._resumes, (rec.seq, int(groups["resume_step"])), "resume")
-        late_copy = rec.origin.repeat > 1 and marker.id in self._seen_in_attempt
+            self._add_event(self._resumes, (seq, int(groups["resume_step"])), "resume")
+        late_copy = repeat > 1 and marker.id in self._seen_in_attempt
         if late_copy or (self._completed and not marker.attempt_start):
             return
         stage = marker.stage
         if marker.repeat_stage is not None and marker.id in self._seen_in_attempt:
             stage = marker.repeat_stage
         self._seen_in_attempt.add(marker.id)
-        self._record_stage(rec, stage)
+        self._record_stage(source, number, seq, time, stage)
         if marker.completion:
             self._completed = True
-            self._add_event(self._completions, rec.seq, "completion")
+            self._add_event(self._completions, seq, "completion")
 
-    def _on_step(self, rec: Record, step: int, message: str) -> None:
-        seconds = None
-        # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
-        at = message.find("/step:")
-        m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
-        if m:
-            value = float(m.group(1))
-            seconds = value if math.isfinite(value) and value > 0 else None
-        self._steps.append((rec.seq, step, seconds))
-        if _trim(self._steps, self.config.max_marks):
-            self._dropped.add("step")
-        self._progress_since_start = True
-        if not self._completed and rec.origin.repeat == 1:
-            self._record_stage(rec, STEP_STAGE)
-
-    def _on_bar(self, rec: Record, n: int, total: int, seconds: float | None) -> None:
-        self._bars.append((rec.seq, n, total, seconds))
-        if _trim(self._bars, self.config.max_marks):
-            self._dropped.add("progress-bar")
-        self._progress_since_start = True
-
-    def _start_attempt(self, rec: Record) -> None:
+    def _start_attempt(self, seq: int, source: str, number: int, time: float | None) -> None:
         if not self._progress_since_start:
             return  # the same start, told by a second launcher line
-        start = AttemptStart(rec.seq, rec.line.source, rec.line.number, rec.origin.time)
-        self._add_event(self._attempt_starts, start, "attempt")
+        self._add_event(self._attempt_starts, AttemptStart(seq, source, number, time), "attempt")
         self._progress_since_start = False
         self._seen_in_attempt.clear()
         self._completed = False
@@ -286,14 +378,14 @@ class StageTracker:
         if _trim(items, self.config.max_events):
             self._dropped.add(what)
 
-    def _record_stage(self, rec: Record, stage: str) -> None:
+    def _record_stage(self, source: str, number: int, seq: int, time: float | None, stage: str) -> None:
         span = self._spans.get(stage)
         if span is None:
-            self._spans[stage] = _Span(stage, rec)
+            self._spans[stage] = _Span(stage, source, number, seq, time)
         else:
-            span.see(rec)
+            span.see(source, number, seq, time)
         if not self._transition_stages or self._transition_stages[-1] != stage:
-            self._transition_seqs.append(rec.seq)
+            self._transition_seqs.append(seq)
             self._transition_stages.append(stage)
             if len(self._transition_seqs) > self.config.max_transitions:
                 half = len(self._transition_seqs) // 2
@@ -308,6 +400,11 @@ class StageTracker:
     def attempt_starts(self) -> list[int]:
         """Seqs of the records that started each attempt (see the module docstring)."""
         return [a.seq for a in self._attempt_starts]
+
+    @property
+    def attempt_count(self) -> int:
+        """len(attempt_starts), without building the list (asked after every record)."""
+        return len(self._attempt_starts)
 
     @property
     def attempts(self) -> list[AttemptStart]:
@@ -327,8 +424,8 @@ class StageTracker:
     def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset()) -> bool:
         """Did the job show progress after record `seq`: a step line, a progress bar, a completion
         marker, or a stage (not in `ignore`) it had not reached before?"""
-        for items in (self._steps, self._bars):
-            if items and items[-1][0] > seq:
+        for marks in (self._steps, self._bars):
+            if marks.seqs and marks.seqs[-1] > seq:
                 return True
         if self._completions and self._completions[-1] > seq:
             return True
@@ -342,8 +439,8 @@ class StageTracker:
 
     def training_started_before(self, seq: int) -> bool:
         """Had the training loop begun (a step line, a progress bar, a training-loop marker) by `seq`?"""
-        for items in (self._steps, self._bars):
-            if items and items[0][0] < seq:
+        for marks in (self._steps, self._bars):
+            if marks.seqs and marks.seqs[0] < seq:
                 return True
         span = self._spans.get(STEP_STAGE)
         return span is not None and span.first[2] < seq
@@ -363,20 +460,23 @@ class StageTracker:
         def window(items: list) -> list:
             return [x for x in items if begin <= (x[0] if isinstance(x, tuple) else x) <= end]
 
-        steps = window(self._steps)
-        bars = window(self._bars)
+        steps = self._steps.window(begin, end)
+        bars = self._bars.window(begin, end)
         resumes = window(self._resumes)
         last_step = None
         if steps or resumes:
-            last_step = max([s[1] for s in steps] + [r[1] for r in resumes])
+            highest = [r[1] for r in resumes]
+            if steps:
+                highest.append(max(self._steps.ints[0][steps.start:steps.stop]))
+            last_step = max(highest)
         elif bars:
-            last_step = bars[-1][1]
+            last_step = self._bars.ints[0][bars[-1]]
         totals = window(self._totals) or [t for t in self._totals if t[0] <= end]
-        total_steps = totals[-1][1] if totals else (bars[-1][2] if bars else None)
-        times = [s[2] for s in steps if s[2] is not None][-self.config.step_time_window:]
+        total_steps = totals[-1][1] if totals else (self._bars.ints[1][bars[-1]] if bars else None)
+        times = self._steps.last_float(0, steps, self.config.step_time_window)
         seconds = statistics.median(times) if times else None
         if seconds is None:
-            rates = [b[3] for b in bars if b[3] is not None]
+            rates = self._bars.last_float(0, bars)
             seconds = rates[-1] if rates else None
         timeline = tuple(sorted((s.freeze() for s in self._spans.values() if s.first[2] <= end),
                                 key=lambda span: span.first_seq))

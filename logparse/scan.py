@@ -116,7 +116,7 @@ class Scanner:
         self.matcher = Matcher(catalog)
         self.normalizer = Normalizer()
         self._lookback_normalizer = Normalizer()
-        self.assembler = TracebackAssembler(self._context)
+        self.assembler = TracebackAssembler(self._context, self._remembers_context)
         self.collector = FindingCollector(self.config.max_groups)
         self.inputs: list[InputStats] = []
         self.seq = 0
@@ -309,6 +309,12 @@ class Scanner:
         default = self._defaults.get(source) or self.attribution.get(source)
         return LazyContext(rec, raws, default, self._lookback_normalizer)
 
+    def _remembers_context(self, rec: Record) -> bool:
+        """Must the traceback assembler remember `rec` as context of its stream? Not for a line of a
+        block being read: `_context` reads those back from the raw block (so a stream that printed
+        and went quiet costs nothing); yes for the others (an error.json's, lines fed one by one)."""
+        return rec.line.source not in self._blocks
+
     def _error_file_lines(self, path: str, stats: InputStats, lines: Iterator[Line]) -> Iterator[Line]:
         """torchrun's `@record` error.json: its py_callstack (or message) becomes the lines scanned;
         line numbers then count lines of the callstack. Anything else is scanned as plain text."""
@@ -393,8 +399,8 @@ class Scanner:
             stage_words, env_words, entries, bare = routed
         if stage_words is None or stage_words:
             self.stages.feed(rec, stage_words)
-        if len(self.stages.attempt_starts) != self._attempt_count:
-            self._attempt_count = len(self.stages.attempt_starts)
+        if self.stages.attempt_count != self._attempt_count:
+            self._attempt_count = self.stages.attempt_count
             if rec.line.source in self._active_sources:
                 # a (re)start printed where this input already showed progress or errors: a new attempt.
                 # (A launcher's banner in its own file, merged among the ranks' files, is not one.)
@@ -521,7 +527,7 @@ class Scanner:
                 summary=v.root.summary if v.root else None,
             ))
             self.collector = FindingCollector(self.config.max_groups)
-            self.assembler = TracebackAssembler(self._context)
+            self.assembler = TracebackAssembler(self._context, self._remembers_context)
             self.bare_lines = []
             self._recent_bare.clear()
             self.collectives = CollectiveAnalyzer()
