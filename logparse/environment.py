@@ -274,6 +274,34 @@ class EnvironmentTracker:
         return table
 
     # -- feeding ---------------------------------------------------------------------------------
+    def dump_open(self) -> bool:
+        """A config dump is being read (every record fed meanwhile counts towards its limit)."""
+        return self._dump_stream is not None
+
+    def step_format_known(self) -> bool:
+        """Has the step-line format been read (a later step line tells nothing more)?"""
+        return self._step_lines >= STEP_FORMAT_LINES
+
+    def ignores(self, message: str) -> bool:
+        """Would `feed` learn nothing from a record with this message, given that its keywords hold
+        no scan keyword but `step:`, its actor and node were noted (note_process), no config dump is
+        open and, for a message that starts with a step line, the format is known? Depends on the
+        message alone (logparse.progress_lines asks it where the lines are read)."""
+        if message.startswith(STEP_KEYWORD):
+            return True
+        return (not message.startswith(PIP_LIST_NAMES) and STEP_KEYWORD not in message
+                and not any(k in message for k in self._common))
+
+    def note_process(self, actor: str | None, node: str | None) -> bool:
+        """What `feed` notes of a record's Ray actor and node, for a line fed without its record:
+        False, noting nothing, when the actor is new (its era rules read the raw line: feed the record
+        instead)."""
+        if actor is not None and actor not in self._actors and len(self._actors) < MAX_ACTORS:
+            return False
+        if node is not None and len(self.hosts) < MAX_HOSTS:
+            self.hosts.add(node)
+        return True
+
     def dump_open_in(self, source: str) -> bool:
         """A config dump of `source` is being read: its continuation lines carry no keyword."""
         return self._dump_stream is not None and self._dump_stream[0] == source

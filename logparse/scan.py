@@ -13,6 +13,7 @@ import heapq
 import json
 import os
 import stat
+from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,11 +29,12 @@ from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
 from logparse.matcher import MATCH_TIMEOUT_S, Matcher
-from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser
+from logparse.metrics import CHART_KEYS, STEP_KEYWORD, MetricsTracker, StepParser
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
-from logparse.progress import StageTracker, stopped_note
+from logparse.progress import TQDM_KEYWORD, MarkerHit, StageTracker, stopped_note
+from logparse.progress_lines import DEFERRED, ProgressColumns, ProgressLineParser, ProgressTables
 from logparse.reader import (
     MAX_LINE_BYTES,
     InputError,
@@ -71,6 +73,7 @@ MAX_BARE_LINES = 200  # bare failure lines kept (the first half and the most rec
 MAX_CHARTS = 8
 MAX_CHART_POINTS = 2000  # beyond this many step rows, charts show every k-th step (and the last)
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
+MAX_NOTED_PROCESSES = 65_536  # (actor, node) pairs of progress lines whose note is known to be made
 
 
 READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
@@ -148,6 +151,19 @@ class Scanner:
         self._error_levels = self.bare_detector.rules.bare.levels  # an error record needs no keyword
         self._bare_word = [k in bare_words for k in self.prefilter.keywords]
         self._routes: dict[frozenset[int], tuple] = {}  # keyword ids of a line -> _route()
+        self._progress_ids: dict[frozenset[int], tuple | None] = {}  # -> _progress_words()
+        # keyword id -> a line with it is no progress line: a catalog entry's, a fallback rule's or the
+        # traceback structure's keyword (but `step:` and the bar's) ...
+        progress_ok = {STEP_KEYWORD, TQDM_KEYWORD}
+        self._not_progress = [(k in STRUCTURAL_KEYWORDS and k not in progress_ok) or k in bare_words
+                              or bool(self._entries_of_keyword[i]) or (k not in stage_words and k not in env_words)
+                              for i, k in enumerate(self.prefilter.keywords)]
+        # ... an environment keyword (but `step:`), which only a step line's message may have (the
+        # environment tracker reads no keyword of a step line once it knows the format)
+        self._env_only = [k in env_words and k != STEP_KEYWORD for k in self.prefilter.keywords]
+        self._noted: set[tuple[str | None, str | None]] = set()  # EnvironmentTracker.note_process made
+        self._side_normalizer = Normalizer()  # for a progress line's stream (it reads no clock)
+        self._step_parser = StepParser(self.config.all_metrics)  # for the metrics of a DEFERRED step line
         self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
@@ -190,10 +206,15 @@ class Scanner:
         def chunks(st: InputStats) -> Iterator[bytes]:
             return gunzip_chunks(fh, st) if gz else plain_chunks(fh, st)
 
+        # an input read alone has its progress lines applied as its blocks are read (in order, as the
+        # records are fed); merged inputs' records are fed in another order than they are read
+        progress = ProgressLineParser(self._progress_words, self.stages, StepParser(self.config.all_metrics),
+                                      self.env) if alone else None
+        tables = ProgressTables() if alone else None
         if alone and self._reader_process_for(path):
-            blocks = blocks_in_process(chunks, stats, self.prefilter, StepParser(self.config.all_metrics))
+            blocks = blocks_in_process(chunks, stats, self.prefilter, StepParser(self.config.all_metrics), progress)
         else:
-            blocks = iter_blocks(chunks(stats), self.prefilter)
+            blocks = iter_blocks(chunks(stats), self.prefilter, progress=progress)
         lines = 0  # lines of the blocks done
         truncated = 0
         try:
@@ -201,7 +222,7 @@ class Scanner:
                 for block in blocks:
                     lines = block.base
                     truncated += block.cut
-                    yield from self._block(block, source, default, stats)
+                    yield from self._block(block, source, default, stats, tables)
                     lines = block.base + block.lines
                     if self.on_progress is not None:  # also for blocks without a line worth a look
                         self.on_progress(self)
@@ -218,9 +239,11 @@ class Scanner:
             n = truncated + self._cut_lines.get(source, 0)
             stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
 
-    def _block(self, block: Block, source: str, default: Origin | None, stats: InputStats) -> Iterator[Record]:
+    def _block(self, block: Block, source: str, default: Origin | None, stats: InputStats,
+               tables: ProgressTables | None = None) -> Iterator[Record]:
         """Records of the lines of `block` worth a look: its candidate lines, and every line while a
-        region (traceback, message, config dump) of this input is open."""
+        region (traceback, message, config dump) of this input is open. Its progress lines that need no
+        record (Block.progress, with `tables`) are applied here instead, in their turn."""
         starts, numbers, keywords, steps = block.starts, block.numbers, block.keywords, block.steps
         count = len(starts)
         n = block.size
@@ -228,11 +251,17 @@ class Scanner:
         cur = 0
         number = block.base + 1  # line number of the line at `cur`
         self._blocks[source] = (block, self._tails.get(source, b""))
+        columns = block.progress if tables is not None else None
+        if columns is not None:
+            tables.learn(columns)
+        progress = columns.index if columns is not None else ()
+        k = 0  # the next progress line (an index into `columns`)
         while cur < n:
             while idx < count and starts[idx] < cur:
                 idx += 1
             candidate = idx < count and starts[idx] == cur
-            if self._region_open(source, number):
+            region = self._region_open(source, number)
+            if region:
                 start = cur
                 ids = keywords[idx] if candidate else _NO_KEYWORDS
             else:
@@ -240,6 +269,14 @@ class Scanner:
                     break
                 start, number, ids = starts[idx], numbers[idx], keywords[idx]
                 candidate = True
+            if candidate and k < len(progress):
+                while k < len(progress) and progress[k] < idx:
+                    k += 1
+                if (k < len(progress) and progress[k] == idx
+                        and self._progress_line(columns, k, tables, block, idx, source, number, default, region)):
+                    cur = block.end(idx) + 1
+                    number += 1
+                    continue
             step_line = steps.get(idx) if steps and candidate else None
             if candidate:
                 raw, end = block.raw(idx)
@@ -271,6 +308,62 @@ class Scanner:
             number += 1
         self._tails[source] = block.tail(LOOKBACK_BYTES)
         del self._blocks[source]  # a reader process reuses its memory once the next block is asked for
+
+    def _progress_line(self, columns: ProgressColumns, k: int, tables: ProgressTables, block: Block, idx: int,
+                       source: str, number: int, default: Origin | None, region: bool) -> bool:
+        """Apply progress line `k` of `columns` (candidate `idx` of `block`, line `number` of `source`)
+        as feed_record would its record, when nothing the columns do not tell bears on it
+        (logparse.progress_lines); False: it needs its record."""
+        step = columns.step[k]
+        if (step >= 0 and not self.env.step_format_known()) or self.env.dump_open():
+            return False
+        actor, node = tables.processes[columns.process[k]]
+        if default is not None:
+            if default.rank is not None:
+                return False
+            actor = actor or default.actor
+            node = node or default.node
+        if region or self.sample_text:
+            # what only its stream tells: normalised apart (the line reads no clock, so any normaliser
+            # gives its origin)
+            raw, _ = block.raw(idx)
+            stream = self._side_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
+            if region and (self.assembler.current(stream) is not None or stream in self.open_message):
+                return False
+            if stream in self.sample_text:  # (as feed_record: model text goes on until a step line)
+                lines = self.sample_text[stream] + 1
+                if step < 0 and lines < MAX_SAMPLE_TEXT_LINES:
+                    self.sample_text[stream] = lines
+                    self.seq += 1
+                    return True
+                del self.sample_text[stream]
+        process = (actor, node)
+        if process not in self._noted:
+            if not self.env.note_process(actor, node):
+                return False  # a new Ray actor: its record tells the era rules
+            if len(self._noted) < MAX_NOTED_PROCESSES:
+                self._noted.add(process)
+        self.seq += 1
+        seq = self.seq
+        line = tables.line(columns, k)
+        marker = columns.marker[k]
+        if marker >= 0:
+            line = line._replace(hit=MarkerHit(self.stages.matcher.markers[marker], {}))
+        self.stages.apply(seq, source, number, None, 1, line)
+        shape = columns.shape[k]
+        if shape >= 0:
+            keys, names = tables.shapes[shape]
+            at = columns.offset[k]
+            self.metrics.add_row(step, keys, columns.values[at:at + len(keys)], names)
+        elif shape == DEFERRED:  # left to this side by a reader process that ran behind
+            raw, _ = block.raw(idx)
+            row = self._step_parser.parse(raw[columns.message_at[k]:].decode("ascii"))
+            self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
+        if step >= 0:
+            if self.last_step is None or step >= self.last_step[1]:
+                self.last_step = (seq, step)
+            self._active_sources.add(source)
+        return True
 
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least config.reader_process_bytes, read without follow or tee."""
@@ -455,6 +548,22 @@ class Scanner:
                 self.on_fatal(hit)
         if tb is None and stream not in self.open_message:
             self.open_message[stream] = hits[0]
+
+    def _progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:
+        """For a line with prefilter keyword ids `ids` that may be a progress line applied without a
+        record (logparse.progress_lines): (its stage tracker keywords, whether it has an environment
+        keyword, which only a step line may have). None when a keyword rules that out: a catalog
+        entry's, patterns/fallback.yaml's, or the traceback structure's (but `step:` and the bar's).
+        (Cached per set; asked where the blocks are made.)"""
+        words = self._progress_ids.get(ids, False)
+        if words is False:
+            words = None
+            if not any(map(self._not_progress.__getitem__, ids)):
+                words = (tuple(w for w in map(self._stage_word.__getitem__, ids) if w is not None),
+                         any(map(self._env_only.__getitem__, ids)))
+            if len(self._progress_ids) < 65536:
+                self._progress_ids[ids] = words
+        return words
 
     def _route(self, ids: frozenset[int]) -> tuple[list[str], list[str], tuple, bool]:
         """What the prefilter keywords `ids` of a line call for: the stage and environment trackers'

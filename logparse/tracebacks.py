@@ -30,8 +30,8 @@ MAX_MESSAGE_LINES = 120
 MAX_KEPT_TRACEBACKS = 400
 MAX_GAP_LINES = 200  # a traceback whose source printed this many lines since its last line is closed
 CONTEXT_LINES = 5
-# idle streams whose state is kept (least recently fed dropped first): a chain marker comes right
-# after its traceback, so only the streams that printed lately need theirs
+# idle streams whose state is kept (the one idle longest dropped first): a chain marker comes right
+# after its traceback, so only the streams whose traceback closed lately need theirs
 MAX_IDLE_STREAMS = 512
 
 TB_START = "Traceback (most recent call last):"
@@ -262,7 +262,7 @@ class TracebackAssembler:
         self._open: dict[str, int] = {}  # source -> open tracebacks
         # stream -> state, for the streams with an open traceback (in the order they opened) ...
         self._active: dict[tuple, _StreamState] = {}
-        # ... and for at most MAX_IDLE_STREAMS idle ones worth keeping (least recently fed first)
+        # ... and for at most MAX_IDLE_STREAMS idle ones worth keeping (in the order they became so)
         self._idle: dict[tuple, _StreamState] = {}
         self.closed: list[Traceback] = []
         self._recent: deque[Traceback] = deque(maxlen=MAX_KEPT_TRACEBACKS // 2)
@@ -279,12 +279,14 @@ class TracebackAssembler:
         return st
 
     def _put(self, stream: tuple, st: _StreamState) -> None:
-        """After `st` was fed: an open traceback's state is in _active (since it opened); an idle
-        state is kept, as the most recently fed, if it holds something, else forgotten."""
+        """After `st` was fed: an open traceback's state is in _active (since it opened); an idle one
+        is kept if it holds something, in the order idle states began to (a line that changes
+        nothing, such as a step line, moves nothing: a scanner may skip feeding those)."""
         idle = self._idle
-        if stream in idle:
-            del idle[stream]
-        if st.tb is None and st.worth_keeping():
+        if st.tb is not None:
+            if stream in idle:
+                del idle[stream]
+        elif stream not in idle and st.worth_keeping():
             idle[stream] = st
             if len(idle) > MAX_IDLE_STREAMS:
                 del idle[next(iter(idle))]
