@@ -7,7 +7,8 @@
 * `dense`: a run that logs every step from many processes: a quarter of the lines are step lines and
   tqdm bars, every line from a random pid (tens of thousands of processes), and one caught traceback
   (a retried upload, from a pid that prints nothing more) every 2,000 lines. What made the scanner's
-  per-stream state grow with the log and its traceback expiry quadratic (issue 14).
+  per-stream state grow with the log and its traceback expiry quadratic (issue 14). `--caught-every
+  0` leaves the tracebacks out (the plain dense log).
 * `mix`: the realistic body with dense stretches (a validation pass's and a rollout's bars from a
   few hundred processes, step lines every 40 lines) and a caught traceback every 20,000 lines.
 
@@ -163,16 +164,18 @@ def mix_block(step: int, rnd: random.Random, pool: list[str]) -> list[str]:
     return lines
 
 
-def generate(path: str, mb: float, seed: int = 7, kind: str = "realistic") -> None:
-    """Write a log of about `mb` MB of the given kind (see the module docstring)."""
+def generate(path: str, mb: float, seed: int = 7, kind: str = "realistic", caught_every: int | None = None) -> None:
+    """Write a log of about `mb` MB of the given kind (see the module docstring); `caught_every`: a
+    caught traceback every that many lines (0: none; default: the kind's)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    every = CAUGHT_EVERY[kind] if caught_every is None else caught_every
     rnd = random.Random(seed)
     target = int(mb * 1_000_000)
     written = 0
     step = 0
     lines_out = 0
-    next_caught = {"dense": 2_000, "mix": 20_000}.get(kind)
+    next_caught = every or None
     # (drawn only for `mix`: the realistic log stays the one earlier figures were measured on)
     pool = [random_worker(rnd) for _ in range(300)] if kind == "mix" else []
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
@@ -205,7 +208,7 @@ def generate(path: str, mb: float, seed: int = 7, kind: str = "realistic") -> No
                 # a caught error: logged with its traceback by a process that then prints nothing more
                 w = random_worker(rnd) if kind == "dense" else rnd.choice(pool)
                 lines.extend(CAUGHT.format(w=w, sec=rnd.randrange(60)).splitlines())
-                next_caught += {"dense": 2_000, "mix": 20_000}[kind]
+                next_caught += every
             lines_out += len(lines)
             block = "\n".join(lines) + "\n"
             fh.write(block)
@@ -214,6 +217,7 @@ def generate(path: str, mb: float, seed: int = 7, kind: str = "realistic") -> No
 
 
 KINDS = ("realistic", "dense", "mix")
+CAUGHT_EVERY = {"realistic": 0, "dense": 2_000, "mix": 20_000}
 
 
 def main() -> None:
@@ -222,8 +226,9 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=200.0, help="approximate size in MB")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--kind", choices=KINDS, default="realistic")
+    ap.add_argument("--caught-every", type=int, help="a caught traceback every N lines (0: none; default: the kind's)")
     a = ap.parse_args()
-    generate(a.out, a.mb, a.seed, a.kind)
+    generate(a.out, a.mb, a.seed, a.kind, a.caught_every)
 
 
 if __name__ == "__main__":

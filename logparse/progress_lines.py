@@ -58,28 +58,38 @@ PREFIX_BYTES = 512
 RAY_PREFIX = re.compile(rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=[0-9]+(?:, ip=([0-9A-Za-z.:_-]+))?\)(?:\x1b\[0m)? ?")
 
 
+# the int fields of a progress line in ProgressColumns.ints, in this order
+INDEX, STEP, MARKER, BAR_N, BAR_TOTAL, PROCESS, SHAPE, MESSAGE_AT, OFFSET = range(9)
+INT_FIELDS = 9
+SECONDS, BAR_RATE = range(2)  # its float fields in ProgressColumns.floats
+FLOAT_FIELDS = 2
+
+
 @dataclass
 class ProgressColumns:
-    """The progress lines of one block that a scanner may apply without a record: one entry per line
-    in each column, in order (the metric values of the step lines one after the other)."""
+    """The progress lines of one block that a scanner may apply without a record, as flat arrays
+    (one `extend` a line; 88 bytes a line, plus 8 a metric value). Line k's int fields are
+    ints[k * INT_FIELDS + F] for F in INDEX (its candidate index in the block), STEP (-1: none),
+    MARKER (the stage marker it matches, in StageTracker.matcher.markers; -1: none), BAR_N (-1: no
+    bar), BAR_TOTAL, PROCESS (its (actor, node), in ProgressTables), SHAPE (its metrics row's keys, in
+    ProgressTables; -1: no row; DEFERRED), MESSAGE_AT (where its message starts in the line's bytes,
+    -1: not a plain slice), OFFSET (where its values start in `values`); its float fields
+    floats[k * FLOAT_FIELDS + F] for SECONDS (timing_s/step) and BAR_RATE (seconds per step), NaN
+    for none."""
 
-    index: array = field(default_factory=lambda: array("l"))  # the line's candidate index in its block
-    step: array = field(default_factory=lambda: array("q"))  # its step, -1: none
-    seconds: array = field(default_factory=lambda: array("d"))  # its timing_s/step, NaN: none
-    marker: array = field(default_factory=lambda: array("l"))  # the stage marker it matches, -1: none
-    bar_n: array = field(default_factory=lambda: array("q"))  # its bar's n, -1: no bar
-    bar_total: array = field(default_factory=lambda: array("q"))
-    bar_rate: array = field(default_factory=lambda: array("d"))  # seconds per step, NaN: none
-    process: array = field(default_factory=lambda: array("l"))  # its (actor, node), in ProgressTables
-    shape: array = field(default_factory=lambda: array("l"))  # its metrics row's keys, -1: no row, DEFERRED
-    message_at: array = field(default_factory=lambda: array("l"))  # where its message starts in the line
-    offset: array = field(default_factory=lambda: array("l"))  # where its values start in `values`
-    values: array = field(default_factory=lambda: array("d"))
+    ints: array = field(default_factory=lambda: array("q"))
+    floats: array = field(default_factory=lambda: array("d"))
+    values: array = field(default_factory=lambda: array("d"))  # the step lines' metric values in turn
     new_processes: list[tuple[str | None, str | None]] = field(default_factory=list)  # ids go on in order
     new_shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.ints) // INT_FIELDS
+
+    @property
+    def index(self) -> array:
+        """The candidate index of each line, in order."""
+        return self.ints[INDEX::INT_FIELDS]
 
 
 class ProgressTables:
@@ -96,11 +106,13 @@ class ProgressTables:
 
     def line(self, columns: ProgressColumns, k: int) -> ProgressLine:
         """What line `k` of `columns` says to the stage tracker (its marker hit is made by the scanner)."""
-        step = columns.step[k]
-        seconds = columns.seconds[k]
-        n = columns.bar_n[k]
-        rate = columns.bar_rate[k]
-        bar = (n, columns.bar_total[k], None if rate != rate else rate) if n >= 0 else None
+        ints = columns.ints
+        at = k * INT_FIELDS
+        step = ints[at + STEP]
+        n = ints[at + BAR_N]
+        seconds = columns.floats[k * FLOAT_FIELDS + SECONDS]
+        rate = columns.floats[k * FLOAT_FIELDS + BAR_RATE]
+        bar = (n, ints[at + BAR_TOTAL], None if rate != rate else rate) if n >= 0 else None
         return ProgressLine(None, step if step >= 0 else None, None if seconds != seconds else seconds, bar)
 
 
@@ -139,6 +151,8 @@ class ProgressLineParser:
             if got is None:
                 continue
             words, env_keyword = got
+            if env_keyword and STEP_KEYWORD not in words:
+                continue  # (an environment keyword: only a step line may have one)
             end = data.find(b"\n", start)
             if end < 0:
                 end = len(data)
@@ -177,22 +191,12 @@ class ProgressLineParser:
                 continue
             if cols is None:
                 cols = ProgressColumns()
-            cols.index.append(i)
-            cols.step.append(step)
-            cols.seconds.append(math.nan if line.seconds is None else line.seconds)
-            cols.marker.append(-1 if hit is None else self._marker_index[id(hit.marker)])
             if bar is None:
-                cols.bar_n.append(-1)
-                cols.bar_total.append(-1)
-                cols.bar_rate.append(math.nan)
-            else:
-                cols.bar_n.append(bar[0])
-                cols.bar_total.append(bar[1])
-                cols.bar_rate.append(math.nan if bar[2] is None else bar[2])
-            cols.process.append(process)
-            cols.shape.append(shape)
-            cols.message_at.append(message_at)
-            cols.offset.append(len(cols.values))
+                bar = (-1, -1, None)
+            cols.ints.extend((i, step, -1 if hit is None else self._marker_index[id(hit.marker)], bar[0], bar[1],
+                              process, shape, message_at, len(cols.values)))
+            cols.floats.extend((math.nan if line.seconds is None else line.seconds,
+                                math.nan if bar[2] is None else bar[2]))
             if row is not None:
                 cols.values.extend(row[2])
         if self._new_processes or self._new_shapes:
