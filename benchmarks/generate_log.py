@@ -131,9 +131,10 @@ def random_worker(rnd: random.Random) -> str:
 def dense_block(step: int, rnd: random.Random) -> list[str]:
     """Eight lines: a step line and a tqdm bar, each from a random pid, and six lines of chatter."""
     driver = f"{CYAN}(TaskRunner pid={rnd.randrange(10_000, 4_000_000)}){RESET} "
-    lines = [driver + step_line(step, rnd)[len(DRIVER):],
-             f"{random_worker(rnd)}\rTraining Progress:  {step % 100:2d}%|███       | {step}/100000 "
-             f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]"]
+    step_text = driver + step_line(step, rnd)[len(DRIVER):]
+    bar = (f"{random_worker(rnd)}\rTraining Progress:  {step % 100:2d}%|███       | {step}/100000 "
+           f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]")
+    lines = [step_text, bar]
     while len(lines) < 8:
         lines.extend(_from(random_worker(rnd), chatter(rnd, step)))
     return lines[:8]

@@ -17,20 +17,22 @@ tens of thousands of matches made a threaded scan slower than a single-threaded 
 from __future__ import annotations
 
 import mmap
-import multiprocessing
-from collections import deque
 import os
 import signal
 import sys
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 from logparse.metrics import STEP_KEYWORD, STEP_RE, StepParser
 from logparse.prefilter import Prefilter
 from logparse.progress_lines import ProgressColumns, ProgressLineParser
 from logparse.reader import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip, decode_line
+
+if TYPE_CHECKING:  # (multiprocessing is imported when a reader process starts: 10 ms a run otherwise)
+    from multiprocessing.connection import Connection
 
 # numpy counts newlines ~2.5x faster than bytes.count (0.15 s a GB saved) but takes ~0.1 s to import
 NUMPY_AFTER_BYTES = 256 << 20
@@ -254,6 +256,8 @@ def reader_process_possible() -> bool:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - Linux has it
         cpus = os.cpu_count() or 1
+    import multiprocessing
+
     return cpus >= 2 and not multiprocessing.current_process().daemon
 
 
@@ -326,6 +330,8 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
     caller asks for the next one), its candidates through a pipe; `stats` learns the bytes read and
     the reader's notes. Errors are raised here as in
     iter_blocks (TruncatedGzip, OSError). Closing the generator (or an interrupt) stops the process."""
+    import multiprocessing
+
     ctx = multiprocessing.get_context("fork")
     ring = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # anonymous and shared with the forked child
     out_r, out_w = ctx.Pipe(duplex=False)

@@ -30,6 +30,7 @@ first STEP_FORMAT_LINES (3) verl step lines only.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -242,7 +243,6 @@ class EnvironmentTracker:
         # common ones (Ray's `ip=` prefix, `version`, site-packages paths) are read from the lines the
         # scanner reads anyway (tracebacks, markers, errors); a skipping scan sees fewer of them.
         self.scan_keywords: tuple[str, ...] = tuple(k for k in self.keywords if k not in COMMON_KEYWORDS)
-        self._prefilter = keyword_pattern(self.keywords)
         self._common = tuple(k for k in self.keywords if k in COMMON_KEYWORDS)
         self._order = {k: i for i, k in enumerate(self._handlers)}
 
@@ -272,6 +272,12 @@ class EnvironmentTracker:
         for keyword, handler in h:
             table.setdefault(keyword, []).append(handler)
         return table
+
+    @functools.cached_property
+    def _prefilter(self) -> re.Pattern[str]:
+        """The keywords as one trie alternation, compiled on first use (only a record fed without its
+        prefilter keywords needs it)."""
+        return keyword_pattern(self.keywords)
 
     # -- feeding ---------------------------------------------------------------------------------
     def dump_open(self) -> bool:

@@ -194,7 +194,7 @@ class StepParser:
                 and tail.count(":") == len(parts) and all(map(str.startswith, parts, shape[3]))):
             # the last line's keys again, each part holding one colon (the one after its key): what
             # the split below would find, without splitting every part
-            at, wanted, names, prefixes, cuts = shape
+            at, wanted, names, _, cuts = shape
             kept = []
             values = []
             plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)

@@ -16,7 +16,10 @@ the keywords found in a line are the same.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Sequence
+
+from patterns.cache import cached, source_of
 
 try:  # an optional, faster engine; results are identical without it
     import hyperscan as _hs
@@ -58,6 +61,13 @@ def trie_regex(keywords: Iterable[str]) -> str:
     return build(trie) if trie else r"(?!)"
 
 
+def _compiled_shape(value: object) -> bool:
+    """Is a cached value (serialized database, containing) shaped as Prefilter._compile makes it?"""
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], bytes) and isinstance(value[1], dict)
+            and all(isinstance(k, int) and isinstance(v, tuple) and all(isinstance(i, int) for i in v)
+                    for k, v in value[1].items()))
+
+
 def containing(keywords: Sequence[str]) -> dict[int, tuple[int, ...]]:
     """Index of a keyword -> the indices of the other keywords that contain it (none with a newline:
     a match is one line's). Only keywords no other contains need to be searched for."""
@@ -87,16 +97,29 @@ class Prefilter:
         self.engine = engine
         self._encoded = [k.encode("utf-8") for k in self.keywords]
         if engine == "hyperscan":
-            # keyword id -> the ids of the keywords that contain it (those are not in the database)
-            self._containing = containing(self.keywords)
-            outer = {i for ids in self._containing.values() for i in ids}
-            compiled = [i for i in range(len(self.keywords)) if i not in outer]
-            self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            exprs = [re.escape(self._encoded[i]) for i in compiled]
-            self._db.compile(expressions=exprs, ids=compiled, elements=len(exprs), flags=[0] * len(exprs))
+            # keyword id -> the ids of the keywords that contain it (those are not in the database);
+            # the database compiled, or as an earlier run compiled it for the same keywords
+            parts = [b"\0".join(self._encoded), _hs.__version__.encode(), sys.platform.encode(),
+                     *source_of("logparse.prefilter")]
+            serialized, self._containing = cached("prefilter", parts, self._compile, (), _compiled_shape)
+            try:
+                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
+            except Exception:  # noqa: BLE001 - a database Hyperscan refuses (another CPU): compile it here
+                serialized, self._containing = self._compile()
+                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
             self._scratch = _hs.Scratch(self._db)
         else:
             self._re = re.compile(trie_regex(self.keywords).encode("utf-8"))
+
+    def _compile(self) -> tuple[bytes, dict[int, tuple[int, ...]]]:
+        """The Hyperscan database of the keywords no other contains, serialized, and `containing`."""
+        inside = containing(self.keywords)
+        outer = {i for ids in inside.values() for i in ids}
+        compiled = [i for i in range(len(self.keywords)) if i not in outer]
+        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        exprs = [re.escape(self._encoded[i]) for i in compiled]
+        db.compile(expressions=exprs, ids=compiled, elements=len(exprs), flags=[0] * len(exprs))
+        return _hs.dumpb(db), inside
 
     def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
         """(line start, ids of the keywords in that line) for every line of `block` with a keyword;

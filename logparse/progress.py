@@ -31,6 +31,7 @@ what that changes. A scanner that parses progress lines apart from its records
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
@@ -81,7 +82,12 @@ class MarkerMatcher:
                 self._by_keyword.setdefault(kw, []).append(index)
         self._keywords = sorted(self._by_keyword, key=len, reverse=True)
         self.keywords: tuple[str, ...] = tuple(sorted(set(self._keywords) | set(extra_keywords)))
-        self.prefilter: re.Pattern[str] = keyword_pattern(self.keywords)
+
+    @functools.cached_property
+    def prefilter(self) -> re.Pattern[str]:
+        """The keywords as one trie alternation, compiled on first use (only a record fed without its
+        prefilter keywords needs it)."""
+        return keyword_pattern(self.keywords)
 
     def candidates(self, message: str, keywords: Iterable[str] | None = None) -> list[StageMarker]:
         """The markers with a keyword in `message`, in file order; `keywords`: the only keywords that
@@ -233,7 +239,7 @@ class _Marks:
         out: list[float] = []
         for i in reversed(indices):
             v = values[i]
-            if v == v:  # not NaN: a value
+            if not math.isnan(v):  # (NaN: None)
                 out.append(v)
                 if len(out) == count:
                     break
@@ -277,7 +283,6 @@ class StageTracker:
     def __init__(self, markers: StageMarkers | None = None, config: StageTrackerConfig | None = None):
         self.config = config or StageTrackerConfig()
         self.matcher = MarkerMatcher(markers or builtin_stage_markers(), (STEP_KEYWORD, TQDM_KEYWORD))
-        self._prefilter = self.matcher.prefilter
         self.keywords: tuple[str, ...] = self.matcher.keywords  # a line without any of these changes nothing
         self._spans: dict[str, _Span] = {}
         self._transition_seqs: list[int] = []
@@ -299,7 +304,7 @@ class StageTracker:
         """`keywords`: those of `self.keywords` that a scanner's prefilter found in the raw line (None:
         not known, the message is searched for all of them)."""
         message = rec.message
-        if keywords is None and not self._prefilter.search(message):
+        if keywords is None and not self.matcher.prefilter.search(message):
             return
         line = rec.line
         origin = rec.origin

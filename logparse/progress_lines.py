@@ -112,8 +112,8 @@ class ProgressTables:
         n = ints[at + BAR_N]
         seconds = columns.floats[k * FLOAT_FIELDS + SECONDS]
         rate = columns.floats[k * FLOAT_FIELDS + BAR_RATE]
-        bar = (n, ints[at + BAR_TOTAL], None if rate != rate else rate) if n >= 0 else None
-        return ProgressLine(None, step if step >= 0 else None, None if seconds != seconds else seconds, bar)
+        bar = (n, ints[at + BAR_TOTAL], None if math.isnan(rate) else rate) if n >= 0 else None
+        return ProgressLine(None, step if step >= 0 else None, None if math.isnan(seconds) else seconds, bar)
 
 
 class ProgressLineParser:

@@ -118,6 +118,10 @@ class ScanConfig:
     reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
     # keep the values of every metric key (for --metrics-csv), not only those a report charts or checks
     all_metrics: bool = False
+    # apply the progress lines of an input read alone without making records of them
+    # (logparse.progress_lines); False: every line worth a look is a record (the reference that the
+    # tests compare reports with)
+    progress_lines: bool = True
 
 
 class Scanner:
@@ -224,9 +228,10 @@ class Scanner:
 
         # an input read alone has its progress lines applied as its blocks are read (in order, as the
         # records are fed); merged inputs' records are fed in another order than they are read
+        fast = alone and self.config.progress_lines
         progress = ProgressLineParser(self._progress_words, self.stages, StepParser(self.config.all_metrics),
-                                      self.env) if alone else None
-        tables = ProgressTables() if alone else None
+                                      self.env) if fast else None
+        tables = ProgressTables() if fast else None
         if alone and self._reader_process_for(path):
             blocks = blocks_in_process(chunks, stats, self.prefilter, StepParser(self.config.all_metrics), progress)
         else:
@@ -386,13 +391,13 @@ class Scanner:
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least config.reader_process_bytes, read without follow or tee."""
         limit = self.config.reader_process_bytes
-        if limit is None or path == "-" or self.open_stream is not None or not reader_process_possible():
+        if limit is None or path == "-" or self.open_stream is not None:
             return False
         try:
             st = os.stat(path)
         except OSError:
             return False
-        return stat.S_ISREG(st.st_mode) and st.st_size >= limit
+        return stat.S_ISREG(st.st_mode) and st.st_size >= limit and reader_process_possible()
 
     def _region_open(self, source: str, line_number: int) -> bool:
         """Must the next line of `source` be read even without a keyword?"""

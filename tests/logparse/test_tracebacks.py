@@ -4,7 +4,13 @@ import tracemalloc
 
 from logparse.normalize import Normalizer
 from logparse.reader import Line
-from logparse.tracebacks import MAX_FRAMES, MAX_IDLE_STREAMS, MAX_TRACEBACK_RECORDS, LineRole, TracebackAssembler
+from logparse.tracebacks import (
+    MAX_FRAMES,
+    MAX_IDLE_STREAMS,
+    MAX_TRACEBACK_RECORDS,
+    LineRole,
+    TracebackAssembler,
+)
 
 
 def feed(lines: list[str]) -> TracebackAssembler:
