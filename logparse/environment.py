@@ -296,7 +296,11 @@ class EnvironmentTracker:
         if message.startswith(STEP_KEYWORD):
             return True
         return (not message.startswith(PIP_LIST_NAMES) and STEP_KEYWORD not in message
-                and not any(k in message for k in self._common))
+                and not self._common_pattern.search(message))
+
+    @functools.cached_property
+    def _common_pattern(self) -> re.Pattern[str]:
+        return keyword_pattern(self._common)
 
     def note_process(self, actor: str | None, node: str | None) -> bool:
         """What `feed` notes of a record's Ray actor and node, for a line fed without its record:

@@ -55,6 +55,7 @@ STEP_TIME_RE = re.compile(
 )
 TQDM_RE = re.compile(r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^\]]*)\]")
 RATE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s/it|it/s)")
+MAX_CANDIDATE_SETS = 4096  # MarkerMatcher.candidates() remembered, per set of keywords present
 
 
 def keyword_pattern(keywords: Iterable[str]) -> re.Pattern[str]:
@@ -82,6 +83,7 @@ class MarkerMatcher:
                 self._by_keyword.setdefault(kw, []).append(index)
         self._keywords = sorted(self._by_keyword, key=len, reverse=True)
         self.keywords: tuple[str, ...] = tuple(sorted(set(self._keywords) | set(extra_keywords)))
+        self._candidates: dict[frozenset[str], list[StageMarker]] = {}  # keywords present -> candidates()
 
     @functools.cached_property
     def prefilter(self) -> re.Pattern[str]:
@@ -92,12 +94,16 @@ class MarkerMatcher:
     def candidates(self, message: str, keywords: Iterable[str] | None = None) -> list[StageMarker]:
         """The markers with a keyword in `message`, in file order; `keywords`: the only keywords that
         can be in it (a scanner's prefilter found them in the raw line), so the others are not tried."""
-        found: set[int] = set()
         by_keyword = self._by_keyword
-        for kw in self._keywords if keywords is None else keywords:
-            if kw in message and kw in by_keyword:
-                found.update(by_keyword[kw])
-        return [self.markers[i] for i in sorted(found)]
+        present = frozenset(kw for kw in (self._keywords if keywords is None else keywords)
+                            if kw in message and kw in by_keyword)
+        markers = self._candidates.get(present)
+        if markers is None:  # (the same few keyword sets come again and again: a bar's, a marker's)
+            found = sorted({i for kw in present for i in by_keyword[kw]})
+            markers = [self.markers[i] for i in found]
+            if len(self._candidates) < MAX_CANDIDATE_SETS:
+                self._candidates[present] = markers
+        return markers
 
     def match(self, message: str, keywords: Iterable[str] | None = None) -> MarkerHit | None:
         for marker in self.candidates(message, keywords):
@@ -266,7 +272,7 @@ def _trim(items: list, cap: int) -> bool:
     return False
 
 
-def _rate(bracket: str) -> float | None:
+def bar_seconds(bracket: str) -> float | None:
     """Seconds per step from tqdm's `[00:03<00:06,  1.52s/it]` or `[..., 4.43it/s]`."""
     m = RATE_RE.search(bracket)
     if not m:
@@ -323,7 +329,7 @@ class StageTracker:
         if TQDM_KEYWORD in message:
             b = TQDM_RE.search(message)
             if b:
-                bar = (int(b.group(2)), int(b.group(3)), _rate(b.group(4)))
+                bar = (int(b.group(2)), int(b.group(3)), bar_seconds(b.group(4)))
         if hit is None and step is None and bar is None:
             return NOTHING
         return ProgressLine(hit, step, seconds, bar)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from logparse.environment import EnvironmentTracker
 from logparse.metrics import STEP_KEYWORD, StepParser
 from logparse.normalize import Normalizer, Origin
-from logparse.progress import ProgressLine, StageTracker
+from logparse.progress import MarkerHit, ProgressLine, StageTracker, bar_seconds
 from logparse.reader import MAX_LINE_BYTES, Line, decode_line, strip_ansi
 
 DEFERRED = -2  # a step line whose metrics the scanner parses (its message is the line's bytes from message_at)
@@ -56,6 +56,12 @@ PREFIX_BYTES = 512
 # RAY_ACTOR prefix, the actor and ip from it, nothing else) when what follows it stops the prefix loop
 # (`step:`, or the `\r` of a progress bar). Anything else is normalised.
 RAY_PREFIX = re.compile(rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=[0-9]+(?:, ip=([0-9A-Za-z.:_-]+))?\)(?:\x1b\[0m)? ?")
+# A whole tqdm `Training Progress` line behind that prefix, of the characters tqdm prints (its bar's
+# blocks, digits, the times and the rate): the normaliser's message is group 3 (the prefix and `\r`
+# gone, decode_line's final CR too), TQDM_RE finds in it groups 4-6, and no environment keyword can
+# be in it. Any other bar is normalised and parsed the usual way.
+RAY_BAR = re.compile(RAY_PREFIX.pattern + rb"\r(Training Progress:[ \t]*[0-9]+%\|(?:\xe2\x96[\x88-\x8f]|[ #])*"
+                     rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?")
 
 
 # the int fields of a progress line in ProgressColumns.ints, in this order
@@ -140,25 +146,46 @@ class ProgressLineParser:
         self._shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
         self._prefixes: dict[bytes, Origin | None] = {}  # a step line's raw prefix -> its origin (None: no)
         self._ray_origins: dict[tuple[bytes, bytes | None], Origin] = {}  # RAY_PREFIX's (actor, ip) -> origin
+        self._ray_processes: dict[tuple[bytes, bytes | None], int] = {}  # ... -> its process id
         self._new_processes: list[tuple[str | None, str | None]] = []  # numbered since the last block
         self._new_shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
 
     def parse(self, data: bytes, found: list[tuple[int, frozenset[int]]]) -> ProgressColumns | None:
         """The progress lines among the candidates `found` ((line start, keyword ids)) of `data`."""
-        cols = None
+        cols = ProgressColumns()
+        ints, floats, values = cols.ints, cols.floats, cols.values
+        words_of, match_marker, marker_index = self.words, self.stages.matcher.match, self._marker_index
+        nan = math.nan
         for i, (start, ids) in enumerate(found):
-            got = self.words(ids)
+            got = words_of(ids)
             if got is None:
                 continue
             words, env_keyword = got
-            if env_keyword and STEP_KEYWORD not in words:
+            step_keyword = STEP_KEYWORD in words
+            if env_keyword and not step_keyword:
                 continue  # (an environment keyword: only a step line may have one)
             end = data.find(b"\n", start)
             if end < 0:
                 end = len(data)
             if end - start > MAX_LINE_BYTES:
                 continue  # a cut line: the scanner counts it
-            got = self._message(data, start, end, STEP_KEYWORD in words)
+            bar = None if env_keyword or step_keyword else RAY_BAR.fullmatch(data, start, end)
+            if bar is not None:
+                # a plain bar: what StageTracker.parse would find in its message, from its groups
+                message = bar.group(3).decode("utf-8")
+                hit = match_marker(message, words)
+                n, total = int(bar.group(4)), int(bar.group(5))
+                if (hit is not None and not _plain_hit(hit)) or n > INT64_MAX or total > INT64_MAX:
+                    continue
+                process = self._ray_process(bar)
+                if process is None:
+                    continue
+                seconds = bar_seconds(bar.group(6).decode("ascii"))
+                ints.extend((i, -1, -1 if hit is None else marker_index[id(hit.marker)], n, total, process, -1, -1,
+                             len(values)))
+                floats.extend((nan, nan if seconds is None else seconds))
+                continue
+            got = self._message(data, start, end, step_keyword)
             if got is None:
                 continue
             origin, message, message_at = got
@@ -166,15 +193,15 @@ class ProgressLineParser:
                 continue
             line = self.stages.parse(message, words)
             hit = line.hit
-            if hit is not None and (hit.marker.attempt_start or any(v is not None for v in hit.groups.values())):
+            if hit is not None and not _plain_hit(hit):
                 continue
             if line.step is not None and not message.startswith(STEP_KEYWORD):
                 continue
             if line.step is None and STEP_KEYWORD in message:
                 continue  # `step:` that is no step line: the environment tracker reads it
             step = line.step if line.step is not None else -1
-            bar = line.bar
-            if step > INT64_MAX or (bar is not None and max(bar[0], bar[1]) > INT64_MAX):
+            bar = line.bar or (-1, -1, None)
+            if step > INT64_MAX or max(bar[0], bar[1]) > INT64_MAX:
                 continue
             row = None
             shape = -1
@@ -189,23 +216,28 @@ class ProgressLineParser:
             process = self._process_id(origin.actor, origin.node)
             if process is None:
                 continue
-            if cols is None:
-                cols = ProgressColumns()
-            if bar is None:
-                bar = (-1, -1, None)
-            cols.ints.extend((i, step, -1 if hit is None else self._marker_index[id(hit.marker)], bar[0], bar[1],
-                              process, shape, message_at, len(cols.values)))
-            cols.floats.extend((math.nan if line.seconds is None else line.seconds,
-                                math.nan if bar[2] is None else bar[2]))
+            ints.extend((i, step, -1 if hit is None else marker_index[id(hit.marker)], bar[0], bar[1], process, shape,
+                         message_at, len(values)))
+            floats.extend((nan if line.seconds is None else line.seconds, nan if bar[2] is None else bar[2]))
             if row is not None:
-                cols.values.extend(row[2])
+                values.extend(row[2])
         if self._new_processes or self._new_shapes:
             # the entries numbered in this block go with it (a line that numbered one may still have
             # been left to the usual way: the numbering goes on regardless)
-            cols = cols or ProgressColumns()
             cols.new_processes, cols.new_shapes = self._new_processes, self._new_shapes
             self._new_processes, self._new_shapes = [], []
-        return cols
+        return cols if ints or cols.new_processes or cols.new_shapes else None
+
+    def _ray_process(self, m: re.Match) -> int | None:
+        """The process id of the (actor, ip) of a RAY_PREFIX match."""
+        key = (m.group(1), m.group(2))
+        process = self._ray_processes.get(key)
+        if process is None:
+            origin = self._ray_origin(m)
+            process = self._process_id(origin.actor, origin.node)
+            if process is not None and len(self._ray_processes) < MAX_PREFIXES:
+                self._ray_processes[key] = process
+        return process
 
     def _process_id(self, actor: str | None, node: str | None) -> int | None:
         key = (actor, node)
@@ -302,6 +334,11 @@ class ProgressLineParser:
         if self.normalizer.clock_reads != reads or rec.message != STEP_KEYWORD or not _plain(rec.origin):
             return None
         return rec.origin
+
+
+def _plain_hit(hit: MarkerHit) -> bool:
+    """A stage marker hit a progress line may carry: it starts no attempt and has no named groups."""
+    return not hit.marker.attempt_start and all(v is None for v in hit.groups.values())
 
 
 def _plain(origin: Origin) -> bool:
