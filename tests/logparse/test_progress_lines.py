@@ -20,7 +20,7 @@ from reports import FORMATS, render
 from tests.conftest import FIXTURES, SAMPLES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from generate_log import generate  # noqa: E402
+from generate_log import generate
 
 CATALOG = load_builtin_catalog()
 LOGS = sorted(SAMPLES.glob("*.log")) + sorted(FIXTURES.rglob("*.log")) + [

@@ -155,8 +155,7 @@ def test_what_the_cache_gives_is_what_parsing_gives(folder: Path) -> None:
     """The built-in catalog, stage markers, fallback and inference rules, and the prefilter: read back
     from the cache, equal to their parse (and the cache files are there)."""
     from logparse.prefilter import Prefilter
-    from patterns import load_builtin_catalog
-    from patterns import fallback, inference, stages
+    from patterns import fallback, inference, load_builtin_catalog, stages
 
     def fresh() -> tuple:
         for f in (stages.builtin_stage_markers, fallback.fallback_rules, inference.inference_rules):
