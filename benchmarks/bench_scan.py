@@ -162,7 +162,7 @@ def main() -> None:
                     g_best, t_best = min(g_best, g), min(t_best, t)
                 check_count(log, count, count_file, env)
                 _, rss, _ = run(tool, env, sample=True)  # timed apart: sampling /proc costs a little CPU
-                rows.append((kind, size, g_best, t_best, rss))
+                rows.append((kind, mb, g_best, t_best, rss))
                 print(f"| {kind} | {size:.0f} MB | {g_best:.2f} s ({size / g_best:.0f} MB/s) | {t_best:.2f} s "
                       f"({size / t_best:.0f} MB/s) | {t_best / g_best:.2f} | {rss} MB | {g_rss} MB | "
                       f"{before} -> {load()} |", flush=True)
@@ -176,14 +176,14 @@ def main() -> None:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
     for mb in a.sizes:
-        plain = [r for r in rows if r[0] == "dense" and round(r[1]) == round(mb)]
-        tb = [r for r in rows if r[0] == "dense+tb" and round(r[1]) == round(mb)]
+        plain = [r for r in rows if r[0] == "dense" and r[1] == mb]
+        tb = [r for r in rows if r[0] == "dense+tb" and r[1] == mb]
         if plain and tb:
             print(f"dense+tb / dense at {mb:g} MB: {tb[0][3] / plain[0][3]:.2f} (linear if at most 1.5)")
     for kind in a.kinds:
-        per_mb = [(s, t / s) for k, s, _, t, _ in rows if k == kind]
+        per_mb = [(mb, t / mb) for k, mb, _, t, _ in rows if k == kind]
         if len(per_mb) > 1:
-            print(f"{kind}: seconds per MB {', '.join(f'{x * 1000:.2f} ms at {s:.0f} MB' for s, x in per_mb)}")
+            print(f"{kind}: seconds per MB {', '.join(f'{x * 1000:.2f} ms at {mb:g} MB' for mb, x in per_mb)}")
     times = {}
     for label, extra in (("cache", {}), ("no cache", {"VERL_LOGSCAN_CACHE": "off"})):
         times[label] = min(run(tool_cmd + ["scan", "--format", "json", str(small)], dict(env, **extra))[0]

@@ -32,7 +32,7 @@ MAX_GAP_LINES = 200  # a traceback whose source printed this many lines since it
 CONTEXT_LINES = 5
 # idle streams whose state is kept (the one idle longest dropped first): a chain marker comes right
 # after its traceback, so only the streams whose traceback closed lately need theirs
-MAX_IDLE_STREAMS = 512
+MAX_IDLE_STREAMS = 128
 
 TB_START = "Traceback (most recent call last):"
 CHAIN_MARKERS = (
