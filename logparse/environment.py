@@ -320,15 +320,13 @@ class EnvironmentTracker:
         """`keywords`: those of `self.scan_keywords` that a scanner's prefilter found in the raw line
         (None: not known, the message is searched for all keywords)."""
         origin = rec.origin
-        actor = origin.actor
-        if actor is not None and actor not in self._actors and len(self._actors) < MAX_ACTORS:
-            self._actors.add(actor)
+        if not self.note_process(origin.actor, origin.node):
+            self._actors.add(origin.actor)
             text = rec.line.text  # nested prefixes: the outer actor is only in the raw text
             for rule in ACTOR_ERA_RULES.values():
                 if rule.label in text:
                     self._era(rule)
-        if origin.node is not None and len(self.hosts) < MAX_HOSTS:
-            self.hosts.add(origin.node)
+            self.note_process(origin.actor, origin.node)
         message = rec.message
         if self._dump_stream is not None and self._dump_continues(rec, message):
             return

@@ -180,8 +180,6 @@ class Scanner:
         # environment tracker reads no keyword of a step line once it knows the format)
         self._env_only = [k in env_words and k != STEP_KEYWORD for k in self.prefilter.keywords]
         self._noted: set[tuple[str | None, str | None]] = set()  # EnvironmentTracker.note_process made
-        self._side_normalizer = Normalizer()  # for a progress line's stream (it reads no clock)
-        self._step_parser = StepParser(self.config.all_metrics)  # for the metrics of a DEFERRED step line
         # a progress line's marker hit (the markers it may match have no named groups)
         self._marker_hits = [MarkerHit(m, {}) for m in self.stages.matcher.markers]
         self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
@@ -229,11 +227,11 @@ class Scanner:
         # an input read alone has its progress lines applied as its blocks are read (in order, as the
         # records are fed); merged inputs' records are fed in another order than they are read
         fast = alone and self.config.progress_lines
-        progress = ProgressLineParser(self._progress_words, self.stages, StepParser(self.config.all_metrics),
-                                      self.env) if fast else None
+        step_parser = StepParser(self.config.all_metrics)
+        progress = ProgressLineParser(self._progress_words, self.stages, step_parser, self.env) if fast else None
         tables = ProgressTables() if fast else None
         if alone and self._reader_process_for(path):
-            blocks = blocks_in_process(chunks, stats, self.prefilter, StepParser(self.config.all_metrics), progress)
+            blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress)
         else:
             blocks = iter_blocks(chunks(stats), self.prefilter, progress=progress)
         lines = 0  # lines of the blocks done
@@ -347,10 +345,10 @@ class Scanner:
             actor = actor or default.actor
             node = node or default.node
         if region or self.sample_text:
-            # what only its stream tells: normalised apart (the line reads no clock, so any normaliser
-            # gives its origin)
+            # what only its stream tells: normalised apart, as lines read back are (it reads no clock, so
+            # any normaliser gives its origin)
             raw, _ = block.raw(idx)
-            stream = self._side_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
+            stream = self._lookback_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
             if region and (self.assembler.current(stream) is not None or stream in self.open_message):
                 return False
             if stream in self.sample_text:  # (as feed_record: model text goes on until a step line)
@@ -380,7 +378,7 @@ class Scanner:
             self.metrics.add_row(step, keys, columns.values[start:start + len(keys)], names)
         elif shape == DEFERRED:  # left to this side by a reader process that ran behind
             raw, _ = block.raw(idx)
-            row = self._step_parser.parse(raw[fields[at + MESSAGE_AT]:].decode("ascii"))
+            row = self.metrics.parser.parse(raw[fields[at + MESSAGE_AT]:].decode("ascii"))
             self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
         if step >= 0:
             if self.last_step is None or step >= self.last_step[1]:
@@ -833,6 +831,8 @@ class Scanner:
 
 
 _NO_KEYWORDS: frozenset[int] = frozenset()
+# stages that do not show a job went on after an error line: its teardown, or a restart (a new attempt)
+WENT_ON_IGNORED = frozenset({"shutdown", "launch"})
 
 
 @contextmanager
@@ -843,6 +843,7 @@ def _collector_paused() -> Iterator[None]:
     unreachable objects, the scanner's own), so nothing waits for a collection meanwhile, and
     collections that walked the scan's growing state took 15-25% of the scanner's time on dense logs."""
     enabled = gc.isenabled()
+    frozen = gc.get_freeze_count()  # (objects a caller froze stay frozen)
     gc.freeze()
     gc.disable()
     try:
@@ -850,9 +851,8 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-        gc.unfreeze()
-# stages that do not show a job went on after an error line: its teardown, or a restart (a new attempt)
-WENT_ON_IGNORED = frozenset({"shutdown", "launch"})
+        if not frozen:
+            gc.unfreeze()
 
 
 class LazyContext(Sequence):

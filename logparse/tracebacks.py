@@ -304,12 +304,6 @@ class TracebackAssembler:
             return self.context_provider(rec)
         return self.context_of(rec.stream)
 
-    def _context_at(self, st: _StreamState, rec: Record) -> Sequence[Record]:
-        """context_for(rec) while `rec`'s stream state `st` is being fed (taken out of the tables)."""
-        if self.context_provider is not None:
-            return self.context_provider(rec)
-        return list(st.context) if st.context else []
-
     def _remember(self, st: _StreamState, rec: Record) -> None:
         if self.remember_context is None or self.remember_context(rec):
             if st.context is None:
@@ -379,7 +373,7 @@ class TracebackAssembler:
             if st.tb is not None:
                 chained = chained or None
                 self._close(st)
-            self._open_tb(st, Traceback(rec.stream, rec, self._context_at(st, rec), chained_from=chained))
+            self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=chained))
             st.pending_chain = None
             st.tb.add(rec)
             st.phase = "frames"
@@ -387,7 +381,7 @@ class TracebackAssembler:
         if st.tb is None and "ray::" in msg and not msg[:1].isspace():
             m = RAY_HEADER_RE.search(msg)
             if m:
-                tb = Traceback(rec.stream, rec, self._context_at(st, rec))
+                tb = Traceback(rec.stream, rec, self.context_for(rec))
                 self._open_tb(st, tb)
                 tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
                 tb.add(rec)
@@ -399,7 +393,7 @@ class TracebackAssembler:
                 return LineRole.MESSAGE
         if st.tb is None and "File \"" in msg and FRAME_RE.match(msg):
             # a traceback whose header was cut off (an excerpt, a rotated file): start it here
-            self._open_tb(st, Traceback(rec.stream, rec, self._context_at(st, rec), chained_from=st.pending_chain))
+            self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain))
             st.pending_chain = None
             st.phase = "frames"
         if st.tb is None:
