@@ -335,6 +335,7 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
     ctx = multiprocessing.get_context("fork")
     ring = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # anonymous and shared with the forked child
     out_r, out_w = ctx.Pipe(duplex=False)
+    _widen_pipe(out_r)
     free_r, free_w = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_reader_main, args=(chunks, stats, prefilter, step_parser or StepParser(), ring,
                                                   out_w, free_r, (out_r, free_w), progress),
@@ -342,14 +343,16 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
     proc.start()
     out_w.close()
     free_r.close()
-    _widen_pipe(out_r)
     keys: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
     sets: list[frozenset[int]] = []  # the reader's numbered keyword sets
     held = None  # the slot of the block the caller works on: handed back when it asks for the next
     try:
-        for slot in range(SLOTS):
-            free_w.send(slot)
+        try:
+            for slot in range(SLOTS):
+                free_w.send(slot)
+        except BrokenPipeError:  # a short input: the reader has sent its blocks and ended already
+            pass
         while True:
             if held is not None:
                 try:
