@@ -1,12 +1,21 @@
-"""Write a realistic multi-rank verl log of a given size, for benchmarks.
+"""Write a verl log of a given size, for benchmarks. Three kinds (`--kind`):
 
-The body repeats what a long PPO run prints: the TaskRunner's step lines (about 60 metric keys),
-tqdm bars whose `\\r` follows the Ray prefix, WorkerDict chatter from 8 ranks on 2 nodes with
-NCCL_DEBUG=INFO, vLLM warnings, Python warnings, Ray dedup lines and checkpoint messages. It ends with
-an OOM cascade: rank 3's CUDA OOM inside `update_actor`, NCCL watchdog timeouts on the other ranks,
-and the driver's RayTaskError. Deterministic for a given size.
+* `realistic` (the default): what a long PPO run prints: the TaskRunner's step lines (about 60
+  metric keys), tqdm bars whose `\\r` follows the Ray prefix, WorkerDict chatter from 8 ranks on 2
+  nodes with NCCL_DEBUG=INFO, vLLM warnings, Python warnings, Ray dedup lines and checkpoint messages;
+  1 line in 70 is a step line or a bar.
+* `dense`: a run that logs every step from many processes: a quarter of the lines are step lines and
+  tqdm bars, every line from a random pid (tens of thousands of processes), and one caught traceback
+  (a retried upload, from a pid that prints nothing more) every 2,000 lines. What made the scanner's
+  per-stream state grow with the log and its traceback expiry quadratic (issue 14). `--caught-every
+  0` leaves the tracebacks out (the plain dense log).
+* `mix`: the realistic body with dense stretches (a validation pass's and a rollout's bars from a
+  few hundred processes, step lines every 40 lines) and a caught traceback every 20,000 lines.
 
-    python benchmarks/generate_log.py OUT.log --mb 200
+Each ends with an OOM cascade: rank 3's CUDA OOM inside `update_actor`, NCCL watchdog timeouts on the
+other ranks, and the driver's RayTaskError. Deterministic for a given size, kind and seed.
+
+    python benchmarks/generate_log.py OUT.log --mb 200 [--kind realistic|dense|mix]
 """
 
 from __future__ import annotations
@@ -103,11 +112,73 @@ Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 """
 
 
-def generate(path: str, mb: float, seed: int = 7) -> None:
+CAUGHT = """\
+{w}ERROR:2025-08-22 23:08:{sec:02d},111:upload of the step's rollout samples failed; retrying in 5 s
+{w}Traceback (most recent call last):
+{w}  File "/opt/venv/lib/python3.10/site-packages/urllib3/connectionpool.py", line 793, in urlopen
+{w}    response = self._make_request(
+{w}  File "/opt/venv/lib/python3.10/site-packages/urllib3/connectionpool.py", line 537, in _make_request
+{w}    response = conn.getresponse()
+{w}ConnectionResetError: [Errno 104] Connection reset by peer
+"""
+
+
+def random_worker(rnd: random.Random) -> str:
+    """A process of a run with tens of thousands of them (Ray restarts workers, rollouts fork)."""
+    return f"{CYAN}(WorkerDict pid={rnd.randrange(10_000, 4_000_000)}, ip=10.0.{rnd.randrange(4)}.{rnd.randrange(1, 255)}){RESET} "
+
+
+def dense_block(step: int, rnd: random.Random) -> list[str]:
+    """Eight lines: a step line and a tqdm bar, each from a random pid, and six lines of chatter."""
+    driver = f"{CYAN}(TaskRunner pid={rnd.randrange(10_000, 4_000_000)}){RESET} "
+    step_text = driver + step_line(step, rnd)[len(DRIVER):]
+    bar = (f"{random_worker(rnd)}\rTraining Progress:  {step % 100:2d}%|███       | {step}/100000 "
+           f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]")
+    lines = [step_text, bar]
+    while len(lines) < 8:
+        lines.extend(_from(random_worker(rnd), chatter(rnd, step)))
+    return lines[:8]
+
+
+def _from(w: str, lines: list[str]) -> list[str]:
+    """Chatter lines as printed by the process `w` (a Ray prefix) instead of their rank's."""
+    return [w + line.split(f"{RESET} ", 1)[1] for line in lines]
+
+
+def mix_block(step: int, rnd: random.Random, pool: list[str]) -> list[str]:
+    """The realistic body's step, or (one step in 8) a dense stretch: a rollout's and a validation
+    pass's bars from a few hundred processes, with a step line every 40 lines."""
+    if step % 8:
+        lines = step_block(step, rnd)
+        for _ in range(rnd.randrange(150, 400)):
+            lines.extend(chatter(rnd, step))
+        return lines
+    lines = []
+    for i in range(rnd.randrange(600, 1200)):
+        w = rnd.choice(pool)
+        if i % 40 == 0:
+            lines.append(step_line(step, rnd))
+        elif i % 3 == 0:
+            lines.append(f"{w}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 [1:10:40<6:31:06, 64.47s/it]")
+        else:
+            lines.extend(_from(w, chatter(rnd, step)))
+    return lines
+
+
+def generate(path: str, mb: float, seed: int = 7, kind: str = "realistic", caught_every: int | None = None) -> None:
+    """Write a log of about `mb` MB of the given kind (see the module docstring); `caught_every`: a
+    caught traceback every that many lines (0: none; default: the kind's)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    every = CAUGHT_EVERY[kind] if caught_every is None else caught_every
     rnd = random.Random(seed)
     target = int(mb * 1_000_000)
     written = 0
     step = 0
+    lines_out = 0
+    next_caught = every or None
+    # (drawn only for `mix`: the realistic log stays the one earlier figures were measured on)
+    pool = [random_worker(rnd) for _ in range(300)] if kind == "mix" else []
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
         head = [
             "2025-04-30 20:59:12,200\tINFO worker.py:1832 -- Started a local Ray instance. View the dashboard at 127.0.0.1:8265",
@@ -126,13 +197,28 @@ def generate(path: str, mb: float, seed: int = 7) -> None:
         tail = CASCADE.format(w0=worker(0), w1=worker(1), w3=worker(3))
         while written < target - len(tail):
             step += 1
-            lines = step_block(step, rnd)
-            for _ in range(rnd.randrange(150, 400)):
-                lines.extend(chatter(rnd, step))
+            if kind == "dense":
+                lines = dense_block(step, rnd)
+            elif kind == "mix":
+                lines = mix_block(step, rnd, pool)
+            else:
+                lines = step_block(step, rnd)
+                for _ in range(rnd.randrange(150, 400)):
+                    lines.extend(chatter(rnd, step))
+            if next_caught is not None and lines_out + len(lines) >= next_caught:
+                # a caught error: logged with its traceback by a process that then prints nothing more
+                w = random_worker(rnd) if kind == "dense" else rnd.choice(pool)
+                lines.extend(CAUGHT.format(w=w, sec=rnd.randrange(60)).splitlines())
+                next_caught += every
+            lines_out += len(lines)
             block = "\n".join(lines) + "\n"
             fh.write(block)
             written += len(block)
         fh.write(tail)
+
+
+KINDS = ("realistic", "dense", "mix")
+CAUGHT_EVERY = {"realistic": 0, "dense": 2_000, "mix": 20_000}
 
 
 def main() -> None:
@@ -140,8 +226,10 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--mb", type=float, default=200.0, help="approximate size in MB")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--kind", choices=KINDS, default="realistic")
+    ap.add_argument("--caught-every", type=int, help="a caught traceback every N lines (0: none; default: the kind's)")
     a = ap.parse_args()
-    generate(a.out, a.mb, a.seed)
+    generate(a.out, a.mb, a.seed, a.kind, a.caught_every)
 
 
 if __name__ == "__main__":

@@ -17,18 +17,22 @@ tens of thousands of matches made a threaded scan slower than a single-threaded 
 from __future__ import annotations
 
 import mmap
-import multiprocessing
 import os
 import signal
 import sys
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 from logparse.metrics import STEP_KEYWORD, STEP_RE, StepParser
 from logparse.prefilter import Prefilter
+from logparse.progress_lines import ProgressColumns, ProgressLineParser
 from logparse.reader import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip, decode_line
+
+if TYPE_CHECKING:  # (multiprocessing is imported when a reader process starts: 10 ms a run otherwise)
+    from multiprocessing.connection import Connection
 
 # numpy counts newlines ~2.5x faster than bytes.count (0.15 s a GB saved) but takes ~0.1 s to import
 NUMPY_AFTER_BYTES = 256 << 20
@@ -56,6 +60,8 @@ class Block:
     size: int = 0
     ring: mmap.mmap | None = None
     at: int = 0
+    # the candidates that are progress lines a scanner may apply without a record (logparse.progress_lines)
+    progress: ProgressColumns | None = None
 
     def __post_init__(self) -> None:
         if self.data is not None:
@@ -77,6 +83,13 @@ class Block:
         if end < 0:
             end = self.size
         return self.data[start:end], end
+
+    def end(self, i: int) -> int:
+        """Where candidate line `i` ends (its newline, or the end of the block)."""
+        if self.ends is not None:
+            return self.ends[i]
+        end = self.data.find(b"\n", self.starts[i])
+        return end if end >= 0 else self.size
 
     def tail(self, n: int) -> bytes:
         """The last `n` bytes."""
@@ -156,10 +169,12 @@ class _NewlineCounter:
         return out, n - base + count(b"\n", pos)
 
 
-def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, step_parser: StepParser | None = None
-                ) -> Iterator[Block]:
+def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, step_parser: StepParser | None = None,
+                progress: ProgressLineParser | None = None) -> Iterator[Block]:
     """Blocks of whole lines from `chunks` (the last line may lack its newline: one is added).
-    `step_parser`: parse the candidate step lines too (Block.steps), for a scanner in another process."""
+    `step_parser`: parse the candidate step lines too (Block.steps), for a scanner in another process.
+    `progress`: find the progress lines a scanner may apply without a record (Block.progress; those
+    step lines get no Block.steps entry)."""
     counter = _NewlineCounter()
     base = 0
     carry = b""
@@ -172,11 +187,14 @@ def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, step_parser: Step
         starts = [s for s, _ in found]
         numbers, lines = counter.numbers(data, starts, base)
         keywords = [k for _, k in found]
+        columns = progress.parse(data, found) if progress is not None else None
         steps = None
         if step_id is not None:
+            applied = set(columns.index) if columns is not None else ()
             steps = {i: parsed for i, (start, ids) in enumerate(found)
-                     if step_id in ids and (parsed := parse_step_text(data, start, step_parser)) is not None}
-        return Block(data, base, lines, starts, numbers, keywords, cut, steps)
+                     if step_id in ids and i not in applied
+                     and (parsed := parse_step_text(data, start, step_parser)) is not None}
+        return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns)
 
     for chunk in chunks:
         if skipping:
@@ -214,6 +232,20 @@ SLOTS = 4  # blocks in flight between the reader process and the scanner
 SLOT_BYTES = CHUNK_BYTES + MAX_LINE_BYTES + 1  # the largest block: a carried partial line + one chunk
 
 
+PIPE_BYTES = 1 << 20  # the pipe of the blocks' candidates: room for several (the default 64 KiB holds one)
+
+
+def _widen_pipe(conn: Connection) -> None:
+    """Let the pipe hold PIPE_BYTES (Linux), so that the reader is not held up sending one block's
+    candidates until the scanner takes them; where that cannot be done, it stays as it is."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(conn.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass
+
+
 def reader_process_possible() -> bool:
     """A reader process needs a second CPU to run on, fork (the Hyperscan database and the catalog
     are inherited, not rebuilt), and a parent that is no daemonic process (a fleet worker: the fleet
@@ -224,12 +256,14 @@ def reader_process_possible() -> bool:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - Linux has it
         cpus = os.cpu_count() or 1
+    import multiprocessing
+
     return cpus >= 2 and not multiprocessing.current_process().daemon
 
 
 def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats, prefilter: Prefilter,
                  step_parser: StepParser, ring: mmap.mmap, out: Connection, free: Connection,
-                 parent_ends: tuple[Connection, ...] = ()) -> None:
+                 parent_ends: tuple[Connection, ...] = (), progress: ProgressLineParser | None = None) -> None:
     """In the reader process: blocks into ring slots, their candidates to `out`; a slot is reused
     once the scanner hands its number back on `free`. `stats` is this process's copy: what it
     learns (bytes read, notes) goes back with the blocks and at the end."""
@@ -241,9 +275,21 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
     end: tuple = ("end",)
     keys: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
+    sets: dict[frozenset[int], int] = {}  # keyword sets sent so far, numbered
     try:
-        for block in iter_blocks(chunks(stats), prefilter, step_parser):
-            slot = free.recv()
+        blocks = iter_blocks(chunks(stats), prefilter, step_parser, progress)
+        slots: deque[int] = deque()  # slots the scanner has handed back, not yet filled
+        while True:
+            while free.poll():
+                slots.append(free.recv())
+            if progress is not None:
+                # two or more blocks' room free: the scanner waits for this process, so the step lines'
+                # metrics are left to it; else it is behind, and they are parsed here
+                progress.rows_here = len(slots) < 2
+            block = next(blocks, None)
+            if block is None:
+                break
+            slot = slots.popleft() if slots else free.recv()
             at = slot * SLOT_BYTES
             ring[at:at + len(block.data)] = block.data
             steps = []  # the keys of a step line go along only when they differ from the last one's
@@ -252,9 +298,14 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
                               None if sl.names is names else sl.names, sl.tail_length))
                 keys, names = sl.keys, sl.names
             find = block.data.find
-            ends = [find(b"\n", start) for start in block.starts]  # every block ends in a newline
-            out.send(("block", slot, len(block.data), block.base, block.lines, block.starts, block.numbers,
-                      block.keywords, block.cut, stats.bytes, steps, ends))
+            ends = array("q", [find(b"\n", start) for start in block.starts])  # every block ends in a newline
+            # (the message stays small, so that several fit in the pipe and this process runs ahead:
+            # numbers as arrays, each line's keyword set as its number in `sets`, new sets sent once)
+            known_sets = len(sets)
+            ids = array("l", [sets.setdefault(k, len(sets)) for k in block.keywords])
+            out.send(("block", slot, len(block.data), block.base, block.lines, array("q", block.starts),
+                      array("q", block.numbers), ids, list(sets)[known_sets:] if len(sets) > known_sets else (),
+                      block.cut, stats.bytes, steps, ends, block.progress))
     except TruncatedGzip as exc:
         end = ("truncated", str(exc))
     except OSError as exc:
@@ -271,29 +322,37 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
 
 
 def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats,
-                      prefilter: Prefilter, step_parser: StepParser | None = None) -> Iterator[Block]:
+                      prefilter: Prefilter, step_parser: StepParser | None = None,
+                      progress: ProgressLineParser | None = None) -> Iterator[Block]:
     """iter_blocks(chunks(stats), prefilter), computed by a forked reader process while the caller
     works on the previous blocks. Reading, decompressing, Hyperscan and line counting all happen
     there; a block's bytes come back through shared memory (SLOTS slots: a block is valid until the
     caller asks for the next one), its candidates through a pipe; `stats` learns the bytes read and
     the reader's notes. Errors are raised here as in
     iter_blocks (TruncatedGzip, OSError). Closing the generator (or an interrupt) stops the process."""
+    import multiprocessing
+
     ctx = multiprocessing.get_context("fork")
     ring = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # anonymous and shared with the forked child
     out_r, out_w = ctx.Pipe(duplex=False)
+    _widen_pipe(out_r)
     free_r, free_w = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_reader_main, args=(chunks, stats, prefilter, step_parser or StepParser(), ring,
-                                                  out_w, free_r, (out_r, free_w)),
+                                                  out_w, free_r, (out_r, free_w), progress),
                        name="verl-logscan-reader", daemon=True)
     proc.start()
     out_w.close()
     free_r.close()
     keys: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
+    sets: list[frozenset[int]] = []  # the reader's numbered keyword sets
     held = None  # the slot of the block the caller works on: handed back when it asks for the next
     try:
-        for slot in range(SLOTS):
-            free_w.send(slot)
+        try:
+            for slot in range(SLOTS):
+                free_w.send(slot)
+        except BrokenPipeError:  # a short input: the reader has sent its blocks and ended already
+            pass
         while True:
             if held is not None:
                 try:
@@ -307,15 +366,18 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
                 raise OSError("the reader process ended unexpectedly") from None
             kind = msg[0]
             if kind == "block":
-                _, slot, size, base, lines, starts, numbers, keywords, cut, stats.bytes, sent, ends = msg
+                (_, slot, size, base, lines, starts, numbers, ids, new_sets, cut, stats.bytes, sent, ends,
+                 columns) = msg
+                sets.extend(new_sets)
+                keywords = [sets[i] for i in ids]
                 steps = {}
                 for i, step, new_keys, values, new_names, tail in sent:
                     keys = keys if new_keys is None else new_keys
                     names = names if new_names is None else new_names
                     steps[i] = StepLine(step, keys, values, names, tail)
                 held = slot
-                yield Block(None, base, lines, starts, numbers, keywords, cut, steps, ends, size, ring,
-                            slot * SLOT_BYTES)
+                yield Block(None, base, lines, starts.tolist(), numbers.tolist(), keywords, cut, steps, ends, size,
+                            ring, slot * SLOT_BYTES, columns)
             elif kind == "stats":
                 stats.bytes = msg[1]
                 stats.notes.extend(msg[2])

@@ -30,6 +30,7 @@ first STEP_FORMAT_LINES (3) verl step lines only.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -242,7 +243,6 @@ class EnvironmentTracker:
         # common ones (Ray's `ip=` prefix, `version`, site-packages paths) are read from the lines the
         # scanner reads anyway (tracebacks, markers, errors); a skipping scan sees fewer of them.
         self.scan_keywords: tuple[str, ...] = tuple(k for k in self.keywords if k not in COMMON_KEYWORDS)
-        self._prefilter = keyword_pattern(self.keywords)
         self._common = tuple(k for k in self.keywords if k in COMMON_KEYWORDS)
         self._order = {k: i for i, k in enumerate(self._handlers)}
 
@@ -273,7 +273,45 @@ class EnvironmentTracker:
             table.setdefault(keyword, []).append(handler)
         return table
 
+    @functools.cached_property
+    def _prefilter(self) -> re.Pattern[str]:
+        """The keywords as one trie alternation, compiled on first use (only a record fed without its
+        prefilter keywords needs it)."""
+        return keyword_pattern(self.keywords)
+
     # -- feeding ---------------------------------------------------------------------------------
+    def dump_open(self) -> bool:
+        """A config dump is being read (every record fed meanwhile counts towards its limit)."""
+        return self._dump_stream is not None
+
+    def step_format_known(self) -> bool:
+        """Has the step-line format been read (a later step line tells nothing more)?"""
+        return self._step_lines >= STEP_FORMAT_LINES
+
+    def ignores(self, message: str) -> bool:
+        """Would `feed` learn nothing from a record with this message, given that its keywords hold
+        no scan keyword but `step:`, its actor and node were noted (note_process), no config dump is
+        open and, for a message that starts with a step line, the format is known? Depends on the
+        message alone (logparse.progress_lines asks it where the lines are read)."""
+        if message.startswith(STEP_KEYWORD):
+            return True
+        return (not message.startswith(PIP_LIST_NAMES) and STEP_KEYWORD not in message
+                and not self._common_pattern.search(message))
+
+    @functools.cached_property
+    def _common_pattern(self) -> re.Pattern[str]:
+        return keyword_pattern(self._common)
+
+    def note_process(self, actor: str | None, node: str | None) -> bool:
+        """What `feed` notes of a record's Ray actor and node, for a line fed without its record:
+        False, noting nothing, when the actor is new (its era rules read the raw line: feed the record
+        instead)."""
+        if actor is not None and actor not in self._actors and len(self._actors) < MAX_ACTORS:
+            return False
+        if node is not None and len(self.hosts) < MAX_HOSTS:
+            self.hosts.add(node)
+        return True
+
     def dump_open_in(self, source: str) -> bool:
         """A config dump of `source` is being read: its continuation lines carry no keyword."""
         return self._dump_stream is not None and self._dump_stream[0] == source
@@ -282,15 +320,13 @@ class EnvironmentTracker:
         """`keywords`: those of `self.scan_keywords` that a scanner's prefilter found in the raw line
         (None: not known, the message is searched for all keywords)."""
         origin = rec.origin
-        actor = origin.actor
-        if actor is not None and actor not in self._actors and len(self._actors) < MAX_ACTORS:
-            self._actors.add(actor)
+        if not self.note_process(origin.actor, origin.node):
+            self._actors.add(origin.actor)
             text = rec.line.text  # nested prefixes: the outer actor is only in the raw text
             for rule in ACTOR_ERA_RULES.values():
                 if rule.label in text:
                     self._era(rule)
-        if origin.node is not None and len(self.hosts) < MAX_HOSTS:
-            self.hosts.add(origin.node)
+            self.note_process(origin.actor, origin.node)
         message = rec.message
         if self._dump_stream is not None and self._dump_continues(rec, message):
             return

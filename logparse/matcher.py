@@ -13,6 +13,8 @@ report names). Fast searches never count: an entry that matches a million lines 
 
 from __future__ import annotations
 
+import functools
+import re
 import time
 from typing import NamedTuple
 
@@ -42,11 +44,7 @@ class Matcher:
         for entry in self.entries:
             for kw in entry.keywords:
                 self._by_keyword.setdefault(kw, []).append(entry)
-        keywords = sorted(self._by_keyword, key=len, reverse=True)
-        self._keywords = keywords
-        # one alternation factored as a trie: at each position only the branch of its first character is
-        # tried (a flat alternation of a few hundred keywords is ~20x slower on long lines)
-        self._prefilter = compile_keywords(keywords) if keywords else None
+        self._keywords = sorted(self._by_keyword, key=len, reverse=True)
         self.timeouts = 0
         # user entries: every search has the timeout, and a slow one is measured. Built-in entries (checked
         # by the catalog's tests) search a short message without the timeout, which costs 2 us a search
@@ -55,6 +53,13 @@ class Matcher:
         self.spent: dict[str, float] = {}  # entry id -> seconds its slow searches cost so far
         self.entry_timeouts: dict[str, int] = {}
         self.disabled: dict[str, Entry] = {}  # entries past ENTRY_BUDGET_S, in the order they were disabled
+
+    @functools.cached_property
+    def _prefilter(self) -> re.Pattern[str] | None:
+        """One alternation factored as a trie: at each position only the branch of its first character
+        is tried (a flat alternation of a few hundred keywords is ~20x slower on long lines). Compiled
+        on first use (25 ms): a scan that prefilters raw blocks never needs it."""
+        return compile_keywords(self._keywords) if self._keywords else None
 
     def candidates(self, message: str) -> list[Entry]:
         if self._prefilter is None or not self._prefilter.search(message):

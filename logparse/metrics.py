@@ -54,6 +54,8 @@ STEP_KEYWORD = "step:"
 # `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
 STEP_RE = re.compile(r"(?<![\w/])step:(\d+) - ")
 NUMPY_SCALAR_RE = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")
+NP_FLOAT64 = "np.float64("
+NUMBER_FIRST = frozenset("0123456789+-.niNI")  # what a number's text may start with (after stripping)
 
 SPIKE_FACTOR = 10.0
 SPIKE_WINDOW = 20
@@ -105,10 +107,13 @@ def parse_value(text: str) -> float | None:
     """`0.123`, `np.float64(0.1)`, `np.int64(3)`, `nan`, `inf`, `-inf`, `1e-06`, `7` -> float; else None."""
     t = text.strip()
     if t.startswith("np."):
-        m = NUMPY_SCALAR_RE.match(t)
-        if m:
-            t = m.group(1).strip()
-    if not t or t[0] not in "0123456789+-.niNI":  # fast reject of words, lists, tensors, True/False
+        if t.startswith(NP_FLOAT64) and t.endswith(")") and "\n" not in t:
+            t = t[len(NP_FLOAT64):-1].strip()  # what NUMPY_SCALAR_RE takes from the commonest form
+        else:
+            m = NUMPY_SCALAR_RE.match(t)
+            if m:
+                t = m.group(1).strip()
+    if not t or t[0] not in NUMBER_FIRST:  # fast reject of words, lists, tensors, True/False
         return None
     try:
         return float(t)
@@ -171,7 +176,10 @@ class StepParser:
     def __init__(self, all_keys: bool = False):
         self.all_keys = all_keys
         self._keys: list[str] | None = None  # the raw keys of the last shape
-        self._shape: tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]] | None = None
+        # the last shape: (positions of the wanted keys, their names, every name, each raw key + ':',
+        # the length of that for the wanted ones)
+        self._shape: tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                           tuple[int, ...]] | None = None
 
     def parse(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
         """(step, kept keys, their values, names) or None. `names`: every key of the line (stripped,
@@ -181,6 +189,30 @@ class StepParser:
             return None
         tail = message[m.end():]
         parts = tail.split(" - ")
+        shape = self._shape
+        if (shape is not None and not self.all_keys and len(parts) == len(shape[3])
+                and tail.count(":") == len(parts) and all(map(str.startswith, parts, shape[3]))):
+            # the last line's keys again, each part holding one colon (the one after its key): what
+            # the split below would find, without splitting every part
+            at, wanted, names, _, cuts = shape
+            kept = []
+            values = []
+            plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
+            for j, key, cut in zip(at, wanted, cuts, strict=True):
+                raw = parts[j][cut:]
+                # parse_value, for a value with nothing around it to strip: `np.float64(x)` or `x`
+                t = raw[len(NP_FLOAT64):-1] if raw.startswith(NP_FLOAT64) and raw.endswith(")") else raw
+                if plain and t[:1] in NUMBER_FIRST and not t.startswith("np."):
+                    try:
+                        value = float(t)  # (float() ignores the whitespace parse_value strips at the end)
+                    except ValueError:
+                        value = None
+                else:
+                    value = parse_value(raw)
+                if value is not None:
+                    kept.append(key)
+                    values.append(value)
+            return int(m.group(1)), tuple(kept), values, names
         if self.all_keys or tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
             return self._general(message)
         # every part holds exactly one colon: the pieces alternate key, value
@@ -193,12 +225,13 @@ class StepParser:
                 return self._general(message)
             take = tuple(i for i, name in enumerate(names) if wanted_key(name))
             self._keys = keys
-            self._shape = (tuple(2 * i + 1 for i in take), tuple(names[i] for i in take), tuple(names))
-        at, wanted, names = self._shape
+            self._shape = (take, tuple(names[i] for i in take), tuple(names), tuple(k + ":" for k in keys),
+                           tuple(len(keys[i]) + 1 for i in take))
+        take, wanted, names = self._shape[:3]
         kept: list[str] = []
         values: list[float] = []
-        for i, key in zip(at, wanted, strict=True):
-            value = parse_value(pieces[i])
+        for i, key in zip(take, wanted, strict=True):
+            value = parse_value(pieces[2 * i + 1])
             if value is not None:
                 kept.append(key)
                 values.append(value)

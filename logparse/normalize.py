@@ -135,6 +135,9 @@ class Normalizer:
 
     def __init__(self, default_year: int = 2000):
         self.year = default_year
+        # timestamps read so far: a line whose prefixes read none neither used nor changed `year`, so
+        # another Normalizer gives it the same origin (logparse.progress_lines relies on that)
+        self.clock_reads = 0
         self._node_of_source: dict[str, str] = {}
         # caches (a log repeats a few Ray prefixes and a few dates on millions of lines)
         self._days: dict[tuple[int, int, int], float | None] = {}  # (y, m, d) -> epoch of its midnight
@@ -142,6 +145,7 @@ class Normalizer:
         self._ray: dict[str, tuple | None] = {}  # `(...)` prefix -> what RAY_ACTOR / RAY_DAEMON read in it
 
     def _stamp(self, year: int, mon: int, day: int, hms: str) -> float | None:
+        self.clock_reads += 1
         key = (year, mon, day)
         base = self._days.get(key, False)
         if base is False:
@@ -158,6 +162,7 @@ class Normalizer:
         return None
 
     def _full(self, date: str, hms: str) -> float | None:
+        self.clock_reads += 1
         ymd = self._dates.get(date)
         if ymd is None:
             ymd = (int(date[0:4]), int(date[5:7]), int(date[8:10]))  # date is always \d{4}-\d\d-\d\d

@@ -6,12 +6,20 @@ fast engine is Hyperscan (one literal database, scanned over megabyte chunks at 
 without it, the same keywords as one trie-factored `re` alternation give the same candidate lines,
 more slowly. Matching is on the raw bytes of a line (before ANSI codes are removed), so a keyword
 must appear contiguously in the raw line.
+
+A keyword that contains another (`Training Progress:` holds `Training Progress`, `CUDA error: out of
+memory` holds `error:`) is left out of the Hyperscan database: each match calls back into Python,
+and a bar would call twice. A line the shorter one marks is then searched for the longer ones, so
+the keywords found in a line are the same.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Sequence
+
+from patterns.cache import cached, source_of
 
 try:  # an optional, faster engine; results are identical without it
     import hyperscan as _hs
@@ -74,6 +82,28 @@ def compile_keywords(keywords: Iterable[str], as_bytes: bool = False) -> re.Patt
         return re.compile(flat.encode("utf-8") if as_bytes else flat)
 
 
+def _compiled_shape(value: object) -> bool:
+    """Is a cached value (serialized database, containing) shaped as Prefilter._compile makes it?"""
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], bytes) and isinstance(value[1], dict)
+            and all(isinstance(k, int) and isinstance(v, tuple) and all(isinstance(i, int) for i in v)
+                    for k, v in value[1].items()))
+
+
+def containing(keywords: Sequence[str]) -> dict[int, tuple[int, ...]]:
+    """Index of a keyword -> the indices of the other keywords that contain it (none with a newline:
+    a match is one line's). Only keywords no other contains need to be searched for."""
+    order = sorted(range(len(keywords)), key=lambda i: len(keywords[i]))
+    out: dict[int, list[int]] = {}
+    for n, i in enumerate(order):
+        word = keywords[i]
+        if "\n" in word:
+            continue
+        for j in order[n + 1:]:
+            if word in keywords[j] and "\n" not in keywords[j] and len(keywords[j]) > len(word):
+                out.setdefault(i, []).append(j)
+    return {i: tuple(js) for i, js in out.items()}
+
+
 class Prefilter:
     """`lines(block)` -> the lines of `block` that contain a keyword, with the keywords found."""
 
@@ -86,15 +116,31 @@ class Prefilter:
         if engine not in ("hyperscan", "re"):
             raise ValueError(f"unknown prefilter engine {engine!r}")
         self.engine = engine
+        self._encoded = [k.encode("utf-8") for k in self.keywords]
         if engine == "hyperscan":
-            self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            exprs = [re.escape(k.encode("utf-8")) for k in self.keywords]
-            self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
-                             flags=[0] * len(exprs))
+            # keyword id -> the ids of the keywords that contain it (those are not in the database);
+            # the database compiled, or as an earlier run compiled it for the same keywords
+            parts = [b"\0".join(self._encoded), _hs.__version__.encode(), sys.platform.encode(),
+                     *source_of("logparse.prefilter")]
+            serialized, self._containing = cached("prefilter", parts, self._compile, (), _compiled_shape)
+            try:
+                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
+            except Exception:  # noqa: BLE001 - a database Hyperscan refuses (another CPU): compile it here
+                serialized, self._containing = self._compile()
+                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
             self._scratch = _hs.Scratch(self._db)
         else:
             self._re = compile_keywords(self.keywords, as_bytes=True)
-        self._encoded = [k.encode("utf-8") for k in self.keywords]
+
+    def _compile(self) -> tuple[bytes, dict[int, tuple[int, ...]]]:
+        """The Hyperscan database of the keywords no other contains, serialized, and `containing`."""
+        inside = containing(self.keywords)
+        outer = {i for ids in inside.values() for i in ids}
+        compiled = [i for i in range(len(self.keywords)) if i not in outer]
+        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        exprs = [re.escape(self._encoded[i]) for i in compiled]
+        db.compile(expressions=exprs, ids=compiled, elements=len(exprs), flags=[0] * len(exprs))
+        return _hs.dumpb(db), inside
 
     def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
         """(line start, ids of the keywords in that line) for every line of `block` with a keyword;
@@ -105,11 +151,22 @@ class Prefilter:
             line_end = -1
             start = -1
 
+            containing = self._containing
+            encoded = self._encoded
+
+            def done() -> frozenset[int]:
+                """The ids of the line's keywords: those matched, and the longer ones holding them."""
+                for kw in [kw for kw in ids if kw in containing]:
+                    for other in containing[kw]:
+                        if block.find(encoded[other], start, line_end) >= 0:
+                            ids.add(other)
+                return frozenset(ids)
+
             def on_match(kw: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
                 nonlocal line_end, start, ids
                 if to > line_end:
                     if start >= 0:
-                        out.append((start, frozenset(ids)))
+                        out.append((start, done()))
                     start = block.rfind(b"\n", 0, to) + 1
                     end = block.find(b"\n", to)
                     line_end = end if end >= 0 else len(block)
@@ -118,7 +175,7 @@ class Prefilter:
 
             self._db.scan(block, match_event_handler=on_match, scratch=self._scratch)
             if start >= 0:
-                out.append((start, frozenset(ids)))
+                out.append((start, done()))
             return out
         pos = 0
         search = self._re.search

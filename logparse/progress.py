@@ -19,19 +19,27 @@ Rules that come from how the logs are written (reference §1.5, §1.8, §4.2):
   a local Ray instance`) are one start. `progress()` reports on the attempt that holds `end_seq`.
 
 Bounds (StageTrackerConfig): transitions (seq, stage) for `stage_at` at most `max_transitions`
-(10,000); step-line and tqdm marks at most `max_marks` (100,000) each; attempt starts, completions,
-total-step and resume records at most `max_events` (1,000) each. A full list drops its oldest half
-(and says so in `notes`); one span per stage in the timeline. Everything else is O(1).
+(10,000); step-line and tqdm marks at most `max_marks` (100,000) each, as columns of 8-byte values
+(`_Marks`: 2.4 MB of steps and 3.2 MB of bars at most); attempt starts, completions, total-step and
+resume records at most `max_events` (1,000) each. A full list drops its oldest half (and says so in
+`notes`); one span per stage in the timeline. Everything else is O(1).
+
+`parse(message)` and `apply(...)` are `feed` in two halves: what a line says (`ProgressLine`), and
+what that changes. A scanner that parses progress lines apart from its records
+(logparse.progress_lines) applies them with the same `apply`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from logparse.metrics import STEP_KEYWORD, STEP_RE
 from logparse.normalize import Normalizer, Record
@@ -48,6 +56,7 @@ STEP_TIME_RE = re.compile(
 )
 TQDM_RE = re.compile(r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^\]]*)\]")
 RATE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s/it|it/s)")
+MAX_CANDIDATE_SETS = 4096  # MarkerMatcher.candidates() remembered, per set of keywords present
 
 
 def keyword_pattern(keywords: Iterable[str]) -> re.Pattern[str]:
@@ -75,17 +84,27 @@ class MarkerMatcher:
                 self._by_keyword.setdefault(kw, []).append(index)
         self._keywords = sorted(self._by_keyword, key=len, reverse=True)
         self.keywords: tuple[str, ...] = tuple(sorted(set(self._keywords) | set(extra_keywords)))
-        self.prefilter: re.Pattern[str] = keyword_pattern(self.keywords)
+        self._candidates: dict[frozenset[str], list[StageMarker]] = {}  # keywords present -> candidates()
+
+    @functools.cached_property
+    def prefilter(self) -> re.Pattern[str]:
+        """The keywords as one trie alternation, compiled on first use (only a record fed without its
+        prefilter keywords needs it)."""
+        return keyword_pattern(self.keywords)
 
     def candidates(self, message: str, keywords: Iterable[str] | None = None) -> list[StageMarker]:
         """The markers with a keyword in `message`, in file order; `keywords`: the only keywords that
         can be in it (a scanner's prefilter found them in the raw line), so the others are not tried."""
-        found: set[int] = set()
         by_keyword = self._by_keyword
-        for kw in self._keywords if keywords is None else keywords:
-            if kw in message and kw in by_keyword:
-                found.update(by_keyword[kw])
-        return [self.markers[i] for i in sorted(found)]
+        present = frozenset(kw for kw in (self._keywords if keywords is None else keywords)
+                            if kw in message and kw in by_keyword)
+        markers = self._candidates.get(present)
+        if markers is None:  # (the same few keyword sets come again and again: a bar's, a marker's)
+            found = sorted({i for kw in present for i in by_keyword[kw]})
+            markers = [self.markers[i] for i in found]
+            if len(self._candidates) < MAX_CANDIDATE_SETS:
+                self._candidates[present] = markers
+        return markers
 
     def match(self, message: str, keywords: Iterable[str] | None = None) -> MarkerHit | None:
         for marker in self.candidates(message, keywords):
@@ -150,22 +169,100 @@ class Progress:
 class _Span:
     __slots__ = ("first", "first_time", "last", "last_time", "stage")
 
-    def __init__(self, stage: str, rec: Record):
+    def __init__(self, stage: str, source: str, number: int, seq: int, time: float | None):
         self.stage = stage
-        self.first = (rec.line.source, rec.line.number, rec.seq)
+        self.first = (source, number, seq)
         self.last = self.first
-        self.first_time = self.last_time = rec.origin.time
+        self.first_time = self.last_time = time
 
-    def see(self, rec: Record) -> None:
-        self.last = (rec.line.source, rec.line.number, rec.seq)
-        if rec.origin.time is not None:
+    def see(self, source: str, number: int, seq: int, time: float | None) -> None:
+        self.last = (source, number, seq)
+        if time is not None:
             if self.first_time is None:
-                self.first_time = rec.origin.time
-            self.last_time = rec.origin.time
+                self.first_time = time
+            self.last_time = time
 
     def freeze(self) -> StageSpan:
         return StageSpan(self.stage, self.first[0], self.first[1], self.last[0], self.last[1],
                          self.first_time, self.last_time, self.first[2], self.last[2])
+
+
+class ProgressLine(NamedTuple):
+    """What one message says to the stage tracker (StageTracker.parse). (A named tuple: one is made
+    per progress line, and a frozen dataclass took three times as long to make.)"""
+
+    hit: MarkerHit | None  # the stage marker it matches (not searched in a line that starts with a step)
+    step: int | None  # verl's `step:N - ...`
+    seconds: float | None  # its `timing_s/step`, when finite and positive
+    bar: tuple[int, int, float | None] | None  # tqdm's `Training Progress`: (n, total, seconds per step)
+
+
+NOTHING = ProgressLine(None, None, None, None)
+
+
+class _Marks:
+    """Step-line or progress-bar marks in arrival order, as columns: the record's seq, int values,
+    float values (None as NaN: no float column holds a NaN otherwise). 8 bytes a value where a list of
+    tuples cost about 150 bytes a mark. An int column becomes a list if a value does not fit 64 bits
+    (a fuzzed `step:99999999999999999999`)."""
+
+    __slots__ = ("floats", "ints", "seqs")
+
+    def __init__(self, ints: int, floats: int) -> None:
+        self.seqs = array("q")
+        self.ints: list = [array("q") for _ in range(ints)]
+        self.floats = [array("d") for _ in range(floats)]
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def append(self, seq: int, ints: tuple[int, ...], floats: tuple[float | None, ...]) -> None:
+        self.seqs.append(seq)
+        for i, value in enumerate(ints):
+            try:
+                self.ints[i].append(value)
+            except OverflowError:
+                self.ints[i] = [*self.ints[i], value]
+        for column, value in zip(self.floats, floats, strict=True):
+            column.append(math.nan if value is None else value)
+
+    def trim(self, cap: int) -> bool:
+        """Drop the oldest half once more than `cap` are held; True if it did."""
+        n = len(self.seqs)
+        if n <= cap:
+            return False
+        half = n // 2
+        for column in (self.seqs, *self.ints, *self.floats):
+            del column[:half]
+        return True
+
+    def window(self, begin: int, end: int) -> range:
+        """Indices of the marks with begin <= seq <= end."""
+        return range(bisect_left(self.seqs, begin), bisect_right(self.seqs, end))
+
+    def last_float(self, column: int, indices: range, count: int = 1) -> list[float]:
+        """The last `count` values that are not None of a float column among `indices`, in order."""
+        values = self.floats[column]
+        out: list[float] = []
+        for i in reversed(indices):
+            v = values[i]
+            if not math.isnan(v):  # (NaN: None)
+                out.append(v)
+                if len(out) == count:
+                    break
+        out.reverse()
+        return out
+
+
+def step_seconds(message: str) -> float | None:
+    """A step line's `timing_s/step` (seconds), when finite and positive."""
+    # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
+    at = message.find("/step:")
+    m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
+    if m:
+        value = float(m.group(1))
+        return value if math.isfinite(value) and value > 0 else None
+    return None
 
 
 def _trim(items: list, cap: int) -> bool:
@@ -176,7 +273,7 @@ def _trim(items: list, cap: int) -> bool:
     return False
 
 
-def _rate(bracket: str) -> float | None:
+def bar_seconds(bracket: str) -> float | None:
     """Seconds per step from tqdm's `[00:03<00:06,  1.52s/it]` or `[..., 4.43it/s]`."""
     m = RATE_RE.search(bracket)
     if not m:
@@ -193,15 +290,14 @@ class StageTracker:
     def __init__(self, markers: StageMarkers | None = None, config: StageTrackerConfig | None = None):
         self.config = config or StageTrackerConfig()
         self.matcher = MarkerMatcher(markers or builtin_stage_markers(), (STEP_KEYWORD, TQDM_KEYWORD))
-        self._prefilter = self.matcher.prefilter
         self.keywords: tuple[str, ...] = self.matcher.keywords  # a line without any of these changes nothing
         self._spans: dict[str, _Span] = {}
         self._transition_seqs: list[int] = []
         self._transition_stages: list[str] = []
         self._transition_at: list[tuple[str, int, float | None]] = []  # (source, line, time) of each
         self._last_at: tuple[int, str, int, float | None] | None = None  # (seq, source, line, time) last seen
-        self._steps: list[tuple[int, int, float | None]] = []  # (seq, step, timing_s/step)
-        self._bars: list[tuple[int, int, int, float | None]] = []  # (seq, n, total, seconds per step)
+        self._steps = _Marks(1, 1)  # seq; step; timing_s/step
+        self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
         self._attempt_starts: list[AttemptStart] = []
         self.attempts_started = 0  # every attempt start seen (the list above is bounded), for a cheap check
         self._completions: list[int] = []
@@ -218,71 +314,79 @@ class StageTracker:
         """`keywords`: those of `self.keywords` that a scanner's prefilter found in the raw line (None:
         not known, the message is searched for all of them)."""
         message = rec.message
-        if keywords is None and not self._prefilter.search(message):
+        if keywords is None and not self.matcher.prefilter.search(message):
             return
-        self.last_seq = rec.seq
-        m = STEP_RE.search(message) if STEP_KEYWORD in message else None
-        if m is None or m.start() > 0:
-            # (a step line holds no marker, only metrics: skip the marker search on its ~2 KB)
-            hit = self.matcher.match(message, keywords)
-            if hit is not None:
-                self._on_marker(rec, hit)
-        if m:
-            self._on_step(rec, int(m.group(1)), message)
-        if TQDM_KEYWORD in message:
-            m = TQDM_RE.search(message)
-            if m:
-                self._on_bar(rec, int(m.group(2)), int(m.group(3)), _rate(m.group(4)))
+        line = rec.line
+        origin = rec.origin
+        self.apply(rec.seq, line.source, line.number, origin.time, origin.repeat, self.parse(message, keywords))
 
-    def _on_marker(self, rec: Record, hit: MarkerHit) -> None:
+    def parse(self, message: str, keywords: Iterable[str] | None = None) -> ProgressLine:
+        """What `message` says: a stage marker, a step line, a progress bar (each or none). Depends on
+        the message alone."""
+        m = STEP_RE.search(message) if STEP_KEYWORD in message else None
+        # (a step line holds no marker, only metrics: skip the marker search on its ~2 KB)
+        hit = self.matcher.match(message, keywords) if m is None or m.start() > 0 else None
+        step = seconds = bar = None
+        if m:
+            step = int(m.group(1))
+            seconds = step_seconds(message)
+        if TQDM_KEYWORD in message:
+            b = TQDM_RE.search(message)
+            if b:
+                bar = (int(b.group(2)), int(b.group(3)), bar_seconds(b.group(4)))
+        if hit is None and step is None and bar is None:
+            return NOTHING
+        return ProgressLine(hit, step, seconds, bar)
+
+    def apply(self, seq: int, source: str, number: int, time: float | None, repeat: int,
+              line: ProgressLine) -> None:
+        """What the line `seq` (`source`:`number`, its time and Ray repeat count) that says `line`
+        changes: the second half of `feed`."""
+        self.last_seq = seq
+        if line.hit is not None:
+            self._on_marker(seq, source, number, time, repeat, line.hit)
+        if line.step is not None:
+            self._steps.append(seq, (line.step,), (line.seconds,))
+            if self._steps.trim(self.config.max_marks):
+                self._dropped.add("step")
+            self._progress_since_start = True
+            if not self._completed and repeat == 1:
+                self._record_stage(source, number, seq, time, STEP_STAGE)
+        if line.bar is not None:
+            if self._transition_stages and repeat == 1:  # a progress bar: still in the loop
+                self._last_at = (seq, source, number, time)
+            n, total, seconds = line.bar
+            self._bars.append(seq, (n, total), (seconds,))
+            if self._bars.trim(self.config.max_marks):
+                self._dropped.add("progress-bar")
+            self._progress_since_start = True
+
+    def _on_marker(self, seq: int, source: str, number: int, time: float | None, repeat: int,
+                   hit: MarkerHit) -> None:
         marker = hit.marker
-        if marker.attempt_start and rec.origin.repeat == 1:
-            self._start_attempt(rec)
+        if marker.attempt_start and repeat == 1:
+            self._start_attempt(seq, source, number, time)
         groups = hit.groups
         if groups.get("total_steps"):
-            self._add_event(self._totals, (rec.seq, int(groups["total_steps"])), "total")
+            self._add_event(self._totals, (seq, int(groups["total_steps"])), "total")
         if groups.get("resume_step"):
-            self._add_event(self._resumes, (rec.seq, int(groups["resume_step"])), "resume")
-        late_copy = rec.origin.repeat > 1 and marker.id in self._seen_in_attempt
+            self._add_event(self._resumes, (seq, int(groups["resume_step"])), "resume")
+        late_copy = repeat > 1 and marker.id in self._seen_in_attempt
         if late_copy or (self._completed and not marker.attempt_start):
             return
         stage = marker.stage
         if marker.repeat_stage is not None and marker.id in self._seen_in_attempt:
             stage = marker.repeat_stage
         self._seen_in_attempt.add(marker.id)
-        self._record_stage(rec, stage)
+        self._record_stage(source, number, seq, time, stage)
         if marker.completion:
             self._completed = True
-            self._add_event(self._completions, rec.seq, "completion")
+            self._add_event(self._completions, seq, "completion")
 
-    def _on_step(self, rec: Record, step: int, message: str) -> None:
-        seconds = None
-        # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
-        at = message.find("/step:")
-        m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
-        if m:
-            value = float(m.group(1))
-            seconds = value if math.isfinite(value) and value > 0 else None
-        self._steps.append((rec.seq, step, seconds))
-        if _trim(self._steps, self.config.max_marks):
-            self._dropped.add("step")
-        self._progress_since_start = True
-        if not self._completed and rec.origin.repeat == 1:
-            self._record_stage(rec, STEP_STAGE)
-
-    def _on_bar(self, rec: Record, n: int, total: int, seconds: float | None) -> None:
-        if self._transition_stages and rec.origin.repeat == 1:  # a progress bar: still in the loop
-            self._last_at = (rec.seq, rec.line.source, rec.line.number, rec.origin.time)
-        self._bars.append((rec.seq, n, total, seconds))
-        if _trim(self._bars, self.config.max_marks):
-            self._dropped.add("progress-bar")
-        self._progress_since_start = True
-
-    def _start_attempt(self, rec: Record) -> None:
+    def _start_attempt(self, seq: int, source: str, number: int, time: float | None) -> None:
         if not self._progress_since_start:
             return  # the same start, told by a second launcher line
-        start = AttemptStart(rec.seq, rec.line.source, rec.line.number, rec.origin.time)
-        self._add_event(self._attempt_starts, start, "attempt")
+        self._add_event(self._attempt_starts, AttemptStart(seq, source, number, time), "attempt")
         self.attempts_started += 1
         self._progress_since_start = False
         self._seen_in_attempt.clear()
@@ -293,19 +397,19 @@ class StageTracker:
         if _trim(items, self.config.max_events):
             self._dropped.add(what)
 
-    def _record_stage(self, rec: Record, stage: str) -> None:
+    def _record_stage(self, source: str, number: int, seq: int, time: float | None, stage: str) -> None:
         # where the progression was last seen: only lines that move or confirm a stage count (a late
         # dedup copy of an earlier marker, ignored above, must not stretch the last stage to itself)
-        self._last_at = (rec.seq, rec.line.source, rec.line.number, rec.origin.time)
+        self._last_at = (seq, source, number, time)
         span = self._spans.get(stage)
         if span is None:
-            self._spans[stage] = _Span(stage, rec)
+            self._spans[stage] = _Span(stage, source, number, seq, time)
         else:
-            span.see(rec)
+            span.see(source, number, seq, time)
         if not self._transition_stages or self._transition_stages[-1] != stage:
-            self._transition_seqs.append(rec.seq)
+            self._transition_seqs.append(seq)
             self._transition_stages.append(stage)
-            self._transition_at.append((rec.line.source, rec.line.number, rec.origin.time))
+            self._transition_at.append((source, number, time))
             if len(self._transition_seqs) > self.config.max_transitions:
                 half = len(self._transition_seqs) // 2
                 del self._transition_seqs[:half]
@@ -320,6 +424,11 @@ class StageTracker:
     def attempt_starts(self) -> list[int]:
         """Seqs of the records that started each attempt (see the module docstring)."""
         return [a.seq for a in self._attempt_starts]
+
+    @property
+    def attempt_count(self) -> int:
+        """len(attempt_starts), without building the list (asked after every record)."""
+        return len(self._attempt_starts)
 
     @property
     def attempts(self) -> list[AttemptStart]:
@@ -339,8 +448,8 @@ class StageTracker:
     def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset()) -> bool:
         """Did the job show progress after record `seq`: a step line, a progress bar, a completion
         marker, or a stage (not in `ignore`) it had not reached before?"""
-        for items in (self._steps, self._bars):
-            if items and items[-1][0] > seq:
+        for marks in (self._steps, self._bars):
+            if marks.seqs and marks.seqs[-1] > seq:
                 return True
         if self._completions and self._completions[-1] > seq:
             return True
@@ -354,8 +463,8 @@ class StageTracker:
 
     def training_started_before(self, seq: int) -> bool:
         """Had the training loop begun (a step line, a progress bar, a training-loop marker) by `seq`?"""
-        for items in (self._steps, self._bars):
-            if items and items[0][0] < seq:
+        for marks in (self._steps, self._bars):
+            if marks.seqs and marks.seqs[0] < seq:
                 return True
         span = self._spans.get(STEP_STAGE)
         return span is not None and span.first[2] < seq
@@ -401,20 +510,23 @@ class StageTracker:
         def window(items: list) -> list:
             return [x for x in items if begin <= (x[0] if isinstance(x, tuple) else x) <= end]
 
-        steps = window(self._steps)
-        bars = window(self._bars)
+        steps = self._steps.window(begin, end)
+        bars = self._bars.window(begin, end)
         resumes = window(self._resumes)
         last_step = None
         if steps or resumes:
-            last_step = max([s[1] for s in steps] + [r[1] for r in resumes])
+            highest = [r[1] for r in resumes]
+            if steps:
+                highest.append(max(self._steps.ints[0][steps.start:steps.stop]))
+            last_step = max(highest)
         elif bars:
-            last_step = bars[-1][1]
+            last_step = self._bars.ints[0][bars[-1]]
         totals = window(self._totals) or [t for t in self._totals if t[0] <= end]
-        total_steps = totals[-1][1] if totals else (bars[-1][2] if bars else None)
-        times = [s[2] for s in steps if s[2] is not None][-self.config.step_time_window:]
+        total_steps = totals[-1][1] if totals else (self._bars.ints[1][bars[-1]] if bars else None)
+        times = self._steps.last_float(0, steps, self.config.step_time_window)
         seconds = statistics.median(times) if times else None
         if seconds is None:
-            rates = [b[3] for b in bars if b[3] is not None]
+            rates = self._bars.last_float(0, bars)
             seconds = rates[-1] if rates else None
         timeline = tuple(sorted((s.freeze() for s in self._spans.values() if s.first[2] <= end),
                                 key=lambda span: span.first_seq))

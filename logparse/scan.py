@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import gc
 import heapq
 import json
 import os
 import stat
+from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import regex
@@ -28,11 +31,24 @@ from logparse.findings import FindingCollector, Hit
 from logparse.inference import Verdict, infer
 from logparse.layout import file_origin
 from logparse.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S, Matcher
-from logparse.metrics import CHART_KEYS, MetricsTracker, StepParser, downsample
+from logparse.metrics import CHART_KEYS, STEP_KEYWORD, MetricsTracker, StepParser, downsample
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
-from logparse.progress import StageTracker, stopped_note
+from logparse.progress import TQDM_KEYWORD, MarkerHit, StageTracker, stopped_note
+from logparse.progress_lines import (
+    DEFERRED,
+    INT_FIELDS,
+    MARKER,
+    MESSAGE_AT,
+    OFFSET,
+    PROCESS,
+    SHAPE,
+    STEP,
+    ProgressColumns,
+    ProgressLineParser,
+    ProgressTables,
+)
 from logparse.reader import (
     MAX_LINE_BYTES,
     InputError,
@@ -77,6 +93,7 @@ MAX_CHART_POINTS = 2000  # beyond this many step rows, each series keeps its ext
 MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not in a traceback
 MATCH_CACHE_SIZE = 4096  # distinct (keywords, message) pairs whose matches are remembered
 MATCH_CACHE_CHARS = 2000  # longer messages are matched every time (hashing them costs as much)
+MAX_NOTED_PROCESSES = 65_536  # (actor, node) pairs of progress lines whose note is known to be made
 
 
 READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
@@ -107,6 +124,10 @@ class ScanConfig:
     reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
     # keep the values of every metric key (for --metrics-csv), not only those a report charts or checks
     all_metrics: bool = False
+    # apply the progress lines of an input read alone without making records of them
+    # (logparse.progress_lines); False: every line worth a look is a record (the reference that the
+    # tests compare reports with)
+    progress_lines: bool = True
 
 
 class Scanner:
@@ -122,7 +143,7 @@ class Scanner:
         self.matcher = Matcher(catalog)
         self.normalizer = Normalizer()
         self._lookback_normalizer = Normalizer()
-        self.assembler = TracebackAssembler(self._context)
+        self.assembler = TracebackAssembler(self._context, self._remembers_context)
         self.collector = FindingCollector(self.config.max_groups)
         self.inputs: list[InputStats] = []
         self.seq = 0
@@ -154,6 +175,19 @@ class Scanner:
         self._error_levels = self.bare_detector.rules.bare.levels  # an error record needs no keyword
         self._bare_word = [k in bare_words for k in self.prefilter.keywords]
         self._routes: dict[frozenset[int], tuple] = {}  # keyword ids of a line -> _route()
+        self._progress_ids: dict[frozenset[int], tuple | None] = {}  # -> _progress_words()
+        # keyword id -> a line with it is no progress line: a catalog entry's, a fallback rule's or the
+        # traceback structure's keyword (but `step:` and the bar's) ...
+        progress_ok = {STEP_KEYWORD, TQDM_KEYWORD}
+        self._not_progress = [(k in STRUCTURAL_KEYWORDS and k not in progress_ok) or k in bare_words
+                              or bool(self._entries_of_keyword[i]) or (k not in stage_words and k not in env_words)
+                              for i, k in enumerate(self.prefilter.keywords)]
+        # ... an environment keyword (but `step:`), which only a step line's message may have (the
+        # environment tracker reads no keyword of a step line once it knows the format)
+        self._env_only = [k in env_words and k != STEP_KEYWORD for k in self.prefilter.keywords]
+        self._noted: set[tuple[str | None, str | None]] = set()  # EnvironmentTracker.note_process made
+        # a progress line's marker hit (the markers it may match have no named groups)
+        self._marker_hits = [MarkerHit(m, {}) for m in self.stages.matcher.markers]
         self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
@@ -200,10 +234,16 @@ class Scanner:
         def chunks(st: InputStats) -> Iterator[bytes]:
             return gunzip_chunks(fh, st) if gz else plain_chunks(fh, st)
 
+        # an input read alone has its progress lines applied as its blocks are read (in order, as the
+        # records are fed); merged inputs' records are fed in another order than they are read
+        fast = alone and self.config.progress_lines
+        step_parser = StepParser(self.config.all_metrics)
+        progress = ProgressLineParser(self._progress_words, self.stages, step_parser, self.env) if fast else None
+        tables = ProgressTables() if fast else None
         if alone and self._reader_process_for(path):
-            blocks = blocks_in_process(chunks, stats, self.prefilter, StepParser(self.config.all_metrics))
+            blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress)
         else:
-            blocks = iter_blocks(chunks(stats), self.prefilter)
+            blocks = iter_blocks(chunks(stats), self.prefilter, progress=progress)
         lines = 0  # lines of the blocks done
         truncated = 0
         try:
@@ -211,7 +251,7 @@ class Scanner:
                 for block in blocks:
                     lines = block.base
                     truncated += block.cut
-                    yield from self._block(block, source, default, stats)
+                    yield from self._block(block, source, default, stats, tables)
                     lines = block.base + block.lines
                     if self.on_progress is not None:  # also for blocks without a line worth a look
                         self.on_progress(self)
@@ -228,9 +268,11 @@ class Scanner:
             n = truncated + self._cut_lines.get(source, 0)
             stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
 
-    def _block(self, block: Block, source: str, default: Origin | None, stats: InputStats) -> Iterator[Record]:
+    def _block(self, block: Block, source: str, default: Origin | None, stats: InputStats,
+               tables: ProgressTables | None = None) -> Iterator[Record]:
         """Records of the lines of `block` worth a look: its candidate lines, and every line while a
-        region (traceback, message, config dump) of this input is open."""
+        region (traceback, message, config dump) of this input is open. Its progress lines that need no
+        record (Block.progress, with `tables`) are applied here instead, in their turn."""
         starts, numbers, keywords, steps = block.starts, block.numbers, block.keywords, block.steps
         count = len(starts)
         n = block.size
@@ -238,11 +280,17 @@ class Scanner:
         cur = 0
         number = block.base + 1  # line number of the line at `cur`
         self._blocks[source] = (block, self._tails.get(source, b""))
+        columns = block.progress if tables is not None else None
+        if columns is not None:
+            tables.learn(columns)
+        progress = columns.index if columns is not None else ()
+        k = 0  # the next progress line (an index into `columns`)
         while cur < n:
             while idx < count and starts[idx] < cur:
                 idx += 1
             candidate = idx < count and starts[idx] == cur
-            if self._region_open(source, number):
+            region = self._region_open(source, number)
+            if region:
                 start = cur
                 ids = keywords[idx] if candidate else _NO_KEYWORDS
             else:
@@ -250,6 +298,14 @@ class Scanner:
                     break
                 start, number, ids = starts[idx], numbers[idx], keywords[idx]
                 candidate = True
+            if candidate and k < len(progress):
+                while k < len(progress) and progress[k] < idx:
+                    k += 1
+                if (k < len(progress) and progress[k] == idx
+                        and self._progress_line(columns, k, tables, block, idx, source, number, default, region)):
+                    cur = block.end(idx) + 1
+                    number += 1
+                    continue
             step_line = steps.get(idx) if steps and candidate else None
             if candidate:
                 raw, end = block.raw(idx)
@@ -282,16 +338,74 @@ class Scanner:
         self._tails[source] = block.tail(LOOKBACK_BYTES)
         del self._blocks[source]  # a reader process reuses its memory once the next block is asked for
 
+    def _progress_line(self, columns: ProgressColumns, k: int, tables: ProgressTables, block: Block, idx: int,
+                       source: str, number: int, default: Origin | None, region: bool) -> bool:
+        """Apply progress line `k` of `columns` (candidate `idx` of `block`, line `number` of `source`)
+        as feed_record would its record, when nothing the columns do not tell bears on it
+        (logparse.progress_lines); False: it needs its record."""
+        fields = columns.ints
+        at = k * INT_FIELDS
+        step = fields[at + STEP]
+        if (step >= 0 and not self.env.step_format_known()) or self.env.dump_open():
+            return False
+        actor, node = tables.processes[fields[at + PROCESS]]
+        if default is not None:
+            if default.rank is not None:
+                return False
+            actor = actor or default.actor
+            node = node or default.node
+        if region or self.sample_text:
+            # what only its stream tells: normalised apart, as lines read back are (it reads no clock, so
+            # any normaliser gives its origin)
+            raw, _ = block.raw(idx)
+            stream = self._lookback_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
+            if region and (self.assembler.current(stream) is not None or stream in self.open_message):
+                return False
+            if stream in self.sample_text:  # (as feed_record: model text goes on until a step line)
+                lines = self.sample_text[stream] + 1
+                if step < 0 and lines < MAX_SAMPLE_TEXT_LINES:
+                    self.sample_text[stream] = lines
+                    self.seq += 1
+                    return True
+                del self.sample_text[stream]
+        process = (actor, node)
+        if process not in self._noted:
+            if not self.env.note_process(actor, node):
+                return False  # a new Ray actor: its record tells the era rules
+            if len(self._noted) < MAX_NOTED_PROCESSES:
+                self._noted.add(process)
+        self.seq += 1
+        seq = self.seq
+        line = tables.line(columns, k)
+        marker = fields[at + MARKER]
+        if marker >= 0:
+            line = line._replace(hit=self._marker_hits[marker])
+        self.stages.apply(seq, source, number, None, 1, line)
+        shape = fields[at + SHAPE]
+        if shape >= 0:
+            keys, names = tables.shapes[shape]
+            start = fields[at + OFFSET]
+            self.metrics.add_row(step, keys, columns.values[start:start + len(keys)], names)
+        elif shape == DEFERRED:  # left to this side by a reader process that ran behind
+            raw, _ = block.raw(idx)
+            row = self.metrics.parser.parse(raw[fields[at + MESSAGE_AT]:].decode("ascii"))
+            self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
+        if step >= 0:
+            if self.last_step is None or step >= self.last_step[1]:
+                self.last_step = (seq, step)
+            self._active_sources.add(source)
+        return True
+
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least config.reader_process_bytes, read without follow or tee."""
         limit = self.config.reader_process_bytes
-        if limit is None or path == "-" or self.open_stream is not None or not reader_process_possible():
+        if limit is None or path == "-" or self.open_stream is not None:
             return False
         try:
             st = os.stat(path)
         except OSError:
             return False
-        return stat.S_ISREG(st.st_mode) and st.st_size >= limit
+        return stat.S_ISREG(st.st_mode) and st.st_size >= limit and reader_process_possible()
 
     def _region_open(self, source: str, line_number: int) -> bool:
         """Must the next line of `source` be read even without a keyword?"""
@@ -338,6 +452,12 @@ class Scanner:
             context = context[:-1]
         return context
 
+    def _remembers_context(self, rec: Record) -> bool:
+        """Must the traceback assembler remember `rec` as context of its stream? Not for a line of a
+        block being read: `_context` reads those back from the raw block (so a stream that printed
+        and went quiet costs nothing); yes for the others (an error.json's, lines fed one by one)."""
+        return rec.line.source not in self._blocks
+
     def _error_file_lines(self, path: str, stats: InputStats, lines: Iterator[Line]) -> Iterator[Line]:
         """torchrun's `@record` error.json: its py_callstack (or message) becomes the lines scanned;
         line numbers then count lines of the callstack. Anything else is scanned as plain text."""
@@ -378,7 +498,12 @@ class Scanner:
 
     def feed_inputs(self, paths: list[str]) -> None:
         """Several inputs are one job; one that cannot be read is skipped with a note (a single
-        unreadable input is an error: InputError)."""
+        unreadable input is an error: InputError). The garbage collector pauses meanwhile
+        (_collector_paused)."""
+        with _collector_paused():
+            self._feed_inputs(paths)
+
+    def _feed_inputs(self, paths: list[str]) -> None:
         if len(paths) == 1:
             self.feed_input(paths[0])
         elif len(paths) <= self.config.merge_files:
@@ -505,6 +630,24 @@ class Scanner:
         if tb is None and stream not in self.open_message:
             self.open_message[stream] = hits[0]
 
+    def _progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:
+        """For a line with prefilter keyword ids `ids` that may be a progress line applied without a
+        record (logparse.progress_lines): (its stage tracker keywords, whether it has an environment
+        keyword, which only a step line may have). None when it has neither `step:` nor the bar's
+        keyword, or a keyword that rules it out: a catalog entry's, patterns/fallback.yaml's, or the
+        traceback structure's (but `step:` and the bar's).
+        (Cached per set; asked where the blocks are made.)"""
+        words = self._progress_ids.get(ids, False)
+        if words is False:
+            words = None
+            stage_words = tuple(w for w in map(self._stage_word.__getitem__, ids) if w is not None)
+            if ((STEP_KEYWORD in stage_words or TQDM_KEYWORD in stage_words)
+                    and not any(map(self._not_progress.__getitem__, ids))):
+                words = (stage_words, any(map(self._env_only.__getitem__, ids)))
+            if len(self._progress_ids) < 65536:
+                self._progress_ids[ids] = words
+        return words
+
     def _route(self, ids: frozenset[int]) -> tuple[list[str], list[str], tuple, bool]:
         """What the prefilter keywords `ids` of a line call for: the stage and environment trackers'
         keywords among them, the catalog entries that have one of them, and whether the line may be a
@@ -585,7 +728,7 @@ class Scanner:
                 summary=v.root.summary if v.root else None,
             ))
             self.collector = FindingCollector(self.config.max_groups)
-            self.assembler = TracebackAssembler(self._context)
+            self.assembler = TracebackAssembler(self._context, self._remembers_context)
             self.bare_lines = []
             self._recent_bare.clear()
             self.collectives = CollectiveAnalyzer()
@@ -772,6 +915,26 @@ class Scanner:
 _NO_KEYWORDS: frozenset[int] = frozenset()
 # stages that do not show a job went on after an error line: its teardown, or a restart (a new attempt)
 WENT_ON_IGNORED = frozenset({"shutdown", "launch"})
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a scan feeds, and what exists before it (the
+    catalog, compiled patterns, modules) frozen out of its view; as it was after. A scan's records,
+    marks and findings form no reference cycles (a scan of any size leaves about a thousand
+    unreachable objects, the scanner's own), so nothing waits for a collection meanwhile, and
+    collections that walked the scan's growing state took 15-25% of the scanner's time on dense logs."""
+    enabled = gc.isenabled()
+    frozen = gc.get_freeze_count()  # (objects a caller froze stay frozen)
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        if not frozen:
+            gc.unfreeze()
 
 
 class LazyContext(Sequence):

@@ -4,17 +4,20 @@ Handles plain tracebacks, chained ones ("The above exception was the direct caus
 `RayTaskError(X): ray::Actor.method()` header followed by the worker's frames and inner exception,
 and multi-line exception messages (ChildFailedError's summary, ActorDiedError's details).
 
-Bounds: at most about MAX_STREAMS streams are remembered (idle ones are forgotten, oldest first); a
-traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
+Bounds: a traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
 MAX_FRAMES frames (the HEAD_FRAMES outermost and the innermost rest: a deep recursion's innermost
-frame is where it failed; `frames_cut` says how many went); an exception message keeps at most MAX_MESSAGE_LINES continuation lines; at most
-MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most recent half).
+frame is where it failed; `frames_cut` says how many went); an exception message keeps at most
+MAX_MESSAGE_LINES continuation lines; at most MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most recent half). State is
+kept only for the streams with an open traceback, and for at most MAX_IDLE_STREAMS idle streams that
+hold something a later line needs (the traceback a chain marker links to, a pending chain, context
+lines): a log from a million processes costs what its open tracebacks cost. Expiry visits the open
+tracebacks of a source only.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -28,8 +31,10 @@ HEAD_FRAMES = 10  # outermost frames kept when a traceback has more than MAX_FRA
 MAX_MESSAGE_LINES = 120
 MAX_KEPT_TRACEBACKS = 400
 MAX_GAP_LINES = 200  # a traceback whose source printed this many lines since its last line is closed
-MAX_STREAMS = 4096  # stream states kept (those with a traceback open are never dropped)
 CONTEXT_LINES = 5
+# idle streams whose state is kept (the one idle longest dropped first): a chain marker comes right
+# after its traceback, so only the streams whose traceback closed lately need theirs
+MAX_IDLE_STREAMS = 128
 
 TB_START = "Traceback (most recent call last):"
 CHAIN_MARKERS = (
@@ -246,13 +251,17 @@ class Traceback:
         return None
 
 
-@dataclass
+@dataclass(slots=True)
 class _StreamState:
     tb: Traceback | None = None
     phase: str = "idle"  # idle | frames | code | message
     pending_chain: Traceback | None = None
     last_closed: Traceback | None = None
-    context: deque = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
+    context: deque | None = None  # the last CONTEXT_LINES lines outside a traceback (when remembered)
+
+    def worth_keeping(self) -> bool:
+        """Does an idle stream's state hold something a later line of the stream needs?"""
+        return self.pending_chain is not None or self.last_closed is not None or bool(self.context)
 
 
 def parse_exception_line(message: str) -> tuple[str, str] | None:
@@ -272,66 +281,86 @@ def parse_exception_line(message: str) -> tuple[str, str] | None:
 class TracebackAssembler:
     """A small state machine per stream; `feed` tells each record's role in a traceback."""
 
-    def __init__(self, context_provider=None) -> None:
+    def __init__(self, context_provider: Callable[[Record], Sequence[Record]] | None = None,
+                 remember_context: Callable[[Record], bool] | None = None) -> None:
         # context_provider(record) -> up to CONTEXT_LINES records before it in its stream; without one,
-        # the last lines fed in each stream are the context
+        # the last lines fed in each stream are the context. remember_context(record): must this line
+        # be remembered as context of its stream (default: yes)? A scanner that reads context back
+        # from the raw log says no for those lines, so idle streams cost nothing.
         self.context_provider = context_provider
-        self._open: dict[str, dict[tuple, _StreamState]] = {}  # source -> its streams with a traceback open
-        self._streams: dict[tuple, _StreamState] = {}
+        self.remember_context = remember_context
+        self._open: dict[str, int] = {}  # source -> open tracebacks
+        # stream -> state, for the streams with an open traceback (in the order they opened) ...
+        self._active: dict[tuple, _StreamState] = {}
+        # ... and for at most MAX_IDLE_STREAMS idle ones worth keeping (in the order they became so)
+        self._idle: dict[tuple, _StreamState] = {}
         self.closed: list[Traceback] = []
         self._recent: deque[Traceback] = deque(maxlen=MAX_KEPT_TRACEBACKS // 2)
         self.total = 0
 
-    def state(self, stream: tuple) -> _StreamState:
-        st = self._streams.get(stream)
+    def _take(self, stream: tuple) -> _StreamState:
+        """The state of `stream` (a new one if none is kept); `_put` it back once fed. (It stays in
+        its table meanwhile: a context provider may ask for the stream's context.)"""
+        st = self._active.get(stream)
         if st is None:
-            if len(self._streams) >= MAX_STREAMS:
-                self._forget_idle_streams()
-            st = self._streams[stream] = _StreamState()
+            st = self._idle.get(stream)
+            if st is None:
+                st = _StreamState()
         return st
 
-    def _forget_idle_streams(self) -> None:
-        """Drop the states of the streams with no traceback open, oldest first, down to half of
-        MAX_STREAMS: a log of 20,000 Ray workers kept 20,000 states, each with its last traceback
-        (290 MB). A forgotten stream loses its last closed traceback (a chain marker that comes later
-        starts a new chain) and its last lines (the scanner reads a context from the raw log anyway)."""
-        idle = [key for key, st in self._streams.items() if st.tb is None and st.pending_chain is None]
-        for key in idle[: len(self._streams) - MAX_STREAMS // 2]:
-            del self._streams[key]
+    def _put(self, stream: tuple, st: _StreamState) -> None:
+        """After `st` was fed: an open traceback's state is in _active (since it opened); an idle one
+        is kept if it holds something, in the order idle states began to (a line that changes
+        nothing, such as a step line, moves nothing: a scanner may skip feeding those)."""
+        idle = self._idle
+        if st.tb is not None:
+            if stream in idle:
+                del idle[stream]
+        elif stream not in idle and st.worth_keeping():
+            idle[stream] = st
+            if len(idle) > MAX_IDLE_STREAMS:
+                del idle[next(iter(idle))]
 
     def current(self, stream: tuple) -> Traceback | None:
-        st = self._streams.get(stream)
+        st = self._active.get(stream)
         return st.tb if st else None
 
     def context_of(self, stream: tuple) -> list[Record]:
-        st = self._streams.get(stream)
-        return list(st.context) if st else []
+        st = self._active.get(stream) or self._idle.get(stream)
+        return list(st.context) if st and st.context else []
 
     def context_for(self, rec: Record) -> list[Record]:
         if self.context_provider is not None:
             return self.context_provider(rec)
-        st = self._streams.get(rec.stream)
-        return list(st.context) if st else []
+        return self.context_of(rec.stream)
+
+    def _remember(self, st: _StreamState, rec: Record) -> None:
+        if self.remember_context is None or self.remember_context(rec):
+            if st.context is None:
+                st.context = deque(maxlen=CONTEXT_LINES)
+            st.context.append(rec)
 
     def _open_tb(self, st: _StreamState, tb: Traceback) -> None:
         st.tb = tb
-        self._open.setdefault(tb.stream[0], {})[tb.stream] = st
+        self._active[tb.stream] = st
+        src = tb.stream[0]
+        self._open[src] = self._open.get(src, 0) + 1
 
     def open_in(self, source: str) -> bool:
-        return bool(self._open.get(source))
+        return self._open.get(source, 0) > 0
 
     def expire(self, source: str, line_number: int) -> None:
-        """Close the tracebacks of `source` that printed nothing for MAX_GAP_LINES lines. (Only the
-        streams with one open are looked at: a log of 20,000 Ray workers has 20,000 streams.)"""
-        open_here = self._open.get(source)
-        if not open_here:
+        """Close the tracebacks of `source` that printed nothing for MAX_GAP_LINES lines (a visit of
+        the open tracebacks only)."""
+        if not self._open.get(source):
             return
-        for st in list(open_here.values()):
+        for st in list(self._active.values()):
             tb = st.tb
-            if tb is not None:
+            if tb.stream[0] == source:
                 last = tb._tail[-1] if tb._tail else tb.records[-1] if tb.records else tb.start
                 if line_number - last.line.number > MAX_GAP_LINES:
                     self._close(st)
+                    self._put(tb.stream, st)
 
     def _close(self, st: _StreamState) -> None:
         tb = st.tb
@@ -350,7 +379,9 @@ class TracebackAssembler:
         else:
             self._recent.append(tb)
         st.last_closed = tb
-        self._open.get(tb.stream[0], {}).pop(tb.stream, None)
+        src = tb.stream[0]
+        self._open[src] = self._open.get(src, 1) - 1
+        del self._active[tb.stream]
         st.tb = None
         st.phase = "idle"
 
@@ -358,7 +389,13 @@ class TracebackAssembler:
         return self.closed + list(self._recent)
 
     def feed(self, rec: Record) -> LineRole:
-        st = self.state(rec.stream)
+        stream = rec.stream
+        st = self._take(stream)
+        role = self._feed(st, rec)
+        self._put(stream, st)
+        return role
+
+    def _feed(self, st: _StreamState, rec: Record) -> LineRole:
         msg = rec.message
         stripped = msg.strip()
         if stripped == TB_START or (stripped.endswith(TB_START) and "hit an exception" in stripped):
@@ -394,7 +431,7 @@ class TracebackAssembler:
                 st.pending_chain = st.last_closed
                 return LineRole.FRAME
             if stripped:
-                st.context.append(rec)
+                self._remember(st, rec)
             return LineRole.NONE
         tb = st.tb
         if stripped in CHAIN_MARKERS:
@@ -425,7 +462,7 @@ class TracebackAssembler:
                     st.phase = "frames"
                     return LineRole.FRAME
                 # an unrelated line of the same stream printed inside the traceback (interleaving)
-                st.context.append(rec)
+                self._remember(st, rec)
                 return LineRole.NONE
             etype, emsg = parsed
             tb.exceptions.append(RaisedException(etype, emsg, rec))
@@ -444,7 +481,7 @@ class TracebackAssembler:
         if "ray::" in msg and RAY_HEADER_RE.search(msg) and not stripped.startswith("ray.exceptions.RayTaskError"):
             # the next Ray task error starts right after this one (Ray prints one per failed task)
             self._close(st)
-            return self.feed(rec)
+            return self._feed(st, rec)
         if not stripped:
             if exc.message or exc.extra:
                 tb.add(rec)
@@ -453,7 +490,7 @@ class TracebackAssembler:
             return LineRole.MESSAGE
         if rec.origin.level is not None or rec.origin.time is not None or len(exc.extra) >= MAX_MESSAGE_LINES:
             self._close(st)
-            st.context.append(rec)
+            self._remember(st, rec)
             return LineRole.NONE
         parsed = parse_exception_line(stripped)
         if parsed is not None and tb.task is not None and "RayTaskError" in exc.type:
@@ -466,5 +503,7 @@ class TracebackAssembler:
         return LineRole.MESSAGE
 
     def close_all(self) -> None:
-        for st in self._streams.values():
+        """Close every open traceback, in the order they opened."""
+        for stream, st in list(self._active.items()):
             self._close(st)
+            self._put(stream, st)

@@ -18,6 +18,7 @@ from typing import Any
 import regex
 import yaml
 
+from patterns.cache import cached, source_of
 from patterns.loader import (
     ID_RE,
     CatalogError,
@@ -27,7 +28,7 @@ from patterns.loader import (
     _short,
     _suggest,
 )
-from patterns.schema import REGEX_TIMEOUT_S, Examples, Remediation
+from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern, Remediation
 from patterns.taxonomy import CATEGORIES
 
 FALLBACK_FILE = "fallback.yaml"
@@ -398,8 +399,14 @@ def load_fallback_rules(text: str | None = None, label: str = FALLBACK_LABEL, la
 
 @functools.lru_cache(maxsize=1)
 def fallback_rules() -> FallbackRules:
-    """The built-in rules (regexes compile on first use; the tests compile, risk-check and probe them)."""
-    return load_fallback_rules(lazy=True)
+    """The built-in rules (regexes compile on first use; the tests compile, risk-check and probe them),
+    parsed, or as an earlier run parsed the same file (patterns.cache)."""
+    text = _read_builtin()
+    classes = (FallbackRules, PhraseRule, TypeRule, FrameCategoryRule, BareLineRules, NearestConfig, Examples,
+               Example, Remediation, LazyPattern)
+    return cached("fallback", [text.encode(), *source_of("patterns.fallback", "patterns.loader", "patterns.schema",
+                                                         "patterns.taxonomy")],
+                  lambda: load_fallback_rules(text, lazy=True), classes, lambda value: isinstance(value, FallbackRules))
 
 
 def rule_ids(rules: FallbackRules) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from patterns.cache import cached, source_of
 from patterns.taxonomy import CATEGORIES
 
 
@@ -30,7 +31,13 @@ class InferenceRules:
 
 @functools.lru_cache(maxsize=1)
 def inference_rules() -> InferenceRules:
+    """patterns/inference.yaml, parsed, or as an earlier run parsed the same file (patterns.cache)."""
     text = importlib.resources.files("patterns").joinpath("inference.yaml").read_text(encoding="utf-8")
+    return cached("inference", [text.encode(), *source_of("patterns.inference", "patterns.taxonomy")],
+                  lambda: _parse(text), (InferenceRules,), lambda value: isinstance(value, InferenceRules))
+
+
+def _parse(text: str) -> InferenceRules:
     data = yaml.safe_load(text) or {}
     explains = frozenset(data.get("unknown_exception_explains") or ())
     bad = explains - set(CATEGORIES)

@@ -18,7 +18,9 @@ import regex
 import yaml
 from rapidfuzz import process as fuzz_process
 
+from patterns.cache import cached, source_of
 from patterns.schema import (
+    CATALOG_CLASSES,
     Catalog,
     CategoryFrom,
     Entry,
@@ -719,13 +721,34 @@ def _builtin_dir() -> Path:
     return Path(str(importlib.resources.files("patterns").joinpath("catalog")))
 
 
+def _builtin_entries(problems: list[Problem]) -> list[Entry]:
+    """The built-in entries (patterns/catalog), parsed, or as an earlier run parsed the same files
+    (patterns.cache)."""
+    folder = _builtin_dir()
+    files = _catalog_files(folder)
+    parts = [str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() for f in files]
+    parts += source_of("patterns.loader", "patterns.schema", "patterns.taxonomy")
+
+    def build() -> tuple[list[Entry], list[Problem]]:
+        found: list[Problem] = []
+        return _load_source(folder, "patterns/catalog", found, lazy=True), found
+
+    def check(value: Any) -> bool:
+        return (isinstance(value, tuple) and len(value) == 2 and value[1] == [] and isinstance(value[0], list)
+                and all(isinstance(e, Entry) for e in value[0]))
+
+    entries, found = cached("catalog", parts, build, CATALOG_CLASSES, check, keep=lambda value: not value[1])
+    problems.extend(found)
+    return entries
+
+
 def load_catalog(extra: list[str] | tuple[str, ...] = (), builtin: bool = True) -> Catalog:
     """Built-in entries, then each extra source in order; a later source overrides an id."""
     problems: list[Problem] = []
     merged: dict[str, Entry] = {}
     sources = []
     if builtin:
-        for e in _load_source(_builtin_dir(), "patterns/catalog", problems, lazy=True):
+        for e in _builtin_entries(problems):
             merged[e.id] = e
         sources.append("built-in")
     for path in extra:

@@ -201,3 +201,7 @@ class Catalog:
     def without(self, ids: set[str] | frozenset[str]) -> Catalog:
         """The catalog minus the entries whose id is in `ids` (`scan --disable`)."""
         return Catalog(tuple(e for e in self.entries if e.id not in ids), self.sources)
+
+
+# what a parsed catalog is made of (patterns.cache reads back no other class)
+CATALOG_CLASSES = (Catalog, Entry, Example, Examples, Remediation, CategoryFrom, LazyPattern, Role, Severity)

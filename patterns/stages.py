@@ -19,6 +19,7 @@ from typing import Any
 import regex
 import yaml
 
+from patterns.cache import cached, source_of
 from patterns.loader import (
     ID_RE,
     MAX_PATTERN_LENGTH,
@@ -128,8 +129,11 @@ _SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @functools.lru_cache(maxsize=1)
 def _builtin_data() -> dict:
-    """stages.yaml as plain data, parsed once for task_stages and frame_rules."""
-    return yaml.load(_read_builtin(), Loader=_SAFE) or {}
+    """stages.yaml as plain data, parsed once for task_stages and frame_rules (or as an earlier run
+    parsed the same file: patterns.cache)."""
+    text = _read_builtin()
+    return cached("stages-data", [text.encode(), *source_of("patterns.stages")],
+                  lambda: yaml.load(text, Loader=_SAFE) or {}, (), lambda value: isinstance(value, dict))
 
 
 @functools.lru_cache(maxsize=1)
@@ -308,7 +312,13 @@ def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL, lazy:
 
 @functools.lru_cache(maxsize=1)
 def builtin_stage_markers() -> StageMarkers:
-    return load_stage_markers(lazy=True)
+    """The markers of the built-in stages.yaml, parsed, or as an earlier run parsed the same file
+    (patterns.cache)."""
+    text = _read_builtin()
+    return cached("stage-markers", [text.encode(), *source_of("patterns.stages", "patterns.loader", "patterns.schema",
+                                                              "patterns.taxonomy")],
+                  lambda: load_stage_markers(text, lazy=True), (StageMarkers, StageMarker, Example, Examples, LazyPattern),
+                  lambda value: isinstance(value, StageMarkers) and all(isinstance(m, StageMarker) for m in value.markers))
 
 
 class StageSource(str, Enum):

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -7,6 +11,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 from logparse.cli import cli
+
+# the start-up cache (patterns.cache) of the test run lives apart, and goes with it: never the user's
+_CACHE = tempfile.mkdtemp(prefix="verl-logscan-test-cache-")
+os.environ["VERL_LOGSCAN_CACHE_DIR"] = _CACHE
+os.environ.pop("VERL_LOGSCAN_CACHE", None)
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

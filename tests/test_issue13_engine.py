@@ -279,7 +279,7 @@ def test_identical_error_lines_over_64_ranks_are_one_finding(tmp_path: Path) -> 
 
 def test_twenty_thousand_ray_workers_are_not_twenty_thousand_remembered_streams(tmp_path: Path) -> None:
     from logparse.scan import Scanner
-    from logparse.tracebacks import MAX_STREAMS
+    from logparse.tracebacks import MAX_IDLE_STREAMS as MAX_STREAMS
 
     log = tmp_path / "workers.log"
     with open(log, "w") as fh:
@@ -290,7 +290,8 @@ def test_twenty_thousand_ray_workers_are_not_twenty_thousand_remembered_streams(
     scanner = Scanner(load_catalog())
     scanner.feed_inputs([str(log)])
     report = scanner.report()
-    assert len(scanner.assembler._streams) <= MAX_STREAMS
+    assembler = scanner.assembler
+    assert len(assembler._active) + len(assembler._idle) <= MAX_STREAMS
     assert scanner.assembler.total == 3 * MAX_STREAMS  # every traceback was read to its end all the same
     assert report.root_cause.traceback.exception_type == "ValueError" and report.root_cause.pid == 100000
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -393,3 +394,25 @@ def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
     got = MetricsTracker._reward_collapse("critic/score/mean", series)
     want = _reference_reward_collapse(series)
     assert (got[0].step, got[0].value) == want if want else got == []
+
+
+TRICKY_VALUES = ["1.5", " 2", "np.float64(3.25)", "np.float64( 4)", "np.float64(5 )", "nan", "inf", "-inf",
+                 "1e-06", "np.int64(7)", "x", "", "True", "np.float64()", "np.float64(nan)", "1_0", "١٢",
+                 " nan ", "np.float64(1)x", "[1, 2]", "Infinity", "+.5", ".", "-", "np.float64(np.int64(3))",
+                 "np.float32(2)", "np.float64(\u2003 1)", "1\u2003", "np.float64(1)\u2003"]
+
+
+def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does() -> None:
+    """Lines of one shape (the same keys, read without splitting every part) with every kind of value
+    at the wanted keys: the values are parse_value's."""
+    rnd = random.Random(1)
+    keys = ["actor/pg_loss", "actor/grad_norm", "critic/score/mean", "timing_s/step", "response_length/mean",
+            "foo", "bar/baz"]
+    for _ in range(3000):
+        parser = StepParser()
+        for _ in range(3):
+            line = f"step:{rnd.randrange(100)} - " + " - ".join(f"{k}:{rnd.choice(TRICKY_VALUES)}" for k in keys)
+            step, kept, values, _ = parser.parse(line)
+            want_step, want = _reference_parse(line)
+            assert step == want_step
+            assert _same(dict(zip(kept, values, strict=True)), {k: v for k, v in want.items() if wanted_key(k)}), line

@@ -41,3 +41,21 @@ def test_engines_find_the_same_lines_and_keywords() -> None:
 def test_unknown_engine_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown prefilter engine"):
         Prefilter(["x"], "grep")
+
+
+@needs_hyperscan
+def test_keywords_inside_longer_ones_are_searched_once_and_all_are_found() -> None:
+    """Only the keywords no other contains are in the Hyperscan database (a bar calls back once, not
+    twice); the longer ones are still found in every line the shorter marks, as the re engine finds
+    them."""
+    words = ["Training Progress", "Training Progress:", "Error", "KeyError", "Error executing job",
+             "error:", "CUDA error: ", "CUDA error: out of memory", "nan", ": nan", "x"]
+    fast, slow = Prefilter(words, "hyperscan"), Prefilter(words, "re")
+    contained = {fast.keywords[i] for ids in fast._containing.values() for i in ids}
+    assert contained == {"Training Progress:", "KeyError", "Error executing job", "CUDA error: ",
+                         "CUDA error: out of memory", ": nan"}
+    rnd = random.Random(11)
+    pieces = words + ["Training", " Progress", "CUDA", " error", "na", "n", "\n", " "]
+    for _ in range(300):
+        block = "".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 40))).encode()
+        assert fast.lines(block) == slow.lines(block)

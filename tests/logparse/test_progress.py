@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import statistics
+
 import pytest
 
 from logparse.normalize import Normalizer
@@ -261,3 +264,72 @@ def test_sample_torchrun_logs() -> None:
     assert healthy.timeline[0].stage == "launch"  # torchrun's OMP_NUM_THREADS banner
     port = run_sample("torchrun-port-in-use.log").progress(failed=True)
     assert (port.stage_reached, port.last_step) == ("launch", None)
+
+
+class _ListMarks:
+    """What StageTracker kept before its marks became columns (a list of tuples per kind, trimmed
+    the same way), and how it answered: the reference the columns must agree with."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.steps: list[tuple] = []
+        self.bars: list[tuple] = []
+        self.first: int | None = None  # the training stage's first line (a step line or a bar's marker)
+
+    def add(self, items: list, item: tuple) -> None:
+        self.first = self.first or item[0]
+        items.append(item)
+        if len(items) > self.cap:
+            del items[: len(items) // 2]
+
+    def went_on_after(self, seq: int) -> bool:
+        return any(items and items[-1][0] > seq for items in (self.steps, self.bars))
+
+    def started_before(self, seq: int) -> bool:
+        return (any(items and items[0][0] < seq for items in (self.steps, self.bars))
+                or (self.first is not None and self.first < seq))
+
+    def progress(self, begin: int, end: int, time_window: int) -> tuple:
+        steps = [s for s in self.steps if begin <= s[0] <= end]
+        bars = [b for b in self.bars if begin <= b[0] <= end]
+        last = max(s[1] for s in steps) if steps else (bars[-1][1] if bars else None)
+        times = [s[2] for s in steps if s[2] is not None][-time_window:]
+        rates = [b[3] for b in bars if b[3] is not None]
+        seconds = statistics.median(times) if times else (rates[-1] if rates else None)
+        return last, (bars[-1][2] if bars else None), seconds
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_and_bar_columns_answer_as_the_lists_did(seed: int) -> None:
+    """Random step lines (with and without timing_s/step, a huge step number now and then), bars (with
+    and without a rate) and other lines, past the marks' limit: every question the scanner asks, at
+    every seq, gets the answer the former list of tuples gave."""
+    rnd = random.Random(seed)
+    cap = rnd.choice([5, 8, 13])
+    tracker = StageTracker(config=StageTrackerConfig(max_marks=cap))
+    ref = _ListMarks(cap)
+    norm = Normalizer()
+    for seq in range(1, 400):
+        kind = rnd.random()
+        if kind < 0.35:
+            step = rnd.choice([rnd.randrange(1, 500), rnd.randrange(1, 500), 10**30 + seq])
+            secs = rnd.choice([None, rnd.random() * 9 + 0.1])
+            text = f"(TaskRunner pid=7) step:{step} - a:1" + (f" - timing_s/step:{secs!r}" if secs else "")
+            ref.add(ref.steps, (seq, step, secs))
+        elif kind < 0.7:
+            n, total = rnd.randrange(0, 500), rnd.randrange(1, 500)
+            rate = rnd.choice([None, rnd.random() * 9 + 0.1])
+            bracket = f"00:01<00:02, {rate!r}s/it" if rate else "00:01<?, ?it/s"
+            text = f"(TaskRunner pid=7) \rTraining Progress:  1%|| {n}/{total} [{bracket}]"
+            ref.add(ref.bars, (seq, n, total, rate))
+        else:
+            text = f"(WorkerDict pid=8) nothing here {seq}"
+        tracker.feed(norm.normalize(Line("job.log", seq, text), seq))
+        for probe in (1, seq // 2, seq, seq + 1):
+            assert tracker.went_on_after(probe) == ref.went_on_after(probe)
+            assert tracker.training_started_before(probe) == ref.started_before(probe)
+        for end in (seq, rnd.randrange(1, seq + 1)):
+            p = tracker.progress(end)
+            want = ref.progress(-1, end, tracker.config.step_time_window)
+            assert (p.last_step, p.total_steps, p.seconds_per_step) == want, end
+    assert tracker.notes  # the limit was reached and said so

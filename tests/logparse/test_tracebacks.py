@@ -4,7 +4,13 @@ import tracemalloc
 
 from logparse.normalize import Normalizer
 from logparse.reader import Line
-from logparse.tracebacks import MAX_FRAMES, MAX_TRACEBACK_RECORDS, LineRole, TracebackAssembler
+from logparse.tracebacks import (
+    MAX_FRAMES,
+    MAX_IDLE_STREAMS,
+    MAX_TRACEBACK_RECORDS,
+    LineRole,
+    TracebackAssembler,
+)
 
 
 def feed(lines: list[str]) -> TracebackAssembler:
@@ -129,3 +135,67 @@ def test_never_ending_traceback_stays_bounded() -> None:
     assert len(tb.all_records()) == MAX_TRACEBACK_RECORDS
     assert tb.dropped == 1_000_001 - MAX_TRACEBACK_RECORDS
     assert grown < 200_000  # bytes; the tail ring replaces, it does not append
+
+
+def test_state_is_kept_for_open_tracebacks_and_a_bounded_number_of_idle_streams() -> None:
+    """A log from 60,000 processes (a dense run with a fresh pid on every line) and a caught traceback
+    now and then: state stays with the open tracebacks and at most MAX_IDLE_STREAMS idle streams, and
+    memory does not grow with the number of processes seen."""
+    n = Normalizer()
+    asm = TracebackAssembler()
+
+    def lines(first: int, last: int) -> None:
+        for i in range(first, last):
+            pid = 100_000 + i
+            asm.feed(n.normalize(Line("x", i, f"(WorkerDict pid={pid}) step:{i} - a:1"), i))
+            if i % 2000 == 0:  # a caught error, from a process that then prints nothing more
+                for text in ("Traceback (most recent call last):", '  File "/w/up.py", line 3, in put',
+                             "ConnectionResetError: [Errno 104] Connection reset by peer"):
+                    asm.feed(n.normalize(Line("x", i, f"(WorkerDict pid={pid}) {text}"), i))
+                asm.expire("x", i)
+
+    lines(1, 20_000)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    lines(20_000, 60_000)
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(asm._active) <= 1 and len(asm._idle) <= MAX_IDLE_STREAMS
+    assert asm.total == 28  # (the 29th is still open)
+    assert grown < 2_000_000  # bytes: the 20 tracebacks kept, not 40,000 streams' state
+
+
+def test_idle_streams_remember_nothing_when_context_is_read_back() -> None:
+    """With a context provider that reads the raw log back, lines outside tracebacks leave no state."""
+    n = Normalizer()
+    asm = TracebackAssembler(lambda rec: [], remember_context=lambda rec: False)
+    for i in range(1, 5000):
+        asm.feed(n.normalize(Line("x", i, f"(WorkerDict pid={i}) loading shard {i}"), i))
+    assert not asm._active and not asm._idle
+
+
+def test_a_chain_marker_links_across_many_interleaved_streams() -> None:
+    """The traceback a chain marker links to is still known after hundreds of other processes printed
+    (fewer than MAX_IDLE_STREAMS)."""
+    n = Normalizer()
+    asm = TracebackAssembler()
+    seq = 0
+
+    def feed(pid: int, text: str) -> None:
+        nonlocal seq
+        seq += 1
+        asm.feed(n.normalize(Line("x", seq, f"(WorkerDict pid={pid}) {text}"), seq))
+
+    for text in ("Traceback (most recent call last):", '  File "/w/a.py", line 1, in load', "KeyError: 'prompt'", ""):
+        feed(1, text)
+    for pid in range(2, MAX_IDLE_STREAMS // 2):
+        feed(pid, "Traceback (most recent call last):")
+        feed(pid, "ValueError: other")
+        feed(pid, "")
+    for text in ("The above exception was the direct cause of the following exception:", "",
+                 "Traceback (most recent call last):", '  File "/w/a.py", line 9, in main',
+                 "RuntimeError: could not build dataset"):
+        feed(1, text)
+    asm.close_all()
+    (last,) = [tb for tb in asm.kept() if tb.final.type == "RuntimeError"]
+    assert last.chained_from is not None and last.chained_from.final.type == "KeyError"
