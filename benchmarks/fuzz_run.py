@@ -163,11 +163,11 @@ def main() -> int:
                 problem = f"slow: stopped after {args.slow:g} s in\n{slow}"
             elif result.exception is not None and not isinstance(result.exception, SystemExit):
                 problem = "".join(traceback.format_exception(*result.exc_info))
-            elif result.exit_code not in (0, 1, 2):
+            elif result.exit_code not in (0, 1, 2, 5):
                 problem = f"exit code {result.exit_code}"
             elif "Traceback (most recent call last)" in (result.stderr if hasattr(result, "stderr") else ""):
                 problem = "traceback on stderr"
-            elif fmt == "json" and result.exit_code in (0, 1):
+            elif fmt == "json" and result.exit_code in (0, 1, 5):
                 try:
                     json.loads(result.stdout)
                 except ValueError as exc:
