@@ -31,7 +31,6 @@ from patterns.fallback import FallbackRules, fallback_rules
 
 MAX_MESSAGE_LINES = 40  # continuation lines of a message that the rules read (a launcher summary is ~20)
 MAX_COMPARE_CHARS = 400  # characters of a message compared with the examples
-BASIS_ORDER = ("phrase", "type", "frame", "weak-phrase", "weak-type", "nearest")
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 
 from logparse.fallback import (
     KIND_RANK,
+    MAX_MESSAGE_LINES,
     BareLine,
-    context_messages,
-    origin_frames,
     Classification,
     FailureEvidence,
     classify,
+    context_messages,
     evidence_of_traceback,
     nearest_entries,
+    origin_frames,
 )
 from logparse.findings import FindingCollector, FindingGroup, Hit, merge_similar
 from logparse.model import Basis, Candidate, Evidence, FindingView, Fix, RootCause, TracebackView
@@ -98,7 +99,7 @@ class Choice:
             return ev
         if self.hit is not None:
             exc = self.hit.groups.get("exc")
-            extra = " ".join(r.message.strip() for r in self.hit.after[:6])
+            extra = " ".join(r.message.strip() for r in self.hit.after[:MAX_MESSAGE_LINES])
             return FailureEvidence(exc, f"{self.hit.record.message} {extra}".strip(),
                                    origin_frames(self.hit.record.origin.actor), (), context_messages(self.hit.context))
         return None

@@ -427,10 +427,6 @@ class Scanner:
                 return True
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
-    def context_provider_ok(self, rec: Record) -> bool:
-        """Is the raw block of `rec`'s input at hand to read its context back from?"""
-        return rec.line.source in self._blocks and rec.line.source in self._offsets
-
     def _context(self, rec: Record, lines: int = LOOKBACK_LINES) -> Sequence[Record]:
         """Up to CONTEXT_LINES lines of `rec`'s stream just before it, read back from the raw block
         (at most LOOKBACK_LINES lines and LOOKBACK_BYTES back), whether or not they were candidates.
@@ -438,7 +434,9 @@ class Scanner:
         source = rec.line.source
         got = self._blocks.get(source)
         if got is None or source not in self._offsets:
-            return self.assembler.context_of(rec.stream)
+            # no raw block at hand: the last lines of its stream the assembler kept (without itself)
+            context = self.assembler.context_of(rec.stream)
+            return context[:-1] if context and context[-1] is rec else context
         block, tail = got
         before = _lookback(block.load(), self._offsets[source], tail, min(lines, rec.line.number - 1))
         default = self._defaults.get(source) or self.attribution.get(source)
@@ -669,7 +667,7 @@ class Scanner:
             return
         kind, exc_type, message = found
         # a few lines back (not LOOKBACK_LINES): every bare line of a log dense in errors takes its own
-        context = self._context(rec, BARE_LOOKBACK_LINES) if self.context_provider_ok(rec) else self._hit_context(rec)
+        context = self._context(rec, BARE_LOOKBACK_LINES)
         line = BareLine(rec, kind, exc_type, message, self.last_step[1] if self.last_step else None, context)
         if len(self.bare_lines) < MAX_BARE_LINES // 2:
             self.bare_lines.append(line)
