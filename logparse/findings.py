@@ -7,6 +7,7 @@ node: at most one overflow group per catalog entry). A group keeps its first and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import regex
@@ -26,8 +27,9 @@ MASK_RE = regex.compile(
 
 
 # the same without its e-mail branch: `[\w.-]+@` retries at every start of a word, and a message
-# without an `@` (nearly all) cannot match it
-MASK_NO_MAIL_RE = regex.compile(r"(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*")
+# without an `@` (nearly all) cannot match it. With `re`, behind a look-ahead for the first characters
+# a branch can start with: 6.1 -> 4.8 us a message (the same output on samples, fixtures and corpus)
+MASK_NO_MAIL_RE = re.compile(r"(?=[/0-9a-f])(?:(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*)")
 MASK_CHARS = 2000  # grouping looks at the head of a message; a 1 MB line of one token stays linear
 MASK_CACHE = 4096  # a log dense in errors repeats a few messages on many lines and ranks
 _masked: dict[str, str] = {}

@@ -10,7 +10,8 @@ must appear contiguously in the raw line.
 A keyword that contains another (`Training Progress:` holds `Training Progress`, `CUDA error: out of
 memory` holds `error:`) is left out of the Hyperscan database: each match calls back into Python,
 and a bar would call twice. A line the shorter one marks is then searched for the longer ones, so
-the keywords found in a line are the same.
+the keywords found in a line are the same. (Not for a keyword held in many: `Error` is in 34, and
+every line with it would be searched 34 times; those longer keywords stay in the database.)
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def containing(keywords: Sequence[str]) -> dict[int, tuple[int, ...]]:
     return {i: tuple(js) for i, js in out.items()}
 
 
+MAX_SEARCHED = 4  # a keyword held in more keywords than this leaves them in the Hyperscan database
+
+
 class Prefilter:
     """`lines(block)` -> the lines of `block` that contain a keyword, with the keywords found."""
 
@@ -133,8 +137,13 @@ class Prefilter:
             self._re = compile_keywords(self.keywords, as_bytes=True)
 
     def _compile(self) -> tuple[bytes, dict[int, tuple[int, ...]]]:
-        """The Hyperscan database of the keywords no other contains, serialized, and `containing`."""
+        """The Hyperscan database, serialized, and which keywords a line's match of another is to be
+        searched for: a keyword held in at most MAX_SEARCHED others is in the database alone, and a
+        line it marks is searched for those; the keywords holding one held in more (`Error` is in 34)
+        are in the database themselves (a callback each costs less than 34 searches of every line
+        with `Error`)."""
         inside = containing(self.keywords)
+        inside = {i: js for i, js in inside.items() if len(js) <= MAX_SEARCHED}
         outer = {i for ids in inside.values() for i in ids}
         compiled = [i for i in range(len(self.keywords)) if i not in outer]
         db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
@@ -156,10 +165,11 @@ class Prefilter:
 
             def done() -> frozenset[int]:
                 """The ids of the line's keywords: those matched, and the longer ones holding them."""
-                for kw in [kw for kw in ids if kw in containing]:
-                    for other in containing[kw]:
-                        if block.find(encoded[other], start, line_end) >= 0:
-                            ids.add(other)
+                if not containing.keys().isdisjoint(ids):
+                    for kw in [kw for kw in ids if kw in containing]:
+                        for other in containing[kw]:
+                            if block.find(encoded[other], start, line_end) >= 0:
+                                ids.add(other)
                 return frozenset(ids)
 
             def on_match(kw: int, _from: int, to: int, _flags: int, _ctx: object) -> None:

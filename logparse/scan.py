@@ -542,13 +542,13 @@ class Scanner:
             del self.sample_text[stream]
         ids = rec.keywords
         if ids is None:  # not prefiltered: the trackers search the message for their keywords
-            stage_words = env_words = entries = None
+            stage_words = env_words = entries = untraced = None
             bare = True
         else:
             routed = self._routes.get(ids)
             if routed is None:
                 routed = self._route(ids)
-            stage_words, env_words, entries, bare = routed
+            stage_words, env_words, entries, untraced, bare = routed
         if stage_words is None or stage_words:
             self.stages.feed(rec, stage_words)
         if self.stages.attempts_started != self._attempt_count:  # (a count: building the list cost every line)
@@ -574,7 +574,12 @@ class Scanner:
                 self._active_sources.add(rec.line.source)
         if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
             self.collectives.feed(rec)
-        key = (ids, msg) if entries and len(msg) <= MATCH_CACHE_CHARS else None
+        traced = role in (LineRole.EXCEPTION, LineRole.MESSAGE)
+        if not traced and entries:
+            # no traceback can be the line's: entries that need one cannot fire, and are not tried
+            # (a catch-all exception entry of a reward function's frames is on most error lines)
+            entries = untraced
+        key = (ids, traced, msg) if entries and len(msg) <= MATCH_CACHE_CHARS else None
         matches = self._match_cache.get(key) if key is not None else None
         if matches is None:
             timeouts = self.matcher.timeouts
@@ -646,15 +651,17 @@ class Scanner:
                 self._progress_ids[ids] = words
         return words
 
-    def _route(self, ids: frozenset[int]) -> tuple[list[str], list[str], tuple, bool]:
+    def _route(self, ids: frozenset[int]) -> tuple[list[str], list[str], tuple, tuple, bool]:
         """What the prefilter keywords `ids` of a line call for: the stage and environment trackers'
-        keywords among them, the catalog entries that have one of them, and whether the line may be a
-        bare failure line (a keyword of patterns/fallback.yaml) (cached per set)."""
+        keywords among them, the catalog entries that have one of them (all; those that need no
+        traceback), and whether the line may be a bare failure line (a keyword of
+        patterns/fallback.yaml) (cached per set)."""
         stage_words = [w for w in map(self._stage_word.__getitem__, ids) if w is not None]
         env_words = [w for w in map(self._env_word.__getitem__, ids) if w is not None]
         entries = self.matcher.in_order({e.id: e for k in ids for e in self._entries_of_keyword[k]}.values())
         bare = any(map(self._bare_word.__getitem__, ids))
-        routed = (stage_words, env_words, entries, bare)
+        untraced = tuple(e for e in entries if not e.frames)
+        routed = (stage_words, env_words, entries, untraced if len(untraced) < len(entries) else entries, bare)
         if len(self._routes) < 65536:
             self._routes[ids] = routed
         return routed
