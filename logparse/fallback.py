@@ -27,7 +27,7 @@ from logparse.normalize import Normalizer, Record
 from logparse.prefilter import trie_regex
 from logparse.reader import Line, strip_ansi
 from patterns import Catalog, Role
-from patterns.fallback import FallbackRules, fallback_rules
+from patterns.fallback import FallbackRules, fallback_rules, search_timeout
 
 MAX_MESSAGE_LINES = 40  # continuation lines of a message that the rules read (a launcher summary is ~20)
 MAX_COMPARE_CHARS = 400  # characters of a message compared with the examples
@@ -332,9 +332,10 @@ def _union(patterns) -> regex.Pattern | None:
 
 
 def _any(patterns, text: str) -> bool:
+    timeout = search_timeout(text)
     for p in patterns:
         try:
-            if p.search(text, timeout=0.05):
+            if p.search(text, timeout=timeout):
                 return True
         except TimeoutError:
             continue
@@ -343,7 +344,7 @@ def _any(patterns, text: str) -> bool:
 
 def _match(pattern, text: str):
     try:
-        return pattern.match(text, timeout=0.05)
+        return pattern.match(text, timeout=search_timeout(text))
     except TimeoutError:
         return None
 
