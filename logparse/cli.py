@@ -15,9 +15,6 @@ from pathlib import Path
 
 import click
 
-from logparse.catalog_check import check_examples
-from logparse.fallback import check_fallback_examples
-from logparse.fleet import DEFAULT_JOB_TIMEOUT_S
 from logparse.inference import UNKNOWN_FIX
 from logparse.layout import jobs_in_folder, several_jobs
 from logparse.live import Alerts, FollowFile, StatusLine, TeeStream, terminal_columns
@@ -25,7 +22,6 @@ from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
 from logparse.scan import ScanConfig, Scanner
 from patterns import CatalogError, load_catalog
-from patterns.fallback import fallback_rules
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
 
@@ -550,6 +546,8 @@ def _write_reports(report, planned: list[Output], color: bool | None, catalog, c
 
 
 FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_FORMATS (pandas loads lazily)
+# = logparse.fleet.DEFAULT_JOB_TIMEOUT_S: a scan does not import the fleet module (multiprocessing, logging)
+DEFAULT_JOB_TIMEOUT_S = 600.0
 
 
 @cli.command()
@@ -679,6 +677,10 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 @click.argument("path", required=False, type=click.Path())
 def catalog_check(path: str | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
+    from logparse.catalog_check import check_examples  # here: a scan needs none of it
+    from logparse.fallback import check_fallback_examples
+    from patterns.fallback import fallback_rules
+
     catalog = _load((path,) if path else ())
     only = None
     if path:
