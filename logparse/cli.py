@@ -424,7 +424,7 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
     if _isatty(sys.stderr):
         status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
     followed, tees = _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
-                                clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts))
+                                clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts) if live else None)
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)

@@ -179,9 +179,7 @@ class Redactor:
         self._hosts_re_v4: re.Pattern[str] | None = None
         prefixes = sorted(((p, k.id) for k in self.kinds for p in k.prefixes), key=lambda pk: -len(pk[0]))
         self._prefix_kind = dict(prefixes)
-        self._cut_token = re.compile(
-            r"(?<![A-Za-z0-9_-])(?P<v>(?:" + "|".join(re.escape(p) for p, _ in prefixes) + r")[A-Za-z0-9_.+/=-]*)\Z"
-        ) if prefixes else None
+        self._cut_token_re: re.Pattern[str] | None = None  # compiled when a cut text first needs it
         self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
         # a report repeats strings (an error line is evidence, message and a finding's first line):
         # each distinct one is redacted once. Cleared when a new host or user is learnt.
@@ -263,6 +261,14 @@ class Redactor:
             self._hosts_re = re.compile("|".join([alternatives[0], rf"(?P<ipv6>{IPV6})", *alternatives[1:]]))
             self._hosts_re_v4 = re.compile("|".join(alternatives))
         return self._hosts_re if ipv6 else self._hosts_re_v4
+
+    @property
+    def _cut_token(self) -> re.Pattern[str] | None:
+        """A token with a known prefix at the very end of a text (a text cut inside it)."""
+        if self._cut_token_re is None and self._prefix_kind:
+            self._cut_token_re = re.compile(r"(?<![A-Za-z0-9_-])(?P<v>(?:" + "|".join(
+                re.escape(p) for p in self._prefix_kind) + r")[A-Za-z0-9_.+/=-]*)\Z")
+        return self._cut_token_re
 
     # -- masking ---------------------------------------------------------------------------------
     def _count(self, kind: str, value: str) -> None:

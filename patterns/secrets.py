@@ -6,10 +6,15 @@ examples. The loader checks the schema and the examples against the regexes (eve
 secret inside some pattern's `v`, no `no_match` example hit, each match example holding a hint), and
 reports every problem at once with file:line, like the catalog loader. How the kinds apply together
 (in file order, on every string of a report) is logparse/redact.py's business, tested there.
+
+The built-in table is parsed and checked once (then kept by patterns.cache), and its regexes compile
+on first use: a report rarely holds text that a kind's hints let through, and parsing, checking and
+compiling the whole table cost every scan about 12 ms.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import re
@@ -18,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from patterns.cache import cached, source_of
 from patterns.loader import ID_RE, CatalogError, Problem, _LineLoader, regex_risk
 
 SECRETS_FILE = "secrets.yaml"
@@ -25,6 +31,45 @@ SECRETS_LABEL = "patterns/secrets.yaml"
 FIELDS = {"id": True, "title": True, "patterns": True, "hints": False, "prefixes": False, "block": False,
           "examples": True}
 MAX_SECRET_PATTERN = 2000  # characters of one regex
+
+
+class LazyRe:
+    """A stdlib regex compiled on its first use; behaves as the compiled pattern (`finditer`,
+    `search`, then anything else through the compiled one). Pickled as its text."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+    def finditer(self, *args, **kwargs):
+        return self.compiled().finditer(*args, **kwargs)
+
+    def search(self, *args, **kwargs):
+        return self.compiled().search(*args, **kwargs)
+
+    def __getattr__(self, name: str):  # only for names not defined here (groupindex, sub, ...)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.compiled(), name)
+
+    def __reduce__(self):
+        return (LazyRe, (self.pattern,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazyRe) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"LazyRe({self.pattern!r})"
 
 
 @dataclass(frozen=True)
@@ -38,10 +83,10 @@ class SecretExample:
 class SecretKind:
     id: str
     title: str
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[re.Pattern[str] | LazyRe, ...]
     hints: tuple[str, ...]  # lower-case literals; empty: the patterns run on every text
     prefixes: tuple[str, ...]  # literal token starts, for a text cut inside a token
-    block: tuple[re.Pattern[str], re.Pattern[str]] | None  # (begin, end) of a secret spanning lines
+    block: tuple[re.Pattern[str] | LazyRe, re.Pattern[str] | LazyRe] | None  # (begin, end) of a secret spanning lines
     match: tuple[SecretExample, ...]
     no_match: tuple[SecretExample, ...]
     line: int = 0
@@ -202,8 +247,23 @@ def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKin
     return tuple(kinds)
 
 
+def _lazy(kind: SecretKind) -> SecretKind:
+    """`kind` with its (checked) regexes as LazyRe."""
+    block = (LazyRe(kind.block[0].pattern), LazyRe(kind.block[1].pattern)) if kind.block else None
+    return dataclasses.replace(kind, patterns=tuple(LazyRe(p.pattern) for p in kind.patterns), block=block)
+
+
+def _lazy_shape(value: Any) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(
+        isinstance(k, SecretKind) and all(isinstance(p, LazyRe) for p in (*k.patterns, *(k.block or ())))
+        for k in value)
+
+
 @functools.lru_cache(maxsize=1)
 def secret_kinds() -> tuple[SecretKind, ...]:
-    """The built-in table, loaded once."""
+    """The built-in table, loaded once (or as an earlier run loaded the same file: patterns.cache);
+    its regexes compile on first use."""
     text = importlib.resources.files("patterns").joinpath(SECRETS_FILE).read_text(encoding="utf-8")
-    return parse_secret_kinds(text)
+    return cached("secrets", [text.encode(), *source_of("patterns.secrets", "patterns.loader")],
+                  lambda: tuple(_lazy(k) for k in parse_secret_kinds(text)), (SecretKind, SecretExample, LazyRe),
+                  _lazy_shape)
