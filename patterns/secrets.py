@@ -21,10 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from patterns.cache import cached, source_of
-from patterns.loader import ID_RE, CatalogError, Problem, _LineLoader, regex_risk
+from patterns.loader import ID_RE, CatalogError, Problem, regex_risk
 
 SECRETS_FILE = "secrets.yaml"
 SECRETS_LABEL = "patterns/secrets.yaml"
@@ -220,9 +218,13 @@ class _Builder:
 
 def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKind, ...]:
     """The kinds of a secrets table (YAML text), in order; CatalogError with every problem."""
+    import yaml  # here: with the start-up cache warm, no YAML is parsed
+
+    from patterns.yamlfile import LineLoader
+
     problems: list[Problem] = []
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no tags, no code
+        data = yaml.load(text, Loader=LineLoader)  # a SafeLoader subclass: no tags, no code
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CatalogError([Problem(label, mark.line + 1 if mark else 0,
@@ -264,6 +266,6 @@ def secret_kinds() -> tuple[SecretKind, ...]:
     """The built-in table, loaded once (or as an earlier run loaded the same file: patterns.cache);
     its regexes compile on first use."""
     text = importlib.resources.files("patterns").joinpath(SECRETS_FILE).read_text(encoding="utf-8")
-    return cached("secrets", [text.encode(), *source_of("patterns.secrets", "patterns.loader")],
+    return cached("secrets", [text.encode(), *source_of("patterns.secrets", "patterns.loader", "patterns.yamlfile")],
                   lambda: tuple(_lazy(k) for k in parse_secret_kinds(text)), (SecretKind, SecretExample, LazyRe),
                   _lazy_shape)

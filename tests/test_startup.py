@@ -47,6 +47,8 @@ def test_a_json_scan_imports_no_fleet_checker_or_templates(tmp_path: Path, cache
     assert run.stderr.startswith("FAILED  cuda-oom")  # the text summary was printed, from no template
     assert (tmp_path / "r.json").read_text().startswith("{")
     assert not modules & set(NOT_FOR_A_SCAN), sorted(modules & set(NOT_FOR_A_SCAN))
+    if cache:  # the knowledge comes parsed from the cache: no YAML is read
+        assert "yaml" not in modules and "patterns.yamlfile" not in modules
 
 
 def test_the_formats_that_need_templates_still_load_them(tmp_path: Path) -> None:
