@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -60,6 +61,48 @@ class LazyPattern:
 
     def __repr__(self) -> str:
         return f"LazyPattern({self.pattern!r})"
+
+
+class LazyRe:
+    """A stdlib `re` pattern compiled on its first use, for one that many runs never need (the secret
+    kinds a report's text gives no hint of; host names, which only --redact-hosts looks for). Behaves
+    as the compiled pattern (`finditer`, `search`, then anything else through the compiled one);
+    pickled as its text and flags."""
+
+    __slots__ = ("_compiled", "flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern = pattern
+        self.flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def finditer(self, *args, **kwargs):
+        return self.compiled().finditer(*args, **kwargs)
+
+    def search(self, *args, **kwargs):
+        return self.compiled().search(*args, **kwargs)
+
+    def __getattr__(self, name: str):  # only for names not defined here (match, groupindex, sub, ...)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.compiled(), name)
+
+    def __reduce__(self):
+        return (LazyRe, (self.pattern, self.flags))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazyRe) and (other.pattern, other.flags) == (self.pattern, self.flags)
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"LazyRe({self.pattern!r})" if not self.flags else f"LazyRe({self.pattern!r}, {self.flags!r})"
 
 
 def group_names(pattern) -> set[str]:

@@ -23,51 +23,13 @@ from typing import Any
 
 from patterns.cache import cached, source_of
 from patterns.loader import ID_RE, CatalogError, Problem, regex_risk
+from patterns.schema import LazyRe
 
 SECRETS_FILE = "secrets.yaml"
 SECRETS_LABEL = "patterns/secrets.yaml"
 FIELDS = {"id": True, "title": True, "patterns": True, "hints": False, "prefixes": False, "block": False,
           "examples": True}
 MAX_SECRET_PATTERN = 2000  # characters of one regex
-
-
-class LazyRe:
-    """A stdlib regex compiled on its first use; behaves as the compiled pattern (`finditer`,
-    `search`, then anything else through the compiled one). Pickled as its text."""
-
-    __slots__ = ("_compiled", "pattern")
-
-    def __init__(self, pattern: str):
-        self.pattern = pattern
-        self._compiled: re.Pattern[str] | None = None
-
-    def compiled(self) -> re.Pattern[str]:
-        if self._compiled is None:
-            self._compiled = re.compile(self.pattern)
-        return self._compiled
-
-    def finditer(self, *args, **kwargs):
-        return self.compiled().finditer(*args, **kwargs)
-
-    def search(self, *args, **kwargs):
-        return self.compiled().search(*args, **kwargs)
-
-    def __getattr__(self, name: str):  # only for names not defined here (groupindex, sub, ...)
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.compiled(), name)
-
-    def __reduce__(self):
-        return (LazyRe, (self.pattern,))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LazyRe) and other.pattern == self.pattern
-
-    def __hash__(self) -> int:
-        return hash(self.pattern)
-
-    def __repr__(self) -> str:
-        return f"LazyRe({self.pattern!r})"
 
 
 @dataclass(frozen=True)
@@ -266,6 +228,7 @@ def secret_kinds() -> tuple[SecretKind, ...]:
     """The built-in table, loaded once (or as an earlier run loaded the same file: patterns.cache);
     its regexes compile on first use."""
     text = importlib.resources.files("patterns").joinpath(SECRETS_FILE).read_text(encoding="utf-8")
-    return cached("secrets", [text.encode(), *source_of("patterns.secrets", "patterns.loader", "patterns.yamlfile")],
+    return cached("secrets", [text.encode(), *source_of("patterns.secrets", "patterns.loader", "patterns.yamlfile",
+                                                          "patterns.schema")],
                   lambda: tuple(_lazy(k) for k in parse_secret_kinds(text)), (SecretKind, SecretExample, LazyRe),
                   _lazy_shape)

@@ -102,7 +102,7 @@ def test_the_loaded_table_is_the_parsed_one_with_regexes_compiled_on_first_use()
     import importlib.resources
     import pickle
 
-    from patterns.secrets import LazyRe
+    from patterns.schema import LazyRe
 
     text = importlib.resources.files("patterns").joinpath("secrets.yaml").read_text(encoding="utf-8")
     parsed = parse_secret_kinds(text)
