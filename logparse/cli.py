@@ -12,18 +12,21 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from logparse.inference import UNKNOWN_FIX
 from logparse.layout import jobs_in_folder, several_jobs
-from logparse.live import Alerts, FollowFile, StatusLine, TeeStream, terminal_columns
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
 from logparse.scan import ScanConfig, Scanner
 from patterns import CatalogError, load_catalog
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
+
+if TYPE_CHECKING:  # logparse.live is imported where a scan follows, tees, alerts or shows a status line
+    from logparse.live import FollowFile, StatusLine, TeeStream
 
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
@@ -270,6 +273,8 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
     followed: list[FollowFile] = []
     tees: list[TeeStream] = []
     if follow or tee:
+        from logparse.live import FollowFile, TeeStream
+
         out = sys.stdout.buffer
 
         def open_stream(path: str, stream):
@@ -295,6 +300,8 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
 
             signal.signal(signal.SIGINT, stop_following)
     if alerts:
+        from logparse.live import Alerts
+
         scanner.on_fatal = Alerts(sys.stderr, clean, status) if clean is not None else Alerts(sys.stderr, status=status)
     if status is not None:
         scanner.on_progress = status
@@ -422,6 +429,8 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
     live = follow or tee or files == ["-"]
     status = None
     if _isatty(sys.stderr):
+        from logparse.live import StatusLine
+
         status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
     followed, tees = _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
                                 clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts) if live else None)
@@ -592,6 +601,7 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
     from logparse.fleet import Engine, EngineError, JobStatus, import_ray, iter_fleet, summarise
+    from logparse.live import terminal_columns
     from reports.fleet import render_fleet
 
     if "-" in paths:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from logparse.model import Evidence, FindingView, Report, compact_ranks
 from reports.escape import fence, md_cell_code, md_code, md_html, md_inline, md_text, terminal_text
 from reports.jsonreport import render_json
-from reports.layout import FoldedFrames, error_window, evidence_locations, fold_frames, library_roots
 
 if TYPE_CHECKING:
     import jinja2
@@ -114,6 +113,8 @@ def env_rows(report: Report) -> list[tuple[str, str]]:
 def _env(autoescape: bool) -> jinja2.Environment:
     import jinja2  # here: JSON and the text summary need no templates (jinja2 takes ~15 ms to import)
 
+    from reports.layout import FoldedFrames  # (so is the layout of Markdown and HTML: ~4 ms)
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=autoescape,
@@ -173,9 +174,13 @@ class MdView:
 
     def compact_frames(self, tb) -> list:
         """The (trimmed) frames with library runs folded (reports.layout.fold_frames)."""
+        from reports.layout import fold_frames
+
         return fold_frames(tb, self.frames)
 
     def library_roots(self) -> tuple[str, ...]:
+        from reports.layout import library_roots
+
         return library_roots([f for f in self.frames if isinstance(f, tuple)])
 
     def trim_note(self) -> str:
@@ -222,6 +227,8 @@ def _keep_frames(frames: list, keep: int, innermost: object) -> tuple[list, int]
 
 
 def _md_view(report: Report) -> MdView:
+    from reports.layout import error_window, evidence_locations
+
     rc = report.root_cause
     tb = rc.traceback if rc else None
     frames: list = list(tb.frames) if tb else []
