@@ -1,8 +1,9 @@
 """Load and validate YAML catalogs: every problem at once, each with file, line, reason and help.
 
 YAML is read with a SafeLoader subclass only (no tags, no code: patterns/yamlfile.py, imported only
-when a file is parsed); no field is ever evaluated as code or as a template. Regexes are compiled with the `regex` module; matching runs with a timeout
-(see logparse.matcher), so a pathological pattern cannot hang a scan.
+when a file is parsed); no field is ever evaluated as code or as a template. Regexes are compiled with
+the `regex` module; matching runs with a timeout (see logparse.matcher), so a pathological pattern
+cannot hang a scan.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from patterns.schema import (
     Example,
     Examples,
     LazyPattern,
+    LazyRe,
     Remediation,
     Role,
     Severity,
@@ -56,7 +58,7 @@ ENTRY_FIELDS = {
 }
 REMEDIATION_FIELDS = {"summary": True, "why": True, "fix": True, "references": False}
 EXAMPLE_FIELDS = {"match": True, "no_match": True, "todo_match": False}
-ID_RE = regex.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+ID_RE = LazyRe(r"^[a-z0-9]+(?:-[a-z0-9]+)*$", engine="regex")
 MAX_PATTERN_LENGTH = 2000
 MAX_CATALOG_BYTES = 8 << 20  # one catalog file; the built-in files are a few tens of KiB
 # A nested unbounded quantifier such as (a+)+ or (a*)* can backtrack exponentially.
@@ -168,7 +170,7 @@ def regex_risk(pattern: str) -> str | None:
     return None
 
 
-_COUNT_RE = regex.compile(r"\{(\d*)(,)?(\d*)\}")
+_COUNT_RE = LazyRe(r"\{(\d*)(,)?(\d*)\}", engine="regex")
 
 
 def slow_probe(compiled: regex.Pattern) -> str | None:

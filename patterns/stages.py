@@ -129,7 +129,7 @@ def _parse(text: str, label: str, problems: list[Problem]) -> dict:
 def _plain_data(text: str) -> dict:
     import yaml
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # noqa: S506 - safe
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # a safe loader
 
 
 @functools.lru_cache(maxsize=1)

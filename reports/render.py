@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import re
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -357,7 +357,7 @@ def _summary_text(r: Report, paint: Callable[..., str], *, where: str, stage: st
     out: list[str] = []
     if rc:
         out.append(f"{paint('FAILED', 'bold', 'red')}  {paint(rc.category, 'bold')}  "
-                   f"(confidence {'%.2f' % rc.confidence}, {basis_text(rc)})")
+                   f"(confidence {rc.confidence:.2f}, {basis_text(rc)})")
         out.append(f"  {summary}")
         if rc.error_line:
             out.append(f"  {paint('at      ', 'dim')}{rc.error_line.source}:{rc.error_line.line}"
@@ -416,7 +416,7 @@ def render_summary(report: Report, color: bool = False, report_path: str | None 
     notes = [clip(n, SUMMARY_FIELD_CHARS) for n in report.notes[:SUMMARY_NOTES]]
     if p is not None and p.note and not rc:
         notes.insert(0, clip(p.note, SUMMARY_FIELD_CHARS))
-    mark = secrets.token_hex(8)
+    mark = os.urandom(8).hex()  # = secrets.token_hex(8), without importing secrets for it
     text = _summary_text(
         report, _paint(color, mark), where=where(rc) if rc else "", stage=stage_line,
         summary=clip(rc.summary, SUMMARY_FIELD_CHARS) if rc else "",
