@@ -218,8 +218,10 @@ def _lazy(kind: SecretKind) -> SecretKind:
 
 
 def _lazy_shape(value: Any) -> bool:
+    """Is a table read back from the cache what _lazy makes (stdlib regexes given as text, no flags)?"""
     return isinstance(value, tuple) and bool(value) and all(
-        isinstance(k, SecretKind) and all(isinstance(p, LazyRe) for p in (*k.patterns, *(k.block or ())))
+        isinstance(k, SecretKind) and all(isinstance(p, LazyRe) and isinstance(p.pattern, str) and p.flags == 0
+                                          and p.engine == "re" for p in (*k.patterns, *(k.block or ())))
         for k in value)
 
 
