@@ -12,22 +12,21 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from logparse.catalog_check import check_examples
-from logparse.fallback import check_fallback_examples
-from logparse.fleet import DEFAULT_JOB_TIMEOUT_S
 from logparse.inference import UNKNOWN_FIX
 from logparse.layout import jobs_in_folder, several_jobs
-from logparse.live import Alerts, FollowFile, StatusLine, TeeStream, terminal_columns
 from logparse.reader import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
 from logparse.scan import ScanConfig, Scanner
 from patterns import CatalogError, load_catalog
-from patterns.fallback import fallback_rules
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
+
+if TYPE_CHECKING:  # logparse.live is imported where a scan follows, tees, alerts or shows a status line
+    from logparse.live import FollowFile, StatusLine, TeeStream
 
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
@@ -274,6 +273,8 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
     followed: list[FollowFile] = []
     tees: list[TeeStream] = []
     if follow or tee:
+        from logparse.live import FollowFile, TeeStream
+
         out = sys.stdout.buffer
 
         def open_stream(path: str, stream):
@@ -299,6 +300,8 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
 
             signal.signal(signal.SIGINT, stop_following)
     if alerts:
+        from logparse.live import Alerts
+
         scanner.on_fatal = Alerts(sys.stderr, clean, status) if clean is not None else Alerts(sys.stderr, status=status)
     if status is not None:
         scanner.on_progress = status
@@ -426,9 +429,11 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
     live = follow or tee or files == ["-"]
     status = None
     if _isatty(sys.stderr):
+        from logparse.live import StatusLine
+
         status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
     followed, tees = _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
-                                clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts))
+                                clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts) if live else None)
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
@@ -550,6 +555,8 @@ def _write_reports(report, planned: list[Output], color: bool | None, catalog, c
 
 
 FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_FORMATS (pandas loads lazily)
+# = logparse.fleet.DEFAULT_JOB_TIMEOUT_S: a scan does not import the fleet module (multiprocessing, logging)
+DEFAULT_JOB_TIMEOUT_S = 600.0
 
 
 @cli.command()
@@ -594,6 +601,7 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
     from logparse.fleet import Engine, EngineError, JobStatus, import_ray, iter_fleet, summarise
+    from logparse.live import terminal_columns
     from reports.fleet import render_fleet
 
     if "-" in paths:
@@ -679,6 +687,10 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 @click.argument("path", required=False, type=click.Path())
 def catalog_check(path: str | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
+    from logparse.catalog_check import check_examples  # here: a scan needs none of it
+    from logparse.fallback import check_fallback_examples
+    from patterns.fallback import fallback_rules
+
     catalog = _load((path,) if path else ())
     only = None
     if path:

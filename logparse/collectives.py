@@ -16,22 +16,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import regex
-
 from logparse.model import compact_ranks
 from logparse.normalize import Record
+from patterns.schema import LazyRe
 
 MAX_RANKS = 4096
 
-WORK_RE = regex.compile(
+# (LazyRe: compiled when a log first shows a collective timeout)
+WORK_RE = LazyRe(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w++)(?:, NumelIn=(?P<numel>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
-    r"(?: ran for (?P<ran>\d+) milliseconds)?"
+    r"(?: ran for (?P<ran>\d+) milliseconds)?",
+    engine="regex",
 )
-STATUS_OLD_RE = regex.compile(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
-STATUS_NEW_RE = regex.compile(
-    r"work sequence id: (?P<at>\d+) PG status: last enqueued work: (?P<enq>-?\d+), last completed work: (?P<done>-?\d+)"
+STATUS_OLD_RE = LazyRe(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)",
+                       engine="regex")
+STATUS_NEW_RE = LazyRe(
+    r"work sequence id: (?P<at>\d+) PG status: last enqueued work: (?P<enq>-?\d+), last completed work: (?P<done>-?\d+)",
+    engine="regex",
 )
-RANK_IN_MSG = regex.compile(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]")
+RANK_IN_MSG = LazyRe(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]", engine="regex")
 
 
 @dataclass

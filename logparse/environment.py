@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from logparse.metrics import STEP_KEYWORD, split_step_line
 from logparse.normalize import Record
 from logparse.progress import keyword_pattern
+from patterns.schema import LazyRe
 
 MAX_HOSTS = 64
 MAX_CONFIG = 256
@@ -62,37 +63,38 @@ AMBIGUOUS_PARENTS = {"path": "model", "name": "rollout", "mode": "rollout", "n":
 PIP_PACKAGES = {"torch": "torch", "vllm": "vllm", "transformers": "transformers", "ray": "ray",
                 "sglang": "sglang", "flash-attn": "flash_attn", "flash_attn": "flash_attn", "verl": "verl",
                 "wandb": "wandb"}
-PIP_RE = re.compile(
+# (LazyRe: each compiled when a log first shows what it reads; most logs show few of them)
+PIP_RE = LazyRe(
     r"^(?:\[(?:pip3?|conda)\]\s+)?(?P<pkg>torch|vllm|transformers|ray|sglang|flash[-_]attn|verl|wandb|"
     r"nvidia-nccl-cu\d+)(?:==|\s{2,})(?P<ver>\d+\.\d+[\w.+-]*)\s*$"
 )
-TORCH_BUILD_RE = re.compile(r"\+cu(\d+)(\d)\b")
-NCCL_VERSION_RE = re.compile(r"NCCL version (?P<nccl>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>\d+\.\d+))?")
-CUDA_DRIVER_RE = re.compile(r"cudaDriverVersion (\d+)")
-SMI_HEADER_RE = re.compile(r"Driver Version: (?P<driver>[\d.]+)\s+CUDA Version: (?P<cuda>\d+\.\d+)")
-COLLECT_ENV_RE = re.compile(
+TORCH_BUILD_RE = LazyRe(r"\+cu(\d+)(\d)\b")
+NCCL_VERSION_RE = LazyRe(r"NCCL version (?P<nccl>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>\d+\.\d+))?")
+CUDA_DRIVER_RE = LazyRe(r"cudaDriverVersion (\d+)")
+SMI_HEADER_RE = LazyRe(r"Driver Version: (?P<driver>[\d.]+)\s+CUDA Version: (?P<cuda>\d+\.\d+)")
+COLLECT_ENV_RE = LazyRe(
     r"^(?P<field>PyTorch version|CUDA used to build PyTorch|Python version|Nvidia driver version|"
     r"CUDA runtime version): (?P<value>\S+)"
 )
-VLLM_VERSION_RE = re.compile(r"Initializing (?:a V1|an) LLM engine \(v(?P<ver>[^)\s]+)\)|"
+VLLM_VERSION_RE = LazyRe(r"Initializing (?:a V1|an) LLM engine \(v(?P<ver>[^)\s]+)\)|"
                              r"vLLM API server version (?P<api>\d[\w.+-]*)")
-RAY_VERSION_RE = re.compile(r"\b[Rr]ay,? version:? v?(\d+\.\d+(?:\.\d+)?)\b")
-TRANSFORMERS_RE = re.compile(r'"transformers_version": "([^"]+)"')
-WANDB_RE = re.compile(r"Tracking run with wandb version (\S+)")
-PYTHON_PATH_RE = re.compile(r"python(3\.\d+)/(?:site|dist)-packages/")
-GPU_TOTAL_RE = re.compile(
+RAY_VERSION_RE = LazyRe(r"\b[Rr]ay,? version:? v?(\d+\.\d+(?:\.\d+)?)\b")
+TRANSFORMERS_RE = LazyRe(r'"transformers_version": "([^"]+)"')
+WANDB_RE = LazyRe(r"Tracking run with wandb version (\S+)")
+PYTHON_PATH_RE = LazyRe(r"python(3\.\d+)/(?:site|dist)-packages/")
+GPU_TOTAL_RE = LazyRe(
     r"has a total capac(?:i)?ty of (?P<a>[\d.]+) GiB|\(GPU \d+; (?P<b>[\d.]+) GiB total capacity|"
     r"device memory used/total \(GB\): [\d.]+/(?P<c>[\d.]+)|"
     r"Free memory on device \S* ?\([\d.]+/(?P<d>[\d.]+) GiB\)"
 )
-GPU_MODEL_RE = re.compile(
+GPU_MODEL_RE = LazyRe(
     r"\b(?P<model>(?:NVIDIA|Tesla|Quadro)(?: Tesla| Quadro)? "
     r"(?:(?:GeForce |TITAN |RTX )+[A-Z]{0,3}\d[\w-]*|[A-Z]{1,3}\d[\w-]*)"
     r"(?: (?:\d+GB|HBM\w*|PCIe|NVL|SXM\w*|Ti|SUPER|Ada Generation))*)"
 )
-WORLD_SIZE_RE = re.compile(r"\b(?:world_size|WORLD_SIZE)'?\s*[=:]\s*(\d+)")
-CKPT_WORLD_RE = re.compile(r"_world_size_(\d+)_rank_\d+")
-NRANKS_RE = re.compile(r"\bnranks (\d+)\b")
+WORLD_SIZE_RE = LazyRe(r"\b(?:world_size|WORLD_SIZE)'?\s*[=:]\s*(\d+)")
+CKPT_WORLD_RE = LazyRe(r"_world_size_(\d+)_rank_\d+")
+NRANKS_RE = LazyRe(r"\bnranks (\d+)\b")
 HOST_RES = (
     re.compile(r"TaskRunner hostname: ([^\s,]+)"),
     re.compile(r"^\s*host\s+: (\S+)"),
@@ -100,18 +102,18 @@ HOST_RES = (
     re.compile(r"Worker IP address: (\S+)"),
     re.compile(r"Memory on the node \(IP: ([^,)\s]+)"),
 )
-OVERRIDE_ITEM_RE = re.compile(r"'([^'=\s]+)=([^']*)'")
-CMDLINE_ITEM_RE = re.compile(r"(?:^|\s)[+~]*((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)=(\S+)")
+OVERRIDE_ITEM_RE = LazyRe(r"'([^'=\s]+)=([^']*)'")
+CMDLINE_ITEM_RE = LazyRe(r"(?:^|\s)[+~]*((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)=(\S+)")
 DUMP_START = "{'actor_rollout_ref':"
-DUMP_TOKEN_RE = re.compile(
+DUMP_TOKEN_RE = LazyRe(
     r"'(?P<key>[^'\\]*)': |(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|(?P<open>\{)|(?P<close>\})"
 )
-SCALAR_RE = re.compile(
+SCALAR_RE = LazyRe(
     r"'(?P<s1>(?:[^'\\]|\\.)*)'|\"(?P<s2>(?:[^\"\\]|\\.)*)\"|"
     r"(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(?=[,}\s]|$)|(?P<word>True|False|None|true|false|null)\b"
 )
-THREE_DECIMALS_RE = re.compile(r"^-?\d+\.\d{3}$")
-LONG_NUMBER_RE = re.compile(r"^-?(?:\d+|\d+\.\d{4,}|\d+(?:\.\d+)?[eE][-+]?\d+)$")
+THREE_DECIMALS_RE = LazyRe(r"^-?\d+\.\d{3}$")
+LONG_NUMBER_RE = LazyRe(r"^-?(?:\d+|\d+\.\d{4,}|\d+(?:\.\d+)?[eE][-+]?\d+)$")
 PIP_LIST_NAMES = ("torch ", "vllm ", "transformers ", "ray ", "sglang ", "flash-attn ", "flash_attn ", "verl ",
                   "wandb ")
 VERL_STEP_KEYS = ("timing_s/", "timing/", "actor/", "critic/", "global_seqlen/", "response_length/")

@@ -15,6 +15,8 @@ from pathlib import PurePath
 
 import regex
 
+from patterns.schema import LazyRe
+
 TORCHRUN_FILE = regex.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?:stdout|stderr)\.log$")
 TORCHRUN_ERROR = regex.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
 RAY_WORKER = regex.compile(r"(?:^|/)worker-[0-9a-f]+-[0-9a-f]+-(?P<pid>\d+)\.(?:out|err)$")
@@ -65,9 +67,12 @@ _GENERIC_WORDS = frozenset({
     "info", "all", "combined", "nohup", "driver", "main", "launcher", "head", "train", "training", "trainer",
     "job", "run", "std", "tee", "torchrun", "ray", "verl",
 })
-_PER_PROCESS = regex.compile(r"^(?:rank|local_?rank|node|worker|gpu|host|proc|process|attempt|part)_?\d+$")
-_SMALL_NUMBER = regex.compile(r"^\d{1,2}$")  # an index (rank 0-99); longer numbers (job ids, dates) differ
-_NAME_SPLIT = regex.compile(r"[-_.\s]+")
+# (LazyRe: compiled when a folder's file names are first compared)
+_PER_PROCESS = LazyRe(r"^(?:rank|local_?rank|node|worker|gpu|host|proc|process|attempt|part)_?\d+$",
+                      engine="regex")
+# an index (rank 0-99); longer numbers (job ids, dates) differ
+_SMALL_NUMBER = LazyRe(r"^\d{1,2}$", engine="regex")
+_NAME_SPLIT = LazyRe(r"[-_.\s]+", engine="regex")
 _LOG_EXTENSIONS = (".gz", ".log", ".out", ".err", ".txt", ".json")
 
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import regex
 
 from logparse.reader import Line
+from patterns.schema import LazyRe
 
 MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
 CACHE_SIZE = 4096  # entries of each Normalizer cache (cleared when full)
@@ -28,26 +29,32 @@ _LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
 RAY_ACTOR = regex.compile(
     r"\((?:(?P<actor>[^()\s,=]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
 )
-RAY_DAEMON = regex.compile(
+# (LazyRe: compiled on the first line that may carry the prefix; many logs carry none of these)
+RAY_DAEMON = LazyRe(
     r"\((?P<daemon>raylet|autoscaler|gcs_server|monitor|dashboard(?:_agent)?|log_monitor)"
-    r"(?: \+[0-9hms.]+)?(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
+    r"(?: \+[0-9hms.]+)?(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?",
+    engine="regex",
 )
-RANK = regex.compile(r"\[rank(?P<rank>\d+)\]: ?")
+RANK = LazyRe(r"\[rank(?P<rank>\d+)\]: ?", engine="regex")
 TEE = regex.compile(r"\[(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<lr>\d+)\]: ?")
-GLOG = regex.compile(
+GLOG = LazyRe(
     r"\[(?P<lvl>[IWEF])(?P<mon>1[0-2]|0?[1-9])(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?"
-    r"(?: \d+)? (?P<loc>[^\]\s]+:\d+)\] ?"
+    r"(?: \d+)? (?P<loc>[^\]\s]+:\d+)\] ?",
+    engine="regex",
 )
-TORCH_LOG = regex.compile(
+TORCH_LOG = LazyRe(
     r"(?P<lvl>[VIWEC])(?P<mon>[01]\d)(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ (?P<pid>\d+) "
-    r"(?P<loc>\S+:\d+)\] ?"
+    r"(?P<loc>\S+:\d+)\] ?",
+    engine="regex",
 )
-VLLM = regex.compile(
+VLLM = LazyRe(
     r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>[01]\d)-(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)"
-    r"(?:\.\d+)? (?:\[(?P<loc>[^\]\s]+:\d+)\]|(?P<loc2>[^\]\s]+:\d+)\]) ?"
+    r"(?:\.\d+)? (?:\[(?P<loc>[^\]\s]+:\d+)\]|(?P<loc2>[^\]\s]+:\d+)\]) ?",
+    engine="regex",
 )
-PY_LOGGING = regex.compile(
-    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:"
+PY_LOGGING = LazyRe(
+    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:",
+    engine="regex",
 )
 # ISO-ish timestamp at line start, optionally bracketed (SGLang, NCCL WARN, Hydra), optionally followed by
 # bracketed fields (a bracketed level, `[ERROR]`, is read as the level: DeepSpeed's and other loggers'

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from logparse.model import Evidence, Report
 from logparse.reader import MAX_LINE_BYTES
+from patterns.schema import LazyRe
 from patterns.secrets import SecretKind, secret_kinds
 
 
@@ -66,6 +67,8 @@ class RedactConfig:
 
 
 MASK = "[redacted:{}]"
+# (The regexes below but INVISIBLE are LazyRe, compiled on first use: the host and user ones serve only
+# --redact-hosts, the others a cut line or a PEM block; compiling them all cost every scan 3 ms.)
 # Characters a terminal or browser does not show, which a log can put inside a token (a colour code, a
 # backspace, a zero-width space): matching skips them, masking covers them.
 INVISIBLE = re.compile(
@@ -77,12 +80,12 @@ INVISIBLE = re.compile(
 # character, less a launcher prefix stripped from the message): a text this long may end inside a token.
 CUT_MIN_CHARS = MAX_LINE_BYTES // 4 - 1024
 # At the end of a cut text: a secret-named setting whose value the cut shortened
-_CUT_SETTING = re.compile(
+_CUT_SETTING = LazyRe(
     r"(?i)(?:key|token|secret|passw(?:or)?d|credentials?|authorization|bearer|sig)[\w.-]{0,40}['\"]?\s{0,3}[=:]"
     r"\s{0,3}['\"]?(?:(?:bearer|basic|token)\s+)?(?P<v>(?!\[redacted:)[^\s'\"]+)\Z")
 # The launcher prefix of a line (`(WorkerDict pid=1, ip=...)`, `[rank3]:`), kept on a masked key line
-LINE_PREFIX = re.compile(r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}")
-_BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]{4,}\s*")
+LINE_PREFIX = LazyRe(r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}")
+_BASE64_LINE = LazyRe(r"[A-Za-z0-9+/=]{4,}\s*")
 
 
 def _visible(text: str) -> tuple[str, list[int]]:
@@ -111,11 +114,11 @@ HOME_USER = (r"(?P<home>/home/|/homes/|/Users/|/users/|/scratch/|/u/|[A-Za-z]:\\
 MAC = r"(?<![0-9A-Fa-f:-])[0-9A-Fa-f]{2}(?P<macsep>[:-])[0-9A-Fa-f]{2}(?:(?P=macsep)[0-9A-Fa-f]{2}){4}(?![:-]?\w)"
 # Where a log names a user: `USER=jdoe`, `SLURM_JOB_USER=jdoe`, a shell prompt `jdoe@gpu-7:~$` /
 # `[jdoe@gpu-7 verl]$` (which names the host too), and the folders of HOME_USER.
-USER_CONTEXTS = re.compile(
+USER_CONTEXTS = LazyRe(
     r"(?<![\w-])(?:USER|LOGNAME|USERNAME|SUDO_USER|SLURM_JOB_USER|PBS_O_LOGNAME|LSB_USER|JUPYTERHUB_USER)"
     r"\s*[=:]\s*['\"]?(?P<user>[A-Za-z0-9._-]{1,64})(?![\w.-])"
 )
-SHELL_PROMPT = re.compile(
+SHELL_PROMPT = LazyRe(
     r"(?:^|[\s\[(])(?P<user>[a-z_][a-z0-9_.-]{0,31})@(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})"
     r"(?::[^\s$#]{0,256}|\s[^\s\]]{0,256}\])?[$#](?=\s|$)"
 )
@@ -126,14 +129,14 @@ NOT_USERS = frozenset({"root", "ubuntu", "admin", "user", "users", "ec2-user", "
                        "opc", "cloud-user", "shared-data", "datasets", "models", "cache", "checkpoints",
                        "projects", "project", "group", "groups", "apps", "software"})
 # EC2's default host names: `ip-10-1-2-3` (alone or in `ip-10-1-2-3.ec2.internal`)
-EC2_HOST = re.compile(r"(?<![\w.-])(?P<host>ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3})(?![\w-])")
+EC2_HOST = LazyRe(r"(?<![\w.-])(?P<host>ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3})(?![\w-])")
 # The host of a URL (`http://node17.cluster.local:8000/`, `redis://cache-7:6379`)
-URL_HOST = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://(?:[^\s/@'\"]{0,256}@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})")
+URL_HOST = LazyRe(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://(?:[^\s/@'\"]{0,256}@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})")
 # Where a log names a host. Strong contexts name one whatever it looks like; after a bare `host:` or
 # `node=` the value must look like a host name (a digit, '-' or '.') and end where a name ends, so
 # code such as `host = os.environ[...]` or `host: str` teaches nothing.
 _HOST_VALUE = r"['\"]?(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?=$|[\s,;)'\"\]>]|:\d)"
-STRONG_HOST_CONTEXTS = re.compile(
+STRONG_HOST_CONTEXTS = LazyRe(
     # (the lookahead lets the engine skip positions where no context can start: 2.5x faster)
     r"(?=[TtHhIiMmWwSs\s-])(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip=|\bMASTER_ADDR\s*[:=]\s*"
     r"|--master[_-]addr(?:\s+|=)|\bmaster_addr\s*[:=]\s*|Worker IP address:\s*|Memory on the node \(IP:\s*"
@@ -141,14 +144,14 @@ STRONG_HOST_CONTEXTS = re.compile(
     + _HOST_VALUE,
     re.IGNORECASE,
 )
-WEAK_HOST_CONTEXTS = re.compile(r"\b(?:host|node|node_ip_address|node_name)\s*[:=]\s*" + _HOST_VALUE, re.IGNORECASE)
+WEAK_HOST_CONTEXTS = LazyRe(r"\b(?:host|node|node_ip_address|node_name)\s*[:=]\s*" + _HOST_VALUE, re.IGNORECASE)
 # NCCL's `host:pid:tid [dev]` prefix, at the start of the message or after a launcher prefix.
-NCCL_HOST = re.compile(r"(?:^|[\s\])])(?P<host>[A-Za-z][A-Za-z0-9.-]*):\d+:\d+ \[\d+\]")
+NCCL_HOST = LazyRe(r"(?:^|[\s\])])(?P<host>[A-Za-z][A-Za-z0-9.-]*):\d+:\d+ \[\d+\]")
 # Fully qualified names (`gpu-07.cluster.local`, `db.mycorp.com`, `ip-10-0-0-1.ec2.internal`). The TLD
 # must be a private / cloud-internal one or a common public one (not `.py`, `.info`, ... which end module
 # and attribute names); a one-label name on a private TLD (`threading.local`) counts only if it looks
 # like a host (`gpu-07.local`); the public sites that log messages link to (docs) stay.
-FQDN = re.compile(
+FQDN = LazyRe(
     r"(?<![\w.-])(?P<host>(?P<first>[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)"
     r"(?P<more>(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*)"
     r"\.(?P<tld>internal|local|localdomain|lan|corp|intra|intranet|com|net|org|io|ai|co|edu|gov|dev|cloud|cn))"
@@ -179,9 +182,7 @@ class Redactor:
         self._hosts_re_v4: re.Pattern[str] | None = None
         prefixes = sorted(((p, k.id) for k in self.kinds for p in k.prefixes), key=lambda pk: -len(pk[0]))
         self._prefix_kind = dict(prefixes)
-        self._cut_token = re.compile(
-            r"(?<![A-Za-z0-9_-])(?P<v>(?:" + "|".join(re.escape(p) for p, _ in prefixes) + r")[A-Za-z0-9_.+/=-]*)\Z"
-        ) if prefixes else None
+        self._cut_token_re: re.Pattern[str] | None = None  # compiled when a cut text first needs it
         self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
         # a report repeats strings (an error line is evidence, message and a finding's first line):
         # each distinct one is redacted once. Cleared when a new host or user is learnt.
@@ -263,6 +264,14 @@ class Redactor:
             self._hosts_re = re.compile("|".join([alternatives[0], rf"(?P<ipv6>{IPV6})", *alternatives[1:]]))
             self._hosts_re_v4 = re.compile("|".join(alternatives))
         return self._hosts_re if ipv6 else self._hosts_re_v4
+
+    @property
+    def _cut_token(self) -> re.Pattern[str] | None:
+        """A token with a known prefix at the very end of a text (a text cut inside it)."""
+        if self._cut_token_re is None and self._prefix_kind:
+            self._cut_token_re = re.compile(r"(?<![A-Za-z0-9_-])(?P<v>(?:" + "|".join(
+                re.escape(p) for p in self._prefix_kind) + r")[A-Za-z0-9_.+/=-]*)\Z")
+        return self._cut_token_re
 
     # -- masking ---------------------------------------------------------------------------------
     def _count(self, kind: str, value: str) -> None:

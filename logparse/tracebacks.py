@@ -24,6 +24,7 @@ from enum import Enum
 import regex
 
 from logparse.normalize import Record
+from patterns.schema import LazyRe
 
 MAX_TRACEBACK_RECORDS = 200
 MAX_FRAMES = 100
@@ -46,7 +47,8 @@ FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in
 EXC_RE = regex.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$"
 )
-EXC_NAME_RE = regex.compile(r"(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Iteration|Timeout)\)?$")
+EXC_NAME_RE = LazyRe(r"(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Iteration|Timeout)\)?$",
+                     engine="regex")
 RAY_TASK_RE = regex.compile(
     r"ray::(?P<task>[\w.<>]+)\(\)(?:\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?)?"
 )
@@ -111,10 +113,12 @@ class RaisedException:
         return self.type.rsplit(".", 1)[-1]
 
 
-TORCHRUN_FIELD = regex.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$")
-TORCHRUN_RANK = regex.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
-TORCHRUN_EXIT = regex.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s+\((?P<signal>SIG\w+)\))?")
-TORCHRUN_SIGNAL = regex.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)")
+# (LazyRe: compiled when a log first shows a torchrun failure summary)
+TORCHRUN_FIELD = LazyRe(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$",
+                        engine="regex")
+TORCHRUN_RANK = LazyRe(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)", engine="regex")
+TORCHRUN_EXIT = LazyRe(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s+\((?P<signal>SIG\w+)\))?", engine="regex")
+TORCHRUN_SIGNAL = LazyRe(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)", engine="regex")
 
 
 @dataclass

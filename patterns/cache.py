@@ -22,6 +22,7 @@ At most MAX_FILES files are kept; the oldest go first.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import os
 import pickle
@@ -66,11 +67,17 @@ def key_of(kind: str, parts: Iterable[bytes]) -> str:
 
 
 def source_of(*modules: str) -> list[bytes]:
-    """The source bytes of modules (by name), for a key: a change of the code is a change of the key."""
+    """The source bytes of modules (by name), for a key: a change of the code is a change of the key. A
+    module not imported yet (one imported only to build the value) is found where an import would find it."""
     out = []
     for name in modules:
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path is None:
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            path = spec.origin if spec is not None and spec.has_location else None
         out.append(Path(path).read_bytes() if path else name.encode())
     return out
 

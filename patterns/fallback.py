@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import regex
-import yaml
 
 from patterns.cache import cached, source_of
 from patterns.loader import (
@@ -24,7 +23,6 @@ from patterns.loader import (
     CatalogError,
     Problem,
     _EntryBuilder,
-    _LineLoader,
     _short,
     _suggest,
 )
@@ -378,9 +376,13 @@ def _read_builtin() -> str:
 def load_fallback_rules(text: str | None = None, label: str = FALLBACK_LABEL, lazy: bool = False) -> FallbackRules:
     """Parse and validate fallback.yaml (the built-in one when `text` is None); CatalogError lists
     every problem."""
+    import yaml  # here: with the start-up cache warm, no YAML is parsed
+
+    from patterns.yamlfile import LineLoader
+
     problems: list[Problem] = []
     try:
-        data = yaml.load(_read_builtin() if text is None else text, Loader=_LineLoader)  # safe: no tags, no code
+        data = yaml.load(_read_builtin() if text is None else text, Loader=LineLoader)  # safe: no tags, no code
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CatalogError([Problem(label, mark.line + 1 if mark else 0,
@@ -414,8 +416,8 @@ def fallback_rules() -> FallbackRules:
     text = _read_builtin()
     classes = (FallbackRules, PhraseRule, TypeRule, FrameCategoryRule, BareLineRules, NearestConfig, Examples,
                Example, Remediation, LazyPattern)
-    return cached("fallback", [text.encode(), *source_of("patterns.fallback", "patterns.loader", "patterns.schema",
-                                                         "patterns.taxonomy")],
+    return cached("fallback", [text.encode(), *source_of("patterns.fallback", "patterns.loader", "patterns.yamlfile",
+                                                         "patterns.schema", "patterns.taxonomy")],
                   lambda: load_fallback_rules(text, lazy=True), classes, lambda value: isinstance(value, FallbackRules))
 
 

@@ -6,8 +6,6 @@ import functools
 import importlib.resources
 from dataclasses import dataclass
 
-import yaml
-
 from patterns.cache import cached, source_of
 from patterns.taxonomy import CATEGORIES
 
@@ -38,6 +36,8 @@ def inference_rules() -> InferenceRules:
 
 
 def _parse(text: str) -> InferenceRules:
+    import yaml  # here: with the start-up cache warm, no YAML is parsed
+
     data = yaml.safe_load(text) or {}
     explains = frozenset(data.get("unknown_exception_explains") or ())
     bad = explains - set(CATEGORIES)

@@ -1,8 +1,9 @@
 """Load and validate YAML catalogs: every problem at once, each with file, line, reason and help.
 
-YAML is read with a SafeLoader subclass only (no tags, no code); no field is ever evaluated as code
-or as a template. Regexes are compiled with the `regex` module; matching runs with a timeout
-(see logparse.matcher), so a pathological pattern cannot hang a scan.
+YAML is read with a SafeLoader subclass only (no tags, no code: patterns/yamlfile.py, imported only
+when a file is parsed); no field is ever evaluated as code or as a template. Regexes are compiled with
+the `regex` module; matching runs with a timeout (see logparse.matcher), so a pathological pattern
+cannot hang a scan.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import reprlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
-import yaml
 from rapidfuzz import process as fuzz_process
 
 from patterns.cache import cached, source_of
@@ -27,6 +27,7 @@ from patterns.schema import (
     Example,
     Examples,
     LazyPattern,
+    LazyRe,
     Remediation,
     Role,
     Severity,
@@ -34,6 +35,9 @@ from patterns.schema import (
     placeholders,
 )
 from patterns.taxonomy import CATEGORIES, STAGES
+
+if TYPE_CHECKING:
+    from patterns.yamlfile import LineDict
 
 ENTRY_FIELDS = {
     "id": True,
@@ -54,7 +58,7 @@ ENTRY_FIELDS = {
 }
 REMEDIATION_FIELDS = {"summary": True, "why": True, "fix": True, "references": False}
 EXAMPLE_FIELDS = {"match": True, "no_match": True, "todo_match": False}
-ID_RE = regex.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+ID_RE = LazyRe(r"^[a-z0-9]+(?:-[a-z0-9]+)*$", engine="regex")
 MAX_PATTERN_LENGTH = 2000
 MAX_CATALOG_BYTES = 8 << 20  # one catalog file; the built-in files are a few tens of KiB
 # A nested unbounded quantifier such as (a+)+ or (a*)* can backtrack exponentially.
@@ -166,7 +170,7 @@ def regex_risk(pattern: str) -> str | None:
     return None
 
 
-_COUNT_RE = regex.compile(r"\{(\d*)(,)?(\d*)\}")
+_COUNT_RE = LazyRe(r"\{(\d*)(,)?(\d*)\}", engine="regex")
 
 
 def slow_probe(compiled: regex.Pattern) -> str | None:
@@ -201,147 +205,6 @@ class CatalogError(Exception):
         super().__init__("\n".join(str(p) for p in problems))
 
 
-class _LineDict(dict):
-    """A mapping that remembers the line of itself and of each key (1-based)."""
-
-    line: int = 0
-    key_lines: dict[str, int]
-
-
-# The C loader when libyaml is there (several times faster to start a scan); same safe constructors.
-class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    pass
-
-
-try:  # libyaml's event parser under PyYAML's own composer: a user catalog composed one entry at a time
-    from yaml._yaml import CParser as _EventParser
-
-    class _EntryLoader(_EventParser, yaml.composer.Composer, yaml.constructor.SafeConstructor,  # type: ignore[misc]
-                       yaml.resolver.Resolver):
-        """Composes a user catalog's top-level list one item at a time (a whole document's node graph,
-        marks and all, took 150 MB for a catalog of 10,000 entries), with the same safe constructors."""
-
-        def __init__(self, text: str):
-            _EventParser.__init__(self, text)
-            yaml.composer.Composer.__init__(self)
-            yaml.constructor.SafeConstructor.__init__(self)
-            yaml.resolver.Resolver.__init__(self)
-except ImportError:  # pragma: no cover - PyYAML without libyaml: its pure-Python safe loader composes the same way
-    class _EntryLoader(yaml.SafeLoader):  # type: ignore[no-redef]
-        pass
-
-
-class _LineList(list):
-    """A sequence that remembers the line of each item (1-based)."""
-
-    item_lines: list[int]
-
-
-def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> _LineList:
-    result = _LineList(loader.construct_object(child, deep=True) for child in node.value)
-    result.item_lines = [child.start_mark.line + 1 for child in node.value]
-    return result
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _LineDict:
-    loader.flatten_mapping(node)
-    result = _LineDict()
-    result.line = node.start_mark.line + 1
-    result.key_lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, str):
-            key = _short(key)
-        if key in result:  # PyYAML would keep the last one silently
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                f"found duplicate key '{key}' (first at line {result.key_lines[key]})", key_node.start_mark)
-        result[key] = loader.construct_object(value_node, deep=True)
-        result.key_lines[key] = key_node.start_mark.line + 1
-    return result
-
-
-for _loader in (_LineLoader, _EntryLoader):
-    _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-    _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-
-
-class _AliasBomb(Exception):
-    """Aliases expand a value past MAX_ALIAS_EXPANSION nodes (or refer to themselves)."""
-
-    def __init__(self, line: int, reason: str):
-        super().__init__(reason)
-        self.line = line
-        self.reason = reason
-
-
-def _check_expansion(root: yaml.Node) -> None:
-    """Raise _AliasBomb when the value of `root`, with every alias written out, holds more than
-    MAX_ALIAS_EXPANSION nodes more than the YAML has (a 'billion laughs': 9 aliases of 9 aliases of ...
-    make a few lines into 387 million values), or when an alias is inside the value it names. Each
-    node is visited once (its expanded size remembered), without recursion."""
-    size: dict[int, int | None] = {}  # id(node) -> expanded size; None while its children are counted
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    distinct = 0
-    while stack:
-        node, counted = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = node.value
-        else:
-            children = ()
-        if not counted:
-            if id(node) in size:
-                continue
-            size[id(node)] = None
-            distinct += 1
-            stack.append((node, True))
-            for child in children:
-                known = size.get(id(child), 0)
-                if known is None:
-                    raise _AliasBomb(child.start_mark.line + 1, "an alias refers to a value that holds it "
-                                     "(a recursive structure)")
-                if id(child) not in size:
-                    stack.append((child, False))
-            continue
-        total = 1 + sum(size[id(child)] for child in children)
-        size[id(node)] = total
-        if total - distinct > MAX_ALIAS_EXPANSION:
-            raise _AliasBomb(node.start_mark.line + 1, f"YAML aliases expand this value to {total:,} values "
-                             f"(limit {MAX_ALIAS_EXPANSION:,} more than written: a 'billion laughs')")
-
-
-def _user_documents(text: str) -> Iterator[tuple[bool, Any]]:
-    """A user catalog file as (True, item) for each item of its top-level list, composed and constructed
-    one at a time, or as (False, document) when it is no plain list (one entry mapping, or something
-    that is no catalog); each value checked for alias expansion before it is built. Raises
-    yaml.YAMLError, RecursionError, _AliasBomb."""
-    loader = _EntryLoader(text)
-    try:
-        loader.get_event()  # stream start
-        if loader.check_event(yaml.StreamEndEvent):
-            return
-        loader.get_event()  # document start
-        if loader.check_event(yaml.SequenceStartEvent) and not getattr(loader.peek_event(), "anchor", None):
-            loader.get_event()
-            while not loader.check_event(yaml.SequenceEndEvent):
-                node = loader.compose_node(None, None)
-                _check_expansion(node)
-                yield True, loader.construct_document(node)
-            loader.get_event()
-        else:
-            node = loader.compose_node(None, None)
-            _check_expansion(node)
-            yield False, loader.construct_document(node)
-        loader.get_event()  # document end
-        if not loader.check_event(yaml.StreamEndEvent):
-            raise yaml.composer.ComposerError("expected a single document in the stream", None,
-                                              "but found another document", loader.peek_event().start_mark)
-    finally:
-        loader.dispose()
-
-
 def _suggest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     best = fuzz_process.extractOne(word, list(choices), score_cutoff=60)
     return f"did you mean '{best[0]}'?" if best else ""
@@ -350,7 +213,7 @@ def _suggest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
 class _EntryBuilder:
     """Validates one raw mapping; collects problems instead of stopping at the first."""
 
-    def __init__(self, raw: _LineDict, file: str, problems: list[Problem], probe: bool = False,
+    def __init__(self, raw: LineDict, file: str, problems: list[Problem], probe: bool = False,
                  lazy: bool = False):
         self.raw = raw
         self.file = file
@@ -648,12 +511,16 @@ def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = Fa
         seen[entry.id] = entry.line
         entries.append(entry)
 
+    import yaml  # here: with the start-up cache warm, a scan parses no YAML
+
+    from patterns.yamlfile import AliasBomb, LineLoader, user_documents
+
     try:
         if lazy:  # the built-in catalog: composed whole by libyaml, the quickest start
-            data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(text, Loader=LineLoader)  # noqa: S506 - a SafeLoader subclass
             documents: Iterator[tuple[bool, Any]] = iter(() if data is None else ((False, data),))
         else:  # a user's: one entry at a time, aliases bounded
-            documents = _user_documents(text)
+            documents = user_documents(text)
         for streamed, data in documents:
             if streamed:
                 add(data)
@@ -683,7 +550,7 @@ def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = Fa
     except RecursionError:
         problems.append(Problem(label, 0, "invalid YAML: nested too deeply"))
         return []
-    except _AliasBomb as exc:
+    except AliasBomb as exc:
         problems.append(Problem(label, exc.line, f"refused: {exc.reason}",
                                 "write the values out instead of aliases of aliases (anchors `&` and aliases `*`)"))
         return []
@@ -727,7 +594,7 @@ def _builtin_entries(problems: list[Problem]) -> list[Entry]:
     folder = _builtin_dir()
     files = _catalog_files(folder)
     parts = [str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() for f in files]
-    parts += source_of("patterns.loader", "patterns.schema", "patterns.taxonomy")
+    parts += source_of("patterns.loader", "patterns.yamlfile", "patterns.schema", "patterns.taxonomy")
 
     def build() -> tuple[list[Entry], list[Problem]]:
         found: list[Problem] = []

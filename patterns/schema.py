@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 
 import regex
 
 REGEX_TIMEOUT_S = 0.05  # per search of a catalog, marker or frame regex: past it, no match instead of a hang
-_GROUP_NAME = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
 class LazyPattern:
@@ -60,6 +60,74 @@ class LazyPattern:
 
     def __repr__(self) -> str:
         return f"LazyPattern({self.pattern!r})"
+
+
+class LazyRe:
+    """A regex compiled on its first use, for one that many runs never need (a log format other than
+    this log's, the secret kinds a report gives no hint of, the host names only --redact-hosts looks
+    for): compiling every module's regexes cost each start-up some 20 ms. `engine`: "re" (the standard
+    library) or "regex". Behaves as the compiled pattern: its first call compiles it, and from then on
+    `search`, `match`, `fullmatch`, `finditer`, `findall`, `sub` and `split` are the compiled
+    pattern's own methods (instance attributes over the class's, no call in between); anything else
+    goes through the compiled pattern. Pickled as its text, flags and engine."""
+
+    def __init__(self, pattern: str, flags: int = 0, engine: str = "re"):
+        self.pattern = pattern
+        self.flags = flags
+        self.engine = engine
+        self._compiled = None
+
+    def compiled(self):
+        c = self._compiled
+        if c is None:
+            c = self._compiled = (regex if self.engine == "regex" else re).compile(self.pattern, self.flags)
+            for name in _PATTERN_CALLS:
+                setattr(self, name, getattr(c, name))
+        return c
+
+    # the first call of each: compile, then call the compiled pattern's method
+    def search(self, *args, **kwargs):
+        return self.compiled().search(*args, **kwargs)
+
+    def match(self, *args, **kwargs):
+        return self.compiled().match(*args, **kwargs)
+
+    def fullmatch(self, *args, **kwargs):
+        return self.compiled().fullmatch(*args, **kwargs)
+
+    def finditer(self, *args, **kwargs):
+        return self.compiled().finditer(*args, **kwargs)
+
+    def findall(self, *args, **kwargs):
+        return self.compiled().findall(*args, **kwargs)
+
+    def sub(self, *args, **kwargs):
+        return self.compiled().sub(*args, **kwargs)
+
+    def split(self, *args, **kwargs):
+        return self.compiled().split(*args, **kwargs)
+
+    def __getattr__(self, name: str):  # only for names not defined here (groupindex, groups, ...)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.compiled(), name)
+
+    def __reduce__(self):
+        return (LazyRe, (self.pattern, self.flags, self.engine))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazyRe) and (other.pattern, other.flags, other.engine) == (
+            self.pattern, self.flags, self.engine)
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"LazyRe({self.pattern!r}, {self.flags!r}, {self.engine!r})"
+
+
+_PATTERN_CALLS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "split")
+_GROUP_NAME = LazyRe(r"(?<!\\)\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>", engine="regex")
 
 
 def group_names(pattern) -> set[str]:

@@ -6,19 +6,24 @@ examples. The loader checks the schema and the examples against the regexes (eve
 secret inside some pattern's `v`, no `no_match` example hit, each match example holding a hint), and
 reports every problem at once with file:line, like the catalog loader. How the kinds apply together
 (in file order, on every string of a report) is logparse/redact.py's business, tested there.
+
+The built-in table is parsed and checked once (then kept by patterns.cache), and its regexes compile
+on first use: a report rarely holds text that a kind's hints let through, and parsing, checking and
+compiling the whole table cost every scan about 12 ms.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-from patterns.loader import ID_RE, CatalogError, Problem, _LineLoader, regex_risk
+from patterns.cache import cached, source_of
+from patterns.loader import ID_RE, CatalogError, Problem, regex_risk
+from patterns.schema import LazyRe
 
 SECRETS_FILE = "secrets.yaml"
 SECRETS_LABEL = "patterns/secrets.yaml"
@@ -38,10 +43,10 @@ class SecretExample:
 class SecretKind:
     id: str
     title: str
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[re.Pattern[str] | LazyRe, ...]
     hints: tuple[str, ...]  # lower-case literals; empty: the patterns run on every text
     prefixes: tuple[str, ...]  # literal token starts, for a text cut inside a token
-    block: tuple[re.Pattern[str], re.Pattern[str]] | None  # (begin, end) of a secret spanning lines
+    block: tuple[re.Pattern[str] | LazyRe, re.Pattern[str] | LazyRe] | None  # (begin, end) of a secret spanning lines
     match: tuple[SecretExample, ...]
     no_match: tuple[SecretExample, ...]
     line: int = 0
@@ -175,9 +180,13 @@ class _Builder:
 
 def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKind, ...]:
     """The kinds of a secrets table (YAML text), in order; CatalogError with every problem."""
+    import yaml  # here: with the start-up cache warm, no YAML is parsed
+
+    from patterns.yamlfile import LineLoader
+
     problems: list[Problem] = []
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no tags, no code
+        data = yaml.load(text, Loader=LineLoader)  # a SafeLoader subclass: no tags, no code
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CatalogError([Problem(label, mark.line + 1 if mark else 0,
@@ -202,8 +211,26 @@ def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKin
     return tuple(kinds)
 
 
+def _lazy(kind: SecretKind) -> SecretKind:
+    """`kind` with its (checked) regexes as LazyRe."""
+    block = (LazyRe(kind.block[0].pattern), LazyRe(kind.block[1].pattern)) if kind.block else None
+    return dataclasses.replace(kind, patterns=tuple(LazyRe(p.pattern) for p in kind.patterns), block=block)
+
+
+def _lazy_shape(value: Any) -> bool:
+    """Is a table read back from the cache what _lazy makes (stdlib regexes given as text, no flags)?"""
+    return isinstance(value, tuple) and bool(value) and all(
+        isinstance(k, SecretKind) and all(isinstance(p, LazyRe) and isinstance(p.pattern, str) and p.flags == 0
+                                          and p.engine == "re" for p in (*k.patterns, *(k.block or ())))
+        for k in value)
+
+
 @functools.lru_cache(maxsize=1)
 def secret_kinds() -> tuple[SecretKind, ...]:
-    """The built-in table, loaded once."""
+    """The built-in table, loaded once (or as an earlier run loaded the same file: patterns.cache);
+    its regexes compile on first use."""
     text = importlib.resources.files("patterns").joinpath(SECRETS_FILE).read_text(encoding="utf-8")
-    return parse_secret_kinds(text)
+    return cached("secrets", [text.encode(), *source_of("patterns.secrets", "patterns.loader", "patterns.yamlfile",
+                                                          "patterns.schema")],
+                  lambda: tuple(_lazy(k) for k in parse_secret_kinds(text)), (SecretKind, SecretExample, LazyRe),
+                  _lazy_shape)

@@ -17,7 +17,6 @@ from enum import Enum
 from typing import Any
 
 import regex
-import yaml
 
 from patterns.cache import cached, source_of
 from patterns.loader import (
@@ -25,7 +24,6 @@ from patterns.loader import (
     MAX_PATTERN_LENGTH,
     CatalogError,
     Problem,
-    _LineLoader,
     _suggest,
     regex_risk,
 )
@@ -105,8 +103,12 @@ def _read_builtin() -> str:
 
 
 def _parse(text: str, label: str, problems: list[Problem]) -> dict:
+    import yaml  # here: with the start-up cache warm, no YAML is parsed
+
+    from patterns.yamlfile import LineLoader
+
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no tags, no code
+        data = yaml.load(text, Loader=LineLoader)  # a SafeLoader subclass: no tags, no code
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problems.append(Problem(label, mark.line + 1 if mark else 0, f"invalid YAML: {getattr(exc, 'problem', exc)}",
@@ -124,7 +126,10 @@ def _parse(text: str, label: str, problems: list[Problem]) -> dict:
     return data
 
 
-_SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _plain_data(text: str) -> dict:
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # a safe loader
 
 
 @functools.lru_cache(maxsize=1)
@@ -133,7 +138,7 @@ def _builtin_data() -> dict:
     parsed the same file: patterns.cache)."""
     text = _read_builtin()
     return cached("stages-data", [text.encode(), *source_of("patterns.stages")],
-                  lambda: yaml.load(text, Loader=_SAFE) or {}, (), lambda value: isinstance(value, dict))
+                  lambda: _plain_data(text), (), lambda value: isinstance(value, dict))
 
 
 @functools.lru_cache(maxsize=1)
@@ -315,8 +320,8 @@ def builtin_stage_markers() -> StageMarkers:
     """The markers of the built-in stages.yaml, parsed, or as an earlier run parsed the same file
     (patterns.cache)."""
     text = _read_builtin()
-    return cached("stage-markers", [text.encode(), *source_of("patterns.stages", "patterns.loader", "patterns.schema",
-                                                              "patterns.taxonomy")],
+    return cached("stage-markers", [text.encode(), *source_of("patterns.stages", "patterns.loader", "patterns.yamlfile",
+                                                              "patterns.schema", "patterns.taxonomy")],
                   lambda: load_stage_markers(text, lazy=True), (StageMarkers, StageMarker, Example, Examples, LazyPattern),
                   lambda value: isinstance(value, StageMarkers) and all(isinstance(m, StageMarker) for m in value.markers))
 

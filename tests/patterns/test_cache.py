@@ -172,3 +172,14 @@ def test_what_the_cache_gives_is_what_parsing_gives(folder: Path) -> None:
     first = Prefilter(words)
     assert any(p.name.startswith("prefilter-") for p in folder.iterdir())
     assert Prefilter(words).lines(block) == first.lines(block) == Prefilter(words, "re").lines(block)
+
+
+def test_a_key_holds_the_source_of_a_module_not_imported_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # patterns.yamlfile is imported only to parse: the key of what it parsed must still change with it
+    import sys
+
+    from patterns import yamlfile
+
+    monkeypatch.delitem(sys.modules, "patterns.yamlfile")
+    assert cache.source_of("patterns.yamlfile") == [Path(yamlfile.__file__).read_bytes()]
+    assert "patterns.yamlfile" not in sys.modules

@@ -96,3 +96,23 @@ def test_the_readme_table_lists_every_kind() -> None:
     for kind in KINDS:
         assert f"| `{kind.id}` |" in section, kind.id
     assert f"({len(KINDS)} kinds" in readme
+
+
+def test_the_loaded_table_is_the_parsed_one_with_regexes_compiled_on_first_use() -> None:
+    import importlib.resources
+    import pickle
+
+    from patterns.schema import LazyRe
+
+    text = importlib.resources.files("patterns").joinpath("secrets.yaml").read_text(encoding="utf-8")
+    parsed = parse_secret_kinds(text)
+
+    def shape(kind):
+        block = tuple(p.pattern for p in kind.block) if kind.block else None
+        return (kind.id, kind.title, tuple(p.pattern for p in kind.patterns), kind.hints, kind.prefixes, block,
+                kind.match, kind.no_match, kind.line)
+
+    assert [shape(k) for k in KINDS] == [shape(k) for k in parsed]
+    lazy = LazyRe(r"token=(?P<v>\w+)")
+    for p in (lazy, pickle.loads(pickle.dumps(lazy))):
+        assert p.search("a token=abc").group("v") == "abc" and p.groupindex == {"v": 1}

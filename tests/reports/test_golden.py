@@ -1,4 +1,4 @@
-"""Golden JSON, Markdown and HTML for every sample; re-bless with `pytest tests/reports/test_golden.py --bless`."""
+"""Golden JSON, Markdown, HTML and the text summary for every sample; re-bless with `pytest tests/reports/test_golden.py --bless`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import GOLDEN, ROOT, run_cli, sample_logs
 
 SCHEMA = json.loads((ROOT / "reports" / "schema.json").read_text())
-FORMATS = {"json": ".json", "md": ".md", "html": ".html"}
+FORMATS = {"json": ".json", "md": ".md", "html": ".html", "text": ".txt"}
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))

@@ -1,0 +1,66 @@
+"""A scan of a small log costs what start-up costs: what a command does not use is not imported.
+
+Each case runs the CLI in a fresh interpreter (as the console script does) and lists the modules it
+imported; no wall-clock time is asserted (benchmarks/bench_scan.py measures that)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from logparse import cli
+from tests.conftest import ROOT, SAMPLES
+
+# what a scan that writes JSON (and prints the text summary) must not import
+NOT_FOR_A_SCAN = ("logparse.fleet", "logparse.catalog_check", "multiprocessing", "jinja2", "pandas", "reports.layout",
+                  "logparse.live", "statistics")
+
+
+def _modules_after(args: list[str], cwd: Path, cache: Path | None) -> tuple[set[str], subprocess.CompletedProcess]:
+    """The modules a CLI run imported; `cache`: the start-up cache folder (None: cache off)."""
+    code = ("import sys\nfrom logparse.cli import main\nsys.argv = ['verl-logscan', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)), file=sys.stderr)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("VERL_LOGSCAN_CACHE", None)
+    if cache is None:
+        env["VERL_LOGSCAN_CACHE"] = "off"
+    else:
+        env["VERL_LOGSCAN_CACHE_DIR"] = str(cache)
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                       timeout=120, check=False)
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("MODULES "), p.stderr
+    return set(last.split()[1:]), p
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_a_json_scan_imports_no_fleet_checker_or_templates(tmp_path: Path, cache: bool) -> None:
+    args = ["scan", str(SAMPLES / "ray-actor-exception.log"), "--format", "json", "-o", "r.json"]
+    folder = tmp_path / "cache" if cache else None
+    if folder is not None:
+        _modules_after(args, tmp_path, folder)  # fills the cache
+    modules, run = _modules_after(args, tmp_path, folder)
+    assert run.stderr.startswith("FAILED  cuda-oom")  # the text summary was printed, from no template
+    assert (tmp_path / "r.json").read_text().startswith("{")
+    assert not modules & set(NOT_FOR_A_SCAN), sorted(modules & set(NOT_FOR_A_SCAN))
+    if cache:  # the knowledge comes parsed from the cache: no YAML is read
+        assert "yaml" not in modules and "patterns.yamlfile" not in modules
+
+
+def test_the_formats_that_need_templates_still_load_them(tmp_path: Path) -> None:
+    modules, _ = _modules_after(["scan", str(SAMPLES / "ray-actor-exception.log"), "-o", "r.md"], tmp_path,
+                                tmp_path / "cache")
+    assert "jinja2" in modules and (tmp_path / "r.md").read_text().startswith("#")
+
+
+def test_cli_constants_match_the_modules_it_no_longer_imports() -> None:
+    from logparse.fleet import DEFAULT_JOB_TIMEOUT_S
+    from reports.fleet import FLEET_FORMATS
+
+    assert cli.DEFAULT_JOB_TIMEOUT_S == DEFAULT_JOB_TIMEOUT_S
+    assert cli.FLEET_FORMATS == FLEET_FORMATS
