@@ -40,6 +40,7 @@ import math
 import re
 from array import array
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -367,6 +368,33 @@ class MetricsTracker:
         last.steps.append(step)
         last.values.extend(values)
         self._rows += 1
+
+    def add_rows(self, steps: Sequence[int], keys: tuple[str, ...], values: array,
+                 names: tuple[str, ...]) -> None:
+        """add_row of rows that share their keys and names, in turn: row i is step steps[i] with the
+        values values[i * len(keys):(i + 1) * len(keys)]. A row costs a part of two extends."""
+        if not steps:
+            return
+        if names is not self._last_names:
+            self.add_row(steps[0], keys, values[:len(keys)], names)
+            steps, values = steps[1:], values[len(keys):]
+        width = len(keys)
+        done, n = 0, len(steps)
+        while done < n:
+            if self._rows >= self.config.max_rows:
+                self._drop_oldest(max(1, self._rows // 2))
+            last = self._segments[-1] if self._segments else None
+            if last is None or keys != last.source_keys:
+                last = self._new_segment(keys)
+            if last.take is not None:  # keys past max_keys_per_row: row by row
+                for i in range(done, n):
+                    self.add_row(steps[i], keys, values[i * width:(i + 1) * width], names)
+                return
+            end = done + min(n - done, self.config.max_rows - self._rows)
+            last.steps.extend(steps[done:end])
+            last.values.extend(values[done * width:end * width])
+            self._rows += end - done
+            done = end
 
     def _new_segment(self, keys: tuple[str, ...]) -> _Segment:
         schema = self._schemas.get(keys)

@@ -105,10 +105,12 @@ class ProgressTables:
     def __init__(self) -> None:
         self.processes: list[tuple[str | None, str | None]] = []
         self.shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        self.noted = bytearray()  # process id -> 1: the scanner noted it (EnvironmentTracker.note_process)
 
     def learn(self, columns: ProgressColumns) -> None:
         self.processes.extend(columns.new_processes)
         self.shapes.extend(columns.new_shapes)
+        self.noted.extend(bytes(len(columns.new_processes)))
 
     def line(self, columns: ProgressColumns, k: int) -> ProgressLine:
         """What line `k` of `columns` says to the stage tracker (its marker hit is made by the scanner)."""

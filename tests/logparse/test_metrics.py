@@ -416,3 +416,36 @@ def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does() 
             want_step, want = _reference_parse(line)
             assert step == want_step
             assert _same(dict(zip(kept, values, strict=True)), {k: v for k, v in want.items() if wanted_key(k)}), line
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_add_rows_equals_add_row_in_turn(seed: int) -> None:
+    """Rows added a shape at a time (add_rows) leave the tracker as add_row of each in turn does, past
+    the bounds on rows and keys too."""
+    from array import array
+
+    rnd = random.Random(seed)
+    config = MetricsConfig(max_rows=rnd.choice([2, 7, 100_000]), max_keys_per_row=rnd.choice([2, 5, 512]))
+    one, many = MetricsTracker(config), MetricsTracker(config)
+    shapes = [(("a", "b"), ("a", "b", "x")), (("b", "c", "d"), ("b", "c", "d")), (("e",), ("e", "f"))]
+    step = 0
+    for _ in range(rnd.randrange(1, 15)):
+        keys, names = rnd.choice(shapes)
+        if rnd.random() < 0.3:
+            names = tuple(names)  # an equal tuple, not the same object
+        rows = rnd.randrange(1, 12)
+        steps = []
+        for i in range(rows):
+            if seed % 3 == 2:  # rising but for a repeat where a shape's rows begin
+                step += 0 if i == 0 and rnd.random() < 0.1 else 1
+            else:
+                step += rnd.choice([1, 1, 1, 2]) if seed % 2 or rnd.random() < 0.9 else -rnd.randrange(3)
+            steps.append(step)
+        values = array("d", [rnd.random() for _ in range(rows * len(keys))])
+        for i, s in enumerate(steps):
+            one.add_row(s, keys, values[i * len(keys):(i + 1) * len(keys)], names)
+        many.add_rows(steps, keys, values, names)
+    for t in (one, many):
+        assert (t.steps, t.keys, t.valued_keys, t.notes, t._rows) == (
+            one.steps, one.keys, one.valued_keys, one.notes, one._rows)
+        assert [t.series(k) for k in "abcdef"] == [one.series(k) for k in "abcdef"]

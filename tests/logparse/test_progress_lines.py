@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from logparse.blocks import reader_process_possible
+from logparse.metrics import MetricsConfig
+from logparse.progress import StageTrackerConfig
 from logparse.scan import ScanConfig, Scanner, _collector_paused
 from patterns import load_builtin_catalog
 from reports import FORMATS, render
@@ -27,9 +29,13 @@ LOGS = sorted(SAMPLES.glob("*.log")) + sorted(FIXTURES.rglob("*.log")) + [
     FIXTURES / "ray" / "session_logs", FIXTURES / "torchrun" / "logdir", FIXTURES / "torchrun" / "record-error.json"]
 
 
-def outputs(path: Path, tmp: Path, **config) -> dict[str, str]:
-    """Every report format of a scan, and its metrics CSV when every value is kept."""
+def outputs(path: Path, tmp: Path, small_bounds: bool = False, **config) -> dict[str, str]:
+    """Every report format of a scan, and its metrics CSV when every value is kept. `small_bounds`: the
+    stage tracker keeps few marks and the metrics few rows (what a long log does to them)."""
     scanner = Scanner(CATALOG, ScanConfig(**config))
+    if small_bounds:
+        scanner.stages.config = StageTrackerConfig(max_marks=700, max_transitions=50)
+        scanner.metrics.config = MetricsConfig(max_rows=300)
     scanner.feed_inputs([str(p) for p in sorted(path.iterdir())] if path.is_dir() else [str(path)])
     report = scanner.report()
     out = {fmt: render(report, fmt) for fmt in FORMATS}
@@ -40,11 +46,12 @@ def outputs(path: Path, tmp: Path, **config) -> dict[str, str]:
     return out
 
 
-def assert_same_reports(path: Path, tmp: Path, all_metrics: bool = False) -> None:
-    reference = outputs(path, tmp, progress_lines=False, reader_process_bytes=None, all_metrics=all_metrics)
-    assert outputs(path, tmp, reader_process_bytes=None, all_metrics=all_metrics) == reference
+def assert_same_reports(path: Path, tmp: Path, all_metrics: bool = False, small_bounds: bool = False) -> None:
+    reference = outputs(path, tmp, small_bounds, progress_lines=False, reader_process_bytes=None,
+                        all_metrics=all_metrics)
+    assert outputs(path, tmp, small_bounds, reader_process_bytes=None, all_metrics=all_metrics) == reference
     if reader_process_possible() and path.is_file():
-        assert outputs(path, tmp, reader_process_bytes=1, all_metrics=all_metrics) == reference
+        assert outputs(path, tmp, small_bounds, reader_process_bytes=1, all_metrics=all_metrics) == reference
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(p.parents[1])))
@@ -57,6 +64,14 @@ def test_benchmark_logs(kind: str, caught: int | None, tmp_path: Path) -> None:
     log = tmp_path / f"{kind}.log"
     generate(str(log), 1.5, kind=kind, caught_every=caught)
     assert_same_reports(log, tmp_path, all_metrics=kind == "dense")
+
+
+def test_bounded_marks_and_rows(tmp_path: Path) -> None:
+    """Past the stage tracker's bound on marks and the metrics' bound on rows (progress lines applied a
+    run at a time drop what line by line drops)."""
+    log = tmp_path / "dense.log"
+    generate(str(log), 1.0, kind="dense", caught_every=0)
+    assert_same_reports(log, tmp_path, all_metrics=True, small_bounds=True)
 
 
 # -- random logs of the lines that could tell the two ways apart ----------------------------------------
