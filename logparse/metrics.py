@@ -37,6 +37,7 @@ import bisect
 import heapq
 import itertools
 import math
+import operator
 import re
 from array import array
 from collections import deque
@@ -270,31 +271,6 @@ def _fmt(value: float) -> str:
     return repr(value) if not math.isfinite(value) else f"{value:.4g}"
 
 
-class _RunningMedian:
-    """The median of the numbers added so far (two heaps: O(log n) an addition)."""
-
-    def __init__(self) -> None:
-        self._low: list[float] = []  # the smaller half, negated (a max-heap); one more when the count is odd
-        self._high: list[float] = []  # the larger half
-
-    def add(self, x: float) -> None:
-        if not self._low or x <= -self._low[0]:
-            heapq.heappush(self._low, -x)
-        else:
-            heapq.heappush(self._high, x)
-        if len(self._low) > len(self._high) + 1:
-            heapq.heappush(self._high, -heapq.heappop(self._low))
-        elif len(self._high) > len(self._low):
-            heapq.heappush(self._low, -heapq.heappop(self._high))
-
-    def median(self) -> float:
-        if not self._low:
-            return 0.0
-        if len(self._low) > len(self._high):
-            return -self._low[0]
-        return (-self._low[0] + self._high[0]) / 2
-
-
 class _Segment:
     """Consecutive step rows with the same keys: their steps, and their values row after row."""
 
@@ -330,6 +306,10 @@ class MetricsTracker:
         self._schemas: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
         self.dropped_rows = 0
         self.dropped_keys = 0
+        # every row so far has a higher step than the one before (as a run prints them): then a key's
+        # series is its values in arrival order, without a dict and a sort
+        self._ordered = True
+        self._top: int | None = None  # the step of the last row, while ordered
 
     def feed(self, rec: Record) -> None:
         """A record's step line; `rec.step_line`, when a reader process parsed it (logparse.blocks),
@@ -352,6 +332,9 @@ class MetricsTracker:
 
     def add_row(self, step: int, keys: tuple[str, ...], values: array, names: tuple[str, ...]) -> None:
         """One step line's values (distinct keys, values in their order); `names`: all its keys."""
+        if self._ordered:
+            self._ordered = self._top is None or step > self._top
+            self._top = step
         if names is not self._last_names:
             self._last_names = names
             for name in names:
@@ -391,6 +374,10 @@ class MetricsTracker:
                     self.add_row(steps[i], keys, values[i * width:(i + 1) * width], names)
                 return
             end = done + min(n - done, self.config.max_rows - self._rows)
+            if self._ordered:
+                self._ordered = ((self._top is None or steps[done] > self._top)
+                                 and all(map(operator.lt, steps[done:end - 1], steps[done + 1:end])))
+                self._top = steps[end - 1]
             last.steps.extend(steps[done:end])
             last.values.extend(values[done * width:end * width])
             self._rows += end - done
@@ -432,6 +419,8 @@ class MetricsTracker:
 
     @property
     def steps(self) -> list[int]:
+        if self._ordered:
+            return list(itertools.chain.from_iterable(seg.steps for seg in self._segments))
         return sorted({step for seg in self._segments for step in seg.steps})
 
     @property
@@ -457,6 +446,13 @@ class MetricsTracker:
 
     def series(self, key: str) -> list[tuple[int, float]]:
         """(step, value) of one key, sorted by step (a later row for a step wins)."""
+        if self._ordered:  # (each step once, in order)
+            out: list[tuple[int, float]] = []
+            for seg in self._segments:
+                i = seg.index.get(key)
+                if i is not None:
+                    out.extend(zip(seg.steps, seg.values[i::len(seg.keys)], strict=True))
+            return out
         by_step: dict[int, float] = {}
         for seg in self._segments:
             i = seg.index.get(key)
@@ -587,22 +583,32 @@ class MetricsTracker:
 
     @staticmethod
     def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
-        """One pass: running max/min, and the running median of the step-to-step changes."""
+        """One pass: running max/min, and the running median of the step-to-step changes (two heaps,
+        inline: the lower half negated, a max-heap with one more when the count is odd; the upper half)."""
         points = [(s, v) for s, v in series if math.isfinite(v)]
         values = [v for _, v in points]
         if len(points) <= REWARD_MIN_HISTORY:
             return []
         hi = max(values[:REWARD_MIN_HISTORY])
         lo = min(values[:REWARD_MIN_HISTORY])
-        changes = _RunningMedian()
+        low: list[float] = []
+        high: list[float] = []
+        push, pushpop = heapq.heappush, heapq.heappushpop
         for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY]):
-            changes.add(abs(b - a))
+            x = abs(b - a)
+            if len(low) == len(high):
+                push(low, -pushpop(high, x))
+            else:
+                push(high, -pushpop(low, -x))
+        last = values[REWARD_MIN_HISTORY - 1]
         for i in range(REWARD_MIN_HISTORY, len(points)):
+            v = values[i]
             spread = hi - lo
             if spread > 0:
-                recent = max(values[max(0, i - REWARD_DROP_WITHIN):i])
-                drop = recent - values[i]
-                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * changes.median():
+                recent = max(values[i - REWARD_DROP_WITHIN:i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
+                drop = recent - v
+                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * (
+                        -low[0] if len(low) > len(high) else (-low[0] + high[0]) / 2):
                     held = values[i:i + REWARD_STAY_STEPS]
                     if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
                         step, value = points[i]
@@ -610,10 +616,16 @@ class MetricsTracker:
                                         f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
                                         f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
                                         f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
-            v = values[i]
-            changes.add(abs(v - values[i - 1]))
-            hi = max(hi, v)
-            lo = min(lo, v)
+            x = abs(v - last)
+            if len(low) == len(high):
+                push(low, -pushpop(high, x))
+            else:
+                push(high, -pushpop(low, -x))
+            last = v
+            if v > hi:  # (max(hi, v) and min(lo, v))
+                hi = v
+            elif v < lo:
+                lo = v
         return []
 
 
@@ -629,9 +641,21 @@ def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[
     buckets = max(1, (max_points - 2) // 3)
     keep = {0, n - 1}
     inner = n - 2
+    values = list(map(operator.itemgetter(1), points))
+    isfinite = math.isfinite
     for b in range(buckets):
         lo = 1 + b * inner // buckets
         hi = 1 + (b + 1) * inner // buckets
+        if hi > lo:
+            bucket = values[lo:hi]
+            try:
+                plain = all(map(isfinite, bucket))
+            except TypeError:  # a None
+                plain = False
+            if plain:  # (min and max give the first lowest and highest, as the loop below)
+                keep.add(lo + bucket.index(min(bucket)))
+                keep.add(lo + bucket.index(max(bucket)))
+                continue
         low = high = odd = None
         for i in range(lo, hi):
             v = points[i][1]

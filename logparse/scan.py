@@ -1011,8 +1011,10 @@ class Scanner:
         chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
         series = []
         for key in chart:
-            values = dict(self.metrics.series(key))
-            points = [(st, values.get(st)) for st in steps]
+            points = self.metrics.series(key)
+            if len(points) != len(steps):  # (a series holds each of its steps once: equal, it has them all)
+                values = dict(points)
+                points = [(st, values.get(st)) for st in steps]
             # a chart of 40,000 points shows no more than one of 2,000: each bucket of steps keeps its
             # lowest and highest value (and its first NaN / Inf), so no spike is lost
             points = downsample(points, MAX_CHART_POINTS)

@@ -421,7 +421,8 @@ def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does() 
 @pytest.mark.parametrize("seed", range(30))
 def test_add_rows_equals_add_row_in_turn(seed: int) -> None:
     """Rows added a shape at a time (add_rows) leave the tracker as add_row of each in turn does, past
-    the bounds on rows and keys too."""
+    the bounds on rows and keys too; and its series and steps, read in arrival order while the steps
+    rise, are those of the dict-and-sort way."""
     from array import array
 
     rnd = random.Random(seed)
@@ -449,3 +450,6 @@ def test_add_rows_equals_add_row_in_turn(seed: int) -> None:
         assert (t.steps, t.keys, t.valued_keys, t.notes, t._rows) == (
             one.steps, one.keys, one.valued_keys, one.notes, one._rows)
         assert [t.series(k) for k in "abcdef"] == [one.series(k) for k in "abcdef"]
+    assert many._ordered == one._ordered
+    one._ordered = False  # (the dict-and-sort way)
+    assert [many.series(k) for k in "abcdef"] == [one.series(k) for k in "abcdef"] and many.steps == one.steps
