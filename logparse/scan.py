@@ -12,6 +12,7 @@ import datetime
 import gc
 import heapq
 import json
+import math
 import os
 import stat
 from array import array
@@ -36,7 +37,7 @@ from logparse.metrics import CHART_KEYS, STEP_KEYWORD, MetricsTracker, StepParse
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
-from logparse.progress import TQDM_KEYWORD, MarkerHit, StageTracker, stopped_note
+from logparse.progress import TQDM_KEYWORD, MarkerHit, StageTracker, step_seconds, stopped_note
 from logparse.progress_lines import (
     BAR_N,
     BAR_RATE,
@@ -416,24 +417,28 @@ class Scanner:
         steps = ints[lo + STEP:hi:INT_FIELDS]
         floats = columns.floats
         flo, fhi = k * FLOAT_FIELDS, end * FLOAT_FIELDS
+        seconds = floats[flo + SECONDS:fhi:FLOAT_FIELDS]
+        step_at = [j for j in range(count) if steps[j] >= 0]
+        shapes = ints[lo + SHAPE:hi:INT_FIELDS]
+        deferred = {}  # line -> its row, for the step lines left to this side by a reader process that ran behind
+        for j in step_at:
+            if shapes[j] == DEFERRED:
+                deferred[j], timing = self._deferred_row(block, idx + j, ints[lo + j * INT_FIELDS + MESSAGE_AT])
+                seconds[j] = math.nan if timing is None else timing
         seq = self.seq + 1
         self.seq += count
         numbers = block.numbers[idx:idx + count]
-        self.stages.apply_run(seq, source, numbers, steps, floats[flo + SECONDS:fhi:FLOAT_FIELDS], markers,
-                              ints[lo + BAR_N:hi:INT_FIELDS], ints[lo + BAR_TOTAL:hi:INT_FIELDS],
-                              floats[flo + BAR_RATE:fhi:FLOAT_FIELDS])
-        step_at = [j for j in range(count) if steps[j] >= 0]
+        self.stages.apply_run(seq, source, numbers, steps, seconds, markers, ints[lo + BAR_N:hi:INT_FIELDS],
+                              ints[lo + BAR_TOTAL:hi:INT_FIELDS], floats[flo + BAR_RATE:fhi:FLOAT_FIELDS])
         if not step_at:
             return count
-        shapes = ints[lo + SHAPE:hi:INT_FIELDS]
         offsets = ints[lo + OFFSET:hi:INT_FIELDS]
         i, rows = 0, len(step_at)
         while i < rows:
             j = step_at[i]
             shape = shapes[j]
-            if shape == DEFERRED:  # left to this side by a reader process that ran behind
-                raw, _ = block.raw(idx + j)
-                row = self.metrics.parser.parse(raw[ints[lo + j * INT_FIELDS + MESSAGE_AT]:].decode("ascii"))
+            if shape == DEFERRED:
+                row = deferred[j]
                 self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
                 i += 1
                 continue
@@ -451,6 +456,12 @@ class Scanner:
             self.last_step = (seq + j, top)
         self._active_sources.add(source)
         return count
+
+    def _deferred_row(self, block: Block, idx: int, message_at: int) -> tuple[tuple, float | None]:
+        """(StepParser.parse, step_seconds) of the DEFERRED step line that is candidate `idx` of `block`."""
+        raw, _ = block.raw(idx)
+        message = raw[message_at:].decode("ascii")
+        return self.metrics.parser.parse(message), step_seconds(message)
 
     def _progress_line(self, columns: ProgressColumns, k: int, tables: ProgressTables, block: Block, idx: int,
                        source: str, number: int, default: Origin | None, region: bool) -> bool:
@@ -494,15 +505,16 @@ class Scanner:
         marker = fields[at + MARKER]
         if marker >= 0:
             line = line._replace(hit=self._marker_hits[marker])
-        self.stages.apply(seq, source, number, None, 1, line)
         shape = fields[at + SHAPE]
+        if shape == DEFERRED:  # left to this side by a reader process that ran behind
+            row, seconds = self._deferred_row(block, idx, fields[at + MESSAGE_AT])
+            line = line._replace(seconds=seconds)
+        self.stages.apply(seq, source, number, None, 1, line)
         if shape >= 0:
             keys, names = tables.shapes[shape]
             start = fields[at + OFFSET]
             self.metrics.add_row(step, keys, columns.values[start:start + len(keys)], names)
-        elif shape == DEFERRED:  # left to this side by a reader process that ran behind
-            raw, _ = block.raw(idx)
-            row = self.metrics.parser.parse(raw[fields[at + MESSAGE_AT]:].decode("ascii"))
+        elif shape == DEFERRED:
             self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
         if step >= 0:
             if self.last_step is None or step >= self.last_step[1]:
