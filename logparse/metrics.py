@@ -197,18 +197,30 @@ class StepParser:
             # the last line's keys again, each part holding one colon (the one after its key): what
             # the split below would find, without splitting every part
             at, wanted, names, _, cuts = shape
+            plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
+            if plain and tail.isascii():
+                # each wanted value `np.float64(x)` or `x` at once: where float() reads an ASCII x,
+                # parse_value reads the same number (what float() accepts starts, past the whitespace
+                # both drop, with a character of NUMBER_FIRST, and `np.` is no number)
+                try:
+                    values = [float(part[cut + len(NP_FLOAT64):-1] if part.startswith(NP_FLOAT64, cut)
+                                    and part[-1] == ")" else part[cut:])
+                              for part, cut in zip(map(parts.__getitem__, at), cuts)]
+                except ValueError:
+                    pass
+                else:
+                    return int(m.group(1)), wanted, values, names
             kept = []
             values = []
-            plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
             for j, key, cut in zip(at, wanted, cuts, strict=True):
                 raw = parts[j][cut:]
                 # parse_value, for a value with nothing around it to strip: `np.float64(x)` or `x`
                 t = raw[len(NP_FLOAT64):-1] if raw.startswith(NP_FLOAT64) and raw.endswith(")") else raw
                 if plain and t[:1] in NUMBER_FIRST and not t.startswith("np."):
                     try:
-                        value = float(t)  # (float() ignores the whitespace parse_value strips at the end)
-                    except ValueError:
-                        value = None
+                        value = float(t)
+                    except ValueError:  # (also a value ending in whitespace float() keeps and strip() drops)
+                        value = parse_value(raw)
                 else:
                     value = parse_value(raw)
                 if value is not None:

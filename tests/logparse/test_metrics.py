@@ -399,7 +399,9 @@ def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
 TRICKY_VALUES = ["1.5", " 2", "np.float64(3.25)", "np.float64( 4)", "np.float64(5 )", "nan", "inf", "-inf",
                  "1e-06", "np.int64(7)", "x", "", "True", "np.float64()", "np.float64(nan)", "1_0", "١٢",
                  " nan ", "np.float64(1)x", "[1, 2]", "Infinity", "+.5", ".", "-", "np.float64(np.int64(3))",
-                 "np.float32(2)", "np.float64(\u2003 1)", "1\u2003", "np.float64(1)\u2003"]
+                 "np.float32(2)", "np.float64(\u2003 1)", "1\u2003", "np.float64(1)\u2003", "\x0b1", "1\x1c",
+                 "np.float64(\x1f2)", "np.float64(1)\t", "-inf", "+1e3", "0x10", "1e", "np.float64(inf)",
+                 "np.float64(1\n)"]
 
 
 def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does() -> None:
