@@ -172,8 +172,9 @@ class StepParser:
     when `all_keys`), and `names`, every key of the line.
 
     A run prints the same keys in every step line, so the line's shape (its keys, which of them are
-    wanted) is worked out once and reused while the keys stay the same: only the wanted values are
-    converted. The result equals parse_step_line's restricted to the wanted keys (tested)."""
+    wanted: all with `all_keys`) is worked out once and reused while the keys stay the same: only the
+    wanted values are converted. The result equals parse_step_line's restricted to the wanted keys
+    (tested)."""
 
     def __init__(self, all_keys: bool = False):
         self.all_keys = all_keys
@@ -192,7 +193,7 @@ class StepParser:
         tail = message[m.end():]
         parts = tail.split(" - ")
         shape = self._shape
-        if (shape is not None and not self.all_keys and len(parts) == len(shape[3])
+        if (shape is not None and len(parts) == len(shape[3])
                 and tail.count(":") == len(parts) and all(map(str.startswith, parts, shape[3]))):
             # the last line's keys again, each part holding one colon (the one after its key): what
             # the split below would find, without splitting every part
@@ -227,7 +228,7 @@ class StepParser:
                     kept.append(key)
                     values.append(value)
             return int(m.group(1)), tuple(kept), values, names
-        if self.all_keys or tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
+        if tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
             return self._general(message)
         # every part holds exactly one colon: the pieces alternate key, value
         pieces = tail.replace(" - ", ":").split(":")
@@ -237,7 +238,7 @@ class StepParser:
             if "" in names or len(set(names)) != len(names):
                 self._keys = self._shape = None
                 return self._general(message)
-            take = tuple(i for i, name in enumerate(names) if wanted_key(name))
+            take = tuple(i for i, name in enumerate(names) if self.all_keys or wanted_key(name))
             self._keys = keys
             self._shape = (take, tuple(names[i] for i in take), tuple(names), tuple(k + ":" for k in keys),
                            tuple(len(keys[i]) + 1 for i in take))

@@ -118,14 +118,18 @@ PART = st.one_of(
                                                  " grad_norm : 7", "loss:np.float64(nan)", "actor/pg_loss:x"]),
                          max_size=6), min_size=1, max_size=4))
 def test_step_parser_keeps_the_wanted_values_of_the_reference(lines: list[list[str]]) -> None:
-    """Line after line (the parser reuses a line's shape): the wanted keys' values are the reference's,
-    and the names are every key of the line."""
-    parser = StepParser()
+    """Line after line (the parser reuses a line's shape): the wanted keys' values (every key's for a
+    CSV) are the reference's, and the names are every key of the line."""
+    for all_keys in (False, True):
+        _keeps_the_values_of_the_reference(StepParser(all_keys), lines)
+
+
+def _keeps_the_values_of_the_reference(parser: StepParser, lines: list[list[str]]) -> None:
     for parts in lines:
         message = "step:3 - " + " - ".join(parts)
         step, keys, values, names = parser.parse(message)
         _, ref = _reference_parse(message)
-        want = {k: v for k, v in ref.items() if wanted_key(k)}
+        want = {k: v for k, v in ref.items() if parser.all_keys or wanted_key(k)}
         assert step == 3 and _same(dict(zip(keys, values, strict=True)), want), (message, keys, values, want)
         assert set(want) <= set(names)
         assert list(names) == list(dict.fromkeys(k for k, _ in split_step_line(message)[1]))
@@ -404,20 +408,22 @@ TRICKY_VALUES = ["1.5", " 2", "np.float64(3.25)", "np.float64( 4)", "np.float64(
                  "np.float64(1\n)"]
 
 
-def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does() -> None:
+@pytest.mark.parametrize("all_keys", [False, True])
+def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does(all_keys: bool) -> None:
     """Lines of one shape (the same keys, read without splitting every part) with every kind of value
-    at the wanted keys: the values are parse_value's."""
+    at the wanted keys (all of them for a CSV): the values are parse_value's."""
     rnd = random.Random(1)
     keys = ["actor/pg_loss", "actor/grad_norm", "critic/score/mean", "timing_s/step", "response_length/mean",
             "foo", "bar/baz"]
     for _ in range(3000):
-        parser = StepParser()
+        parser = StepParser(all_keys)
         for _ in range(3):
             line = f"step:{rnd.randrange(100)} - " + " - ".join(f"{k}:{rnd.choice(TRICKY_VALUES)}" for k in keys)
             step, kept, values, _ = parser.parse(line)
             want_step, want = _reference_parse(line)
             assert step == want_step
-            assert _same(dict(zip(kept, values, strict=True)), {k: v for k, v in want.items() if wanted_key(k)}), line
+            want = {k: v for k, v in want.items() if all_keys or wanted_key(k)}
+            assert _same(dict(zip(kept, values, strict=True)), want), line
 
 
 @pytest.mark.parametrize("seed", range(30))
