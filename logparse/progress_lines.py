@@ -25,7 +25,8 @@ the usual way, so reports are the same (tests/logparse/test_progress_lines.py co
 sample, fixture and generated log).
 
 Bounds: distinct (actor, node) pairs at most MAX_PROCESSES, metric shapes at most MAX_SHAPES, cached
-prefixes at most MAX_PREFIXES, per input; a line past a bound takes the usual way.
+prefixes at most MAX_PREFIXES, remembered keyword sets at most MAX_KINDS, per input; a line past a
+bound takes the usual way (a keyword set past its bound is worked out again).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ DEFERRED = -2
 MAX_PROCESSES = 65_536
 MAX_SHAPES = 1024
 MAX_PREFIXES = 4096
+MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Scanner._progress_words' bound)
 INT64_MAX = (1 << 63) - 1
 STEP_BYTES = STEP_KEYWORD.encode()
 # what StageTracker.parse finds of a step line at the start of a plain ASCII message (metrics.STEP_RE
@@ -153,6 +155,7 @@ class ProgressLineParser:
         self._marker_index = {id(m): i for i, m in enumerate(stages.matcher.markers)}
         self._candidates = stages.matcher.candidates
         self._bar_markers: dict[tuple[str, ...], list | None] = {}  # words -> _bar_candidates
+        self._kinds: dict[frozenset[int], tuple[tuple[str, ...], bool, bool] | None] = {}  # ids -> _kind
         self._processes: dict[tuple[str | None, str | None], int] = {}
         self._shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
         self._prefixes: dict[bytes, Origin | None] = {}  # a step line's raw prefix -> its origin (None: no)
@@ -165,16 +168,15 @@ class ProgressLineParser:
         """The progress lines among the candidates `found` ((line start, keyword ids)) of `data`."""
         cols = ProgressColumns()
         ints, floats, values = cols.ints, cols.floats, cols.values
-        words_of, marker_index = self.words, self._marker_index
+        kinds, marker_index = self._kinds, self._marker_index
         nan = math.nan
         for i, (start, ids) in enumerate(found):
-            got = words_of(ids)
-            if got is None:
+            kind = kinds.get(ids, False)
+            if kind is False:
+                kind = self._kind(ids)
+            if kind is None:
                 continue
-            words, env_keyword = got
-            step_keyword = STEP_KEYWORD in words
-            if env_keyword and not step_keyword:
-                continue  # (an environment keyword: only a step line may have one)
+            words, env_keyword, step_keyword = kind
             end = data.find(b"\n", start)
             if end < 0:
                 end = len(data)
@@ -264,6 +266,18 @@ class ProgressLineParser:
             cols.new_processes, cols.new_shapes = self._new_processes, self._new_shapes
             self._new_processes, self._new_shapes = [], []
         return cols if ints or cols.new_processes or cols.new_shapes else None
+
+    def _kind(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool, bool] | None:
+        """(stage tracker keywords, an environment keyword, `step:`) of a line with the prefilter
+        keyword ids `ids` that may be a progress line (`words`; an environment keyword: only a step
+        line may have one), else None; remembered per set."""
+        got = self.words(ids)
+        kind = None
+        if got is not None and (not got[1] or STEP_KEYWORD in got[0]):
+            kind = (*got, STEP_KEYWORD in got[0])
+        if len(self._kinds) < MAX_KINDS:
+            self._kinds[ids] = kind
+        return kind
 
     def _bar_candidates(self, words: tuple[str, ...]) -> list | None:
         """MarkerMatcher.candidates of a RAY_BAR message with the keywords `words`, when they are all
