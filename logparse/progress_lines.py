@@ -386,7 +386,10 @@ class ProgressLineParser:
         head = STEP_HEAD.match(tail)
         if head is None or TQDM_BYTES in tail:
             return None
-        origin = self._ray_origin(*m.group(1, 2)) if m is not None else self._cached_prefix_origin(data[start:at])
+        if m is not None:
+            origin = self._ray_origin(*m.group(1, 2))
+        else:
+            origin = self._cached_prefix_origin(data[start:at])
         return None if origin is None else (origin, at, int(head.group(1)), tail)
 
     def _cached_prefix_origin(self, prefix: bytes) -> Origin | None:

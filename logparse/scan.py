@@ -420,10 +420,11 @@ class Scanner:
         seconds = floats[flo + SECONDS:fhi:FLOAT_FIELDS]
         step_at = [j for j in range(count) if steps[j] >= 0]
         shapes = ints[lo + SHAPE:hi:INT_FIELDS]
-        deferred = {}  # line -> its row, for the step lines left to this side by a reader process that ran behind
+        deferred = {}  # line -> its row: the step lines left to this side by a reader process that ran behind
         for j in step_at:
             if shapes[j] == DEFERRED:
-                deferred[j], timing = self._deferred_row(block, idx + j, ints[lo + j * INT_FIELDS + MESSAGE_AT])
+                at = ints[lo + j * INT_FIELDS + MESSAGE_AT]
+                deferred[j], timing = self._deferred_row(block, idx + j, at)
                 seconds[j] = math.nan if timing is None else timing
         seq = self.seq + 1
         self.seq += count

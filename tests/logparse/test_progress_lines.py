@@ -84,8 +84,8 @@ def test_step_lines_left_to_the_scanner(seed: int, tmp_path: Path, monkeypatch: 
         generate(str(log), 1.0, kind="dense", caught_every=0)  # (a new process on most lines: one by one)
     else:
         rnd = random.Random(seed)
-        log.write_text("\n".join(_line(rnd, step // 3 + 1, 6) for step in range(3000)) + "\n", encoding="utf-8",
-                       errors="surrogateescape")
+        lines = [_line(rnd, step // 3 + 1, 6) for step in range(3000)]
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
     reference = outputs(log, tmp_path, progress_lines=False, reader_process_bytes=None, all_metrics=seed == 2)
     monkeypatch.setattr(ProgressLineParser, "parse", behind)
     assert outputs(log, tmp_path, reader_process_bytes=None, all_metrics=seed == 2) == reference
@@ -102,8 +102,8 @@ def test_plain_step_lines_read_from_their_bytes_as_any_line(seed: int, tmp_path:
 
     rnd = random.Random(seed)
     log = tmp_path / "log.log"
-    log.write_text("\n".join(_line(rnd, step // 3 + 1, 6) for step in range(3000)) + "\n", encoding="utf-8",
-                   errors="surrogateescape")
+    lines = [_line(rnd, step // 3 + 1, 6) for step in range(3000)]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
 
     def columns(rows_here: bool) -> list:
         scanner = Scanner(CATALOG, ScanConfig())
@@ -111,7 +111,8 @@ def test_plain_step_lines_read_from_their_bytes_as_any_line(seed: int, tmp_path:
         parser.rows_here = rows_here
         out = []
         with open(log, "rb") as fh:
-            for block in iter_blocks(plain_chunks(fh, InputStats(str(log))), scanner.prefilter, progress=parser):
+            chunks = plain_chunks(fh, InputStats(str(log)))
+            for block in iter_blocks(chunks, scanner.prefilter, progress=parser):
                 c = block.progress
                 out.append(None if c is None else (c.ints.tobytes(), c.floats.tobytes(), c.values.tobytes(),
                                                    c.new_processes, c.new_shapes))
@@ -131,8 +132,9 @@ def _few_processes(log: Path) -> None:
     lines = []
     for step in range(1, 800):
         lines.append(step_line(step, rnd))
-        lines.extend(f"{worker(rnd.randrange(8))}\rTraining Progress:  {step % 100:2d}%|███       | {step}/5000 "
-                     f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]" for _ in range(rnd.randrange(3)))
+        for _ in range(rnd.randrange(3)):
+            lines.append(f"{worker(rnd.randrange(8))}\rTraining Progress:  {step % 100:2d}%|███       | "
+                         f"{step}/5000 [1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]")
         if step % 97 == 0:
             lines.extend(chatter(rnd, step))
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")

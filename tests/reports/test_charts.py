@@ -97,8 +97,9 @@ def test_downsample_equals_the_point_by_point_rule(seed: int) -> None:
     rng = random.Random(seed)
     pool = [0.0, -0.0, 1.0, 1.0, 2.5, -3.0, None, float("nan"), float("inf"), -float("inf")]
     odd = rng.random() < 0.5
-    points = [(i, rng.choice(pool) if odd and rng.random() < 0.1 else rng.choice(pool[:6]) if rng.random() < 0.5
-               else rng.random()) for i in range(rng.randrange(1, 3000))]
+    points = [(i, rng.choice(pool) if odd and rng.random() < 0.1
+               else rng.choice(pool[:6]) if rng.random() < 0.5 else rng.random())
+              for i in range(rng.randrange(1, 3000))]
     for max_points in (5, 50, 2000):
         got, want = downsample(points, max_points), _reference_downsample(points, max_points)
         assert [(s, repr(v)) for s, v in got] == [(s, repr(v)) for s, v in want]
