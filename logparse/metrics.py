@@ -37,9 +37,11 @@ import bisect
 import heapq
 import itertools
 import math
+import operator
 import re
 from array import array
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -170,8 +172,9 @@ class StepParser:
     when `all_keys`), and `names`, every key of the line.
 
     A run prints the same keys in every step line, so the line's shape (its keys, which of them are
-    wanted) is worked out once and reused while the keys stay the same: only the wanted values are
-    converted. The result equals parse_step_line's restricted to the wanted keys (tested)."""
+    wanted: all with `all_keys`) is worked out once and reused while the keys stay the same: only the
+    wanted values are converted. The result equals parse_step_line's restricted to the wanted keys
+    (tested)."""
 
     def __init__(self, all_keys: bool = False):
         self.all_keys = all_keys
@@ -190,30 +193,42 @@ class StepParser:
         tail = message[m.end():]
         parts = tail.split(" - ")
         shape = self._shape
-        if (shape is not None and not self.all_keys and len(parts) == len(shape[3])
+        if (shape is not None and len(parts) == len(shape[3])
                 and tail.count(":") == len(parts) and all(map(str.startswith, parts, shape[3]))):
             # the last line's keys again, each part holding one colon (the one after its key): what
             # the split below would find, without splitting every part
             at, wanted, names, _, cuts = shape
+            plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
+            if plain and tail.isascii():
+                # each wanted value `np.float64(x)` or `x` at once: where float() reads an ASCII x,
+                # parse_value reads the same number (what float() accepts starts, past the whitespace
+                # both drop, with a character of NUMBER_FIRST, and `np.` is no number)
+                try:
+                    values = [float(part[cut + len(NP_FLOAT64):-1] if part.startswith(NP_FLOAT64, cut)
+                                    and part[-1] == ")" else part[cut:])
+                              for part, cut in zip(map(parts.__getitem__, at), cuts)]
+                except ValueError:
+                    pass
+                else:
+                    return int(m.group(1)), wanted, values, names
             kept = []
             values = []
-            plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
             for j, key, cut in zip(at, wanted, cuts, strict=True):
                 raw = parts[j][cut:]
                 # parse_value, for a value with nothing around it to strip: `np.float64(x)` or `x`
                 t = raw[len(NP_FLOAT64):-1] if raw.startswith(NP_FLOAT64) and raw.endswith(")") else raw
                 if plain and t[:1] in NUMBER_FIRST and not t.startswith("np."):
                     try:
-                        value = float(t)  # (float() ignores the whitespace parse_value strips at the end)
-                    except ValueError:
-                        value = None
+                        value = float(t)
+                    except ValueError:  # (also a value ending in whitespace float() keeps and strip() drops)
+                        value = parse_value(raw)
                 else:
                     value = parse_value(raw)
                 if value is not None:
                     kept.append(key)
                     values.append(value)
             return int(m.group(1)), tuple(kept), values, names
-        if self.all_keys or tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
+        if tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
             return self._general(message)
         # every part holds exactly one colon: the pieces alternate key, value
         pieces = tail.replace(" - ", ":").split(":")
@@ -223,7 +238,7 @@ class StepParser:
             if "" in names or len(set(names)) != len(names):
                 self._keys = self._shape = None
                 return self._general(message)
-            take = tuple(i for i, name in enumerate(names) if wanted_key(name))
+            take = tuple(i for i, name in enumerate(names) if self.all_keys or wanted_key(name))
             self._keys = keys
             self._shape = (take, tuple(names[i] for i in take), tuple(names), tuple(k + ":" for k in keys),
                            tuple(len(keys[i]) + 1 for i in take))
@@ -269,31 +284,6 @@ def _fmt(value: float) -> str:
     return repr(value) if not math.isfinite(value) else f"{value:.4g}"
 
 
-class _RunningMedian:
-    """The median of the numbers added so far (two heaps: O(log n) an addition)."""
-
-    def __init__(self) -> None:
-        self._low: list[float] = []  # the smaller half, negated (a max-heap); one more when the count is odd
-        self._high: list[float] = []  # the larger half
-
-    def add(self, x: float) -> None:
-        if not self._low or x <= -self._low[0]:
-            heapq.heappush(self._low, -x)
-        else:
-            heapq.heappush(self._high, x)
-        if len(self._low) > len(self._high) + 1:
-            heapq.heappush(self._high, -heapq.heappop(self._low))
-        elif len(self._high) > len(self._low):
-            heapq.heappush(self._low, -heapq.heappop(self._high))
-
-    def median(self) -> float:
-        if not self._low:
-            return 0.0
-        if len(self._low) > len(self._high):
-            return -self._low[0]
-        return (-self._low[0] + self._high[0]) / 2
-
-
 class _Segment:
     """Consecutive step rows with the same keys: their steps, and their values row after row."""
 
@@ -329,6 +319,10 @@ class MetricsTracker:
         self._schemas: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
         self.dropped_rows = 0
         self.dropped_keys = 0
+        # every row so far has a higher step than the one before (as a run prints them): then a key's
+        # series is its values in arrival order, without a dict and a sort
+        self._ordered = True
+        self._top: int | None = None  # the step of the last row, while ordered
 
     def feed(self, rec: Record) -> None:
         """A record's step line; `rec.step_line`, when a reader process parsed it (logparse.blocks),
@@ -351,6 +345,9 @@ class MetricsTracker:
 
     def add_row(self, step: int, keys: tuple[str, ...], values: array, names: tuple[str, ...]) -> None:
         """One step line's values (distinct keys, values in their order); `names`: all its keys."""
+        if self._ordered:
+            self._ordered = self._top is None or step > self._top
+            self._top = step
         if names is not self._last_names:
             self._last_names = names
             for name in names:
@@ -367,6 +364,37 @@ class MetricsTracker:
         last.steps.append(step)
         last.values.extend(values)
         self._rows += 1
+
+    def add_rows(self, steps: Sequence[int], keys: tuple[str, ...], values: array,
+                 names: tuple[str, ...]) -> None:
+        """add_row of rows that share their keys and names, in turn: row i is step steps[i] with the
+        values values[i * len(keys):(i + 1) * len(keys)]. A row costs a part of two extends."""
+        if not steps:
+            return
+        if names is not self._last_names:
+            self.add_row(steps[0], keys, values[:len(keys)], names)
+            steps, values = steps[1:], values[len(keys):]
+        width = len(keys)
+        done, n = 0, len(steps)
+        while done < n:
+            if self._rows >= self.config.max_rows:
+                self._drop_oldest(max(1, self._rows // 2))
+            last = self._segments[-1] if self._segments else None
+            if last is None or keys != last.source_keys:
+                last = self._new_segment(keys)
+            if last.take is not None:  # keys past max_keys_per_row: row by row
+                for i in range(done, n):
+                    self.add_row(steps[i], keys, values[i * width:(i + 1) * width], names)
+                return
+            end = done + min(n - done, self.config.max_rows - self._rows)
+            if self._ordered:
+                self._ordered = ((self._top is None or steps[done] > self._top)
+                                 and all(map(operator.lt, steps[done:end - 1], steps[done + 1:end])))
+                self._top = steps[end - 1]
+            last.steps.extend(steps[done:end])
+            last.values.extend(values[done * width:end * width])
+            self._rows += end - done
+            done = end
 
     def _new_segment(self, keys: tuple[str, ...]) -> _Segment:
         schema = self._schemas.get(keys)
@@ -404,6 +432,8 @@ class MetricsTracker:
 
     @property
     def steps(self) -> list[int]:
+        if self._ordered:
+            return list(itertools.chain.from_iterable(seg.steps for seg in self._segments))
         return sorted({step for seg in self._segments for step in seg.steps})
 
     @property
@@ -429,6 +459,13 @@ class MetricsTracker:
 
     def series(self, key: str) -> list[tuple[int, float]]:
         """(step, value) of one key, sorted by step (a later row for a step wins)."""
+        if self._ordered:  # (each step once, in order)
+            out: list[tuple[int, float]] = []
+            for seg in self._segments:
+                i = seg.index.get(key)
+                if i is not None:
+                    out.extend(zip(seg.steps, seg.values[i::len(seg.keys)], strict=True))
+            return out
         by_step: dict[int, float] = {}
         for seg in self._segments:
             i = seg.index.get(key)
@@ -559,22 +596,32 @@ class MetricsTracker:
 
     @staticmethod
     def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
-        """One pass: running max/min, and the running median of the step-to-step changes."""
+        """One pass: running max/min, and the running median of the step-to-step changes (two heaps,
+        inline: the lower half negated, a max-heap with one more when the count is odd; the upper half)."""
         points = [(s, v) for s, v in series if math.isfinite(v)]
         values = [v for _, v in points]
         if len(points) <= REWARD_MIN_HISTORY:
             return []
         hi = max(values[:REWARD_MIN_HISTORY])
         lo = min(values[:REWARD_MIN_HISTORY])
-        changes = _RunningMedian()
+        low: list[float] = []
+        high: list[float] = []
+        push, pushpop = heapq.heappush, heapq.heappushpop
         for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY]):
-            changes.add(abs(b - a))
+            x = abs(b - a)
+            if len(low) == len(high):
+                push(low, -pushpop(high, x))
+            else:
+                push(high, -pushpop(low, -x))
+        last = values[REWARD_MIN_HISTORY - 1]
         for i in range(REWARD_MIN_HISTORY, len(points)):
+            v = values[i]
             spread = hi - lo
             if spread > 0:
-                recent = max(values[max(0, i - REWARD_DROP_WITHIN):i])
-                drop = recent - values[i]
-                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * changes.median():
+                recent = max(values[i - REWARD_DROP_WITHIN:i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
+                drop = recent - v
+                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * (
+                        -low[0] if len(low) > len(high) else (-low[0] + high[0]) / 2):
                     held = values[i:i + REWARD_STAY_STEPS]
                     if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
                         step, value = points[i]
@@ -582,10 +629,16 @@ class MetricsTracker:
                                         f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
                                         f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
                                         f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
-            v = values[i]
-            changes.add(abs(v - values[i - 1]))
-            hi = max(hi, v)
-            lo = min(lo, v)
+            x = abs(v - last)
+            if len(low) == len(high):
+                push(low, -pushpop(high, x))
+            else:
+                push(high, -pushpop(low, -x))
+            last = v
+            if v > hi:  # (max(hi, v) and min(lo, v))
+                hi = v
+            elif v < lo:
+                lo = v
         return []
 
 
@@ -601,9 +654,21 @@ def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[
     buckets = max(1, (max_points - 2) // 3)
     keep = {0, n - 1}
     inner = n - 2
+    values = list(map(operator.itemgetter(1), points))
+    isfinite = math.isfinite
     for b in range(buckets):
         lo = 1 + b * inner // buckets
         hi = 1 + (b + 1) * inner // buckets
+        if hi > lo:
+            bucket = values[lo:hi]
+            try:
+                plain = all(map(isfinite, bucket))
+            except TypeError:  # a None
+                plain = False
+            if plain:  # (min and max give the first lowest and highest, as the loop below)
+                keep.add(lo + bucket.index(min(bucket)))
+                keep.add(lo + bucket.index(max(bucket)))
+                continue
         low = high = odd = None
         for i in range(lo, hi):
             v = points[i][1]

@@ -32,11 +32,12 @@ what that changes. A scanner that parses progress lines apart from its records
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -55,6 +56,7 @@ STEP_TIME_RE = re.compile(
 )
 TQDM_RE = re.compile(r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^\]]*)\]")
 RATE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s/it|it/s)")
+_NOT_NONE = (-1).__lt__  # a column value that is not -1 (none): at least 0
 MAX_CANDIDATE_SETS = 4096  # MarkerMatcher.candidates() remembered, per set of keywords present
 
 
@@ -233,6 +235,24 @@ class _Marks:
         for column, value in zip(self.floats, floats, strict=True):
             column.append(math.nan if value is None else value)
 
+    def extend(self, seqs: Sequence[int], ints: tuple[Sequence[int], ...],
+               floats: tuple[Sequence[float], ...], cap: int) -> bool:
+        """`append` and `trim(cap)` of each mark in turn, a column at a time (no value is None: NaN
+        stands for it; every int fits 64 bits); True if a trim dropped marks."""
+        dropped = False
+        done, n = 0, len(seqs)
+        while done < n:
+            take = min(n - done, cap + 1 - len(self.seqs))  # (a trim leaves at most `cap`)
+            end = done + take
+            self.seqs.extend(seqs[done:end])
+            for column, values in zip(self.ints, ints, strict=True):
+                column.extend(values[done:end])
+            for column, values in zip(self.floats, floats, strict=True):
+                column.extend(values[done:end])
+            done = end
+            dropped = self.trim(cap) or dropped
+        return dropped
+
     def trim(self, cap: int) -> bool:
         """Drop the oldest half once more than `cap` are held; True if it did."""
         n = len(self.seqs)
@@ -367,6 +387,89 @@ class StageTracker:
             if self._bars.trim(self.config.max_marks):
                 self._dropped.add("progress-bar")
             self._progress_since_start = True
+
+    def plain_marker(self, index: int) -> bool:
+        """Can a line that matches marker `index` (of self.matcher.markers, with no named group) go in
+        an `apply_run`: it starts no attempt, completes nothing and has no repeat stage?"""
+        marker = self.matcher.markers[index]
+        return not (marker.attempt_start or marker.completion or marker.repeat_stage is not None)
+
+    def apply_run(self, seq: int, source: str, numbers: Sequence[int], steps: Sequence[int],
+                  seconds: Sequence[float], markers: Sequence[int], bar_n: Sequence[int],
+                  bar_total: Sequence[int], bar_rate: Sequence[float]) -> None:
+        """`apply` of len(numbers) lines in a row: line j is record seq + j, line numbers[j] of `source`,
+        with no time and no Ray repeat count; it says step steps[j] (-1: none) with seconds[j], the
+        marker markers[j] of self.matcher.markers (-1: none; a plain_marker, with no named group) and
+        the bar (bar_n[j], bar_total[j], bar_rate[j]) (bar_n -1: none); NaN stands for None. The
+        state after it is that after `apply` of each line in turn: the marks are appended a column at
+        a time, and of the stage records of a stretch of lines in one stage only the first and the
+        last are made (those between change only what the last one sets again)."""
+        m = len(numbers)
+        if not m:
+            return
+        lines = range(m)
+        is_step = list(map(_NOT_NONE, steps))
+        step_at = list(itertools.compress(lines, is_step))
+        marker_at = list(itertools.compress(lines, map(_NOT_NONE, markers)))
+        is_bar = list(map(_NOT_NONE, bar_n))
+        bar_at = list(itertools.compress(lines, is_bar))
+        last_event = -1  # the last line that recorded a stage
+        if not self._completed and (step_at or marker_at):
+            known = self.matcher.markers
+            kinds = {known[i] for i in set(markers) if i >= 0}
+            self._seen_in_attempt.update(marker.id for marker in kinds)
+            stages = {marker.stage for marker in kinds}
+            if step_at:
+                stages.add(STEP_STAGE)
+            if len(stages) == 1:  # one stretch: its first and last line
+                stage = stages.pop()
+                first = min(step_at[:1] + marker_at[:1])
+                last_event = max(step_at[-1:] + marker_at[-1:])
+                self._record_stage(source, numbers[first], seq + first, None, stage)
+                if last_event != first:
+                    self._record_stage(source, numbers[last_event], seq + last_event, None, stage)
+            else:
+                last_event = self._record_stretches(seq, source, numbers, steps, markers)
+        if bar_at and bar_at[-1] > last_event and self._transition_stages:
+            j = bar_at[-1]
+            self._last_at = (seq + j, source, numbers[j], None)
+        cap = self.config.max_marks
+        if step_at:
+            if self._steps.extend(array("q", [seq + j for j in step_at]),
+                                  (array("q", itertools.compress(steps, is_step)),),
+                                  (array("d", itertools.compress(seconds, is_step)),), cap):
+                self._dropped.add("step")
+            self._progress_since_start = True
+        if bar_at:
+            if self._bars.extend(array("q", [seq + j for j in bar_at]),
+                                 (array("q", itertools.compress(bar_n, is_bar)),
+                                  array("q", itertools.compress(bar_total, is_bar))),
+                                 (array("d", itertools.compress(bar_rate, is_bar)),), cap):
+                self._dropped.add("progress-bar")
+            self._progress_since_start = True
+        self.last_seq = seq + m - 1
+
+    def _record_stretches(self, seq: int, source: str, numbers: Sequence[int], steps: Sequence[int],
+                          markers: Sequence[int]) -> int:
+        """apply_run's stage records for lines of more than one stage: the first and the last line of
+        each stretch in one stage; the last line that recorded one."""
+        known = self.matcher.markers
+        current = None
+        first = last = -1
+        for j, (marker, step) in enumerate(zip(markers, steps, strict=True)):
+            # (a marker's record comes before a step line's, as in apply)
+            for stage in (known[marker].stage if marker >= 0 else None, STEP_STAGE if step >= 0 else None):
+                if stage is None:
+                    continue
+                if stage != current:
+                    if current is not None and last != first:
+                        self._record_stage(source, numbers[last], seq + last, None, current)
+                    self._record_stage(source, numbers[j], seq + j, None, stage)
+                    current, first = stage, j
+                last = j
+        if current is not None and last != first:
+            self._record_stage(source, numbers[last], seq + last, None, current)
+        return last
 
     def _on_marker(self, seq: int, source: str, number: int, time: float | None, repeat: int,
                    hit: MarkerHit) -> None:

@@ -25,7 +25,8 @@ the usual way, so reports are the same (tests/logparse/test_progress_lines.py co
 sample, fixture and generated log).
 
 Bounds: distinct (actor, node) pairs at most MAX_PROCESSES, metric shapes at most MAX_SHAPES, cached
-prefixes at most MAX_PREFIXES, per input; a line past a bound takes the usual way.
+prefixes at most MAX_PREFIXES, remembered keyword sets at most MAX_KINDS, per input; a line past a
+bound takes the usual way (a keyword set past its bound is worked out again).
 """
 
 from __future__ import annotations
@@ -39,15 +40,22 @@ from dataclasses import dataclass, field
 from logparse.environment import EnvironmentTracker
 from logparse.metrics import STEP_KEYWORD, StepParser
 from logparse.normalize import Normalizer, Origin
-from logparse.progress import MarkerHit, ProgressLine, StageTracker, bar_seconds
+from logparse.progress import TQDM_KEYWORD, MarkerHit, ProgressLine, StageTracker, bar_seconds, step_seconds
 from logparse.reader import MAX_LINE_BYTES, Line, decode_line, strip_ansi
 
-DEFERRED = -2  # a step line whose metrics the scanner parses (its message is the line's bytes from message_at)
+# a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
+# message_at)
+DEFERRED = -2
 MAX_PROCESSES = 65_536
 MAX_SHAPES = 1024
 MAX_PREFIXES = 4096
+MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Scanner._progress_words' bound)
 INT64_MAX = (1 << 63) - 1
 STEP_BYTES = STEP_KEYWORD.encode()
+# what StageTracker.parse finds of a step line at the start of a plain ASCII message (metrics.STEP_RE
+# there: its lookbehind holds at the start, and \d is [0-9] in ASCII)
+STEP_HEAD = re.compile(rb"step:([0-9]+) - ")
+TQDM_BYTES = TQDM_KEYWORD.encode()
 # a step line's metrics are read from its bytes when its prefixes end before `step:` within this many
 # bytes (a Ray prefix is ~50); the rest of a long line is then decoded without the prefix regexes
 PREFIX_BYTES = 512
@@ -60,6 +68,7 @@ RAY_PREFIX = re.compile(rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=[0-9]+(?:, ip=(
 # blocks, digits, the times and the rate): the normaliser's message is group 3 (the prefix and `\r`
 # gone, decode_line's final CR too), TQDM_RE finds in it groups 4-6, and no environment keyword can
 # be in it. Any other bar is normalised and parsed the usual way.
+BAR_HEAD = "Training Progress:"  # what RAY_BAR's message (group 3) starts with
 RAY_BAR = re.compile(RAY_PREFIX.pattern + rb"\r(Training Progress:[ \t]*[0-9]+%\|(?:\xe2\x96[\x88-\x8f]|[ #])*"
                      rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?")
 
@@ -105,10 +114,12 @@ class ProgressTables:
     def __init__(self) -> None:
         self.processes: list[tuple[str | None, str | None]] = []
         self.shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        self.noted = bytearray()  # process id -> 1: the scanner noted it (EnvironmentTracker.note_process)
 
     def learn(self, columns: ProgressColumns) -> None:
         self.processes.extend(columns.new_processes)
         self.shapes.extend(columns.new_shapes)
+        self.noted.extend(bytes(len(columns.new_processes)))
 
     def line(self, columns: ProgressColumns, k: int) -> ProgressLine:
         """What line `k` of `columns` says to the stage tracker (its marker hit is made by the scanner)."""
@@ -142,6 +153,9 @@ class ProgressLineParser:
         self.rows_here = True
         self.normalizer = Normalizer()
         self._marker_index = {id(m): i for i, m in enumerate(stages.matcher.markers)}
+        self._candidates = stages.matcher.candidates
+        self._bar_markers: dict[tuple[str, ...], list | None] = {}  # words -> _bar_candidates
+        self._kinds: dict[frozenset[int], tuple[tuple[str, ...], bool, bool] | None] = {}  # ids -> _kind
         self._processes: dict[tuple[str | None, str | None], int] = {}
         self._shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
         self._prefixes: dict[bytes, Origin | None] = {}  # a step line's raw prefix -> its origin (None: no)
@@ -154,35 +168,59 @@ class ProgressLineParser:
         """The progress lines among the candidates `found` ((line start, keyword ids)) of `data`."""
         cols = ProgressColumns()
         ints, floats, values = cols.ints, cols.floats, cols.values
-        words_of, match_marker, marker_index = self.words, self.stages.matcher.match, self._marker_index
+        kinds, marker_index = self._kinds, self._marker_index
         nan = math.nan
         for i, (start, ids) in enumerate(found):
-            got = words_of(ids)
-            if got is None:
+            kind = kinds.get(ids, False)
+            if kind is False:
+                kind = self._kind(ids)
+            if kind is None:
                 continue
-            words, env_keyword = got
-            step_keyword = STEP_KEYWORD in words
-            if env_keyword and not step_keyword:
-                continue  # (an environment keyword: only a step line may have one)
+            words, env_keyword, step_keyword = kind
             end = data.find(b"\n", start)
             if end < 0:
                 end = len(data)
             if end - start > MAX_LINE_BYTES:
                 continue  # a cut line: the scanner counts it
+            if step_keyword:
+                plain = self._plain_step(data, start, end)
+                if plain is not None:
+                    # what the way below finds for it: the message is the ASCII tail from `step:N - `,
+                    # which the environment tracker ignores and the stage tracker reads as a step line
+                    # with no marker and no bar
+                    origin, at, step, tail = plain
+                    if step > INT64_MAX:
+                        continue
+                    seconds = row = None
+                    shape = DEFERRED
+                    if self.rows_here:
+                        message = tail.decode("ascii")
+                        seconds = step_seconds(message)
+                        row = self.step_parser.parse(message)
+                        shape = self._shape_id(row[1], row[3])
+                        if shape is None:
+                            continue
+                    process = self._process_id(origin.actor, origin.node)
+                    if process is None:
+                        continue
+                    ints.extend((i, step, -1, -1, -1, process, shape, at - start, len(values)))
+                    floats.extend((nan if seconds is None else seconds, nan))
+                    if row is not None:
+                        values.extend(row[2])
+                    continue
             bar = None if env_keyword or step_keyword else RAY_BAR.fullmatch(data, start, end)
             if bar is not None:
                 # a plain bar: what StageTracker.parse would find in its message, from its groups
-                message = bar.group(3).decode("utf-8")
-                hit = match_marker(message, words)
-                n, total = int(bar.group(4)), int(bar.group(5))
-                if (hit is not None and not _plain_hit(hit)) or n > INT64_MAX or total > INT64_MAX:
+                actor, ip, text, n, total, bracket = bar.groups()
+                marker = self._marker(text.decode("utf-8"), words, self._bar_candidates(words))
+                n, total = int(n), int(total)
+                if marker is None or n > INT64_MAX or total > INT64_MAX:
                     continue
-                process = self._ray_process(bar)
+                process = self._ray_process(actor, ip)
                 if process is None:
                     continue
-                seconds = bar_seconds(bar.group(6).decode("ascii"))
-                ints.extend((i, -1, -1 if hit is None else marker_index[id(hit.marker)], n, total, process, -1, -1,
-                             len(values)))
+                seconds = bar_seconds(bracket.decode("ascii"))
+                ints.extend((i, -1, marker, n, total, process, -1, -1, len(values)))
                 floats.extend((nan, nan if seconds is None else seconds))
                 continue
             got = self._message(data, start, end, step_keyword)
@@ -218,7 +256,8 @@ class ProgressLineParser:
                 continue
             ints.extend((i, step, -1 if hit is None else marker_index[id(hit.marker)], bar[0], bar[1], process, shape,
                          message_at, len(values)))
-            floats.extend((nan if line.seconds is None else line.seconds, nan if bar[2] is None else bar[2]))
+            seconds = nan if line.seconds is None or shape == DEFERRED else line.seconds
+            floats.extend((seconds, nan if bar[2] is None else bar[2]))
             if row is not None:
                 values.extend(row[2])
         if self._new_processes or self._new_shapes:
@@ -228,12 +267,46 @@ class ProgressLineParser:
             self._new_processes, self._new_shapes = [], []
         return cols if ints or cols.new_processes or cols.new_shapes else None
 
-    def _ray_process(self, m: re.Match) -> int | None:
+    def _kind(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool, bool] | None:
+        """(stage tracker keywords, an environment keyword, `step:`) of a line with the prefilter
+        keyword ids `ids` that may be a progress line (`words`; an environment keyword: only a step
+        line may have one), else None; remembered per set."""
+        got = self.words(ids)
+        kind = None
+        if got is not None and (not got[1] or STEP_KEYWORD in got[0]):
+            kind = (*got, STEP_KEYWORD in got[0])
+        if len(self._kinds) < MAX_KINDS:
+            self._kinds[ids] = kind
+        return kind
+
+    def _bar_candidates(self, words: tuple[str, ...]) -> list | None:
+        """MarkerMatcher.candidates of a RAY_BAR message with the keywords `words`, when they are all
+        in what starts every such message (BAR_HEAD); else None (they are looked for in the message)."""
+        markers = self._bar_markers.get(words, False)
+        if markers is False:
+            markers = self._candidates(BAR_HEAD, words) if all(w in BAR_HEAD for w in words) else None
+            if len(self._bar_markers) < MAX_SHAPES:
+                self._bar_markers[words] = markers
+        return markers
+
+    def _marker(self, message: str, words: tuple[str, ...], candidates: list | None = None) -> int | None:
+        """The stage marker StageTracker.parse finds in `message` (MarkerMatcher.match; `candidates`:
+        its candidates, when known): its index in the tracker's markers, -1 for none, None when the
+        hit is not plain (_plain_hit)."""
+        for marker in self._candidates(message, words) if candidates is None else candidates:
+            groups = marker.search(message)
+            if groups is not None:
+                if marker.attempt_start or any(v is not None for v in groups.values()):
+                    return None
+                return self._marker_index[id(marker)]
+        return -1
+
+    def _ray_process(self, actor: bytes, ip: bytes | None) -> int | None:
         """The process id of the (actor, ip) of a RAY_PREFIX match."""
-        key = (m.group(1), m.group(2))
+        key = (actor, ip)
         process = self._ray_processes.get(key)
         if process is None:
-            origin = self._ray_origin(m)
+            origin = self._ray_origin(actor, ip)
             process = self._process_id(origin.actor, origin.node)
             if process is not None and len(self._ray_processes) < MAX_PREFIXES:
                 self._ray_processes[key] = process
@@ -269,14 +342,14 @@ class ProgressLineParser:
             if step and data.startswith(STEP_BYTES, at):
                 tail = self._plain_tail(data, at, end)
                 if tail is not None:
-                    return self._ray_origin(m), tail.decode("ascii"), at - start
+                    return self._ray_origin(*m.group(1, 2)), tail.decode("ascii"), at - start
             elif data.startswith(b"\r", at) and b"\x1b" not in data[at:end] and b"[repeated " not in data[at:end]:
                 # a bar: the message is the last non-blank `\r` segment (decode_line drops a final CR)
                 rest = data[at:end - 1] if data.endswith(b"\r", at, end) else data[at:end]
                 segments = [x for x in rest.decode("utf-8", errors="replace").split("\r") if x.strip()]
                 message = segments[-1] if segments else ""
                 if not message.startswith("["):  # (a `[Rank N]` there would be the line's rank)
-                    return self._ray_origin(m), message, -1
+                    return self._ray_origin(*m.group(1, 2)), message, -1
         elif step:
             at = data.find(STEP_BYTES, start, min(end, start + PREFIX_BYTES))
             if at >= 0:
@@ -284,13 +357,7 @@ class ProgressLineParser:
                 # the prefix regexes, if the rest is plain text
                 tail = self._plain_tail(data, at, end)
                 if tail is not None:
-                    prefix = data[start:at]
-                    origin = self._prefixes.get(prefix, False)
-                    if origin is False:
-                        origin = self._prefix_origin(prefix)
-                        if len(self._prefixes) >= MAX_PREFIXES:
-                            self._prefixes.clear()
-                        self._prefixes[prefix] = origin
+                    origin = self._cached_prefix_origin(data[start:at])
                     return None if origin is None else (origin, tail.decode("ascii"), at - start)
         text = decode_line(data[start:end])
         reads = self.normalizer.clock_reads
@@ -298,6 +365,41 @@ class ProgressLineParser:
         if self.normalizer.clock_reads != reads or not _plain(rec.origin):
             return None
         return rec.origin, rec.message, -1
+
+    def _plain_step(self, data: bytes, start: int, end: int) -> tuple[Origin, int, int, bytes] | None:
+        """(origin, where `step:` starts, the step, the bytes from there to the end of the line) of a
+        step line whose message `_message` makes the bytes from `step:` (a Ray prefix, or prefixes
+        normalised apart, before it; plain text after it) and that holds no bar; else None (then the
+        way of any line tells)."""
+        m = RAY_PREFIX.match(data, start, end)
+        if m is not None:
+            at = m.end()
+            if not data.startswith(STEP_BYTES, at):
+                return None
+        else:
+            at = data.find(STEP_BYTES, start, min(end, start + PREFIX_BYTES))
+            if at < 0:
+                return None
+        tail = self._plain_tail(data, at, end)
+        if tail is None:
+            return None
+        head = STEP_HEAD.match(tail)
+        if head is None or TQDM_BYTES in tail:
+            return None
+        if m is not None:
+            origin = self._ray_origin(*m.group(1, 2))
+        else:
+            origin = self._cached_prefix_origin(data[start:at])
+        return None if origin is None else (origin, at, int(head.group(1)), tail)
+
+    def _cached_prefix_origin(self, prefix: bytes) -> Origin | None:
+        origin = self._prefixes.get(prefix, False)
+        if origin is False:
+            origin = self._prefix_origin(prefix)
+            if len(self._prefixes) >= MAX_PREFIXES:
+                self._prefixes.clear()
+            self._prefixes[prefix] = origin
+        return origin
 
     @staticmethod
     def _plain_tail(data: bytes, at: int, end: int) -> bytes | None:
@@ -309,8 +411,7 @@ class ProgressLineParser:
             return tail
         return None
 
-    def _ray_origin(self, m: re.Match) -> Origin:
-        actor, ip = m.group(1), m.group(2)
+    def _ray_origin(self, actor: bytes, ip: bytes | None) -> Origin:
         key = (actor, ip)
         origin = self._ray_origins.get(key)
         if origin is None:

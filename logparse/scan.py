@@ -12,9 +12,11 @@ import datetime
 import gc
 import heapq
 import json
+import math
 import os
 import stat
 from array import array
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,14 +37,19 @@ from logparse.metrics import CHART_KEYS, STEP_KEYWORD, MetricsTracker, StepParse
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
 from logparse.normalize import Normalizer, Origin, Record
 from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
-from logparse.progress import TQDM_KEYWORD, MarkerHit, StageTracker, stopped_note
+from logparse.progress import TQDM_KEYWORD, MarkerHit, StageTracker, step_seconds, stopped_note
 from logparse.progress_lines import (
+    BAR_N,
+    BAR_RATE,
+    BAR_TOTAL,
     DEFERRED,
+    FLOAT_FIELDS,
     INT_FIELDS,
     MARKER,
     MESSAGE_AT,
     OFFSET,
     PROCESS,
+    SECONDS,
     SHAPE,
     STEP,
     ProgressColumns,
@@ -94,6 +101,7 @@ MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not
 MATCH_CACHE_SIZE = 4096  # distinct (keywords, message) pairs whose matches are remembered
 MATCH_CACHE_CHARS = 2000  # longer messages are matched every time (hashing them costs as much)
 MAX_NOTED_PROCESSES = 65_536  # (actor, node) pairs of progress lines whose note is known to be made
+MIN_RUN_LINES = 4  # progress lines in a row applied at once (fewer: one by one, which costs less then)
 
 
 READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
@@ -188,6 +196,7 @@ class Scanner:
         self._noted: set[tuple[str | None, str | None]] = set()  # EnvironmentTracker.note_process made
         # a progress line's marker hit (the markers it may match have no named groups)
         self._marker_hits = [MarkerHit(m, {}) for m in self.stages.matcher.markers]
+        self._plain_markers = [self.stages.plain_marker(i) for i in range(len(self.stages.matcher.markers))]
         self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
@@ -284,6 +293,12 @@ class Scanner:
         if columns is not None:
             tables.learn(columns)
         progress = columns.index if columns is not None else ()
+        runs = ready = None
+        if columns is not None and default is None:
+            # progress line k is candidate k + runs[k]: lines with the same value are consecutive candidates;
+            # ready[k]: it may go in a run (_progress_run)
+            runs = [i - k for k, i in enumerate(progress)]
+            ready = self._run_ready(columns, tables)
         k = 0  # the next progress line (an index into `columns`)
         while cur < n:
             while idx < count and starts[idx] < cur:
@@ -301,11 +316,20 @@ class Scanner:
             if candidate and k < len(progress):
                 while k < len(progress) and progress[k] < idx:
                     k += 1
-                if (k < len(progress) and progress[k] == idx
-                        and self._progress_line(columns, k, tables, block, idx, source, number, default, region)):
-                    cur = block.end(idx) + 1
-                    number += 1
-                    continue
+                if k < len(progress) and progress[k] == idx:
+                    applied = 0
+                    if runs is not None and not region and not self.sample_text:
+                        applied = self._progress_run(columns, k, runs, ready, tables, block, idx, source)
+                    if applied:
+                        k += applied
+                        idx += applied - 1
+                        cur = block.end(idx) + 1
+                        number = numbers[idx] + 1
+                        continue
+                    if self._progress_line(columns, k, tables, block, idx, source, number, default, region):
+                        cur = block.end(idx) + 1
+                        number += 1
+                        continue
             step_line = steps.get(idx) if steps and candidate else None
             if candidate:
                 raw, end = block.raw(idx)
@@ -337,6 +361,108 @@ class Scanner:
             number += 1
         self._tails[source] = block.tail(LOOKBACK_BYTES)
         del self._blocks[source]  # a reader process reuses its memory once the next block is asked for
+
+    def _run_ready(self, columns: ProgressColumns, tables: ProgressTables) -> bytearray:
+        """For each progress line of `columns`, 1 if it may go in a run as far as its process (noted)
+        and its marker (plain) tell; 0 if not, or not yet (a line taken alone may note its process)."""
+        ints = columns.ints
+        processes = ints[PROCESS::INT_FIELDS]
+        noted = tables.noted
+        for process in set(processes):
+            if not noted[process] and tables.processes[process] in self._noted:
+                noted[process] = 1
+        ready = bytearray(map(noted.__getitem__, processes))
+        markers = ints[MARKER::INT_FIELDS]
+        plain = self._plain_markers
+        for marker in set(markers):
+            if marker >= 0 and not plain[marker]:
+                for k, other in enumerate(markers):
+                    if other == marker:
+                        ready[k] = 0
+        return ready
+
+    def _progress_run(self, columns: ProgressColumns, k: int, runs: list[int], ready: bytearray,
+                      tables: ProgressTables, block: Block, idx: int, source: str) -> int:
+        """Apply progress lines k, k + 1, ... of `columns` (candidates idx, idx + 1, ... of `block`, with
+        no other candidate between them) at once, as `_progress_line` would each in turn, while what
+        decides that stays the same: no region of the input is open and no model text (the caller
+        knows; no record comes between them to open one), no config dump, the input has no default
+        origin, every line's process is noted and its marker plain (`ready`, from _run_ready) and its
+        step line's format is known. How many it applied; 0: none (fewer than MIN_RUN_LINES), the
+        caller takes them one by one."""
+        if self.env.dump_open():
+            return 0
+        end = bisect_right(runs, idx - k, k)
+        if end - k < MIN_RUN_LINES:
+            return 0
+        ints = columns.ints
+        stop = ready.find(0, k, end)
+        while stop >= 0:
+            marker = ints[stop * INT_FIELDS + MARKER]
+            process = ints[stop * INT_FIELDS + PROCESS]
+            if ((marker >= 0 and not self._plain_markers[marker])
+                    or (not tables.noted[process] and tables.processes[process] not in self._noted)):
+                end = stop
+                break
+            tables.noted[process] = 1  # (noted by a line taken alone since the block came: ready now)
+            ready[stop] = 1
+            stop = ready.find(0, stop + 1, end)
+        if not self.env.step_format_known():
+            end = next((j for j in range(k, end) if ints[j * INT_FIELDS + STEP] >= 0), end)
+        count = end - k
+        if count < MIN_RUN_LINES:
+            return 0
+        lo, hi = k * INT_FIELDS, end * INT_FIELDS
+        markers = ints[lo + MARKER:hi:INT_FIELDS]
+        steps = ints[lo + STEP:hi:INT_FIELDS]
+        floats = columns.floats
+        flo, fhi = k * FLOAT_FIELDS, end * FLOAT_FIELDS
+        seconds = floats[flo + SECONDS:fhi:FLOAT_FIELDS]
+        step_at = [j for j in range(count) if steps[j] >= 0]
+        shapes = ints[lo + SHAPE:hi:INT_FIELDS]
+        deferred = {}  # line -> its row: the step lines left to this side by a reader process that ran behind
+        for j in step_at:
+            if shapes[j] == DEFERRED:
+                at = ints[lo + j * INT_FIELDS + MESSAGE_AT]
+                deferred[j], timing = self._deferred_row(block, idx + j, at)
+                seconds[j] = math.nan if timing is None else timing
+        seq = self.seq + 1
+        self.seq += count
+        numbers = block.numbers[idx:idx + count]
+        self.stages.apply_run(seq, source, numbers, steps, seconds, markers, ints[lo + BAR_N:hi:INT_FIELDS],
+                              ints[lo + BAR_TOTAL:hi:INT_FIELDS], floats[flo + BAR_RATE:fhi:FLOAT_FIELDS])
+        if not step_at:
+            return count
+        offsets = ints[lo + OFFSET:hi:INT_FIELDS]
+        i, rows = 0, len(step_at)
+        while i < rows:
+            j = step_at[i]
+            shape = shapes[j]
+            if shape == DEFERRED:
+                row = deferred[j]
+                self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
+                i += 1
+                continue
+            g = i + 1
+            while g < rows and shapes[step_at[g]] == shape:
+                g += 1
+            keys, names = tables.shapes[shape]
+            start = offsets[j]
+            self.metrics.add_rows([steps[x] for x in step_at[i:g]], keys,
+                                  columns.values[start:start + (g - i) * len(keys)], names)
+            i = g
+        top = max(steps[j] for j in step_at)
+        if self.last_step is None or top >= self.last_step[1]:
+            j = next(j for j in reversed(step_at) if steps[j] == top)
+            self.last_step = (seq + j, top)
+        self._active_sources.add(source)
+        return count
+
+    def _deferred_row(self, block: Block, idx: int, message_at: int) -> tuple[tuple, float | None]:
+        """(StepParser.parse, step_seconds) of the DEFERRED step line that is candidate `idx` of `block`."""
+        raw, _ = block.raw(idx)
+        message = raw[message_at:].decode("ascii")
+        return self.metrics.parser.parse(message), step_seconds(message)
 
     def _progress_line(self, columns: ProgressColumns, k: int, tables: ProgressTables, block: Block, idx: int,
                        source: str, number: int, default: Origin | None, region: bool) -> bool:
@@ -380,15 +506,16 @@ class Scanner:
         marker = fields[at + MARKER]
         if marker >= 0:
             line = line._replace(hit=self._marker_hits[marker])
-        self.stages.apply(seq, source, number, None, 1, line)
         shape = fields[at + SHAPE]
+        if shape == DEFERRED:  # left to this side by a reader process that ran behind
+            row, seconds = self._deferred_row(block, idx, fields[at + MESSAGE_AT])
+            line = line._replace(seconds=seconds)
+        self.stages.apply(seq, source, number, None, 1, line)
         if shape >= 0:
             keys, names = tables.shapes[shape]
             start = fields[at + OFFSET]
             self.metrics.add_row(step, keys, columns.values[start:start + len(keys)], names)
-        elif shape == DEFERRED:  # left to this side by a reader process that ran behind
-            raw, _ = block.raw(idx)
-            row = self.metrics.parser.parse(raw[fields[at + MESSAGE_AT]:].decode("ascii"))
+        elif shape == DEFERRED:
             self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
         if step >= 0:
             if self.last_step is None or step >= self.last_step[1]:
@@ -904,8 +1031,10 @@ class Scanner:
         chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
         series = []
         for key in chart:
-            values = dict(self.metrics.series(key))
-            points = [(st, values.get(st)) for st in steps]
+            points = self.metrics.series(key)
+            if len(points) != len(steps):  # (a series holds each of its steps once: equal, it has them all)
+                values = dict(points)
+                points = [(st, values.get(st)) for st in steps]
             # a chart of 40,000 points shows no more than one of 2,000: each bucket of steps keeps its
             # lowest and highest value (and its first NaN / Inf), so no spike is lost
             points = downsample(points, MAX_CHART_POINTS)

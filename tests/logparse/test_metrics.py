@@ -118,14 +118,18 @@ PART = st.one_of(
                                                  " grad_norm : 7", "loss:np.float64(nan)", "actor/pg_loss:x"]),
                          max_size=6), min_size=1, max_size=4))
 def test_step_parser_keeps_the_wanted_values_of_the_reference(lines: list[list[str]]) -> None:
-    """Line after line (the parser reuses a line's shape): the wanted keys' values are the reference's,
-    and the names are every key of the line."""
-    parser = StepParser()
+    """Line after line (the parser reuses a line's shape): the wanted keys' values (every key's for a
+    CSV) are the reference's, and the names are every key of the line."""
+    for all_keys in (False, True):
+        _keeps_the_values_of_the_reference(StepParser(all_keys), lines)
+
+
+def _keeps_the_values_of_the_reference(parser: StepParser, lines: list[list[str]]) -> None:
     for parts in lines:
         message = "step:3 - " + " - ".join(parts)
         step, keys, values, names = parser.parse(message)
         _, ref = _reference_parse(message)
-        want = {k: v for k, v in ref.items() if wanted_key(k)}
+        want = {k: v for k, v in ref.items() if parser.all_keys or wanted_key(k)}
         assert step == 3 and _same(dict(zip(keys, values, strict=True)), want), (message, keys, values, want)
         assert set(want) <= set(names)
         assert list(names) == list(dict.fromkeys(k for k, _ in split_step_line(message)[1]))
@@ -399,20 +403,61 @@ def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
 TRICKY_VALUES = ["1.5", " 2", "np.float64(3.25)", "np.float64( 4)", "np.float64(5 )", "nan", "inf", "-inf",
                  "1e-06", "np.int64(7)", "x", "", "True", "np.float64()", "np.float64(nan)", "1_0", "١٢",
                  " nan ", "np.float64(1)x", "[1, 2]", "Infinity", "+.5", ".", "-", "np.float64(np.int64(3))",
-                 "np.float32(2)", "np.float64(\u2003 1)", "1\u2003", "np.float64(1)\u2003"]
+                 "np.float32(2)", "np.float64(\u2003 1)", "1\u2003", "np.float64(1)\u2003", "\x0b1", "1\x1c",
+                 "np.float64(\x1f2)", "np.float64(1)\t", "-inf", "+1e3", "0x10", "1e", "np.float64(inf)",
+                 "np.float64(1\n)"]
 
 
-def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does() -> None:
+@pytest.mark.parametrize("all_keys", [False, True])
+def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does(all_keys: bool) -> None:
     """Lines of one shape (the same keys, read without splitting every part) with every kind of value
-    at the wanted keys: the values are parse_value's."""
+    at the wanted keys (all of them for a CSV): the values are parse_value's."""
     rnd = random.Random(1)
     keys = ["actor/pg_loss", "actor/grad_norm", "critic/score/mean", "timing_s/step", "response_length/mean",
             "foo", "bar/baz"]
     for _ in range(3000):
-        parser = StepParser()
+        parser = StepParser(all_keys)
         for _ in range(3):
             line = f"step:{rnd.randrange(100)} - " + " - ".join(f"{k}:{rnd.choice(TRICKY_VALUES)}" for k in keys)
             step, kept, values, _ = parser.parse(line)
             want_step, want = _reference_parse(line)
             assert step == want_step
-            assert _same(dict(zip(kept, values, strict=True)), {k: v for k, v in want.items() if wanted_key(k)}), line
+            want = {k: v for k, v in want.items() if all_keys or wanted_key(k)}
+            assert _same(dict(zip(kept, values, strict=True)), want), line
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_add_rows_equals_add_row_in_turn(seed: int) -> None:
+    """Rows added a shape at a time (add_rows) leave the tracker as add_row of each in turn does, past
+    the bounds on rows and keys too; and its series and steps, read in arrival order while the steps
+    rise, are those of the dict-and-sort way."""
+    from array import array
+
+    rnd = random.Random(seed)
+    config = MetricsConfig(max_rows=rnd.choice([2, 7, 100_000]), max_keys_per_row=rnd.choice([2, 5, 512]))
+    one, many = MetricsTracker(config), MetricsTracker(config)
+    shapes = [(("a", "b"), ("a", "b", "x")), (("b", "c", "d"), ("b", "c", "d")), (("e",), ("e", "f"))]
+    step = 0
+    for _ in range(rnd.randrange(1, 15)):
+        keys, names = rnd.choice(shapes)
+        if rnd.random() < 0.3:
+            names = tuple(names)  # an equal tuple, not the same object
+        rows = rnd.randrange(1, 12)
+        steps = []
+        for i in range(rows):
+            if seed % 3 == 2:  # rising but for a repeat where a shape's rows begin
+                step += 0 if i == 0 and rnd.random() < 0.1 else 1
+            else:
+                step += rnd.choice([1, 1, 1, 2]) if seed % 2 or rnd.random() < 0.9 else -rnd.randrange(3)
+            steps.append(step)
+        values = array("d", [rnd.random() for _ in range(rows * len(keys))])
+        for i, s in enumerate(steps):
+            one.add_row(s, keys, values[i * len(keys):(i + 1) * len(keys)], names)
+        many.add_rows(steps, keys, values, names)
+    for t in (one, many):
+        assert (t.steps, t.keys, t.valued_keys, t.notes, t._rows) == (
+            one.steps, one.keys, one.valued_keys, one.notes, one._rows)
+        assert [t.series(k) for k in "abcdef"] == [one.series(k) for k in "abcdef"]
+    assert many._ordered == one._ordered
+    one._ordered = False  # (the dict-and-sort way)
+    assert [many.series(k) for k in "abcdef"] == [one.series(k) for k in "abcdef"] and many.steps == one.steps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 
@@ -333,3 +334,67 @@ def test_step_and_bar_columns_answer_as_the_lists_did(seed: int) -> None:
             want = ref.progress(-1, end, tracker.config.step_time_window)
             assert (p.last_step, p.total_steps, p.seconds_per_step) == want, end
     assert tracker.notes  # the limit was reached and said so
+
+
+def _marks(marks) -> tuple:
+    return (list(marks.seqs), [list(c) for c in marks.ints], [repr(list(c)) for c in marks.floats])  # (NaN)
+
+
+def _state(tracker: StageTracker) -> tuple:
+    """Everything a StageTracker holds, comparable."""
+    spans = {stage: (s.first, s.last, s.first_time, s.last_time) for stage, s in tracker._spans.items()}
+    return (spans, tracker._transition_seqs, tracker._transition_stages, tracker._transition_at,
+            tracker._last_at, _marks(tracker._steps), _marks(tracker._bars), sorted(tracker._seen_in_attempt),
+            tracker._progress_since_start, tracker._completed, sorted(tracker._dropped), tracker.last_seq,
+            tracker.progress(), tracker.segments(), tracker.notes)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_apply_run_equals_apply_line_by_line(seed: int) -> None:
+    """A run of progress lines (steps, bars, plain markers of several stages) applied at once leaves the
+    tracker as applying each line in turn does, also past the bounds on marks and transitions and
+    after a completion."""
+    from logparse.progress import MarkerHit, ProgressLine
+
+    rnd = random.Random(seed)
+    config = StageTrackerConfig(max_marks=rnd.choice([3, 10, 100_000]),
+                                max_transitions=rnd.choice([2, 5, 10_000]))
+    one, many = StageTracker(config=config), StageTracker(config=config)
+    plain = [i for i, m in enumerate(one.matcher.markers) if one.plain_marker(i)]
+    stages = {one.matcher.markers[i].stage for i in plain}
+    assert len(stages) > 3
+    markers = rnd.sample(plain, 3)
+    nan = float("nan")
+    seq = 0
+    for _ in range(rnd.randrange(1, 12)):
+        if rnd.random() < 0.1:  # a line of its own between the runs: a completion, or a new attempt
+            seq += 1
+            line = rnd.choice(["Final validation metrics: {'a': 1}", "ray init kwargs: {'num_cpus': None}"])
+            for tracker in (one, many):
+                tracker.feed(Normalizer().normalize(Line("a.log", seq, line), seq))
+        m = rnd.randrange(0, 30)
+        cols = {"numbers": [], "steps": [], "seconds": [], "markers": [], "n": [], "total": [], "rate": []}
+        for j in range(m):
+            kind = rnd.random()
+            step = rnd.randrange(50) if kind < 0.4 else -1
+            marker = rnd.choice(markers) if 0.4 <= kind < 0.7 or (kind >= 0.9 and step < 0) else -1
+            bar = rnd.randrange(50) if kind >= 0.6 else -1
+            cols["numbers"].append(seq + j + 1)
+            cols["steps"].append(step)
+            cols["seconds"].append(rnd.choice([nan, 1.5]) if step >= 0 else nan)
+            cols["markers"].append(marker)
+            cols["n"].append(bar)
+            cols["total"].append(100 if bar >= 0 else -1)
+            cols["rate"].append(rnd.choice([nan, 2.5]) if bar >= 0 else nan)
+        for j in range(m):
+            step, seconds, marker = cols["steps"][j], cols["seconds"][j], cols["markers"][j]
+            rate = cols["rate"][j]
+            bar = (cols["n"][j], cols["total"][j], None if math.isnan(rate) else rate)
+            line = ProgressLine(MarkerHit(one.matcher.markers[marker], {}) if marker >= 0 else None,
+                                step if step >= 0 else None, None if math.isnan(seconds) else seconds,
+                                bar if bar[0] >= 0 else None)
+            one.apply(seq + 1 + j, "a.log", cols["numbers"][j], None, 1, line)
+        many.apply_run(seq + 1, "a.log", cols["numbers"], cols["steps"], cols["seconds"], cols["markers"],
+                       cols["n"], cols["total"], cols["rate"])
+        seq += m
+        assert _state(many) == _state(one)

@@ -14,22 +14,29 @@ from pathlib import Path
 import pytest
 
 from logparse.blocks import reader_process_possible
+from logparse.metrics import MetricsConfig
+from logparse.progress import StageTrackerConfig
+from logparse.progress_lines import ProgressLineParser
 from logparse.scan import ScanConfig, Scanner, _collector_paused
 from patterns import load_builtin_catalog
 from reports import FORMATS, render
 from tests.conftest import FIXTURES, SAMPLES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from generate_log import generate
+from generate_log import chatter, generate, step_line, worker
 
 CATALOG = load_builtin_catalog()
 LOGS = sorted(SAMPLES.glob("*.log")) + sorted(FIXTURES.rglob("*.log")) + [
     FIXTURES / "ray" / "session_logs", FIXTURES / "torchrun" / "logdir", FIXTURES / "torchrun" / "record-error.json"]
 
 
-def outputs(path: Path, tmp: Path, **config) -> dict[str, str]:
-    """Every report format of a scan, and its metrics CSV when every value is kept."""
+def outputs(path: Path, tmp: Path, small_bounds: bool = False, **config) -> dict[str, str]:
+    """Every report format of a scan, and its metrics CSV when every value is kept. `small_bounds`: the
+    stage tracker keeps few marks and the metrics few rows (what a long log does to them)."""
     scanner = Scanner(CATALOG, ScanConfig(**config))
+    if small_bounds:
+        scanner.stages.config = StageTrackerConfig(max_marks=700, max_transitions=50)
+        scanner.metrics.config = MetricsConfig(max_rows=300)
     scanner.feed_inputs([str(p) for p in sorted(path.iterdir())] if path.is_dir() else [str(path)])
     report = scanner.report()
     out = {fmt: render(report, fmt) for fmt in FORMATS}
@@ -40,11 +47,12 @@ def outputs(path: Path, tmp: Path, **config) -> dict[str, str]:
     return out
 
 
-def assert_same_reports(path: Path, tmp: Path, all_metrics: bool = False) -> None:
-    reference = outputs(path, tmp, progress_lines=False, reader_process_bytes=None, all_metrics=all_metrics)
-    assert outputs(path, tmp, reader_process_bytes=None, all_metrics=all_metrics) == reference
+def assert_same_reports(path: Path, tmp: Path, all_metrics: bool = False, small_bounds: bool = False) -> None:
+    reference = outputs(path, tmp, small_bounds, progress_lines=False, reader_process_bytes=None,
+                        all_metrics=all_metrics)
+    assert outputs(path, tmp, small_bounds, reader_process_bytes=None, all_metrics=all_metrics) == reference
     if reader_process_possible() and path.is_file():
-        assert outputs(path, tmp, reader_process_bytes=1, all_metrics=all_metrics) == reference
+        assert outputs(path, tmp, small_bounds, reader_process_bytes=1, all_metrics=all_metrics) == reference
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(p.parents[1])))
@@ -57,6 +65,87 @@ def test_benchmark_logs(kind: str, caught: int | None, tmp_path: Path) -> None:
     log = tmp_path / f"{kind}.log"
     generate(str(log), 1.5, kind=kind, caught_every=caught)
     assert_same_reports(log, tmp_path, all_metrics=kind == "dense")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_step_lines_left_to_the_scanner(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader process that runs behind leaves the step lines' metrics and timing to the scanner
+    (DEFERRED): the reports are the same (here every block is parsed so)."""
+    parse = ProgressLineParser.parse
+
+    def behind(self: ProgressLineParser, data: bytes, found: list) -> object:
+        self.rows_here = False
+        return parse(self, data, found)
+
+    log = tmp_path / "log.log"
+    if seed == 0:
+        _few_processes(log)  # (runs of lines)
+    elif seed == 1:
+        generate(str(log), 1.0, kind="dense", caught_every=0)  # (a new process on most lines: one by one)
+    else:
+        rnd = random.Random(seed)
+        lines = [_line(rnd, step // 3 + 1, 6) for step in range(3000)]
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    reference = outputs(log, tmp_path, progress_lines=False, reader_process_bytes=None, all_metrics=seed == 2)
+    monkeypatch.setattr(ProgressLineParser, "parse", behind)
+    assert outputs(log, tmp_path, reader_process_bytes=None, all_metrics=seed == 2) == reference
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_step_lines_read_from_their_bytes_as_any_line(seed: int, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columns of step lines read straight from their bytes (_plain_step) are those the way of any
+    line gives them, whether the rows are parsed there or left to the scanner."""
+    from logparse.blocks import iter_blocks
+    from logparse.metrics import StepParser
+    from logparse.reader import InputStats, plain_chunks
+
+    rnd = random.Random(seed)
+    log = tmp_path / "log.log"
+    lines = [_line(rnd, step // 3 + 1, 6) for step in range(3000)]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+
+    def columns(rows_here: bool) -> list:
+        scanner = Scanner(CATALOG, ScanConfig())
+        parser = ProgressLineParser(scanner._progress_words, scanner.stages, StepParser(), scanner.env)
+        parser.rows_here = rows_here
+        out = []
+        with open(log, "rb") as fh:
+            chunks = plain_chunks(fh, InputStats(str(log)))
+            for block in iter_blocks(chunks, scanner.prefilter, progress=parser):
+                c = block.progress
+                out.append(None if c is None else (c.ints.tobytes(), c.floats.tobytes(), c.values.tobytes(),
+                                                   c.new_processes, c.new_shapes))
+        return out
+
+    for rows_here in (True, False):
+        fast = columns(rows_here)
+        with monkeypatch.context() as m:
+            m.setattr(ProgressLineParser, "_plain_step", lambda *_: None)
+            assert fast == columns(rows_here)
+
+
+def _few_processes(log: Path) -> None:
+    """A dense log of a few processes: long runs of step lines and bars (from the eight ranks of the
+    realistic log, and the driver), now and then a line that needs its record."""
+    rnd = random.Random(3)
+    lines = []
+    for step in range(1, 800):
+        lines.append(step_line(step, rnd))
+        for _ in range(rnd.randrange(3)):
+            lines.append(f"{worker(rnd.randrange(8))}\rTraining Progress:  {step % 100:2d}%|███       | "
+                         f"{step}/5000 [1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]")
+        if step % 97 == 0:
+            lines.extend(chatter(rnd, step))
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_bounded_marks_and_rows(tmp_path: Path) -> None:
+    """Past the stage tracker's bound on marks and the metrics' bound on rows (progress lines applied a
+    run at a time drop what line by line drops)."""
+    log = tmp_path / "dense.log"
+    _few_processes(log)
+    assert_same_reports(log, tmp_path, all_metrics=True, small_bounds=True)
 
 
 # -- random logs of the lines that could tell the two ways apart ----------------------------------------
@@ -89,7 +178,8 @@ def _line(rnd: random.Random, step: int, hosts: int) -> str:
     if kind < 0.3:
         n = rnd.choice([step, step, step, 10**30 + step, 0])
         parts = " - ".join(f"{k}:{_value(rnd)}" for k in rnd.sample(keys, rnd.randrange(1, len(keys))))
-        tail = rnd.choice(["", "", " [repeated 3x across cluster]", "\r", "\x1b[0m", " é"])
+        tail = rnd.choice(["", "", " [repeated 3x across cluster]", "\r", "\x1b[0m", " é",
+                           f" Training Progress: {step % 100:3d}%|#  | {step}/435 [00:01<00:02, 1.5s/it]"])
         return f"{p}step:{n} - {parts}{tail}"
     if kind < 0.55:
         rate = rnd.choice(["64.47s/it", "1.52it/s", "?it/s", "0.00it/s"])

@@ -68,6 +68,43 @@ def test_downsample_keeps_extremes_ends_and_nonfinite() -> None:
     assert downsample(short, 300) == short
 
 
+def _reference_downsample(points: list, max_points: int) -> list:
+    """downsample as first written: each bucket's first lowest and highest finite value and first
+    non-finite one, found point by point."""
+    n = len(points)
+    if n <= max_points:
+        return list(points)
+    buckets = max(1, (max_points - 2) // 3)
+    keep = {0, n - 1}
+    for b in range(buckets):
+        low = high = odd = None
+        for i in range(1 + b * (n - 2) // buckets, 1 + (b + 1) * (n - 2) // buckets):
+            v = points[i][1]
+            if v is None:
+                continue
+            if not math.isfinite(v):
+                odd = i if odd is None else odd
+                continue
+            low = i if low is None or v < points[low][1] else low
+            high = i if high is None or v > points[high][1] else high
+        keep.update(i for i in (low, high, odd) if i is not None)
+    return [points[i] for i in sorted(keep)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_downsample_equals_the_point_by_point_rule(seed: int) -> None:
+    """Ties, signed zeros, gaps and non-finite values pick the same points as the point-by-point rule."""
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 1.0, 1.0, 2.5, -3.0, None, float("nan"), float("inf"), -float("inf")]
+    odd = rng.random() < 0.5
+    points = [(i, rng.choice(pool) if odd and rng.random() < 0.1
+               else rng.choice(pool[:6]) if rng.random() < 0.5 else rng.random())
+              for i in range(rng.randrange(1, 3000))]
+    for max_points in (5, 50, 2000):
+        got, want = downsample(points, max_points), _reference_downsample(points, max_points)
+        assert [(s, repr(v)) for s, v in got] == [(s, repr(v)) for s, v in want]
+
+
 def test_ema_is_debiased_and_skips_gaps() -> None:
     assert ema([2.0, 2.0, 2.0], 0.9) == pytest.approx([2.0, 2.0, 2.0])  # no pull towards zero at the start
     out = ema([1.0, None, float("nan"), 3.0], 0.5)
