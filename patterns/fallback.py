@@ -44,12 +44,12 @@ MAX_FIELD = 2000  # characters of a message or a frame field that a rule's regex
 # a text up to this long is searched without regex's timeout, which costs about 2 us a search (every
 # error line of a log dense in them goes through several); the built-in rules pass the timing probe
 # on short adversarial inputs (tests/patterns/test_fallback_rules.py), as the stage markers do
-TIMEOUT_FROM_CHARS = 512
+RULE_TIMEOUT_FROM_CHARS = 512  # (catalog entries and stage markers: patterns.stages.TIMEOUT_FROM_CHARS, 2,000)
 
 
 def search_timeout(text: str) -> float | None:
     """The timeout for a rule's search of `text`: none for a short one."""
-    return REGEX_TIMEOUT_S if len(text) > TIMEOUT_FROM_CHARS else None
+    return REGEX_TIMEOUT_S if len(text) > RULE_TIMEOUT_FROM_CHARS else None
 
 
 def _search(pattern: regex.Pattern, text: str) -> bool:
