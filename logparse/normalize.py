@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import regex
 
+from logparse.interleave import NAME_ENDINGS, NOISE, unweave
 from logparse.reader import Line
 from patterns.schema import LazyRe
 
@@ -145,6 +146,10 @@ class Normalizer:
         # timestamps read so far: a line whose prefixes read none neither used nor changed `year`, so
         # another Normalizer gives it the same origin (logparse.progress_lines relies on that)
         self.clock_reads = 0
+        # exception lines read back from several processes' interleaved writes (logparse.interleave):
+        # how many, and where the first one is
+        self.unwoven = 0
+        self.first_unwoven: Line | None = None
         self._node_of_source: dict[str, str] = {}
         # caches (a log repeats a few Ray prefixes and a few dates on millions of lines)
         self._days: dict[tuple[int, int, int], float | None] = {}  # (y, m, d) -> epoch of its midnight
@@ -303,6 +308,18 @@ class Normalizer:
         if "\r" in message:
             segments = [s for s in message.split("\r") if s.strip()]
             message = segments[-1] if segments else ""
+        # several processes' exception lines run together (logparse.interleave): each holds one
+        # process's whole `: ` write, after a type's ending (whose first characters come again later)
+        # or after another process's caret line
+        i = message.find(": ")
+        if i > 0 and ((message.endswith(NAME_ENDINGS, 0, i) and message.find(message[:4], 1) > 0)
+                      or message[0] in NOISE):
+            fixed = unweave(message)
+            if fixed is not None:
+                message = fixed
+                self.unwoven += 1
+                if self.first_unwoven is None:
+                    self.first_unwoven = line
         if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
             rank = int(m.group("rank"))
         if default is not None:

@@ -884,6 +884,10 @@ class Scanner:
                          f"with further messages are counted in their entry's row, not listed one by one")
         if self.matcher.timeouts:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
+        first = self.normalizer.first_unwoven
+        if first is not None:
+            notes.append(f"{self.normalizer.unwoven} exception line(s) written by several processes at once were "
+                         f"read apart (first at {first.source}:{first.number})")
         for entry_id, entry in self.matcher.disabled.items():
             notes.append(
                 f"catalog entry '{entry_id}' ({entry.source}:{entry.line}) was disabled at "

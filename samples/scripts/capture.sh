@@ -86,6 +86,12 @@ s.bind(('0.0.0.0', 29604)); s.listen(); time.sleep(60)" &
     cp "$JOB/console.log" "$FIX_T/logdir/console.log"
     find "$FIX_T/logdir" -type f -exec python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" {} +
     cp "$(ls "$FIX_T"/logdir/*/attempt_0/1/error.json)" "$FIX_T/record-error.json"
+    # fixtures: 4 ranks raise the same KeyError at once, no --tee: their exception lines interleave
+    # (a race: a run where every exception line came out whole shows nothing; the fixture is one where
+    # two did not, kept as captured)
+    rm -rf "$JOB/data"
+    run_case "$FIX_T/shared-stderr-keyerror.log" 60 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29608 toy_train.py --case missing-key
 
     # wordings taken from the runs above
     grep -h -m1 'EADDRINUSE' "$SAMPLES/torchrun-port-in-use.log" > "$WORD/torchrun-eaddrinuse.txt"

@@ -13,6 +13,11 @@ Cases (--case):
                 from a few frames deep (rank 0 waits in an all_reduce)
   record        rank 1 fails to open its next data shard (FileNotFoundError) at --fail-step;
                 main() is wrapped in @record so torchrun writes error.json files
+  missing-key   before the process group starts, every rank waits for the others (a barrier of
+                files in --data-dir), then collates a first batch of records that lack the
+                `input_ids_j` field (KeyError) at the same moment. No process group, so no
+                `[rankN]:` excepthook: the ranks share torchrun's stderr, and CPython writes an
+                exception line's type, `: ` and message separately, so those lines interleave
 """
 
 import argparse
@@ -95,6 +100,14 @@ def validate_batch(x, step):
         )
 
 
+def collate_pairs(features):
+    # a pairwise reward-model collator reading fields the data set was meant to carry
+    return {
+        "input_ids": [f["input_ids_j"] for f in features],
+        "input_ids_k": [f["input_ids_k"] for f in features],
+    }
+
+
 def prepare_batch(shard, step):
     x, y = shard.batch(step)
     validate_batch(x, step)
@@ -123,9 +136,20 @@ def load_next_shard(data_dir, rank):
         return f.read()
 
 
+def file_barrier(data_dir, rank, world):
+    """Wait until every rank has touched its file (the ranks reach the bad batch together)."""
+    os.makedirs(data_dir, exist_ok=True)
+    open(os.path.join(data_dir, f"ready-{rank}"), "w").close()
+    while len([n for n in os.listdir(data_dir) if n.startswith("ready-")]) < world:
+        time.sleep(0.001)
+
+
 def run(args):
     if args.slow_stderr > 0:
         sys.stderr = SlowLineWriter(sys.stderr, args.slow_stderr)
+    if args.case == "missing-key":
+        file_barrier(args.data_dir, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+        collate_pairs([{"input_ids": [1, 2, 3]} for _ in range(4)])
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
     rank = dist.get_rank()
     world = dist.get_world_size()
@@ -174,7 +198,7 @@ def run(args):
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument("--case", default="healthy",
-                   choices=["healthy", "nan-guard", "sigkill", "hang", "interleaved", "record"])
+                   choices=["healthy", "nan-guard", "sigkill", "hang", "interleaved", "record", "missing-key"])
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--fail-step", type=int, default=5)
     p.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
