@@ -50,6 +50,7 @@ from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 MAX_SEGMENTS_PER_STAGE = 500  # stretches of one stage in the progression (closer ones are merged)
 STEP_STAGE = "training"  # a step line or a progress-bar update means the training loop runs
 LAUNCH_STAGE = "launch"
+CHECKPOINT_STAGE = "checkpoint"
 TQDM_KEYWORD = "Training Progress"
 STEP_TIME_RE = re.compile(
     r"(?<![\w/])timing(?:_s)?/step:(?:np\.float\d*\()?([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
@@ -323,6 +324,9 @@ class StageTracker:
         self._transition_stages: list[str] = []
         self._transition_at: list[tuple[str, int, float | None]] = []  # (source, line, time) of each
         self._last_at: tuple[int, str, int, float | None] | None = None  # (seq, source, line, time) last seen
+        # the step whose checkpoint is being written (a marker's `checkpoint_step`: `.../global_step_60/...`),
+        # while the job is in that checkpoint stage; see `apply`
+        self._checkpoint_step: int | None = None
         self._steps = _Marks(1, 1)  # seq; step; timing_s/step
         self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
         self._attempt_starts: list[AttemptStart] = []
@@ -370,8 +374,16 @@ class StageTracker:
         """What the line `seq` (`source`:`number`, its time and Ray repeat count) that says `line`
         changes: the second half of `feed`."""
         self.last_seq = seq
-        if line.hit is not None:
-            self._on_marker(seq, source, number, time, repeat, line.hit)
+        hit = line.hit
+        if (hit is not None and line.bar is not None and self._checkpoint_step is not None
+                and line.bar[0] < self._checkpoint_step and hit.marker.stage == STEP_STAGE):
+            # verl writes step S's checkpoint inside step S, before the bar counts S done: a bar that
+            # counts fewer, printed after the save began, is the bar as it stood before (tqdm's line is
+            # flushed late, and the driver's output and the workers' reach the log by different paths),
+            # not the loop going on. The job is still in the checkpoint.
+            hit = None
+        if hit is not None:
+            self._on_marker(seq, source, number, time, repeat, hit)
         if line.step is not None:
             self._steps.append(seq, (line.step,), (line.seconds,))
             if self._steps.trim(self.config.max_marks):
@@ -387,6 +399,12 @@ class StageTracker:
             if self._bars.trim(self.config.max_marks):
                 self._dropped.add("progress-bar")
             self._progress_since_start = True
+
+    @property
+    def checkpoint_pending(self) -> bool:
+        """Is the job in a checkpoint of a known step? Then a progress bar may be a late redraw from
+        before it (see `apply`), which `apply_run` does not tell: progress lines go one by one."""
+        return self._checkpoint_step is not None
 
     def plain_marker(self, index: int) -> bool:
         """Can a line that matches marker `index` (of self.matcher.markers, with no named group) go in
@@ -488,6 +506,8 @@ class StageTracker:
         if marker.repeat_stage is not None and marker.id in self._seen_in_attempt:
             stage = marker.repeat_stage
         self._seen_in_attempt.add(marker.id)
+        if stage == CHECKPOINT_STAGE and groups.get("checkpoint_step"):
+            self._checkpoint_step = int(groups["checkpoint_step"])
         self._record_stage(source, number, seq, time, stage)
         if marker.completion:
             self._completed = True
@@ -511,6 +531,8 @@ class StageTracker:
         # where the progression was last seen: only lines that move or confirm a stage count (a late
         # dedup copy of an earlier marker, ignored above, must not stretch the last stage to itself)
         self._last_at = (seq, source, number, time)
+        if stage != CHECKPOINT_STAGE:
+            self._checkpoint_step = None
         span = self._spans.get(stage)
         if span is None:
             self._spans[stage] = _Span(stage, source, number, seq, time)

@@ -390,7 +390,7 @@ class Scanner:
         origin, every line's process is noted and its marker plain (`ready`, from _run_ready) and its
         step line's format is known. How many it applied; 0: none (fewer than MIN_RUN_LINES), the
         caller takes them one by one."""
-        if self.env.dump_open():
+        if self.env.dump_open() or self.stages.checkpoint_pending:
             return 0
         end = bisect_right(runs, idx - k, k)
         if end - k < MIN_RUN_LINES:

@@ -205,6 +205,27 @@ def test_dedup_copy_counts_in_an_excerpt_without_the_first_copy() -> None:
     assert feed(lines).stage_at(2) == "checkpoint"
 
 
+def test_a_bar_counting_fewer_steps_than_the_checkpoint_being_written_is_a_late_redraw() -> None:
+    """verl saves step 60's checkpoint inside step 60, before its bar counts 60: a bar at 59/60 printed
+    after the save began is the bar as it stood (flushed late), so the job is still in the checkpoint."""
+    lines = ["(TaskRunner pid=3165) step:59 - actor/pg_loss:0.1",
+             ("(WorkerDict pid=3590) [rank-0]: Saving model to /ckpt/global_step_60/actor/"
+              "model_world_size_4_rank_0.pt [repeated 3x across cluster]"),
+             "(TaskRunner pid=3165) \rTraining Progress:  98%|█████████▊| 59/60 [10:03:47<10:14, 614.03s/it]"]
+    t = feed(lines)
+    assert t.stage_at(3) == "checkpoint" and t.progress().last_step == 59
+    # once the bar counts the step, the loop goes on
+    done = "(TaskRunner pid=3165) \rTraining Progress: 100%|██████████| 60/60 [10:13:47<00:00, 614.03s/it]"
+    assert feed([*lines, done]).stage_at(4) == "training"
+    # a checkpoint that names no step, or an earlier one, says nothing about the bar: the loop went on
+    assert feed([lines[0], "(TaskRunner pid=3165) Saving checkpoint to /ckpt/latest", lines[2]]).stage_at(3) == "training"
+    earlier = lines[1].replace("global_step_60", "global_step_50")
+    assert feed([lines[0], earlier, lines[2]]).stage_at(3) == "training"
+    # another stage in between ends the checkpoint: a bar after it is no redraw of the checkpoint's step
+    val = "(TaskRunner pid=3165) step:60 - val-core/openai/gsm8k/reward/mean@1:0.5"
+    assert feed([*lines[:2], val, lines[2]]).stage_at(4) == "training"
+
+
 def test_lines_without_keywords_are_not_examined() -> None:
     t = feed(["Traceback (most recent call last):", '  File "/x.py", line 3, in f', "ValueError: boom"])
     assert t.last_seq == 0 and t.progress().stage_reached is None

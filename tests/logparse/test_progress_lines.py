@@ -199,7 +199,9 @@ def _line(rnd: random.Random, step: int, hosts: int) -> str:
                                " 'trainer': {'nnodes': 2}}"])
     if kind < 0.78:
         return p + rnd.choice(["ray init kwargs: {'num_cpus': None}", "Final validation metrics: {'a': 1}",
-                               "Total training steps: 435", "Training from scratch", "Setting global step to 40"])
+                               "Total training steps: 435", "Training from scratch", "Setting global step to 40",
+                               f"[rank-0]: Saving model to /ckpt/global_step_{step + rnd.choice([0, 1, 5])}/actor/m.pt",
+                               f"local_global_step_folder: checkpoints/x/global_step_{step + 1}"])
     if kind < 0.82:
         return p + rnd.choice(["ERROR: something failed", "KeyError: 'x'", "torch 2.4.0", "vllm 0.6.3",
                                "NCCL version 2.21.5+cuda12.4", "host node-3 ip=10.9.9.9 version 3"])
