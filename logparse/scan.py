@@ -73,7 +73,7 @@ from logparse.reader import (
 from logparse.tracebacks import TB_START, LineRole, TracebackAssembler
 from patterns import Catalog, Role, Severity
 from patterns.inference import inference_rules
-from patterns.stages import MAX_FRAME_FIELD, StageSource, category_stages
+from patterns.stages import MAX_FRAME_FIELD, StageSource, actor_stages, category_stages
 
 MAX_MERGE_FILES = 64
 MAX_ERROR_JSON_BYTES = 16 << 20
@@ -952,8 +952,9 @@ class Scanner:
 
     def _stage_fallback(self, root: model.RootCause, root_seq: int, nccl) -> tuple[str | None, StageSource | None]:
         """The stage when the failure's own evidence does not tell it, in order of trust: a collective
-        that timed out among the first of its group before any training step (distributed-init);
-        the last stage marker before the failure; a collective that timed out far into its group
+        that timed out among the first of its group before any training step (distributed-init); the
+        stage of the Ray actor that printed it (patterns/stages.yaml actor_stages); the last stage
+        marker before the failure; a collective that timed out far into its group
         (training); before the training loop began, the init stage its category implies
         (patterns/stages.yaml category_stages)."""
         rules = inference_rules()
@@ -961,6 +962,9 @@ class Scanner:
         observer = root.category in rules.observer_categories
         if nccl is not None and observer and not started and nccl.seq <= rules.early_collective_seq:
             return "distributed-init", StageSource.COLLECTIVE
+        stage = actor_stages().get(root.actor) if root.actor else None
+        if stage is not None and (started or root.category not in category_stages()):
+            return stage, StageSource.ACTOR
         stage = self.stages.stage_at(root_seq)
         if stage is not None:
             return stage, StageSource.MARKER

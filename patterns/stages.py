@@ -43,7 +43,7 @@ MARKER_FIELDS = {
     "repeat_stage": False,
 }
 EXAMPLE_FIELDS = ("match", "no_match")
-TOP_FIELDS = ("task_stages", "markers", "frame_stages", "message_tasks", "category_stages")
+TOP_FIELDS = ("task_stages", "markers", "frame_stages", "message_tasks", "actor_stages", "category_stages")
 
 
 TIMEOUT_FROM_CHARS = 2000  # messages longer than this are searched with a timeout
@@ -335,6 +335,7 @@ class StageSource(str, Enum):
     TRACEBACK = "traceback"  # the task or frames of the traceback that carried it
     MEMORY_MONITOR = "memory-monitor"  # a task named in its message (Ray's OOM kill names the task)
     COLLECTIVE = "collective"  # a collective timeout among the first of its group, before any step
+    ACTOR = "actor"  # the Ray actor that printed it, one whose work is all in one stage (actor_stages)
     MARKER = "marker"  # the last stage marker before it
     CATEGORY = "category"  # before the first training step: the init stage its category implies
 
@@ -391,6 +392,16 @@ def stage_of_message(messages: tuple[str, ...] | list[str]) -> str | None:
             except TimeoutError:
                 continue
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def actor_stages() -> dict[str, str]:
+    """stages.yaml `actor_stages`: Ray actor class -> the one stage all its work runs in."""
+    raw = _builtin_data().get("actor_stages") or {}
+    for actor, stage in raw.items():
+        if stage not in STAGES:
+            raise ValueError(f"patterns/stages.yaml: actor_stages: {actor}: unknown stage {stage!r}")
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 @functools.lru_cache(maxsize=1)

@@ -147,13 +147,32 @@ def test_stage_from_the_category_before_the_first_step() -> None:
     assert (rc["category"], rc["stage"], rc["stage_source"]) == ("import-error", "import", "category")
 
 
+def test_stage_from_the_actor_whose_work_is_all_in_one_stage() -> None:
+    """verl's sandbox ExecutionWorker runs tool calls during multi-turn rollout: its failure is in
+    rollout, also where the last marker only says the loop runs; not for an init failure before the loop."""
+    x = "(ExecutionWorker pid=52231) "
+    timeout = (x + "ERROR:2026-09-15 15:36:24,702:Case 0: API error occurred: API Call Failed: API Request Error: "
+               "HTTPConnectionPool(host='10.0.0.9', port=8080): Read timed out. (read timeout=30)\n")
+    bar = D + "Training Progress:  16%|███▋      | 71/435 [1:10:40<6:31:06, 64.47s/it]\n"
+    for text in (timeout, bar + timeout):
+        rc = scan(text)[0]["root_cause"]
+        assert (rc["category"], rc["stage"], rc["stage_source"], rc["actor"]) == (
+            "timeout", "rollout", "actor", "ExecutionWorker"), text
+    rc = scan(x + "ModuleNotFoundError: No module named 'sandbox_fusion'\n", "--disable", "module-not-found")[0][
+        "root_cause"]
+    assert (rc["stage"], rc["stage_source"]) == ("import", "category")
+    rc = scan(D + "step:3 - actor/pg_loss:0.01\n" + W + "requests.exceptions.ReadTimeout: HTTPConnectionPool"
+              "(host='10.0.0.9', port=8080): Read timed out. (read timeout=30)\n")[0]["root_cause"]
+    assert rc["stage_source"] != "actor"  # WorkerDict also loads models and syncs weights: no one stage
+
+
 def test_stage_sources_of_the_samples_are_recorded() -> None:
     for path in sorted(SAMPLES.glob("*.log")):
         report, _ = scan(path.read_text())
         rc = report["root_cause"]
         if rc is not None and rc["stage"] is not None:
             assert rc["stage_source"] in ("ray-task", "frames", "entry", "traceback", "memory-monitor",
-                                          "collective", "marker", "category"), path.name
+                                          "collective", "actor", "marker", "category"), path.name
             assert rc["basis"]["kind"] == "entry"
 
 
