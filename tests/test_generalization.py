@@ -247,7 +247,7 @@ def test_benign_fixtures_stay_healthy(path) -> None:
 
 # known misses (as semgrep's todo_match): the evidence left once the entry is gone does not name the
 # category; they must still miss, so that a fix moves them out of this set
-KNOWN_MISSES = {"shm-nccl.log": "the NCCL system error is the only wording left; nothing says shared memory"}
+KNOWN_MISSES: dict[str, str] = {}  # (shm-nccl.log left it when NCCL's `/dev/shm` failure wording got a fallback phrase)
 
 
 def loeo_cases() -> list[tuple[str, str, object]]:
