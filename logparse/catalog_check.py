@@ -43,6 +43,16 @@ def example_matches(matcher: Matcher, entry: Entry, text: str) -> tuple[bool, st
     return matcher.match_entry(entry, rec.message) is not None, rec.message
 
 
+def unmatched_role(text: str) -> str | None:
+    """The role of a raw log line that a scan tries no entry on (a traceback's header, frame or
+    source line), or None."""
+    from logparse.scan import UNMATCHED_ROLES
+    from logparse.tracebacks import TracebackAssembler
+
+    role = TracebackAssembler().feed(Normalizer().normalize(Line("<example>", 1, strip_ansi(text))))
+    return role.name.lower() if role in UNMATCHED_ROLES else None
+
+
 def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int, list[ExampleFailure]]:
     """(number of examples run, failures) for the entries of `catalog` (or those whose id is in `only`)."""
     matcher = Matcher(catalog)
@@ -66,6 +76,11 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
                     "matches no pattern"
                 failures.append(ExampleFailure(entry, "match", ex.line, f"does not match ({hint}; "
                                                f"bare message: {bare!r})"))
+            elif (role := unmatched_role(ex.line)) is not None:
+                failures.append(ExampleFailure(entry, "match", ex.line, f"matches, but a scan reads the line as a "
+                                               f"traceback's {role} line and tries no entry on it: make it a "
+                                               f"`block:` example and match the traceback's exception "
+                                               f"(`frames:` see its header as `header: ...`)"))
         for ex in entry.examples.no_match:
             count += 1
             if fires(ex):

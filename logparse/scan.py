@@ -101,6 +101,9 @@ MAX_METRIC_KEYS = 512  # continuation lines kept after an error line that is not
 MATCH_CACHE_SIZE = 4096  # distinct (keywords, message) pairs whose matches are remembered
 MATCH_CACHE_CHARS = 2000  # longer messages are matched every time (hashing them costs as much)
 MAX_NOTED_PROCESSES = 65_536  # (actor, node) pairs of progress lines whose note is known to be made
+# the roles of lines that no entry is tried on: a traceback's frames and source lines, and its header
+# (`catalog check` refuses a match example that reads as one: it would never fire in a scan)
+UNMATCHED_ROLES = (LineRole.FRAME, LineRole.START)
 MIN_RUN_LINES = 4  # progress lines in a row applied at once (fewer: one by one, which costs less then)
 
 
@@ -690,7 +693,7 @@ class Scanner:
             self.env.feed(rec, env_words)
         if self.open_message and stream in self.open_message:
             self._continue_message(rec, role)
-        if role in (LineRole.FRAME, LineRole.START):
+        if role in UNMATCHED_ROLES:
             return
         if "step:" in msg:
             m = STEP_RE.search(msg)
@@ -1184,12 +1187,16 @@ def _iso(t: float | None) -> str | None:
 
 
 def frame_texts(tb) -> list[str]:
-    """What `frames` regexes of catalog entries see: each frame as `file:line in function: code`, and
-    the Ray task of the traceback."""
+    """What `frames` regexes of catalog entries see: each frame as `file:line in function: code`, the
+    Ray task of the traceback, and what its header line said before `Traceback (most recent call
+    last):` (`header: Scheduler hit an exception:`, SGLang's), if anything."""
     cap = MAX_FRAME_FIELD  # a fuzzed or cut line can make a "function" a megabyte long
     out = [f"{f.file[:cap]}:{f.line} in {(f.function or '')[:cap]}: {(f.code or '')[:cap]}" for f in tb.frames]
     if tb.task:
         out.append(f"ray::{tb.task}")
+    head = tb.start.message.strip()
+    if head.endswith(TB_START) and len(head) > len(TB_START):
+        out.append(f"header: {head[:-len(TB_START)].strip()[:cap]}")
     return out
 
 

@@ -97,6 +97,18 @@ def test_catalog_check_cli_fails_clearly_on_broken_example(tmp_path: Path) -> No
     assert "contains none of the keywords" in result.output
 
 
+def test_catalog_check_refuses_a_match_example_a_scan_never_tries(tmp_path: Path) -> None:
+    """A traceback's header line (`... hit an exception: Traceback (most recent call last):`) matches the
+    pattern, but a scan tries no entry on it: the check says so, and how to write the entry instead."""
+    header = GOOD.replace("'[rank1]: MyDataError: bad row 7'",
+                          "'[rank1]: MyDataError: loader hit an exception: Traceback (most recent call last):'")
+    result = run_cli(["catalog", "check", str(write(tmp_path, header))])
+    assert result.exit_code == 2
+    assert "entry 'my-failure': match example matches, but a scan reads the line as a traceback's start line" \
+        in result.output
+    assert "`block:` example" in result.output
+
+
 def test_catalog_check_cli_ok_and_broken_schema(tmp_path: Path) -> None:
     assert run_cli(["catalog", "check"]).exit_code == 0
     result = run_cli(["catalog", "check", str(write(tmp_path, GOOD.replace("role: cause", "role: bogus")))])
