@@ -15,9 +15,9 @@ writes. Seen with 4 processes raising the same KeyError:
 Read as they stand, the first names a `KeyErrorKeyError` and no entry matches any of them.
 `unweave` gives such a line back as one process wrote it (`KeyError: 'input_ids_j'`); patterns run on
 that, while the report's evidence keeps the line as the log has it. It changes a line only on the
-evidence of interleaving: caret-line characters before the type or between it and its colon, the type written twice or more in a row, the
-type again followed by its separator or run into the end of the line, or a separator left dangling
-at the end.
+evidence of interleaving: caret-line characters before the type or between it and its colon, the
+type written twice or more in a row, the type again followed by its separator or run into the end of
+the line, or a separator left dangling at the end.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 MAX_TYPE_CHARS = 200  # the type pieces before the first `: ` (a longer head is no exception type)
-# the endings of exception class names (as logparse.tracebacks.EXC_NAME_RE reads them)
+# the endings of exception class names (logparse.tracebacks.EXC_NAME_RE is made of them too)
 NAME_ENDINGS = ("Error", "Exception", "Interrupt", "Exit", "Warning", "Failure", "Fault", "Iteration", "Timeout")
 _NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 SEP = ": "
@@ -44,8 +44,9 @@ def _period(text: str) -> int:
 
 def unweave(message: str) -> str | None:
     """`message` as one process wrote it (`Type: message`) when it reads as exception lines that
-    several processes interleaved; None when it does not (or is already one). Cheap on the lines
-    that are not (the normaliser asks it of every unprefixed line holding a `: `)."""
+    several processes interleaved; None when it does not (or is already one). The normaliser asks
+    it only of a line that starts with a caret line's character, or whose text before its first `: `
+    ends like an exception type and whose first characters come again later in the line."""
     carets = message[:1] in NOISE
     if carets:  # another process's caret line may have run into this one
         m = _NOISY.fullmatch(message)

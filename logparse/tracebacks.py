@@ -23,6 +23,7 @@ from enum import Enum
 
 import regex
 
+from logparse.interleave import NAME_ENDINGS
 from logparse.normalize import Record
 from patterns.schema import LazyRe
 
@@ -47,8 +48,7 @@ FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in
 EXC_RE = regex.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$"
 )
-EXC_NAME_RE = LazyRe(r"(?:Error|Exception|Interrupt|Exit|Warning|Failure|Fault|Iteration|Timeout)\)?$",
-                     engine="regex")
+EXC_NAME_RE = LazyRe(rf"(?:{'|'.join(NAME_ENDINGS)})\)?$", engine="regex")
 RAY_TASK_RE = regex.compile(
     r"ray::(?P<task>[\w.<>]+)\(\)(?:\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?)?"
 )
