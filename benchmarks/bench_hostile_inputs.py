@@ -6,6 +6,7 @@ busy machine made their wall-clock limits fail. This script times the same cases
 it (`python -m logparse ...` in a fresh process), and prints the seconds and peak RSS of each:
 
 * three lines of a single 100 KB token reaching the trackers (they once backtracked for minutes);
+* three lines of about 1 MB that look like interleaved exception lines (one took 5.8 s, quadratic);
 * 100,000 tracebacks of 8 ranks (600,000 lines);
 * a user catalog whose regexes the loader accepts but which take the full match timeout on every
   line (the per-entry budget disables the entry after about 2 s);
@@ -70,6 +71,17 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
     for name, line in long_lines.items():
         (work / f"{name}.log").write_text("start\n" + line + "\n")
         cases.append((f"100 KB token: {name}", ["scan", "--format", "json", str(work / f"{name}.log")]))
+    # lines of about 1 MB that look like exception lines interleaved by several processes
+    # (logparse.interleave): 400,000 separators; a caret run; the type written 100,000 times
+    woven = {
+        "separators": "KeyError: " + ": " * 400_000 + "KeyError",
+        "carets": "^~" * 400_000 + "KeyError: 'k'",
+        "dotted-type": "    " + "a." * 400_000 + "Error : x",
+    }
+    for name, line in woven.items():
+        (work / f"woven-{name}.log").write_text("start\n" + line + "\n")
+        cases.append((f"1 MB interleaving look-alike: {name}", ["scan", "--format", "json",
+                                                               str(work / f"woven-{name}.log")]))
 
     block = ('[rank{r}]: Traceback (most recent call last):\n'
              '[rank{r}]:   File "/app/train.py", line {n}, in main\n'
