@@ -183,6 +183,18 @@ def test_the_launcher_names_the_rank_of_an_unprefixed_failure() -> None:
     assert (rc["rank"], rc["local_rank"]) == (2, 2)
 
 
+def test_real_torchrun_failures_of_a_data_worker_and_of_a_launcher_flag() -> None:
+    """Captured with torchrun (tests/fixtures/torchrun/README.md): no entry names either wording."""
+    report, code = scan((FIXTURES / "torchrun" / "dataloader-worker-exit.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["rank"], rc["stage"]) == ("data-error", 1, "data-load")
+    assert rc["basis"]["rule"] == "phrase-dataloader-worker"  # (not a Ray worker that died: ray-error)
+    report, code = scan((FIXTURES / "torchrun" / "bad-master-port.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["stage"], rc["basis"]["rule"]) == (
+        "rendezvous-failure", "launch", "phrase-rendezvous")
+
+
 # -- healthy runs stay healthy -----------------------------------------------------------------------
 
 BAIT = [

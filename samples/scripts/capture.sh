@@ -92,6 +92,11 @@ s.bind(('0.0.0.0', 29604)); s.listen(); time.sleep(60)" &
     rm -rf "$JOB/data"
     run_case "$FIX_T/shared-stderr-keyerror.log" 60 \
         "$TORCHRUN" --nproc_per_node 4 --master_port 29608 toy_train.py --case missing-key
+    # fixtures: a DataLoader worker process of rank 1 exits; a --master_port out of range
+    run_case "$FIX_T/dataloader-worker-exit.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29609 toy_train.py --case loader-worker-exit --fail-step 4
+    run_case "$FIX_T/bad-master-port.log" 60 \
+        "$TORCHRUN" --nproc_per_node 2 --master_port 295001 toy_train.py --case healthy
 
     # wordings taken from the runs above
     grep -h -m1 'EADDRINUSE' "$SAMPLES/torchrun-port-in-use.log" > "$WORD/torchrun-eaddrinuse.txt"

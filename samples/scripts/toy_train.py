@@ -18,6 +18,9 @@ Cases (--case):
                 `input_ids_j` field (KeyError) at the same moment. No process group, so no
                 `[rankN]:` excepthook: the ranks share torchrun's stderr, and CPython writes an
                 exception line's type, `: ` and message separately, so those lines interleave
+  loader-worker-exit  rank 1 reads its batches through a DataLoader with 2 worker processes; reading
+                one row ends the worker process (os._exit(1), as a crashing decoder in a C
+                extension does) about when step --fail-step begins, so the DataLoader raises in rank 1
 """
 
 import argparse
@@ -85,6 +88,22 @@ class SyntheticShard:
         return x, y
 
 
+class ExitingDataset(torch.utils.data.Dataset):
+    """Rows for a DataLoader; reading row `bad` ends the worker process that reads it."""
+
+    def __init__(self, bad, dim=16):
+        self.bad = bad
+        self.dim = dim
+
+    def __len__(self):
+        return 100_000
+
+    def __getitem__(self, i):
+        if i == self.bad:
+            os._exit(1)
+        return torch.randn(self.dim), torch.randn(1)
+
+
 def check_loss(loss, step, rank):
     if not torch.isfinite(loss):
         raise RuntimeError(
@@ -118,6 +137,12 @@ def train_step(model, opt, shard, step, args, rank):
     if args.case == "interleaved" and step == args.fail_step and rank != 0:
         dist.barrier(group=args.side_group)  # ranks 1-3 line up, then all fail together
         x, y = prepare_batch(shard, step)
+    elif args.case == "loader-worker-exit" and rank == 1:
+        if step == 1:
+            # 2 workers prefetch 2 batches each: the worker reads the bad row about when step --fail-step begins
+            args.loader = iter(torch.utils.data.DataLoader(ExitingDataset(bad=(args.fail_step + 3) * shard.batch_size),
+                                                           batch_size=shard.batch_size, num_workers=2))
+        x, y = next(args.loader)
     else:
         x, y = shard.batch(step)
     loss = F.mse_loss(model(x), y)
@@ -198,7 +223,8 @@ def run(args):
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument("--case", default="healthy",
-                   choices=["healthy", "nan-guard", "sigkill", "hang", "interleaved", "record", "missing-key"])
+                   choices=["healthy", "nan-guard", "sigkill", "hang", "interleaved", "record", "missing-key",
+                            "loader-worker-exit"])
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--fail-step", type=int, default=5)
     p.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
