@@ -601,10 +601,13 @@ def basis_of(choice: Choice) -> Basis:
 def fix_for_category(choice: Choice) -> Fix:
     """The remediation of a failure no entry names: its category's (patterns/fallback.yaml), else
     the generic one; a nearest entry is named for its own fix."""
-    r = fallback_rules().fix_for(choice.category) if choice.category != "unknown" else None
+    rules = fallback_rules()
+    r = rules.fix_for(choice.category) if choice.category != "unknown" else None
     if r is None:
         return UNKNOWN_FIX
-    steps = list(r.fix)
+    c = choice.classification
+    # a phrase that says more than its category (a DataLoader worker's exit) gives its own steps first
+    steps = [*(rules.phrase_fix(c.rule) if c is not None and c.basis in ("phrase", "weak-phrase") else ()), *r.fix]
     if choice.classification is not None and choice.classification.basis == "nearest":
         steps.append(f"This error resembles catalog entry `{choice.classification.rule}`: "
                      f"`verl-logscan explain {choice.classification.rule}` tells how that one is fixed.")

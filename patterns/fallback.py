@@ -33,7 +33,7 @@ FALLBACK_FILE = "fallback.yaml"
 FALLBACK_LABEL = "patterns/fallback.yaml"
 TOP_FIELDS = ("phrases", "types", "frames", "bare_lines", "nearest", "remediation")
 PHRASE_FIELDS = {"id": True, "category": True, "keywords": True, "patterns": True, "examples": True,
-                 "weak": False, "failure": False}
+                 "weak": False, "failure": False, "fix": False}
 TYPE_FIELDS = {"id": True, "category": True, "type": True, "message": False, "examples": True, "weak": False}
 FRAME_FIELDS = {"id": True, "category": True, "function": False, "file": False, "code": False,
                 "examples": True, "weak": False}
@@ -71,6 +71,7 @@ class PhraseRule:
     weak: bool = False
     failure: bool = False  # a line with this phrase is a failure candidate by itself
     line: int = 0
+    fix: tuple[str, ...] = ()  # steps of its own, before its category's (remediation)
 
     def fires(self, message: str) -> bool:
         return any(k in message for k in self.keywords) and any(_search(p, message) for p in self.patterns)
@@ -156,6 +157,10 @@ class FallbackRules:
     def fix_for(self, category: str) -> Remediation | None:
         return next((r for c, r in self.remediation if c == category), None)
 
+    def phrase_fix(self, rule_id: str) -> tuple[str, ...]:
+        """The steps of phrase rule `rule_id`'s own `fix` (none for another rule)."""
+        return next((p.fix for p in self.phrases if p.id == rule_id), ())
+
     def type_category(self, exc_type: str, include_weak: bool = True) -> str | None:
         """The category an exception type alone says (rules without a message condition; the weak
         ones too unless `include_weak` is False), or None. Wrappers that carry an exception class
@@ -226,10 +231,11 @@ class _RuleBuilder(_EntryBuilder):
         keywords = self.text_list("keywords", self.raw.get("keywords"))
         patterns = self._patterns()
         failure = self.flag("failure")
+        fix = self.text_list("fix", self.raw.get("fix"), required=False)
         examples = self._examples()
         if not self.ok:
             return None
-        return PhraseRule(rule_id, category, keywords, tuple(patterns), examples, weak, failure, self.line_of())
+        return PhraseRule(rule_id, category, keywords, tuple(patterns), examples, weak, failure, self.line_of(), fix)
 
     def exception_type(self) -> TypeRule | None:
         self.fields(TYPE_FIELDS)

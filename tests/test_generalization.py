@@ -189,6 +189,9 @@ def test_real_torchrun_failures_of_a_data_worker_and_of_a_launcher_flag() -> Non
     rc = report["root_cause"]
     assert code == 1 and (rc["category"], rc["rank"], rc["stage"]) == ("data-error", 1, "data-load")
     assert rc["basis"]["rule"] == "phrase-dataloader-worker"  # (not a Ray worker that died: ray-error)
+    # the phrase's own advice comes before the data-error category's
+    fix = rc["remediation"]["fix"]
+    assert fix[0].startswith("Rerun with the DataLoader in the main process") and "data.train_files" in fix[2]
     report, code = scan((FIXTURES / "torchrun" / "bad-master-port.log").read_text())
     rc = report["root_cause"]
     assert code == 1 and (rc["category"], rc["stage"], rc["basis"]["rule"]) == (

@@ -218,8 +218,10 @@ def test_a_regex_that_times_out_on_every_line_is_disabled_with_a_note(tmp_path: 
     (note,) = [n for n in notes if "my-slow-failure" in n]
     assert f"({cat}:1) was disabled at {log}:" in note and "later lines were not matched against it" in note
     timed_out = int(re.search(r"\((\d+) timed out", note).group(1))
-    # disabled once its timeouts passed the budget: a few dozen searches, not one per line
-    assert ENTRY_BUDGET_S / MATCH_TIMEOUT_S <= timed_out <= ENTRY_BUDGET_S / MATCH_TIMEOUT_S + 2
+    # disabled once its timeouts passed the budget: a few dozen searches, not one per line. (Each
+    # timeout counts the time it took, at least MATCH_TIMEOUT_S: on a busy machine fewer reach the
+    # budget, so only the upper bound is fixed)
+    assert 1 <= timed_out <= ENTRY_BUDGET_S / MATCH_TIMEOUT_S + 2
     line = int(note.split(f"{log}:")[1].split(":")[0])
     assert line < lines // 4
 
