@@ -37,6 +37,7 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
+RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame")  # bases that name a fallback rule
 BUILTIN_SOURCE = "patterns/catalog"  # how the loader names the source of a built-in entry
 
 
@@ -507,6 +508,9 @@ def _explain_hint(report, catalog, catalogs: tuple[str, ...]) -> str | None:
     if rc is None:
         return None
     if rc.id == UNKNOWN_ID:
+        basis = rc.basis
+        if basis is not None and basis.rule and basis.kind in RULE_BASES:
+            return f"verl-logscan explain {shlex.quote(basis.rule)}"  # the fallback rule that named it
         return f"verl-logscan explain {UNKNOWN_ID}"
     entry = catalog.get(rc.id)
     if entry is None:
@@ -725,6 +729,8 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
     if entry is None and entry_id == UNKNOWN_ID:
         _explain_unknown(catalog)
         return
+    if entry is None and _explain_rule(entry_id):
+        return
     if entry is None:
         from rapidfuzz import process
 
@@ -746,6 +752,43 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
         for ref in r.references:
             click.echo(f"  {ref}")
     click.echo(f"\nDefined in {entry.source}:{entry.line}")
+
+
+def _explain_rule(rule_id: str) -> bool:
+    """`explain` of a fallback rule (patterns/fallback.yaml: a phrase, type or frame rule that names a
+    failure no entry names); False when there is none of that id."""
+    from patterns.fallback import FrameCategoryRule, PhraseRule, fallback_rules
+
+    rules = fallback_rules()
+    rule = next((r for r in (*rules.phrases, *rules.types, *rules.frames) if r.id == rule_id), None)
+    if rule is None:
+        return False
+    kind = "phrase" if isinstance(rule, PhraseRule) else "frame" if isinstance(rule, FrameCategoryRule) else "type"
+    click.echo(f"{rule.id}: a fallback {kind} rule, for failures that no catalog entry names")
+    click.echo(f"category {rule.category}" + (" (a weak hint: tried after the frame rules)" if rule.weak else ""))
+    click.echo("\nWhat it looks for")
+    if isinstance(rule, PhraseRule):
+        click.echo("  a message holding " + " or ".join(repr(k) for k in rule.keywords) + ", and matching one of:")
+        for p in rule.patterns:
+            click.echo(f"    {p.pattern}")
+    elif isinstance(rule, FrameCategoryRule):
+        for field in ("function", "file", "code"):
+            if getattr(rule, field) is not None:
+                click.echo(f"  a traceback frame whose {field} matches {getattr(rule, field).pattern}")
+    else:
+        click.echo(f"  an exception whose type matches {rule.type.pattern}"
+                   + (f" and whose message matches {rule.message.pattern}" if rule.message is not None else ""))
+    if rule.examples.match:
+        click.echo("\nExample\n  " + rule.examples.match[0].line.replace("\n", "\n  ").rstrip())
+    r = rules.fix_for(rule.category)
+    steps = [*getattr(rule, "fix", ()), *(r.fix if r is not None else UNKNOWN_FIX.fix)]
+    if r is not None:
+        click.echo("\nWhat it is\n  " + r.summary)
+    click.echo("\nFix")
+    for i, step in enumerate(steps, 1):
+        click.echo(f"  {i}. {step}")
+    click.echo(f"\nDefined in patterns/fallback.yaml:{rule.line}")
+    return True
 
 
 def _guard_standard_descriptors() -> None:

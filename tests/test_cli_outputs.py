@@ -173,6 +173,25 @@ def test_summary_suggests_explain_unknown_and_it_works() -> None:
     assert run_cli(command[1:]).exit_code == 0
 
 
+def test_summary_suggests_the_fallback_rule_that_named_the_failure_and_explain_shows_it() -> None:
+    """No entry names a DataLoader worker's exit; the fallback phrase that does is what `explain` shows:
+    what it looks for, an example, its own fix steps before its category's, and where it is defined."""
+    r = run_cli(["scan", str(FIXTURES / "torchrun" / "dataloader-worker-exit.log")])
+    assert r.exit_code == EXIT_FAILURE_FOUND
+    (hint,) = [line for line in r.stdout.splitlines() if "verl-logscan explain" in line]
+    command = hint.split("; ", 1)[1].split()
+    assert command == ["verl-logscan", "explain", "phrase-dataloader-worker"]
+    shown = run_cli(command[1:])
+    assert shown.exit_code == 0
+    out = shown.stdout
+    for part in ("a fallback phrase rule", "category data-error", "What it looks for", "Example", "Fix",
+                 "1. Rerun with the DataLoader in the main process", "Defined in patterns/fallback.yaml:"):
+        assert part in out, part
+    assert out.index("num_workers=0") < out.index("data.train_files")  # its own step first
+    frame = run_cli(["explain", "frame-dataset"])
+    assert frame.exit_code == 0 and "a traceback frame whose function matches" in frame.stdout
+
+
 def test_summary_suggests_the_catalog_a_user_entry_needs(tmp_path: Path) -> None:
     entries = tmp_path / "mine.yaml"
     entries.write_text(SHARD_ENTRY)
