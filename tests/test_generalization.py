@@ -198,6 +198,18 @@ def test_real_torchrun_failures_of_a_data_worker_and_of_a_launcher_flag() -> Non
         "rendezvous-failure", "launch", "phrase-rendezvous")
 
 
+def test_real_verl_runs_a_config_typo_and_a_package_conflict() -> None:
+    """verl 0.5.0 from PyPI, run for real (tests/fixtures/verl/README.md)."""
+    report, code = scan((FIXTURES / "verl" / "hydra-unknown-key.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["id"], rc["stage"]) == ("config-error", "hydra-override-key-missing",
+                                                                     "config")
+    report, code = scan((FIXTURES / "verl" / "numpy-pyarrow-conflict.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and rc["category"] == "version-mismatch"  # (an ImportError by type: import-error)
+    assert rc["message"] == "ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4"
+
+
 # -- healthy runs stay healthy -----------------------------------------------------------------------
 
 BAIT = [

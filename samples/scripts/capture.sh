@@ -9,6 +9,10 @@
 # scratch job directory ($JOB) holding copies of the scripts, then neutralised by neutralise.py
 # (venv -> /opt/venv, job dir -> /workspace/job, hostname -> node-1, IPs -> 10.0.0.x, /root -> /home/user).
 # Writes samples/*.log, samples/scripts/wordings/*.txt, tests/fixtures/torchrun/*, tests/fixtures/ray/*.
+# ONLY=verl runs real verl in its own venv (VERL_VENV, default /tmp/verlvenv):
+#   python3.11 -m venv /tmp/verlvenv
+#   /tmp/verlvenv/bin/pip install torch==2.13.0 numpy==1.26.4 && /tmp/verlvenv/bin/pip install verl==0.5.0
+# and writes tests/fixtures/verl/* (see its README: the second run needs that NumPy).
 # Runs are real, so pids, ports, timings and (for racing ranks) the order of events differ per run.
 set -u -o pipefail
 
@@ -124,6 +128,22 @@ if [[ $ONLY == all || $ONLY == ray ]]; then
     rm -rf "$FIX_R/session_logs"
     python3 "$HERE/collect_ray_session.py" "$SESSION/logs" "$FIX_R/session_logs" --pid "$KILLED" --pid "$RUNNER"
     find "$FIX_R/session_logs" -type f -exec python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" {} +
+fi
+
+if [[ $ONLY == verl ]]; then
+    VERL_VENV=${VERL_VENV:-/tmp/verlvenv}
+    FIX_V=$REPO/tests/fixtures/verl
+    fresh_job
+    mkdir -p "$JOB/data"
+    # a config key that does not exist
+    run_case "$FIX_V/hydra-unknown-key.log" 120 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo trainer.fooo=1
+    # data files and a model that are not there; with NumPy 1.26 beside the pyarrow verl 0.5.0 brings,
+    # the job fails before reaching them (see the README)
+    run_case "$FIX_V/numpy-pyarrow-conflict.log" 300 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
+        data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
+        actor_rollout_ref.model.path="$JOB/model-not-here" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
+        ray_init.num_cpus=2
+    python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" --venv "$VERL_VENV" "$FIX_V"/*.log
 fi
 
 if [[ $ONLY == all || $ONLY == wordings ]]; then
