@@ -208,6 +208,11 @@ def test_real_verl_runs_a_config_typo_and_a_package_conflict() -> None:
     rc = report["root_cause"]
     assert code == 1 and rc["category"] == "version-mismatch"  # (an ImportError by type: import-error)
     assert rc["message"] == "ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4"
+    report, code = scan((FIXTURES / "verl" / "model-path-missing.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["stage"], rc["actor"], rc["pid"]) == (
+        "model-load-error", "model-load", "TaskRunner", 24460)
+    assert "model-not-here" in rc["message"]
 
 
 # -- healthy runs stay healthy -----------------------------------------------------------------------

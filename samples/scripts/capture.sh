@@ -12,7 +12,8 @@
 # ONLY=verl runs real verl in its own venv (VERL_VENV, default /tmp/verlvenv):
 #   python3.11 -m venv /tmp/verlvenv
 #   /tmp/verlvenv/bin/pip install torch==2.13.0 numpy==1.26.4 && /tmp/verlvenv/bin/pip install verl==0.5.0
-# and writes tests/fixtures/verl/* (see its README: the second run needs that NumPy).
+# and writes tests/fixtures/verl/* (see its README: the second run needs that NumPy; the script then
+# installs NumPy 2 into that venv for the third).
 # Runs are real, so pids, ports, timings and (for racing ranks) the order of events differ per run.
 set -u -o pipefail
 
@@ -140,6 +141,12 @@ if [[ $ONLY == verl ]]; then
     # data files and a model that are not there; with NumPy 1.26 beside the pyarrow verl 0.5.0 brings,
     # the job fails before reaching them (see the README)
     run_case "$FIX_V/numpy-pyarrow-conflict.log" 300 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
+        data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
+        actor_rollout_ref.model.path="$JOB/model-not-here" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
+        ray_init.num_cpus=2
+    # the same run with the NumPy pyarrow needs (over verl 0.5.0's numpy<2 pin): it gets as far as the model
+    "$VERL_VENV/bin/pip" install -q 'numpy>=2,<2.4'
+    run_case "$FIX_V/model-path-missing.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
         data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
         actor_rollout_ref.model.path="$JOB/model-not-here" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
         ray_init.num_cpus=2
