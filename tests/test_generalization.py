@@ -213,6 +213,10 @@ def test_real_verl_runs_a_config_typo_and_a_package_conflict() -> None:
     assert code == 1 and (rc["category"], rc["stage"], rc["actor"], rc["pid"]) == (
         "model-load-error", "model-load", "TaskRunner", 24460)
     assert "model-not-here" in rc["message"]
+    report, code = scan((FIXTURES / "verl" / "data-file-missing.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["id"], rc["stage"], rc["actor"]) == (
+        "data-error", "dataset-file-not-found", "data-load", "TaskRunner")
 
 
 # -- healthy runs stay healthy -----------------------------------------------------------------------

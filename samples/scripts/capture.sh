@@ -150,6 +150,12 @@ if [[ $ONLY == verl ]]; then
         data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
         actor_rollout_ref.model.path="$JOB/model-not-here" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
         ray_init.num_cpus=2
+    # a tiny Qwen2-shaped model and word-level tokenizer made offline, so verl gets to the data files
+    "$VERL_VENV/bin/python" "$HERE/make_tiny_model.py" "$JOB/tiny"
+    run_case "$FIX_V/data-file-missing.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
+        data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
+        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
+        ray_init.num_cpus=2
     python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" --venv "$VERL_VENV" "$FIX_V"/*.log
 fi
 
