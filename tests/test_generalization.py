@@ -217,6 +217,9 @@ def test_real_verl_runs_a_config_typo_and_a_package_conflict() -> None:
     rc = report["root_cause"]
     assert code == 1 and (rc["category"], rc["id"], rc["stage"], rc["actor"]) == (
         "data-error", "dataset-file-not-found", "data-load", "TaskRunner")
+    report, code = scan((FIXTURES / "verl" / "wrong-prompt-key.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["stage"], rc["message"]) == ("data-error", "data-load", "KeyError: 'prompt'")
 
 
 # -- healthy runs stay healthy -----------------------------------------------------------------------

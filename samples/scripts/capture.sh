@@ -156,6 +156,17 @@ if [[ $ONLY == verl ]]; then
         data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
         actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
         ray_init.num_cpus=2
+    # data files whose prompts are under `question`, not the `prompt` key verl reads (the overlong filter
+    # reads it first)
+    "$VERL_VENV/bin/python" -c "
+import pandas as pd
+rows = [{'question': [{'role': 'user', 'content': 'w1 w2 w3'}], 'data_source': 'toy',
+         'reward_model': {'ground_truth': 'w4', 'style': 'rule'}} for _ in range(16)]
+pd.DataFrame(rows).to_parquet('$JOB/data/train.parquet'); pd.DataFrame(rows).to_parquet('$JOB/data/val.parquet')"
+    run_case "$FIX_V/wrong-prompt-key.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
+        data.train_files="$JOB/data/train.parquet" data.val_files="$JOB/data/val.parquet" data.filter_overlong_prompts=True \
+        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
+        ray_init.num_cpus=2
     python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" --venv "$VERL_VENV" "$FIX_V"/*.log
 fi
 
