@@ -220,6 +220,10 @@ def test_real_verl_runs_a_config_typo_and_a_package_conflict() -> None:
     report, code = scan((FIXTURES / "verl" / "wrong-prompt-key.log").read_text())
     rc = report["root_cause"]
     assert code == 1 and (rc["category"], rc["stage"], rc["message"]) == ("data-error", "data-load", "KeyError: 'prompt'")
+    report, code = scan((FIXTURES / "verl" / "micro-batch-unset.log").read_text())
+    rc = report["root_cause"]
+    # the config check ran inside RayPPOTrainer.__init__: config (a frame rule), not model-load (its __init__)
+    assert code == 1 and (rc["category"], rc["stage"], rc["stage_source"]) == ("config-error", "config", "frames")
 
 
 # -- healthy runs stay healthy -----------------------------------------------------------------------

@@ -167,6 +167,17 @@ pd.DataFrame(rows).to_parquet('$JOB/data/train.parquet'); pd.DataFrame(rows).to_
         data.train_files="$JOB/data/train.parquet" data.val_files="$JOB/data/val.parquet" data.filter_overlong_prompts=True \
         actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
         ray_init.num_cpus=2
+    # the same rows under `prompt`: verl gets to building its trainer, whose config check wants a
+    # micro batch size that verl 0.5.0's defaults leave unset
+    "$VERL_VENV/bin/python" -c "
+import pandas as pd
+rows = [{'prompt': [{'role': 'user', 'content': 'w1 w2 w3'}], 'data_source': 'toy',
+         'reward_model': {'ground_truth': 'w4', 'style': 'rule'}} for _ in range(16)]
+pd.DataFrame(rows).to_parquet('$JOB/data/train2.parquet'); pd.DataFrame(rows).to_parquet('$JOB/data/val2.parquet')"
+    run_case "$FIX_V/micro-batch-unset.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
+        data.train_files="$JOB/data/train2.parquet" data.val_files="$JOB/data/val2.parquet" \
+        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
+        ray_init.num_cpus=2
     python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" --venv "$VERL_VENV" "$FIX_V"/*.log
 fi
 
