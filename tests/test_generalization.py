@@ -224,6 +224,14 @@ def test_real_verl_runs_a_config_typo_and_a_package_conflict() -> None:
     rc = report["root_cause"]
     # the config check ran inside RayPPOTrainer.__init__: config (a frame rule), not model-load (its __init__)
     assert code == 1 and (rc["category"], rc["stage"], rc["stage_source"]) == ("config-error", "config", "frames")
+    report, code = scan((FIXTURES / "verl" / "no-gpus.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["id"], rc["stage"]) == ("ray-error", "ray-insufficient-gpus",
+                                                                     "distributed-init")
+    report, code = scan((FIXTURES / "verl" / "worker-sees-no-gpu.log").read_text())
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["id"], rc["stage"], rc["actor"], rc["pid"]) == (
+        "cuda-error", "cuda-no-device", "distributed-init", "WorkerDict", 1417)
 
 
 # -- healthy runs stay healthy -----------------------------------------------------------------------

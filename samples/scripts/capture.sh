@@ -178,6 +178,22 @@ pd.DataFrame(rows).to_parquet('$JOB/data/train2.parquet'); pd.DataFrame(rows).to
         data.train_files="$JOB/data/train2.parquet" data.val_files="$JOB/data/val2.parquet" \
         actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
         ray_init.num_cpus=2
+    # with micro batch sizes set, verl builds its Ray resource pools: this machine has no GPU
+    run_case "$FIX_V/no-gpus.log" 300 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \
+        data.train_files="$JOB/data/train2.parquet" data.val_files="$JOB/data/val2.parquet" data.train_batch_size=4 \
+        actor_rollout_ref.actor.ppo_mini_batch_size=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \
+        actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 \
+        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
+        ray_init.num_cpus=2
+    # a Ray cluster that says it has a GPU this machine does not have: verl's worker finds none
+    "$VERL_VENV/bin/ray" start --head --num-gpus=1 --num-cpus=4 --disable-usage-stats > /dev/null
+    RAY_ADDRESS=auto run_case "$FIX_V/worker-sees-no-gpu.log" 300 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
+        algorithm.adv_estimator=grpo data.train_files="$JOB/data/train2.parquet" data.val_files="$JOB/data/val2.parquet" \
+        data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=4 \
+        actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 \
+        actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 actor_rollout_ref.model.path="$JOB/tiny" \
+        trainer.n_gpus_per_node=1 "trainer.logger=['console']"
+    "$VERL_VENV/bin/ray" stop > /dev/null
     python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" --venv "$VERL_VENV" "$FIX_V"/*.log
 fi
 
