@@ -136,63 +136,61 @@ if [[ $ONLY == verl ]]; then
     FIX_V=$REPO/tests/fixtures/verl
     fresh_job
     mkdir -p "$JOB/data"
+    # verl_ppo OUTFILE TIMEOUT_S OVERRIDES...: one run of verl's PPO entry point, as a user starts it
+    verl_ppo() {
+        local out=$1 limit=$2
+        shift 2
+        run_case "$out" "$limit" "$VERL_VENV/bin/python" -m verl.trainer.main_ppo "$@"
+    }
+    # toy_rows KEY NAME: 16 rows with their prompt under KEY, as $JOB/data/NAME-train.parquet and -val.parquet
+    toy_rows() {
+        "$VERL_VENV/bin/python" -c "
+import pandas as pd
+rows = [{'$1': [{'role': 'user', 'content': 'w1 w2 w3'}], 'data_source': 'toy',
+         'reward_model': {'ground_truth': 'w4', 'style': 'rule'}} for _ in range(16)]
+for part in ('train', 'val'):
+    pd.DataFrame(rows).to_parquet('$JOB/data/$2-' + part + '.parquet')"
+    }
+    ONE_GPU=(trainer.n_gpus_per_node=1 "trainer.logger=['console']")
+    LOCAL_RAY=(ray_init.num_cpus=2)
+    MISSING=(data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet")
+    SMALL_GRPO=(algorithm.adv_estimator=grpo data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=4
+                actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+                actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
+                actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2)
+
     # a config key that does not exist
-    run_case "$FIX_V/hydra-unknown-key.log" 120 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo trainer.fooo=1
+    verl_ppo "$FIX_V/hydra-unknown-key.log" 120 trainer.fooo=1
     # data files and a model that are not there; with NumPy 1.26 beside the pyarrow verl 0.5.0 brings,
     # the job fails before reaching them (see the README)
-    run_case "$FIX_V/numpy-pyarrow-conflict.log" 300 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
-        data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
-        actor_rollout_ref.model.path="$JOB/model-not-here" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
-        ray_init.num_cpus=2
+    verl_ppo "$FIX_V/numpy-pyarrow-conflict.log" 300 "${MISSING[@]}" actor_rollout_ref.model.path="$JOB/model-not-here" \
+        "${ONE_GPU[@]}" "${LOCAL_RAY[@]}"
     # the same run with the NumPy pyarrow needs (over verl 0.5.0's numpy<2 pin): it gets as far as the model
     "$VERL_VENV/bin/pip" install -q 'numpy>=2,<2.4'
-    run_case "$FIX_V/model-path-missing.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
-        data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
-        actor_rollout_ref.model.path="$JOB/model-not-here" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
-        ray_init.num_cpus=2
+    verl_ppo "$FIX_V/model-path-missing.log" 400 "${MISSING[@]}" actor_rollout_ref.model.path="$JOB/model-not-here" \
+        "${ONE_GPU[@]}" "${LOCAL_RAY[@]}"
     # a tiny Qwen2-shaped model and word-level tokenizer made offline, so verl gets to the data files
     "$VERL_VENV/bin/python" "$HERE/make_tiny_model.py" "$JOB/tiny"
-    run_case "$FIX_V/data-file-missing.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
-        data.train_files="$JOB/data/missing-train.parquet" data.val_files="$JOB/data/missing-val.parquet" \
-        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
-        ray_init.num_cpus=2
-    # data files whose prompts are under `question`, not the `prompt` key verl reads (the overlong filter
-    # reads it first)
-    "$VERL_VENV/bin/python" -c "
-import pandas as pd
-rows = [{'question': [{'role': 'user', 'content': 'w1 w2 w3'}], 'data_source': 'toy',
-         'reward_model': {'ground_truth': 'w4', 'style': 'rule'}} for _ in range(16)]
-pd.DataFrame(rows).to_parquet('$JOB/data/train.parquet'); pd.DataFrame(rows).to_parquet('$JOB/data/val.parquet')"
-    run_case "$FIX_V/wrong-prompt-key.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
-        data.train_files="$JOB/data/train.parquet" data.val_files="$JOB/data/val.parquet" data.filter_overlong_prompts=True \
-        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
-        ray_init.num_cpus=2
+    TINY=(actor_rollout_ref.model.path="$JOB/tiny")
+    verl_ppo "$FIX_V/data-file-missing.log" 400 "${MISSING[@]}" "${TINY[@]}" "${ONE_GPU[@]}" "${LOCAL_RAY[@]}"
+    # data files whose prompts are under `question`, not the `prompt` key verl reads (the overlong
+    # filter reads it first)
+    toy_rows question question
+    verl_ppo "$FIX_V/wrong-prompt-key.log" 400 data.train_files="$JOB/data/question-train.parquet" \
+        data.val_files="$JOB/data/question-val.parquet" data.filter_overlong_prompts=True "${TINY[@]}" \
+        "${ONE_GPU[@]}" "${LOCAL_RAY[@]}"
     # the same rows under `prompt`: verl gets to building its trainer, whose config check wants a
     # micro batch size that verl 0.5.0's defaults leave unset
-    "$VERL_VENV/bin/python" -c "
-import pandas as pd
-rows = [{'prompt': [{'role': 'user', 'content': 'w1 w2 w3'}], 'data_source': 'toy',
-         'reward_model': {'ground_truth': 'w4', 'style': 'rule'}} for _ in range(16)]
-pd.DataFrame(rows).to_parquet('$JOB/data/train2.parquet'); pd.DataFrame(rows).to_parquet('$JOB/data/val2.parquet')"
-    run_case "$FIX_V/micro-batch-unset.log" 400 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
-        data.train_files="$JOB/data/train2.parquet" data.val_files="$JOB/data/val2.parquet" \
-        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
-        ray_init.num_cpus=2
+    toy_rows prompt prompt
+    PROMPT_DATA=(data.train_files="$JOB/data/prompt-train.parquet" data.val_files="$JOB/data/prompt-val.parquet")
+    verl_ppo "$FIX_V/micro-batch-unset.log" 400 "${PROMPT_DATA[@]}" "${TINY[@]}" "${ONE_GPU[@]}" "${LOCAL_RAY[@]}"
     # with micro batch sizes set, verl builds its Ray resource pools: this machine has no GPU
-    run_case "$FIX_V/no-gpus.log" 300 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \
-        data.train_files="$JOB/data/train2.parquet" data.val_files="$JOB/data/val2.parquet" data.train_batch_size=4 \
-        actor_rollout_ref.actor.ppo_mini_batch_size=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \
-        actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 \
-        actor_rollout_ref.model.path="$JOB/tiny" trainer.n_gpus_per_node=1 "trainer.logger=['console']" \
-        ray_init.num_cpus=2
+    verl_ppo "$FIX_V/no-gpus.log" 300 "${SMALL_GRPO[@]}" "${PROMPT_DATA[@]}" "${TINY[@]}" "${ONE_GPU[@]}" \
+        "${LOCAL_RAY[@]}"
     # a Ray cluster that says it has a GPU this machine does not have: verl's worker finds none
     "$VERL_VENV/bin/ray" start --head --num-gpus=1 --num-cpus=4 --disable-usage-stats > /dev/null
-    RAY_ADDRESS=auto run_case "$FIX_V/worker-sees-no-gpu.log" 300 "$VERL_VENV/bin/python" -m verl.trainer.main_ppo \
-        algorithm.adv_estimator=grpo data.train_files="$JOB/data/train2.parquet" data.val_files="$JOB/data/val2.parquet" \
-        data.train_batch_size=4 actor_rollout_ref.actor.ppo_mini_batch_size=4 \
-        actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 \
-        actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 actor_rollout_ref.model.path="$JOB/tiny" \
-        trainer.n_gpus_per_node=1 "trainer.logger=['console']"
+    RAY_ADDRESS=auto verl_ppo "$FIX_V/worker-sees-no-gpu.log" 300 "${SMALL_GRPO[@]}" "${PROMPT_DATA[@]}" "${TINY[@]}" \
+        "${ONE_GPU[@]}"
     "$VERL_VENV/bin/ray" stop > /dev/null
     python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" --venv "$VERL_VENV" "$FIX_V"/*.log
 fi
