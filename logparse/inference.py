@@ -608,9 +608,9 @@ def fix_for_category(choice: Choice) -> Fix:
     c = choice.classification
     # a phrase that says more than its category (a DataLoader worker's exit) gives its own steps first
     steps = [*(rules.phrase_fix(c.rule) if c is not None and c.basis in ("phrase", "weak-phrase") else ()), *r.fix]
-    if choice.classification is not None and choice.classification.basis == "nearest":
-        steps.append(f"This error resembles catalog entry `{choice.classification.rule}`: "
-                     f"`verl-logscan explain {choice.classification.rule}` tells how that one is fixed.")
+    if c is not None and c.basis == "nearest":
+        steps.append(f"This error resembles catalog entry `{c.rule}`: "
+                     f"`verl-logscan explain {c.rule}` tells how that one is fixed.")
     return Fix(r.summary, r.why, tuple(steps), r.references)
 
 
