@@ -37,7 +37,7 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
-RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame")  # bases that name a fallback rule
+RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame", "marker")  # bases that name a fallback rule
 BUILTIN_SOURCE = "patterns/catalog"  # how the loader names the source of a built-in entry
 
 
@@ -757,12 +757,24 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
 def _explain_rule(rule_id: str) -> bool:
     """`explain` of a fallback rule (patterns/fallback.yaml: a phrase, type or frame rule that names a
     failure no entry names); False when there is none of that id."""
-    from patterns.fallback import FrameCategoryRule, PhraseRule, fallback_rules
+    from patterns.fallback import FrameCategoryRule, MessageMarker, PhraseRule, fallback_rules
 
     rules = fallback_rules()
-    rule = next((r for r in (*rules.phrases, *rules.types, *rules.frames) if r.id == rule_id), None)
+    rule = next((r for r in (*rules.phrases, *rules.types, *rules.frames, *rules.bare.message_markers)
+                 if r.id == rule_id), None)
     if rule is None:
         return False
+    if isinstance(rule, MessageMarker):
+        click.echo(f"{rule.id}: a failure marker whose failure is the text printed before it")
+        click.echo(f"category {rule.category}, when no phrase in that text names one")
+        click.echo(f"\nWhat it looks for\n  a line matching {rule.pattern.pattern}")
+        click.echo("\nWhy\n  " + rule.why)
+        r = rules.fix_for(rule.category)
+        click.echo("\nFix")
+        for i, step in enumerate(r.fix if r is not None else UNKNOWN_FIX.fix, 1):
+            click.echo(f"  {i}. {step}")
+        click.echo(f"\nDefined in patterns/fallback.yaml:{rule.line}")
+        return True
     kind = "phrase" if isinstance(rule, PhraseRule) else "frame" if isinstance(rule, FrameCategoryRule) else "type"
     click.echo(f"{rule.id}: a fallback {kind} rule, for failures that no catalog entry names")
     click.echo(f"category {rule.category}" + (" (a weak hint: tried after the frame rules)" if rule.weak else ""))

@@ -27,7 +27,7 @@ from logparse.normalize import Normalizer, Record
 from logparse.prefilter import trie_regex
 from logparse.reader import Line, strip_ansi
 from patterns import Catalog, Role
-from patterns.fallback import FallbackRules, fallback_rules, search_timeout
+from patterns.fallback import FallbackRules, MessageMarker, fallback_rules, search_timeout
 
 MAX_MESSAGE_LINES = 40  # continuation lines of a message that the rules read (a launcher summary is ~20)
 MAX_COMPARE_CHARS = 400  # characters of a message compared with the examples
@@ -48,7 +48,7 @@ class FailureEvidence:
 @dataclass(frozen=True)
 class Classification:
     category: str
-    basis: str  # phrase | type | frame | weak-phrase | weak-type | nearest
+    basis: str  # phrase | type | frame | weak-phrase | weak-type | marker | nearest
     rule: str  # the rule id, or the nearest entry's id
     detail: str  # what in the evidence fired it, for the explanation
     score: float | None = None  # nearest: the similarity 0-100
@@ -62,6 +62,7 @@ class Classification:
             "phrase": "its wording", "weak-phrase": "its wording (a weak hint)",
             "type": "its exception type", "weak-type": "its exception type (a weak hint)",
             "frame": "where it failed (its frames)", "nearest": "the nearest known entry",
+            "marker": "the line printed after it",
         }[self.basis]
         rule = f"entry {self.rule}" if self.basis == "nearest" else f"rule {self.rule}"
         return f"Category {self.category} from {what}: {self.detail} ({rule} of patterns/fallback.yaml)."
@@ -253,6 +254,7 @@ class BareLine:
     context: Sequence[Record] = ()
     after: list[Record] = field(default_factory=list)  # continuation lines of its message
     traceback: object | None = None  # cut-traceback: the traceback whose exception line is missing
+    marker: MessageMarker | None = None  # a message marker's text: the marker that closed it
 
     @property
     def seq(self) -> int:

@@ -379,6 +379,12 @@ def classify_choice(c: Choice, catalog: Catalog | None, nearest: bool = False) -
     evidence = c.evidence()
     if evidence is not None:
         c.classification = classify(evidence, catalog if nearest else None)
+    marker = c.bare.marker if c.bare is not None else None
+    if marker is not None and (c.classification is None or c.classification.basis == "nearest"):
+        # the program that printed it tells what kind of failure this text is (Hydra: its config)
+        c.classification = Classification(marker.category, "marker", marker.id,
+                                          "it was printed alone, with no type or traceback, just before "
+                                          "the marker line")
 
 
 def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: list[Traceback],
@@ -454,7 +460,7 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
     return None, survivors
 
 
-BASIS_CONFIDENCE = {"phrase": 0.0, "type": 0.0, "frame": -0.05, "weak-phrase": -0.1, "weak-type": -0.1,
+BASIS_CONFIDENCE = {"phrase": 0.0, "type": 0.0, "frame": -0.05, "marker": -0.05, "weak-phrase": -0.1, "weak-type": -0.1,
                     "nearest": -0.15}
 
 

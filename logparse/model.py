@@ -62,9 +62,9 @@ class Candidate:
 @dataclass(frozen=True)
 class Basis:
     """What decided a root cause's category: a catalog entry, or a fallback rule of
-    patterns/fallback.yaml (phrase, type, frame, weak-phrase, weak-type, nearest), or none."""
+    patterns/fallback.yaml (phrase, type, frame, weak-phrase, weak-type, marker, nearest), or none."""
 
-    kind: str  # entry | phrase | type | frame | weak-phrase | weak-type | nearest | none
+    kind: str  # entry | phrase | type | frame | weak-phrase | weak-type | marker | nearest | none
     rule: str | None  # the entry or rule id (nearest: the nearest entry's id)
     detail: str
 

@@ -72,6 +72,7 @@ from logparse.reader import (
 )
 from logparse.tracebacks import TB_START, LineRole, TracebackAssembler
 from patterns import Catalog, Role, Severity
+from patterns.fallback import MessageMarker
 from patterns.inference import inference_rules
 from patterns.stages import MAX_FRAME_FIELD, StageSource, actor_stages, category_stages
 
@@ -803,9 +804,16 @@ class Scanner:
         if found is None:
             return
         kind, exc_type, message = found
-        # a few lines back (not LOOKBACK_LINES): every bare line of a log dense in errors takes its own
-        context = self._context(rec, BARE_LOOKBACK_LINES)
-        line = BareLine(rec, kind, exc_type, message, self.last_step[1] if self.last_step else None, context)
+        step = self.last_step[1] if self.last_step else None
+        line = None
+        if kind == "marker":
+            marker = self.bare_detector.rules.bare.message_marker(rec.message.strip())
+            if marker is not None:
+                line = self._message_before(rec, marker, step)
+        if line is None:
+            # a few lines back (not LOOKBACK_LINES): every bare line of a log dense in errors takes its own
+            context = self._context(rec, BARE_LOOKBACK_LINES)
+            line = BareLine(rec, kind, exc_type, message, step, context)
         if len(self.bare_lines) < MAX_BARE_LINES // 2:
             self.bare_lines.append(line)
         else:
@@ -813,6 +821,55 @@ class Scanner:
         self._active_sources.add(rec.line.source)
         if rec.stream not in self.open_message:
             self.open_message[rec.stream] = line
+
+    def _message_before(self, rec: Record, marker: MessageMarker, step: int | None) -> BareLine | None:
+        """The failure a message marker closes (patterns/fallback.yaml `markers`): the text its stream
+        printed just before it, as a bare line of its own (its first line the failure line, the rest
+        its continuation), or None when that text is not there to read (no raw block at hand, nothing
+        before it) or is a traceback's (which the traceback assembler reads)."""
+        source = rec.line.source
+        got = self._blocks.get(source)
+        if got is None or source not in self._offsets:
+            return None
+        block, tail = got
+        raw = _lookback(block.load(), self._offsets[source], tail, min(marker.lines, rec.line.number - 1))
+        raws = raw.split(b"\n")
+        raws.pop()  # after the last newline
+        default = self._defaults.get(source) or self.attribution.get(source)
+        before: list[Record] = []  # the stream's lines before the marker, oldest first, blank ones too
+        for i, b in enumerate(reversed(raws), 1):
+            line = Line(source, rec.line.number - i, decode_line(b[:MAX_LINE_BYTES]))
+            other = self._lookback_normalizer.normalize(line, 0, self.attribution.get(source) or default)
+            if other.stream == rec.stream:
+                before.append(other)
+        before.reverse()
+        end = len(before)
+        while end and not before[end - 1].message.strip():
+            end -= 1
+        start = end
+        while True:
+            # the paragraph ending at `end`: back to a blank line, or a line that starts a log record
+            start = end
+            while start and before[start - 1].message.strip() and not _starts_record(before[start - 1]):
+                start -= 1
+            if start == end:
+                return None
+            if any(_TRACEBACK_LINE.match(r.message) for r in before[start:end]):
+                return None  # a traceback's: its exception line is the failure
+            first = before[start].message.strip()
+            if not (start and any(s.search(first) for s in marker.sections)):
+                break
+            # a section of the message (Hydra's `Config search path:`): the message began before it
+            end = start
+            while end and not before[end - 1].message.strip():
+                end -= 1
+            if not end:
+                return None
+        head = before[start]
+        head.seq = rec.seq  # (ordered as the marker: nothing else of its stream came between)
+        after = [r for r in before[start + 1:] if r.message.strip()]
+        context = [r for r in before[max(0, start - CONTEXT_LINES):start] if r.message.strip()]
+        return BareLine(head, "marker", None, head.message.strip(), step, context, after, marker=marker)
 
     def kept_bare_lines(self) -> list[BareLine]:
         return self.bare_lines + list(self._recent_bare)
@@ -1137,6 +1194,14 @@ def _code(text: str) -> str:
     ticks = "`" * (max((len(run) for run in regex.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+_TRACEBACK_LINE = regex.compile(r'\s*(?:Traceback \(most recent call last\):|File ")')
+
+
+def _starts_record(rec: Record) -> bool:
+    """Does `rec` begin a log record of its own (a level or a time in its prefix)?"""
+    return rec.origin.level is not None or rec.origin.time is not None
 
 
 def _lookback(block: bytes, start: int, tail: bytes, limit: int) -> bytes:

@@ -38,6 +38,9 @@ TYPE_FIELDS = {"id": True, "category": True, "type": True, "message": False, "ex
 FRAME_FIELDS = {"id": True, "category": True, "function": False, "file": False, "code": False,
                 "examples": True, "weak": False}
 BARE_FIELDS = ("keywords", "exception", "prefix", "levels", "benign", "structured", "markers", "examples")
+MARKER_FIELDS = {"id": True, "pattern": True, "message": True, "category": True, "sections": False,
+                 "lines": False, "why": True}
+MAX_MARKER_LINES = 64  # (the raw lines a scan reads back: scan.LOOKBACK_LINES)
 NEAREST_FIELDS = ("scorer", "threshold", "margin", "min_tokens")
 SCORERS = ("token_set_ratio", "token_sort_ratio", "ratio", "partial_ratio", "WRatio", "QRatio")
 MAX_FIELD = 2000  # characters of a message or a frame field that a rule's regex sees
@@ -135,6 +138,27 @@ class BareLineRules:
     examples: Examples
     structured: tuple[regex.Pattern, ...] = ()  # data lines: only a failure phrase makes them candidates
     markers: tuple[regex.Pattern, ...] = ()  # lines that show a process failed without naming an error
+    # markers after which a program prints nothing of its own: the failure's text is before them
+    message_markers: tuple["MessageMarker", ...] = ()
+
+    def message_marker(self, text: str) -> "MessageMarker | None":
+        """The message marker (a `markers` mapping) that `text` is, or None."""
+        return next((m for m in self.message_markers if _search(m.pattern, text)), None)
+
+
+@dataclass(frozen=True)
+class MessageMarker:
+    """A failure marker whose failure is the text printed just before it (Hydra's epilogue follows
+    an error's bare text): that text, not the marker, is the failure line; `category` names it when
+    no phrase in it does."""
+
+    id: str
+    pattern: regex.Pattern
+    category: str
+    why: str
+    sections: tuple[regex.Pattern, ...] = ()  # paragraphs that continue the text before them
+    lines: int = 24  # how far back (raw lines of the stream) the text may start
+    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -314,13 +338,64 @@ def _bare(data: dict, label: str, problems: list[Problem], lazy: bool) -> BareLi
                 out.append(c)
         return tuple(out)
 
-    benign, structured, markers = regex_list("benign"), regex_list("structured"), regex_list("markers")
+    benign, structured = regex_list("benign"), regex_list("structured")
+    markers, message_markers = _markers(b, raw.get("markers") or [], label, problems, lazy)
     examples = b._examples()
     if exception is not None and not lazy and "type" not in exception.groupindex:
         b.fail("exception", "the exception regex needs a named group 'type'")
     if not b.ok:
         return None
-    return BareLineRules(keywords, exception, prefix, frozenset(levels), benign, examples, structured, markers)
+    return BareLineRules(keywords, exception, prefix, frozenset(levels), benign, examples, structured, markers,
+                         message_markers)
+
+
+def _markers(b: _RuleBuilder, values, label: str, problems: list[Problem],
+             lazy: bool) -> tuple[tuple[regex.Pattern, ...], tuple[MessageMarker, ...]]:
+    """bare_lines.markers: each a regex, or a mapping (MARKER_FIELDS) for a marker whose failure is
+    the text before it (`message: before`)."""
+    if not isinstance(values, list):
+        b.fail("markers", "bare_lines.markers must be a list (of regexes, or mappings with a pattern)")
+        return (), ()
+    patterns: list[regex.Pattern] = []
+    messages: list[MessageMarker] = []
+    for i, value in enumerate(values):
+        at = b.item_line("markers", values, i)
+        if isinstance(value, str) and value:
+            c = b.regex("markers", f"markers #{i + 1}", value, at)
+            if c is not None:
+                patterns.append(c)
+            continue
+        if not isinstance(value, dict):
+            b.fail("markers", f"markers #{i + 1} must be a regex string or a mapping", line=at)
+            continue
+        m = _RuleBuilder(value, label, problems, lazy=lazy)
+        m.fields(MARKER_FIELDS)
+        marker_id, category, _ = m.head()
+        pattern = m.one_regex("pattern", required=True)
+        if value.get("message") != "before":
+            m.fail("message", "'message' must be 'before' (the failure is the text printed before the marker)")
+        why = m.text("why")
+        sections = value.get("sections") or []
+        compiled = []
+        if not isinstance(sections, list):
+            m.fail("sections", "'sections' must be a list of regexes")
+        else:
+            for j, p in enumerate(sections):
+                if not isinstance(p, str) or not p:
+                    m.fail("sections", f"sections #{j + 1} must be a regex string")
+                    continue
+                c = m.regex("sections", f"sections #{j + 1}", p, m.item_line("sections", sections, j))
+                if c is not None:
+                    compiled.append(c)
+        lines = value.get("lines", 24)
+        if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_MARKER_LINES:
+            m.fail("lines", f"'lines' must be a whole number from 1 to {MAX_MARKER_LINES}, got {_short(lines)}")
+        if not m.ok:
+            b.ok = False
+            continue
+        patterns.append(pattern)
+        messages.append(MessageMarker(marker_id, pattern, category, why, tuple(compiled), lines, m.line_of()))
+    return tuple(patterns), tuple(messages)
 
 
 def _nearest(data: dict, label: str, problems: list[Problem]) -> NearestConfig:
@@ -408,6 +483,10 @@ def load_fallback_rules(text: str | None = None, label: str = FALLBACK_LABEL, la
             problems.append(Problem(label, rule.line, f"duplicate rule id '{rule.id}' (also at line {ids[rule.id]})"))
         ids[rule.id] = rule.line
     bare = _bare(data, label, problems, lazy)
+    for marker in bare.message_markers if bare is not None else ():
+        if marker.id in ids:
+            problems.append(Problem(label, marker.line, f"duplicate rule id '{marker.id}' (also at line {ids[marker.id]})"))
+        ids[marker.id] = marker.line
     nearest = _nearest(data, label, problems)
     remediation = _remediation(data, label, problems)
     if problems:
@@ -420,8 +499,8 @@ def fallback_rules() -> FallbackRules:
     """The built-in rules (regexes compile on first use; the tests compile, risk-check and probe them),
     parsed, or as an earlier run parsed the same file (patterns.cache)."""
     text = _read_builtin()
-    classes = (FallbackRules, PhraseRule, TypeRule, FrameCategoryRule, BareLineRules, NearestConfig, Examples,
-               Example, Remediation, LazyPattern)
+    classes = (FallbackRules, PhraseRule, TypeRule, FrameCategoryRule, BareLineRules, MessageMarker, NearestConfig,
+               Examples, Example, Remediation, LazyPattern)
     return cached("fallback", [text.encode(), *source_of("patterns.fallback", "patterns.loader", "patterns.yamlfile",
                                                          "patterns.schema", "patterns.taxonomy")],
                   lambda: load_fallback_rules(text, lazy=True), classes, lambda value: isinstance(value, FallbackRules))

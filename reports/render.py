@@ -326,7 +326,8 @@ def render_markdown(report: Report, budget: int = MD_BUDGET) -> str:
 
 
 BASIS_WORDS = {"phrase": "its wording", "weak-phrase": "its wording", "type": "its exception type",
-               "weak-type": "its exception type", "frame": "its frames", "nearest": "the nearest entry"}
+               "weak-type": "its exception type", "frame": "its frames", "marker": "the marker after it",
+               "nearest": "the nearest entry"}
 
 
 def basis_text(rc) -> str:

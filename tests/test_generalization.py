@@ -231,6 +231,59 @@ def test_every_real_verl_fixture_has_its_verdict() -> None:
     assert sorted(p.name for p in (FIXTURES / "verl").glob("*.log")) == sorted(REAL_VERL_RUNS)
 
 
+# Real Hydra runs (tests/fixtures/hydra, samples/scripts/capture.sh ONLY=hydra): the verdict with the
+# full catalog, and without the catalog's Hydra entries, where the epilogue's marker finds the error's
+# text before it (a config error Hydra printed bare) and a traceback before it stays the failure.
+HYDRA_ENTRIES = ("hydra-config-not-found", "hydra-override-parse-error", "hydra-override-key-missing",
+                 "hydra-error-executing-job")
+REAL_HYDRA_RUNS = {
+    "config-group-option-missing.log": ({"id": "hydra-config-not-found"},
+                                        {"message": "In 'ppo_trainer': Could not find 'rollout/vllm_v2'"}),
+    "primary-config-missing.log": ({"id": "hydra-config-not-found"},
+                                   {"message": "Cannot find primary config 'ppo_trainer_v2'. Check that it's in "
+                                               "your config search path."}),
+    "override-parse-error.log": ({"id": "hydra-override-parse-error"},
+                                 {"message": "Error parsing override 'data.max_prompt_length=1,2]'"}),
+    "app-raises.log": ({"id": "unknown", "message": "ValueError: data.train_batch_size (7) must be divisible by 2"},
+                       {"message": "ValueError: data.train_batch_size (7) must be divisible by 2",
+                        "basis": "phrase-divisibility"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_HYDRA_RUNS))
+def test_real_hydra_runs(name: str) -> None:
+    text = (FIXTURES / "hydra" / name).read_text()
+    full, without = REAL_HYDRA_RUNS[name]
+    report, code = scan(text)
+    rc = report["root_cause"]
+    assert code == 1 and (rc["category"], rc["stage"]) == ("config-error", "config")
+    assert {k: rc[k] for k in full} == full
+    disabled = [a for e in HYDRA_ENTRIES for a in ("--disable", e)]
+    report, code = scan(text, *disabled)
+    rc = report["root_cause"]
+    assert code == 1 and (rc["id"], rc["category"], rc["stage"]) == ("unknown", "config-error", "config")
+    assert rc["message"] == without["message"]
+    assert rc["basis"]["rule"] == without.get("basis", "marker-hydra-epilogue")
+    # the failure line is the error's first line, with the rest of its text as evidence
+    first = text.splitlines().index(without["message"]) + 1
+    assert rc["error_line"]["line"] == first
+    if rc["basis"]["kind"] == "marker":
+        assert all(e["line"] >= first for e in rc["evidence"]) and len(rc["evidence"]) > 1
+
+
+def test_every_real_hydra_fixture_has_its_verdict() -> None:
+    assert sorted(p.name for p in (FIXTURES / "hydra").glob("*.log")) == sorted(REAL_HYDRA_RUNS)
+
+
+def test_hydra_marker_takes_no_text_from_another_record() -> None:
+    # a timestamped record just before the epilogue is no bare Hydra message: the marker stays the line
+    text = ("2026-10-07 10:00:01,000 INFO worker.py:2038 -- Started a local Ray instance.\n\n"
+            "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+    report, code = scan(text)
+    rc = report["root_cause"]
+    assert code == 1 and rc["error_line"]["line"] == 3 and rc["basis"]["kind"] != "marker"
+
+
 # -- healthy runs stay healthy -----------------------------------------------------------------------
 
 BAIT = [

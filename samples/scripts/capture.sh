@@ -8,7 +8,8 @@
 # Each run is launched the way a user would (`CMD 2>&1 | tee FILE`) under `timeout`, from a
 # scratch job directory ($JOB) holding copies of the scripts, then neutralised by neutralise.py
 # (venv -> /opt/venv, job dir -> /workspace/job, hostname -> node-1, IPs -> 10.0.0.x, /root -> /home/user).
-# Writes samples/*.log, samples/scripts/wordings/*.txt, tests/fixtures/torchrun/*, tests/fixtures/ray/*.
+# Writes samples/*.log, samples/scripts/wordings/*.txt, tests/fixtures/torchrun/*, tests/fixtures/ray/*,
+# tests/fixtures/hydra/* (ONLY=hydra needs only hydra-core in the venv).
 # ONLY=verl runs real verl in its own venv (VERL_VENV, default /tmp/verlvenv):
 #   python3.11 -m venv /tmp/verlvenv
 #   /tmp/verlvenv/bin/pip install torch==2.13.0 numpy==1.26.4 && /tmp/verlvenv/bin/pip install verl==0.5.0
@@ -28,7 +29,7 @@ JOB=${JOB:-/tmp/logscan-job}
 PY=$VENV/bin/python
 TORCHRUN=$VENV/bin/torchrun
 STDLIB=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
-ONLY=${ONLY:-all}   # ONLY=torchrun|ray|wordings to run one group
+ONLY=${ONLY:-all}   # ONLY=torchrun|ray|hydra|wordings to run one group
 
 NEUT_ARGS=(--venv "$VENV" --workdir "$JOB" --workdir "$HERE" --stdlib "$STDLIB" --host "$(hostname)"
            --host "$(hostname -f 2>/dev/null || hostname)")
@@ -193,6 +194,17 @@ for part in ('train', 'val'):
         "${ONE_GPU[@]}"
     "$VERL_VENV/bin/ray" stop > /dev/null
     python3 "$HERE/neutralise.py" "${NEUT_ARGS[@]}" --venv "$VERL_VENV" "$FIX_V"/*.log
+fi
+
+if [[ $ONLY == all || $ONLY == hydra ]]; then
+    # Hydra's own output when it cannot compose the config, and when the app raises (hydra_app/)
+    FIX_H=$REPO/tests/fixtures/hydra
+    fresh_job
+    cp -r "$HERE/hydra_app" "$JOB/"
+    JOB=$JOB/hydra_app run_case "$FIX_H/config-group-option-missing.log" 60 "$PY" main_ppo.py rollout=vllm_v2
+    JOB=$JOB/hydra_app run_case "$FIX_H/primary-config-missing.log" 60 "$PY" main_ppo.py --config-name ppo_trainer_v2
+    JOB=$JOB/hydra_app run_case "$FIX_H/override-parse-error.log" 60 "$PY" main_ppo.py 'data.max_prompt_length=1,2]'
+    JOB=$JOB/hydra_app run_case "$FIX_H/app-raises.log" 60 "$PY" main_ppo.py data.train_batch_size=7
 fi
 
 if [[ $ONLY == all || $ONLY == wordings ]]; then

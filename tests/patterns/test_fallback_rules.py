@@ -20,6 +20,8 @@ def all_patterns(rules):
         yield rule.id, [p for p in (rule.function, rule.file, rule.code) if p is not None]
     bare = rules.bare
     yield "bare_lines", [bare.exception, bare.prefix, *bare.benign, *bare.structured, *bare.markers]
+    for marker in bare.message_markers:
+        yield marker.id, list(marker.sections)
 
 
 def test_builtin_rules_load_strictly() -> None:
@@ -105,6 +107,21 @@ bare_lines:
   exception: '^(?P<type>\\w+Error): (?P<message>.*)'
   prefix: '^Error: (?P<message>.*)'
   levels: [ERROR]
+  markers:
+    - '^Aborted$'
+    - id: marker-one
+      pattern: '^the end$'
+      message: after
+      category: config-error
+      lines: 1000
+      why: a test
+    - id: type-one
+      pattern: '^the end again$'
+      message: before
+      category: config-error
+      colour: blue
+      why: a test
+    - 42
   examples: {match: ['KeyError: x'], no_match: [{line: 'ok', why: fine}]}
 nearest: {scorer: cosine, threshold: 500}
 remediation: {}
@@ -126,6 +143,10 @@ def test_broken_file_lists_every_problem_with_its_line() -> None:
         "duplicate rule id 'type-one'",
         "a frame rule needs at least one of function, file, code",
         "frame rule examples are blocks",
+        "rule 'marker-one': 'message' must be 'before'",
+        "rule 'marker-one': 'lines' must be a whole number from 1 to 64, got 1000",
+        "rule 'type-one': unknown field 'colour'",
+        "markers #4 must be a regex string or a mapping",
         "nearest.scorer must be one of",
         "nearest.threshold must be a number 0-100",
         "unknown top-level field 'surprise'",
