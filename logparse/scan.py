@@ -839,14 +839,13 @@ class Scanner:
         before: list[Record] = []  # the stream's lines before the marker, oldest first, blank ones too
         for i, b in enumerate(reversed(raws), 1):
             line = Line(source, rec.line.number - i, decode_line(b[:MAX_LINE_BYTES]))
-            other = self._lookback_normalizer.normalize(line, 0, self.attribution.get(source) or default)
+            other = self._lookback_normalizer.normalize(line, 0, default)
             if other.stream == rec.stream:
                 before.append(other)
         before.reverse()
         end = len(before)
         while end and not before[end - 1].message.strip():
             end -= 1
-        start = end
         while True:
             # the paragraph ending at `end`: back to a blank line, or a line that starts a log record
             start = end
