@@ -192,6 +192,30 @@ def test_summary_suggests_the_fallback_rule_that_named_the_failure_and_explain_s
     assert frame.exit_code == 0 and "a traceback frame whose function matches" in frame.stdout
 
 
+def test_summary_suggests_the_marker_that_named_a_bare_hydra_error_and_explain_shows_it() -> None:
+    """Without the catalog's entry, Hydra's bare config error is named by the epilogue after it: the
+    summary points to that marker, and `explain` shows it."""
+    r = run_cli(["scan", str(FIXTURES / "hydra" / "primary-config-missing.log"), "--disable", "hydra-config-not-found"])
+    assert r.exit_code == EXIT_FAILURE_FOUND and "config-error" in r.stdout.splitlines()[0]
+    (hint,) = [line for line in r.stdout.splitlines() if "verl-logscan explain" in line]
+    command = hint.split("; ", 1)[1].split()
+    assert command == ["verl-logscan", "explain", "marker-hydra-epilogue"]
+    as_json = run_cli(["scan", "--format", "json", str(FIXTURES / "hydra" / "primary-config-missing.log"),
+                       "--disable", "hydra-config-not-found"])
+    report = json.loads(as_json.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert report["root_cause"]["basis"]["kind"] == "marker"
+    for fmt in ("md", "html"):
+        page = run_cli(["scan", "--format", fmt, str(FIXTURES / "hydra" / "primary-config-missing.log"),
+                        "--disable", "hydra-config-not-found"])
+        assert page.exit_code == EXIT_FAILURE_FOUND and "marker-hydra-epilogue" in page.stdout, fmt
+    shown = run_cli(command[1:])
+    assert shown.exit_code == 0
+    for part in ("a failure marker whose failure is the text printed before it", "category config-error",
+                 "HYDRA_FULL_ERROR=1", "CompactHydraException", "Fix", "Defined in patterns/fallback.yaml:"):
+        assert part in shown.stdout, part
+
+
 def test_summary_suggests_the_catalog_a_user_entry_needs(tmp_path: Path) -> None:
     entries = tmp_path / "mine.yaml"
     entries.write_text(SHARD_ENTRY)
