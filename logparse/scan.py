@@ -833,15 +833,9 @@ class Scanner:
             return None
         block, tail = got
         raw = _lookback(block.load(), self._offsets[source], tail, min(marker.lines, rec.line.number - 1))
-        raws = raw.split(b"\n")
-        raws.pop()  # after the last newline
         default = self._defaults.get(source) or self.attribution.get(source)
-        before: list[Record] = []  # the stream's lines before the marker, oldest first, blank ones too
-        for i, b in enumerate(reversed(raws), 1):
-            line = Line(source, rec.line.number - i, decode_line(b[:MAX_LINE_BYTES]))
-            other = self._lookback_normalizer.normalize(line, 0, default)
-            if other.stream == rec.stream:
-                before.append(other)
+        # the stream's lines before the marker, oldest first, blank ones too
+        before = list(_stream_lines_before(rec, raw, default, self._lookback_normalizer))
         before.reverse()
         end = len(before)
         while end and not before[end - 1].message.strip():
@@ -1151,17 +1145,12 @@ class LazyContext(Sequence):
 
     def _resolve(self) -> list[Record]:
         if self._records is None:
-            rec = self._rec
             out: list[Record] = []
-            raws = self._before.split(b"\n")
-            raws.pop()  # after the last newline
-            for i, raw in enumerate(reversed(raws), 1):
-                if len(out) >= CONTEXT_LINES:
-                    break
-                line = Line(rec.line.source, rec.line.number - i, decode_line(raw[:MAX_LINE_BYTES]))
-                other = self._normalizer.normalize(line, 0, self._default)
-                if other.stream == rec.stream and other.message.strip():
+            for other in _stream_lines_before(self._rec, self._before, self._default, self._normalizer):
+                if other.message.strip():
                     out.append(other)
+                    if len(out) >= CONTEXT_LINES:
+                        break
             out.reverse()
             self._records = out
             self._before = b""
@@ -1193,6 +1182,19 @@ def _code(text: str) -> str:
     ticks = "`" * (max((len(run) for run in regex.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _stream_lines_before(rec: Record, before: bytes, default: Origin | None,
+                         normalizer: Normalizer) -> Iterator[Record]:
+    """The lines of `rec`'s stream in `before` (whole lines just before it, each ending in a newline),
+    decoded and normalised, nearest first (blank ones too)."""
+    raws = before.split(b"\n")
+    raws.pop()  # after the last newline
+    for i, raw in enumerate(reversed(raws), 1):
+        line = Line(rec.line.source, rec.line.number - i, decode_line(raw[:MAX_LINE_BYTES]))
+        other = normalizer.normalize(line, 0, default)
+        if other.stream == rec.stream:
+            yield other
 
 
 _TRACEBACK_LINE = regex.compile(r'\s*(?:Traceback \(most recent call last\):|File ")')
