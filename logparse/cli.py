@@ -37,7 +37,7 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
-RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame", "marker")  # bases that name a fallback rule
+RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame", "marker")  # bases that name a rule
 BUILTIN_SOURCE = "patterns/catalog"  # how the loader names the source of a built-in entry
 
 

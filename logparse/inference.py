@@ -460,8 +460,8 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
     return None, survivors
 
 
-BASIS_CONFIDENCE = {"phrase": 0.0, "type": 0.0, "frame": -0.05, "marker": -0.05, "weak-phrase": -0.1, "weak-type": -0.1,
-                    "nearest": -0.15}
+BASIS_CONFIDENCE = {"phrase": 0.0, "type": 0.0, "frame": -0.05, "marker": -0.05, "weak-phrase": -0.1,
+                    "weak-type": -0.1, "nearest": -0.15}
 
 
 def confidence_for(choice: Choice, choices: list[Choice]) -> float:

@@ -70,7 +70,7 @@ from logparse.reader import (
     plain_chunks,
     read_input,
 )
-from logparse.tracebacks import TB_START, LineRole, TracebackAssembler
+from logparse.tracebacks import FRAME_RE, TB_START, LineRole, TracebackAssembler
 from patterns import Catalog, Role, Severity
 from patterns.fallback import MessageMarker
 from patterns.inference import inference_rules
@@ -847,7 +847,8 @@ class Scanner:
                 start -= 1
             if start == end:
                 return None
-            if any(_TRACEBACK_LINE.match(r.message) for r in before[start:end]):
+            if any(r.message.lstrip().startswith(TB_START) or FRAME_RE.match(r.message)
+                   for r in before[start:end]):
                 return None  # a traceback's: its exception line is the failure
             first = before[start].message.strip()
             if not (start and any(s.search(first) for s in marker.sections)):
@@ -1195,9 +1196,6 @@ def _stream_lines_before(rec: Record, before: bytes, default: Origin | None,
         other = normalizer.normalize(line, 0, default)
         if other.stream == rec.stream:
             yield other
-
-
-_TRACEBACK_LINE = regex.compile(r'\s*(?:Traceback \(most recent call last\):|File ")')
 
 
 def _starts_record(rec: Record) -> bool:

@@ -40,6 +40,7 @@ FRAME_FIELDS = {"id": True, "category": True, "function": False, "file": False, 
 BARE_FIELDS = ("keywords", "exception", "prefix", "levels", "benign", "structured", "markers", "examples")
 MARKER_FIELDS = {"id": True, "pattern": True, "message": True, "category": True, "sections": False,
                  "lines": False, "why": True}
+DEFAULT_MARKER_LINES = 24  # raw lines of its stream a message marker's text may start back
 MAX_MARKER_LINES = 64  # (the raw lines a scan reads back: scan.LOOKBACK_LINES)
 NEAREST_FIELDS = ("scorer", "threshold", "margin", "min_tokens")
 SCORERS = ("token_set_ratio", "token_sort_ratio", "ratio", "partial_ratio", "WRatio", "QRatio")
@@ -157,7 +158,7 @@ class MessageMarker:
     category: str
     why: str
     sections: tuple[regex.Pattern, ...] = ()  # paragraphs that continue the text before them
-    lines: int = 24  # how far back (raw lines of the stream) the text may start
+    lines: int = DEFAULT_MARKER_LINES  # how far back (raw lines of the stream) the text may start
     line: int = 0
 
 
@@ -237,6 +238,22 @@ class _RuleBuilder(_EntryBuilder):
             self.fail(key, f"'{key}' must be true or false, got {_short(value)}")
             return False
         return value
+
+    def regex_list(self, key: str) -> tuple[regex.Pattern, ...]:
+        """The optional list of regexes under `key`, each compiled and risk-checked."""
+        out = []
+        values = self.raw.get(key) or ()
+        if not isinstance(values, list):
+            self.fail(key, f"'{key}' must be a list of regexes")
+            return ()
+        for i, p in enumerate(values):
+            if not isinstance(p, str) or not p:
+                self.fail(key, f"{key} #{i + 1} must be a regex string")
+                continue
+            c = self.regex(key, f"{key} #{i + 1}", p, self.item_line(key, values, i))
+            if c is not None:
+                out.append(c)
+        return tuple(out)
 
     def one_regex(self, key: str, required: bool) -> regex.Pattern | None:
         value = self.raw.get(key)
@@ -323,30 +340,15 @@ def _bare(data: dict, label: str, problems: list[Problem], lazy: bool) -> BareLi
     exception = b.one_regex("exception", required=True)
     prefix = b.one_regex("prefix", required=True)
     levels = b.text_list("levels", raw.get("levels"))
-    def regex_list(key: str) -> tuple[regex.Pattern, ...]:
-        out = []
-        values = raw.get(key) or ()
-        if not isinstance(values, list):
-            b.fail(key, f"bare_lines.{key} must be a list of regexes")
-            return ()
-        for i, p in enumerate(values):
-            if not isinstance(p, str) or not p:
-                b.fail(key, f"{key} #{i + 1} must be a regex string")
-                continue
-            c = b.regex(key, f"{key} #{i + 1}", p, b.item_line(key, values, i))
-            if c is not None:
-                out.append(c)
-        return tuple(out)
-
-    benign, structured = regex_list("benign"), regex_list("structured")
+    benign, structured = b.regex_list("benign"), b.regex_list("structured")
     markers, message_markers = _markers(b, raw.get("markers") or [], label, problems, lazy)
     examples = b._examples()
     if exception is not None and not lazy and "type" not in exception.groupindex:
         b.fail("exception", "the exception regex needs a named group 'type'")
     if not b.ok:
         return None
-    return BareLineRules(keywords, exception, prefix, frozenset(levels), benign, examples, structured, markers,
-                         message_markers)
+    return BareLineRules(keywords, exception, prefix, frozenset(levels), benign, examples, structured,
+                         markers, message_markers)
 
 
 def _markers(b: _RuleBuilder, values, label: str, problems: list[Problem],
@@ -373,28 +375,17 @@ def _markers(b: _RuleBuilder, values, label: str, problems: list[Problem],
         marker_id, category, _ = m.head()
         pattern = m.one_regex("pattern", required=True)
         if value.get("message") != "before":
-            m.fail("message", "'message' must be 'before' (the failure is the text printed before the marker)")
+            m.fail("message", "'message' must be 'before' (the failure is the text printed before it)")
         why = m.text("why")
-        sections = value.get("sections") or []
-        compiled = []
-        if not isinstance(sections, list):
-            m.fail("sections", "'sections' must be a list of regexes")
-        else:
-            for j, p in enumerate(sections):
-                if not isinstance(p, str) or not p:
-                    m.fail("sections", f"sections #{j + 1} must be a regex string")
-                    continue
-                c = m.regex("sections", f"sections #{j + 1}", p, m.item_line("sections", sections, j))
-                if c is not None:
-                    compiled.append(c)
-        lines = value.get("lines", 24)
+        sections = m.regex_list("sections")
+        lines = value.get("lines", DEFAULT_MARKER_LINES)
         if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_MARKER_LINES:
-            m.fail("lines", f"'lines' must be a whole number from 1 to {MAX_MARKER_LINES}, got {_short(lines)}")
+            m.fail("lines", f"'lines' must be a whole number 1-{MAX_MARKER_LINES}, got {_short(lines)}")
         if not m.ok:
             b.ok = False
             continue
         patterns.append(pattern)
-        messages.append(MessageMarker(marker_id, pattern, category, why, tuple(compiled), lines, m.line_of()))
+        messages.append(MessageMarker(marker_id, pattern, category, why, sections, lines, m.line_of()))
     return tuple(patterns), tuple(messages)
 
 
@@ -477,16 +468,12 @@ def load_fallback_rules(text: str | None = None, label: str = FALLBACK_LABEL, la
     phrases = _rules(data, "phrases", label, problems, "phrase", lazy)
     types = _rules(data, "types", label, problems, "exception_type", lazy)
     frames = _rules(data, "frames", label, problems, "frame", lazy)
+    bare = _bare(data, label, problems, lazy)
     ids: dict[str, int] = {}
-    for rule in (*phrases, *types, *frames):
+    for rule in (*phrases, *types, *frames, *(bare.message_markers if bare is not None else ())):
         if rule.id in ids:
             problems.append(Problem(label, rule.line, f"duplicate rule id '{rule.id}' (also at line {ids[rule.id]})"))
         ids[rule.id] = rule.line
-    bare = _bare(data, label, problems, lazy)
-    for marker in bare.message_markers if bare is not None else ():
-        if marker.id in ids:
-            problems.append(Problem(label, marker.line, f"duplicate rule id '{marker.id}' (also at line {ids[marker.id]})"))
-        ids[marker.id] = marker.line
     nearest = _nearest(data, label, problems)
     remediation = _remediation(data, label, problems)
     if problems:
@@ -499,8 +486,8 @@ def fallback_rules() -> FallbackRules:
     """The built-in rules (regexes compile on first use; the tests compile, risk-check and probe them),
     parsed, or as an earlier run parsed the same file (patterns.cache)."""
     text = _read_builtin()
-    classes = (FallbackRules, PhraseRule, TypeRule, FrameCategoryRule, BareLineRules, MessageMarker, NearestConfig,
-               Examples, Example, Remediation, LazyPattern)
+    classes = (FallbackRules, PhraseRule, TypeRule, FrameCategoryRule, BareLineRules, MessageMarker,
+               NearestConfig, Examples, Example, Remediation, LazyPattern)
     return cached("fallback", [text.encode(), *source_of("patterns.fallback", "patterns.loader", "patterns.yamlfile",
                                                          "patterns.schema", "patterns.taxonomy")],
                   lambda: load_fallback_rules(text, lazy=True), classes, lambda value: isinstance(value, FallbackRules))

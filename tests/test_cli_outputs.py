@@ -195,19 +195,18 @@ def test_summary_suggests_the_fallback_rule_that_named_the_failure_and_explain_s
 def test_summary_suggests_the_marker_that_named_a_bare_hydra_error_and_explain_shows_it() -> None:
     """Without the catalog's entry, Hydra's bare config error is named by the epilogue after it: the
     summary points to that marker, and `explain` shows it."""
-    r = run_cli(["scan", str(FIXTURES / "hydra" / "primary-config-missing.log"), "--disable", "hydra-config-not-found"])
+    log = str(FIXTURES / "hydra" / "primary-config-missing.log")
+    r = run_cli(["scan", log, "--disable", "hydra-config-not-found"])
     assert r.exit_code == EXIT_FAILURE_FOUND and "config-error" in r.stdout.splitlines()[0]
     (hint,) = [line for line in r.stdout.splitlines() if "verl-logscan explain" in line]
     command = hint.split("; ", 1)[1].split()
     assert command == ["verl-logscan", "explain", "marker-hydra-epilogue"]
-    as_json = run_cli(["scan", "--format", "json", str(FIXTURES / "hydra" / "primary-config-missing.log"),
-                       "--disable", "hydra-config-not-found"])
+    as_json = run_cli(["scan", "--format", "json", log, "--disable", "hydra-config-not-found"])
     report = json.loads(as_json.stdout)
     jsonschema.validate(report, SCHEMA)
     assert report["root_cause"]["basis"]["kind"] == "marker"
     for fmt in ("md", "html"):
-        page = run_cli(["scan", "--format", fmt, str(FIXTURES / "hydra" / "primary-config-missing.log"),
-                        "--disable", "hydra-config-not-found"])
+        page = run_cli(["scan", "--format", fmt, log, "--disable", "hydra-config-not-found"])
         assert page.exit_code == EXIT_FAILURE_FOUND and "marker-hydra-epilogue" in page.stdout, fmt
     shown = run_cli(command[1:])
     assert shown.exit_code == 0

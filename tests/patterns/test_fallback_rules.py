@@ -144,7 +144,7 @@ def test_broken_file_lists_every_problem_with_its_line() -> None:
         "a frame rule needs at least one of function, file, code",
         "frame rule examples are blocks",
         "rule 'marker-one': 'message' must be 'before'",
-        "rule 'marker-one': 'lines' must be a whole number from 1 to 64, got 1000",
+        "rule 'marker-one': 'lines' must be a whole number 1-64, got 1000",
         "rule 'type-one': unknown field 'colour'",
         "markers #4 must be a regex string or a mapping",
         "nearest.scorer must be one of",
