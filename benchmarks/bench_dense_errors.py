@@ -44,8 +44,28 @@ from bench_scan import run, tool_command  # noqa: E402
 IDENTICAL_LINES = 200_000
 DISTINCT_HITS = 1_000_000
 TRACEBACKS = 20_000
-WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
-         "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+WORDS = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+)
 
 
 def write_identical(path: Path) -> None:
@@ -86,12 +106,14 @@ def write_tracebacks(path: Path) -> None:
     with open(path, "w") as fh:
         for n in range(TRACEBACKS):
             r = n % 8
-            fh.write(f"[rank{r}]: Traceback (most recent call last):\n"
-                     f'[rank{r}]:   File "/app/train.py", line {n}, in main\n'
-                     f"[rank{r}]:     step(batch)\n"
-                     f'[rank{r}]:   File "/app/model.py", line 88, in step\n'
-                     f'[rank{r}]:     raise ValueError("bad batch {n}")\n'
-                     f"[rank{r}]: ValueError: bad batch {n} of {WORDS[n % len(WORDS)]}\n")
+            fh.write(
+                f"[rank{r}]: Traceback (most recent call last):\n"
+                f'[rank{r}]:   File "/app/train.py", line {n}, in main\n'
+                f"[rank{r}]:     step(batch)\n"
+                f'[rank{r}]:   File "/app/model.py", line 88, in step\n'
+                f'[rank{r}]:     raise ValueError("bad batch {n}")\n'
+                f"[rank{r}]: ValueError: bad batch {n} of {WORDS[n % len(WORDS)]}\n"
+            )
 
 
 def write_workers(path: Path) -> None:
@@ -99,12 +121,14 @@ def write_workers(path: Path) -> None:
     with open(path, "w") as fh:
         for n in range(TRACEBACKS):
             p = f"(WorkerDict pid={100000 + n}, ip=10.0.{n % 200}.1) "
-            fh.write(f"{p}Traceback (most recent call last):\n"
-                     f'{p}  File "/app/train.py", line {n}, in main\n'
-                     f"{p}    step(batch)\n"
-                     f'{p}  File "/app/model.py", line 88, in step\n'
-                     f'{p}    raise ValueError("bad batch {n}")\n'
-                     f"{p}ValueError: bad batch {n}\n")
+            fh.write(
+                f"{p}Traceback (most recent call last):\n"
+                f'{p}  File "/app/train.py", line {n}, in main\n'
+                f"{p}    step(batch)\n"
+                f'{p}  File "/app/model.py", line 88, in step\n'
+                f'{p}    raise ValueError("bad batch {n}")\n'
+                f"{p}ValueError: bad batch {n}\n"
+            )
 
 
 def write_bare(path: Path) -> None:
@@ -112,8 +136,10 @@ def write_bare(path: Path) -> None:
     rnd = random.Random(11)
     with open(path, "w") as fh:
         for n in range(IDENTICAL_LINES):
-            fh.write(f"[rank{n % 64}]: ValueError: sample {n} has a bad {rnd.choice(WORDS)} field "
-                     f"{rnd.random():.6f}\n")
+            fh.write(
+                f"[rank{n % 64}]: ValueError: sample {n} has a bad {rnd.choice(WORDS)} field "
+                f"{rnd.random():.6f}\n"
+            )
 
 
 def write_plain(path: Path, size: int) -> None:
@@ -127,8 +153,13 @@ def write_plain(path: Path, size: int) -> None:
             written += len(line)
 
 
-CASES = {"identical": write_identical, "distinct": write_distinct, "tracebacks": write_tracebacks,
-         "workers": write_workers, "bare": write_bare}
+CASES = {
+    "identical": write_identical,
+    "distinct": write_distinct,
+    "tracebacks": write_tracebacks,
+    "workers": write_workers,
+    "bare": write_bare,
+}
 
 
 def main() -> None:
@@ -136,13 +167,25 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", help="folder for the generated logs (default: a temporary one, removed)")
     ap.add_argument("--only", nargs="+", choices=sorted(CASES), default=list(CASES))
-    ap.add_argument("--tool", help="the command to time instead of this checkout's verl-logscan, as one string "
-                                   "(e.g. --tool 'python -m logparse' with PYTHONPATH naming another version)")
+    ap.add_argument(
+        "--tool",
+        help="the command to time instead of this checkout's verl-logscan, as one string "
+        "(e.g. --tool 'python -m logparse' with PYTHONPATH naming another version)",
+    )
     a = ap.parse_args()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="vls-dense-"))
     work.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / p) for p in ("logparse", "patterns",
-                    "reports"))], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            *(str(ROOT / p) for p in ("logparse", "patterns", "reports")),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = dict(os.environ)
     try:
         for name in a.only:
@@ -154,7 +197,12 @@ def main() -> None:
                 write_plain(plain, log.stat().st_size)
             best = {}
             for label, path in (("dense", log), ("plain", plain)):
-                cmd = (shlex.split(a.tool) if a.tool else tool_command()) + ["scan", "--format", "json", str(path)]
+                cmd = (shlex.split(a.tool) if a.tool else tool_command()) + [
+                    "scan",
+                    "--format",
+                    "json",
+                    str(path),
+                ]
                 times = []
                 rss = 0
                 for _ in range(a.repeat):
@@ -165,8 +213,11 @@ def main() -> None:
                     rss = max(rss, peak)
                 best[label] = (min(times), rss)
             (t, rss), (tp, rssp) = best["dense"], best["plain"]
-            print(f"{name:10} {log.stat().st_size / 1e6:6.1f} MB  dense {t:6.2f} s, peak RSS {rss:4d} MB  |  "
-                  f"plain {tp:6.2f} s, peak RSS {rssp:4d} MB  |  ratio {t / tp:5.2f}", flush=True)
+            print(
+                f"{name:10} {log.stat().st_size / 1e6:6.1f} MB  dense {t:6.2f} s, peak RSS {rss:4d} MB  |  "
+                f"plain {tp:6.2f} s, peak RSS {rssp:4d} MB  |  ratio {t / tp:5.2f}",
+                flush=True,
+            )
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -34,8 +34,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench_scan import run  # noqa: E402
 
-OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-       "capacity of 79.11 GiB of which 1.00 GiB is free.")
+OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.11 GiB of which 1.00 GiB is free."
+)
 ENTRY = """\
 - id: my-slow-failure
   title: My slow failure
@@ -66,7 +68,7 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
         "error-line-token": OOM + " " + "y" * 100_000,
         "repeated-between-blanks": OOM + " " * 50_000 + "[repeated 3x across cluster]" + " " * 50_000 + "end",
         "watchdog-token": "[rank3]:[E808 04:21:41.190918398 ProcessGroupNCCL.cpp:655] [Rank 3] Watchdog caught "
-                          "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLRED" + "y" * 100_000,
+        "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLRED" + "y" * 100_000,
     }
     for name, line in long_lines.items():
         (work / f"{name}.log").write_text("start\n" + line + "\n")
@@ -80,15 +82,21 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
     }
     for name, line in woven.items():
         (work / f"woven-{name}.log").write_text("start\n" + line + "\n")
-        cases.append((f"1 MB interleaving look-alike: {name}", ["scan", "--format", "json",
-                                                               str(work / f"woven-{name}.log")]))
+        cases.append(
+            (
+                f"1 MB interleaving look-alike: {name}",
+                ["scan", "--format", "json", str(work / f"woven-{name}.log")],
+            )
+        )
 
-    block = ('[rank{r}]: Traceback (most recent call last):\n'
-             '[rank{r}]:   File "/app/train.py", line {n}, in main\n'
-             '[rank{r}]:     step(batch)\n'
-             '[rank{r}]:   File "/app/model.py", line 88, in step\n'
-             '[rank{r}]:     raise ValueError("bad batch {n}")\n'
-             '[rank{r}]: ValueError: bad batch {n}\n')
+    block = (
+        "[rank{r}]: Traceback (most recent call last):\n"
+        '[rank{r}]:   File "/app/train.py", line {n}, in main\n'
+        "[rank{r}]:     step(batch)\n"
+        '[rank{r}]:   File "/app/model.py", line 88, in step\n'
+        '[rank{r}]:     raise ValueError("bad batch {n}")\n'
+        "[rank{r}]: ValueError: bad batch {n}\n"
+    )
     with open(work / "tbs.log", "w") as fh:
         for n in range(100_000):
             fh.write(block.format(r=n % 8, n=n))
@@ -98,8 +106,12 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
     with open(work / "slow.log", "w") as fh:
         for i in range(2000):
             fh.write(f"[rank{i % 8}]: MyDataError: " + "a" * 30 + "!b\n")
-    cases.append(("slow user regex, 2,000 lines", ["scan", "--format", "json", "--catalog", str(work / "slow.yaml"),
-                                                   str(work / "slow.log")]))
+    cases.append(
+        (
+            "slow user regex, 2,000 lines",
+            ["scan", "--format", "json", "--catalog", str(work / "slow.yaml"), str(work / "slow.log")],
+        )
+    )
 
     if Path("/dev/zero").exists():
         cases.append(("/dev/zero", ["scan", "--format", "json", "/dev/zero"]))
@@ -111,14 +123,19 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
         for _ in range(256):  # 4 GB
             fh.write(z.compress(zeros))
         fh.write(z.flush())
-    cases.append((f"gzip bomb, 4 GB of zeros in {bomb.stat().st_size >> 10} KB", ["scan", "--format", "json",
-                                                                                  str(bomb)]))
+    cases.append(
+        (
+            f"gzip bomb, 4 GB of zeros in {bomb.stat().st_size >> 10} KB",
+            ["scan", "--format", "json", str(bomb)],
+        )
+    )
 
     lines = ["  xa: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     for prev, name in zip("abcdefgh", "bcdefghi"):
         lines.append(f"  x{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
     laughs = ENTRY.format(pattern="(?P<what>.+)", example="x").replace(
-        "  title: My slow failure", "  title: My slow failure\n" + "\n".join(lines))
+        "  title: My slow failure", "  title: My slow failure\n" + "\n".join(lines)
+    )
     (work / "laughs.yaml").write_text(laughs)
     cases.append(("billion laughs catalog", ["catalog", "check", str(work / "laughs.yaml")]))
     return cases
@@ -130,8 +147,17 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="vls-hostile-"))
     work.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / p) for p in ("logparse", "patterns",
-                    "reports"))], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            *(str(ROOT / p) for p in ("logparse", "patterns", "reports")),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
         for name, args in build(work):

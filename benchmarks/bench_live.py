@@ -18,17 +18,34 @@ import tempfile
 import threading
 import time
 
-OOM = ("(WorkerDict pid=7, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
-       "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n")
-HEALTHY = ("(WorkerDict pid=7, ip=10.0.0.2) node-1:7:24 [0] NCCL INFO Channel 03/0 : 0[0] -> 1[1] via P2P/IPC/read\n"
-           "(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64(0.1) - timing_s/step:1.5\n")
+OOM = (
+    "(WorkerDict pid=7, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+    "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n"
+)
+HEALTHY = (
+    "(WorkerDict pid=7, ip=10.0.0.2) node-1:7:24 [0] NCCL INFO Channel 03/0 : 0[0] -> 1[1] via P2P/IPC/read\n"
+    "(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64(0.1) - timing_s/step:1.5\n"
+)
 
 
 def one_round(lines: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        p = subprocess.Popen([sys.executable, "-m", "logparse", "scan", "--tee", "--format", "md", "-o",
-                              os.path.join(tmp, "r.md")], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "logparse",
+                "scan",
+                "--tee",
+                "--format",
+                "md",
+                "-o",
+                os.path.join(tmp, "r.md"),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         alerted = threading.Event()
         seen_at: list[float] = []
 

@@ -41,7 +41,12 @@ sys.path.insert(0, str(HERE))
 
 from generate_log import generate  # noqa: E402
 
-KINDS = {"realistic": ("realistic", None), "dense": ("dense", 0), "dense+tb": ("dense", 2000), "mix": ("mix", None)}
+KINDS = {
+    "realistic": ("realistic", None),
+    "dense": ("dense", 0),
+    "dense+tb": ("dense", 2000),
+    "mix": ("mix", None),
+}
 
 
 def _rss_kb(pid: int) -> int:
@@ -65,8 +70,9 @@ def _rss_kb(pid: int) -> int:
     return total
 
 
-def run(cmd: list[str], env: dict | None = None, sample: bool = False, stdout=subprocess.DEVNULL
-        ) -> tuple[float, int, int]:
+def run(
+    cmd: list[str], env: dict | None = None, sample: bool = False, stdout=subprocess.DEVNULL
+) -> tuple[float, int, int]:
     """(seconds, peak RSS in MB, exit code) of one command. The peak is the largest of wait4's
     figure (the process alone, or its largest child) and, with `sample`, the sum over the process
     and its children read from /proc every 20 ms."""
@@ -95,7 +101,9 @@ def tool_command() -> list[str]:
 def grep_count(log: Path, out: Path, env: dict) -> tuple[float, int, int]:
     """grep -c into a file (not /dev/null, where GNU grep stops at the first match): (s, RSS, count)."""
     with open(out, "wb") as fh:
-        seconds, rss, code = run(["grep", "-c", "-E", "-f", str(HERE / "baseline.ere"), str(log)], env, stdout=fh)
+        seconds, rss, code = run(
+            ["grep", "-c", "-E", "-f", str(HERE / "baseline.ere"), str(log)], env, stdout=fh
+        )
     if code not in (0, 1):
         sys.exit(f"grep exited {code}")
     return seconds, rss, int(out.read_text().strip() or 0)
@@ -104,7 +112,9 @@ def grep_count(log: Path, out: Path, env: dict) -> tuple[float, int, int]:
 def check_count(log: Path, count: int, out: Path, env: dict) -> None:
     """The count is that of a grep that writes every matching line."""
     with open(out, "wb") as fh:
-        subprocess.run(["grep", "-E", "-f", str(HERE / "baseline.ere"), str(log)], stdout=fh, env=env, check=False)
+        subprocess.run(
+            ["grep", "-E", "-f", str(HERE / "baseline.ere"), str(log)], stdout=fh, env=env, check=False
+        )
     with open(out, "rb") as fh:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
     if lines != count:
@@ -122,8 +132,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", help="folder for the generated logs (default: a temporary one, removed)")
     ap.add_argument("--engine", choices=["hyperscan", "re"], help="force the prefilter engine")
-    ap.add_argument("--tool", help="the command to time instead of this checkout's verl-logscan (e.g. "
-                                   "'python -m logparse' with PYTHONPATH set to an older checkout)")
+    ap.add_argument(
+        "--tool",
+        help="the command to time instead of this checkout's verl-logscan (e.g. "
+        "'python -m logparse' with PYTHONPATH set to an older checkout)",
+    )
     a = ap.parse_args()
     tool_cmd = shlex.split(a.tool) if a.tool else tool_command()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="vls-bench-"))
@@ -131,15 +144,31 @@ def main() -> None:
     env = dict(os.environ, LC_ALL="C")
     # as `pip install` does: compile the modules once, so that no run pays for compiling them (an
     # environment with PYTHONDONTWRITEBYTECODE=1 would otherwise recompile them at every start)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / p) for p in ("logparse", "patterns",
-                    "reports"))], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            *(str(ROOT / p) for p in ("logparse", "patterns", "reports")),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     if a.engine:
         env["VERL_LOGSCAN_ENGINE"] = a.engine
     small = ROOT / "samples" / "ray-actor-exception.log"
-    subprocess.run(tool_cmd + ["scan", "--format", "json", str(small)], env=env, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=False)  # warms the start-up cache
+    subprocess.run(
+        tool_cmd + ["scan", "--format", "json", str(small)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )  # warms the start-up cache
     rows = []
-    print("| log | size | grep -c | verl-logscan | ratio | peak RSS (tool, both processes) | grep RSS | load |")
+    print(
+        "| log | size | grep -c | verl-logscan | ratio | peak RSS (tool, both processes) | grep RSS | load |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     try:
         for mb in a.sizes:
@@ -163,15 +192,21 @@ def main() -> None:
                 check_count(log, count, count_file, env)
                 _, rss, _ = run(tool, env, sample=True)  # timed apart: sampling /proc costs a little CPU
                 rows.append((kind, mb, g_best, t_best, rss))
-                print(f"| {kind} | {size:.0f} MB | {g_best:.2f} s ({size / g_best:.0f} MB/s) | {t_best:.2f} s "
-                      f"({size / t_best:.0f} MB/s) | {t_best / g_best:.2f} | {rss} MB | {g_rss} MB | "
-                      f"{before} -> {load()} |", flush=True)
+                print(
+                    f"| {kind} | {size:.0f} MB | {g_best:.2f} s ({size / g_best:.0f} MB/s) | {t_best:.2f} s "
+                    f"({size / t_best:.0f} MB/s) | {t_best / g_best:.2f} | {rss} MB | {g_rss} MB | "
+                    f"{before} -> {load()} |",
+                    flush=True,
+                )
         # the Markdown report of the largest log must still fit a GitHub issue body
         biggest = max(work.glob("bench-*.log"), key=lambda p: p.stat().st_size)
-        md = subprocess.run(tool_cmd + ["scan", "--format", "md", str(biggest)], capture_output=True,
-                            env=env, check=False).stdout.decode("utf-8", "replace")
-        print(f"markdown report of the {biggest.stat().st_size / 1e6:.0f} MB log ({biggest.name}): {len(md):,} "
-              f"characters ({'under' if len(md) < 65536 else 'OVER'} GitHub's 65,536)")
+        md = subprocess.run(
+            tool_cmd + ["scan", "--format", "md", str(biggest)], capture_output=True, env=env, check=False
+        ).stdout.decode("utf-8", "replace")
+        print(
+            f"markdown report of the {biggest.stat().st_size / 1e6:.0f} MB log ({biggest.name}): {len(md):,} "
+            f"characters ({'under' if len(md) < 65536 else 'OVER'} GitHub's 65,536)"
+        )
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -183,13 +218,18 @@ def main() -> None:
     for kind in a.kinds:
         per_mb = [(mb, t / mb) for k, mb, _, t, _ in rows if k == kind]
         if len(per_mb) > 1:
-            print(f"{kind}: seconds per MB {', '.join(f'{x * 1000:.2f} ms at {mb:g} MB' for mb, x in per_mb)}")
+            print(
+                f"{kind}: seconds per MB {', '.join(f'{x * 1000:.2f} ms at {mb:g} MB' for mb, x in per_mb)}"
+            )
     times = {}
     for label, extra in (("cache", {}), ("no cache", {"VERL_LOGSCAN_CACHE": "off"})):
-        times[label] = min(run(tool_cmd + ["scan", "--format", "json", str(small)], dict(env, **extra))[0]
-                           for _ in range(5))
-    print(f"a {small.name} scan (start-up): {times['cache']:.2f} s with the start-up cache, "
-          f"{times['no cache']:.2f} s without (best of 5)")
+        times[label] = min(
+            run(tool_cmd + ["scan", "--format", "json", str(small)], dict(env, **extra))[0] for _ in range(5)
+        )
+    print(
+        f"a {small.name} scan (start-up): {times['cache']:.2f} s with the start-up cache, "
+        f"{times['no cache']:.2f} s without (best of 5)"
+    )
 
 
 if __name__ == "__main__":

@@ -46,12 +46,15 @@ def grow(sample: Path, size: int) -> str:
             new = re.sub(r"step:\d+ - ", f"step:{step} - ", line, count=1)
             extra.append(new)
             total += len(new)
-    return "".join(lines[: last + 1] + extra + lines[last + 1:])
+    return "".join(lines[: last + 1] + extra + lines[last + 1 :])
 
 
 def build_jobs(folder: Path, count: int, megabytes: float) -> list[str]:
-    samples = [p for p in sorted((ROOT / "samples").glob("*.log"))
-               if any(STEP_LINE.search(line) for line in p.read_text(encoding="utf-8").splitlines())]
+    samples = [
+        p
+        for p in sorted((ROOT / "samples").glob("*.log"))
+        if any(STEP_LINE.search(line) for line in p.read_text(encoding="utf-8").splitlines())
+    ]
     grown = {s: grow(s, int(megabytes * 1_000_000)) for s in samples}
     jobs = []
     for i in range(count):
@@ -74,8 +77,19 @@ def children_cpu() -> float:
 
 def run_fleet(jobs: list[str], workers: int, out: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and its workers)."""
-    cmd = [sys.executable, "-m", "logparse", "fleet", *jobs, "--jobs", str(workers), "--format", "json",
-           "-o", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "logparse",
+        "fleet",
+        *jobs,
+        "--jobs",
+        str(workers),
+        "--format",
+        "json",
+        "-o",
+        str(out),
+    ]
     cpu = children_cpu()
     start = time.perf_counter()
     proc = subprocess.run(cmd, check=False, cwd=ROOT, capture_output=True, text=True)
@@ -91,6 +105,7 @@ BUSY = "n = 0\nfor i in range(12_000_000): n += i\n"
 def machine_parallelism() -> float:
     """How much faster two CPU-bound processes finish than two in a row: about 2.0 on two idle cores,
     less while other work shares the CPUs (then no program can reach 2x here)."""
+
     def timed(parallel: bool) -> float:
         start = time.perf_counter()
         if parallel:
@@ -115,8 +130,10 @@ def main() -> None:
         (folder / "jobs").mkdir()
         jobs = build_jobs(folder / "jobs", args.count, args.mb)
         size = sum(f.stat().st_size for f in (folder / "jobs").rglob("*") if f.is_file())
-        print(f"{len(jobs)} jobs, {size / 1e6:.1f} MB in all; {os.cpu_count()} CPU(s); "
-              f"load average {os.getloadavg()[0]:.2f}")
+        print(
+            f"{len(jobs)} jobs, {size / 1e6:.1f} MB in all; {os.cpu_count()} CPU(s); "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
         machine = machine_parallelism()
         print(f"machine check: 2 busy processes side by side run {machine:.2f}x faster than in a row")
         one, one_cpu = run_fleet(jobs, 1, folder / "one.json")
@@ -130,8 +147,10 @@ def main() -> None:
         print(f"speed-up: {speedup:.2f}x ({verdict} the {TARGET}x target)")
         print(f"parallel efficiency against the machine check: {speedup / machine:.0%}")
         if speedup < TARGET and machine < TARGET:
-            print(f"note: the machine check is under {TARGET}x: other work shares the CPUs, so no program can "
-                  f"show the target here now; rerun on an idle machine")
+            print(
+                f"note: the machine check is under {TARGET}x: other work shares the CPUs, so no program can "
+                f"show the target here now; rerun on an idle machine"
+            )
         if not same:
             sys.exit(1)
 

@@ -35,10 +35,27 @@ from click.testing import CliRunner  # noqa: E402
 
 from logparse.cli import cli  # noqa: E402
 
-HOSTILE = [b"\x00", b"\x00" * 4096, b"\x1b", b"\x1b[31m", b"\x1b]0;t\x07", b"\r", b"\r\n", b"\xff\xfe",
-           b"\xef\xbb\xbf", b"\xed\xa0\x80", b"\xc0\xaf", b"\x07\x08", b"\xe2\x80\xa8", b"Traceback (most recent call last):\n",
-           b'  File "/x.py", line 1, in f\n', b"[repeated 9x across cluster]", b"[rank999999999999999999]: ",
-           b"(WorkerDict pid=99999999999999999999, ip=::1) ", b"step:99999999999999999999 - loss:nan"]
+HOSTILE = [
+    b"\x00",
+    b"\x00" * 4096,
+    b"\x1b",
+    b"\x1b[31m",
+    b"\x1b]0;t\x07",
+    b"\r",
+    b"\r\n",
+    b"\xff\xfe",
+    b"\xef\xbb\xbf",
+    b"\xed\xa0\x80",
+    b"\xc0\xaf",
+    b"\x07\x08",
+    b"\xe2\x80\xa8",
+    b"Traceback (most recent call last):\n",
+    b'  File "/x.py", line 1, in f\n',
+    b"[repeated 9x across cluster]",
+    b"[rank999999999999999999]: ",
+    b"(WorkerDict pid=99999999999999999999, ip=::1) ",
+    b"step:99999999999999999999 - loss:nan",
+]
 
 
 class SlowRound(BaseException):
@@ -49,8 +66,32 @@ def _alarm(signum: int, frame: object) -> None:
     raise SlowRound()
 
 
-FILLERS = [b"y", b"1", b" ", b"/a", b"a.", b"0xf", b"-", b"ab", b"1.", b"a ", b"[", b"(", b"=", b", ", b"\t",
-           b"\x1b[", b"rank0]: ", b"WorkNCCL(", b"step:1 - ", b"a:1 ", b"Error", b"\"", b"'", b"\\"]
+FILLERS = [
+    b"y",
+    b"1",
+    b" ",
+    b"/a",
+    b"a.",
+    b"0xf",
+    b"-",
+    b"ab",
+    b"1.",
+    b"a ",
+    b"[",
+    b"(",
+    b"=",
+    b", ",
+    b"\t",
+    b"\x1b[",
+    b"rank0]: ",
+    b"WorkNCCL(",
+    b"step:1 - ",
+    b"a:1 ",
+    b"Error",
+    b'"',
+    b"'",
+    b"\\",
+]
 
 
 def corpus() -> list[bytes]:
@@ -59,10 +100,12 @@ def corpus() -> list[bytes]:
 
 
 def mutate(rnd: random.Random, logs: list[bytes]) -> bytes:
-    lines = [line for log in rnd.sample(logs, k=min(len(logs), rnd.randint(1, 4))) for line in log.split(b"\n")]
+    lines = [
+        line for log in rnd.sample(logs, k=min(len(logs), rnd.randint(1, 4))) for line in log.split(b"\n")
+    ]
     if rnd.random() < 0.7:  # splice: a shuffle of chunks of lines
         k = rnd.randint(1, 30)
-        pieces = [lines[i:i + rnd.randint(1, 40)] for i in range(0, len(lines), max(1, len(lines) // k))]
+        pieces = [lines[i : i + rnd.randint(1, 40)] for i in range(0, len(lines), max(1, len(lines) // k))]
         rnd.shuffle(pieces)
         lines = [line for p in pieces for line in p]
     data = bytearray(b"\n".join(lines))
@@ -79,9 +122,9 @@ def mutate(rnd: random.Random, logs: list[bytes]) -> bytes:
             filler = rnd.choice(FILLERS)  # an over-long line, of one token or of a repeated pattern
             data[pos:pos] = filler * (rnd.randint(1 << 16, 3 << 20) // len(filler))
         else:
-            del data[pos:pos + rnd.randint(1, 500)]
+            del data[pos : pos + rnd.randint(1, 500)]
     if rnd.random() < 0.1:
-        del data[rnd.randint(0, len(data)):]
+        del data[rnd.randint(0, len(data)) :]
     return bytes(data)
 
 
@@ -110,9 +153,15 @@ def make_input(rnd: random.Random, logs: list[bytes], workdir: Path) -> list[str
             (logs_dir / f"rank{r}").mkdir(parents=True, exist_ok=True)
             (logs_dir / f"rank{r}" / "stdout.log").write_bytes(b"\n".join(lines[r::n]))
         if rnd.random() < 0.5:
-            payload = {"message": {"message": data[:200].decode("utf-8", "replace"),
-                                   "extraInfo": {"py_callstack": data[:3000].decode("utf-8", "replace")
-                                                 + "\ud800\x00\x1b]0;x\x07", "timestamp": "1"}}}
+            payload = {
+                "message": {
+                    "message": data[:200].decode("utf-8", "replace"),
+                    "extraInfo": {
+                        "py_callstack": data[:3000].decode("utf-8", "replace") + "\ud800\x00\x1b]0;x\x07",
+                        "timestamp": "1",
+                    },
+                }
+            }
             raw = json.dumps(payload)
             if rnd.random() < 0.3:
                 raw = raw[: rnd.randint(0, len(raw))]
@@ -127,7 +176,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=Path("fuzz-failures"), help="folder for failing inputs")
-    ap.add_argument("--slow", type=float, default=10.0, help="a scan taking longer than this many seconds fails")
+    ap.add_argument(
+        "--slow", type=float, default=10.0, help="a scan taking longer than this many seconds fails"
+    )
     args = ap.parse_args()
     rnd = random.Random(args.seed)
     signal.signal(signal.SIGALRM, _alarm)
@@ -176,19 +227,26 @@ def main() -> int:
                 keep = args.keep / f"round-{rounds}"
                 shutil.copytree(workdir, keep)
                 (keep / "problem.txt").write_text(f"{argv}\n\n{problem}")
-                frames = [ln.strip() for ln in problem.splitlines()
-                          if ln.strip().startswith("File ") and "fuzz_run.py" not in ln]
+                frames = [
+                    ln.strip()
+                    for ln in problem.splitlines()
+                    if ln.strip().startswith("File ") and "fuzz_run.py" not in ln
+                ]
                 where = frames[-1:] or [""]
                 failures.append(f"round {rounds}: {problem.splitlines()[0]} {where[0]} (kept in {keep})")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(f"fuzz_run: {rounds} rounds in {args.seconds:.0f} s (seed {args.seed}), "
-          f"{total_bytes / 1e6:.1f} MB of input")
+    print(
+        f"fuzz_run: {rounds} rounds in {args.seconds:.0f} s (seed {args.seed}), "
+        f"{total_bytes / 1e6:.1f} MB of input"
+    )
     print(f"  exit codes: {dict(sorted(codes.items(), key=str))}")
     if times:
         times.sort()
-        print(f"  scan time: median {statistics.median(times) * 1000:.0f} ms, "
-              f"p95 {times[int(len(times) * 0.95)] * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms")
+        print(
+            f"  scan time: median {statistics.median(times) * 1000:.0f} ms, "
+            f"p95 {times[int(len(times) * 0.95)] * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms"
+        )
     print(f"  failures: {len(failures)}")
     for f in failures[:20]:
         print(f"    {f}")

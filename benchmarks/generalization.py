@@ -37,8 +37,20 @@ from logparse.reader import expand_inputs
 from logparse.scan import Scanner
 from patterns import Catalog, Role, load_builtin_catalog
 
-TRAINING_STAGES = {"training", "rollout", "reward", "old-log-prob", "ref", "values", "advantage",
-                   "critic-update", "actor-update", "weight-sync", "validation", "checkpoint"}
+TRAINING_STAGES = {
+    "training",
+    "rollout",
+    "reward",
+    "old-log-prob",
+    "ref",
+    "values",
+    "advantage",
+    "critic-update",
+    "actor-update",
+    "weight-sync",
+    "validation",
+    "checkpoint",
+}
 
 
 @dataclass
@@ -130,9 +142,16 @@ def pct(k: int, n: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus" / "dev"),
-                    help="folder with labels.yaml (default: ../shared/corpus/dev; skipped when missing)")
-    ap.add_argument("--strict", action="store_true", help="disable every entry that fired, not only those naming the answer")
+    ap.add_argument(
+        "--corpus",
+        default=str(ROOT.parent / "shared" / "corpus" / "dev"),
+        help="folder with labels.yaml (default: ../shared/corpus/dev; skipped when missing)",
+    )
+    ap.add_argument(
+        "--strict",
+        action="store_true",
+        help="disable every entry that fired, not only those naming the answer",
+    )
     ap.add_argument("--show-misses", action="store_true")
     ap.add_argument("--json", help="write every outcome to this file")
     a = ap.parse_args()
@@ -150,24 +169,45 @@ def main() -> int:
         outcomes = [run_case(c, catalog, a.strict) for c in cases]
     sets = list(dict.fromkeys(c.set for c in cases))
     print(f"leave-one-entry-out{' (strict: every entry that fired disabled)' if a.strict else ''}")
-    print(f"{'cases':18} {'n':>4}  {'full catalog':>14}  {'detected':>14}  {'category kept':>14}  {'stage kept':>14}")
+    print(
+        f"{'cases':18} {'n':>4}  {'full catalog':>14}  {'detected':>14}  {'category kept':>14}  {'stage kept':>14}"
+    )
     for s in sets:
         rows = [o for o in outcomes if o.case.set == s]
         staged = [o for o in rows if o.stage_kept is not None]
-        print(f"{s:18} {len(rows):>4}  {pct(sum(o.baseline == o.case.category for o in rows), len(rows)):>14}  "
-              f"{pct(sum(o.detected for o in rows), len(rows)):>14}  "
-              f"{pct(sum(o.category_kept for o in rows), len(rows)):>14}  "
-              f"{pct(sum(bool(o.stage_kept) for o in staged), len(staged)):>14}")
+        print(
+            f"{s:18} {len(rows):>4}  {pct(sum(o.baseline == o.case.category for o in rows), len(rows)):>14}  "
+            f"{pct(sum(o.detected for o in rows), len(rows)):>14}  "
+            f"{pct(sum(o.category_kept for o in rows), len(rows)):>14}  "
+            f"{pct(sum(bool(o.stage_kept) for o in staged), len(staged)):>14}"
+        )
     if a.show_misses:
         for o in outcomes:
             if not o.category_kept:
-                print(f"  miss {o.case.set:16} {o.case.name:40} want={o.case.category:20} got={o.got:20} "
-                      f"basis={o.basis} disabled={','.join(o.disabled)}")
+                print(
+                    f"  miss {o.case.set:16} {o.case.name:40} want={o.case.category:20} got={o.got:20} "
+                    f"basis={o.basis} disabled={','.join(o.disabled)}"
+                )
     if a.json:
-        Path(a.json).write_text(json.dumps([
-            dict(set=o.case.set, case=o.case.name, want=o.case.category, baseline=o.baseline, disabled=o.disabled,
-                 got=o.got, basis=o.basis, stage_want=o.case.stage, stage_got=o.got_stage) for o in outcomes
-        ], indent=1))
+        Path(a.json).write_text(
+            json.dumps(
+                [
+                    dict(
+                        set=o.case.set,
+                        case=o.case.name,
+                        want=o.case.category,
+                        baseline=o.baseline,
+                        disabled=o.disabled,
+                        got=o.got,
+                        basis=o.basis,
+                        stage_want=o.case.stage,
+                        stage_got=o.got_stage,
+                    )
+                    for o in outcomes
+                ],
+                indent=1,
+            )
+        )
     return 0
 
 

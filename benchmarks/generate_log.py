@@ -27,15 +27,34 @@ CYAN, RESET = "\x1b[36m", "\x1b[0m"
 DRIVER = f"{CYAN}(TaskRunner pid=1888103){RESET} "
 KEYS = (
     ["global_seqlen/min", "global_seqlen/max", "global_seqlen/minmax_diff", "global_seqlen/mean"]
-    + [f"actor/{k}" for k in ("entropy", "pg_loss", "pg_clipfrac", "ppo_kl", "pg_clipfrac_lower", "grad_norm", "lr")]
+    + [
+        f"actor/{k}"
+        for k in ("entropy", "pg_loss", "pg_clipfrac", "ppo_kl", "pg_clipfrac_lower", "grad_norm", "lr")
+    ]
     + [f"critic/{k}" for k in ("vf_loss", "vf_clipfrac", "vpred_mean", "grad_norm", "lr")]
-    + [f"critic/{a}/{b}" for a in ("score", "rewards", "advantages", "returns", "values") for b in ("mean", "max", "min")]
+    + [
+        f"critic/{a}/{b}"
+        for a in ("score", "rewards", "advantages", "returns", "values")
+        for b in ("mean", "max", "min")
+    ]
     + [f"response_length/{k}" for k in ("mean", "max", "min", "clip_ratio")]
     + [f"prompt_length/{k}" for k in ("mean", "max", "min", "clip_ratio")]
-    + [f"timing_s/{k}" for k in ("gen", "reward", "old_log_prob", "values", "adv", "update_critic", "update_actor", "step")]
+    + [
+        f"timing_s/{k}"
+        for k in ("gen", "reward", "old_log_prob", "values", "adv", "update_critic", "update_actor", "step")
+    ]
     + [f"timing_per_token_ms/{k}" for k in ("gen", "values", "adv", "update_critic", "update_actor")]
-    + ["perf/mfu/actor", "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
-       "perf/total_num_tokens", "perf/time_per_step", "perf/throughput", "training/global_step", "training/epoch"]
+    + [
+        "perf/mfu/actor",
+        "perf/max_memory_allocated_gb",
+        "perf/max_memory_reserved_gb",
+        "perf/cpu_memory_used_gb",
+        "perf/total_num_tokens",
+        "perf/time_per_step",
+        "perf/throughput",
+        "training/global_step",
+        "training/epoch",
+    ]
 )
 
 
@@ -61,35 +80,49 @@ def chatter(rnd: random.Random, step: int) -> list[str]:
     pid = 400000 + r
     choice = rnd.random()
     if choice < 0.55:
-        return [f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Channel {rnd.randrange(32):02d}/0 : {r}[{r % 4}] -> "
-                f"{(r + 1) % 8}[{(r + 1) % 4}] via P2P/IPC/read"]
+        return [
+            f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Channel {rnd.randrange(32):02d}/0 : {r}[{r % 4}] -> "
+            f"{(r + 1) % 8}[{(r + 1) % 4}] via P2P/IPC/read"
+        ]
     if choice < 0.62:
         return [f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Connected all rings, use ring PXN 0 GDR 1"]
     if choice < 0.74:
-        return [f"{w}WARNING 05-07 21:12:03 [scheduler.py:1754] Sequence group {rnd.randrange(999)} is preempted by "
-                f"PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
-                f"end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV "
-                f"cache memory. total_num_cumulative_preemption={rnd.randrange(99)}"]
+        return [
+            f"{w}WARNING 05-07 21:12:03 [scheduler.py:1754] Sequence group {rnd.randrange(999)} is preempted by "
+            f"PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
+            f"end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV "
+            f"cache memory. total_num_cumulative_preemption={rnd.randrange(99)}"
+        ]
     if choice < 0.84:
-        return [f"{w}/opt/venv/lib/python3.10/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py:690: "
-                f"FutureWarning: FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated.",
-                f"{w}  warnings.warn("]
+        return [
+            f"{w}/opt/venv/lib/python3.10/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py:690: "
+            f"FutureWarning: FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated.",
+            f"{w}  warnings.warn(",
+        ]
     if choice < 0.94:
-        return [f"{w}Setting `pad_token_id` to `eos_token_id`:151643 for open-end generation. "
-                f"[repeated {rnd.randrange(2, 8)}x across cluster]"]
-    return [f"{w}INFO {rnd.randrange(1, 13):02d}-{rnd.randrange(10, 29)} 12:00:{rnd.randrange(60):02d} [metrics.py:455] "
-            f"Avg prompt throughput: {rnd.random() * 900:.1f} tokens/s, Avg generation throughput: "
-            f"{rnd.random() * 3000:.1f} tokens/s, Running: {rnd.randrange(64)} reqs"]
+        return [
+            f"{w}Setting `pad_token_id` to `eos_token_id`:151643 for open-end generation. "
+            f"[repeated {rnd.randrange(2, 8)}x across cluster]"
+        ]
+    return [
+        f"{w}INFO {rnd.randrange(1, 13):02d}-{rnd.randrange(10, 29)} 12:00:{rnd.randrange(60):02d} [metrics.py:455] "
+        f"Avg prompt throughput: {rnd.random() * 900:.1f} tokens/s, Avg generation throughput: "
+        f"{rnd.random() * 3000:.1f} tokens/s, Running: {rnd.randrange(64)} reqs"
+    ]
 
 
 def step_block(step: int, rnd: random.Random) -> list[str]:
-    lines = [step_line(step, rnd), f"{DRIVER}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 "
-                                   f"[1:10:40<6:31:06, 64.47s/it]"]
+    lines = [
+        step_line(step, rnd),
+        f"{DRIVER}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 [1:10:40<6:31:06, 64.47s/it]",
+    ]
     if step % 10 == 0:  # a checkpoint every 10 steps: each rank saves model, optimizer and extra state
         for r in range(8):
             for what in ("model", "optim", "extra_state"):
-                lines.append(f"{worker(r)}INFO:2025-08-22 23:08:{rnd.randrange(60):02d},898:[Rank {r}] Saved {what} to "
-                             f"/workspace/job/checkpoints/global_step_{step}/actor/{what}_world_size_8_rank_{r}.pt")
+                lines.append(
+                    f"{worker(r)}INFO:2025-08-22 23:08:{rnd.randrange(60):02d},898:[Rank {r}] Saved {what} to "
+                    f"/workspace/job/checkpoints/global_step_{step}/actor/{what}_world_size_8_rank_{r}.pt"
+                )
     return lines
 
 
@@ -131,9 +164,11 @@ def random_worker(rnd: random.Random) -> str:
 def dense_block(step: int, rnd: random.Random) -> list[str]:
     """Eight lines: a step line and a tqdm bar, each from a random pid, and six lines of chatter."""
     driver = f"{CYAN}(TaskRunner pid={rnd.randrange(10_000, 4_000_000)}){RESET} "
-    step_text = driver + step_line(step, rnd)[len(DRIVER):]
-    bar = (f"{random_worker(rnd)}\rTraining Progress:  {step % 100:2d}%|███       | {step}/100000 "
-           f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]")
+    step_text = driver + step_line(step, rnd)[len(DRIVER) :]
+    bar = (
+        f"{random_worker(rnd)}\rTraining Progress:  {step % 100:2d}%|███       | {step}/100000 "
+        f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]"
+    )
     lines = [step_text, bar]
     while len(lines) < 8:
         lines.extend(_from(random_worker(rnd), chatter(rnd, step)))
@@ -159,13 +194,17 @@ def mix_block(step: int, rnd: random.Random, pool: list[str]) -> list[str]:
         if i % 40 == 0:
             lines.append(step_line(step, rnd))
         elif i % 3 == 0:
-            lines.append(f"{w}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 [1:10:40<6:31:06, 64.47s/it]")
+            lines.append(
+                f"{w}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 [1:10:40<6:31:06, 64.47s/it]"
+            )
         else:
             lines.extend(_from(w, chatter(rnd, step)))
     return lines
 
 
-def generate(path: str, mb: float, seed: int = 7, kind: str = "realistic", caught_every: int | None = None) -> None:
+def generate(
+    path: str, mb: float, seed: int = 7, kind: str = "realistic", caught_every: int | None = None
+) -> None:
     """Write a log of about `mb` MB of the given kind (see the module docstring); `caught_every`: a
     caught traceback every that many lines (0: none; default: the kind's)."""
     if kind not in KINDS:
@@ -227,7 +266,9 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=200.0, help="approximate size in MB")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--kind", choices=KINDS, default="realistic")
-    ap.add_argument("--caught-every", type=int, help="a caught traceback every N lines (0: none; default: the kind's)")
+    ap.add_argument(
+        "--caught-every", type=int, help="a caught traceback every N lines (0: none; default: the kind's)"
+    )
     a = ap.parse_args()
     generate(a.out, a.mb, a.seed, a.kind, a.caught_every)
 

@@ -30,9 +30,15 @@ FORMATS = ("md", "html", "json", "text", "alert")
 
 def scan(src: Path, args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(src))
-    return subprocess.run([sys.executable, "-m", "logparse", "scan", *args], check=False, input=stdin,
-                          capture_output=True,
-                          env=env, cwd=src, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "logparse", "scan", *args],
+        check=False,
+        input=stdin,
+        capture_output=True,
+        env=env,
+        cwd=src,
+        timeout=120,
+    )
 
 
 def leaks(src: Path) -> None:
@@ -60,7 +66,9 @@ def leaks(src: Path) -> None:
             leaked_kinds.setdefault(kind, set()).add(fmt)
     kinds = sorted({k for k, _ in cases})
     print(f"{len(kinds)} kinds, {len(cases)} examples x {len(FORMATS)} outputs = {len(results)} cases")
-    print(f"leaking cases: {sum(leaked for *_, leaked in results)}; kinds leaking somewhere: {len(leaked_kinds)}")
+    print(
+        f"leaking cases: {sum(leaked for *_, leaked in results)}; kinds leaking somewhere: {len(leaked_kinds)}"
+    )
     for kind in kinds:
         if kind in leaked_kinds:
             print(f"  {kind}: {', '.join(f for f in FORMATS if f in leaked_kinds[kind])}")
@@ -125,20 +133,28 @@ def cost(lines: int, log: Path | None) -> None:
     base = handmade_report()
     evidence = []
     for i in range(lines):
-        text = (f"(WorkerDict pid={i}, ip=10.0.{i % 250}.{i % 200 + 1}) step:{i} - actor/pg_loss:np.float64(-0.0{i}) "
-                f"- File /home/jdoe/verl/workers/actor_{i}.py line {i} commit 3f786850e387550fdab836ed7e6dc881de23001b")
+        text = (
+            f"(WorkerDict pid={i}, ip=10.0.{i % 250}.{i % 200 + 1}) step:{i} - actor/pg_loss:np.float64(-0.0{i}) "
+            f"- File /home/jdoe/verl/workers/actor_{i}.py line {i} commit 3f786850e387550fdab836ed7e6dc881de23001b"
+        )
         if i % 10 == 0:
             text += f" export HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz{i:010d}"
         evidence.append(Evidence("job.log", i + 1, text))
-    report = dataclasses.replace(base, root_cause=dataclasses.replace(base.root_cause, evidence=tuple(evidence)))
+    report = dataclasses.replace(
+        base, root_cause=dataclasses.replace(base.root_cause, evidence=tuple(evidence))
+    )
     chars = sum(len(e.text) for e in evidence)
     _time_redaction(report, f"{lines} evidence lines ({chars / 1e6:.1f} MB)")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("what", choices=("leaks", "false-positives", "cost"))
-    parser.add_argument("--src", type=Path, default=ROOT, help="the checkout whose code scans (default: this one)")
+    parser.add_argument(
+        "--src", type=Path, default=ROOT, help="the checkout whose code scans (default: this one)"
+    )
     parser.add_argument("--hosts", action="store_true", help="false-positives: with --redact-hosts")
     parser.add_argument("--lines", type=int, default=10_000, help="cost: evidence lines in the report")
     parser.add_argument("--log", type=Path, help="cost: also time the redaction of this log's report")

@@ -70,7 +70,7 @@ class Block:
     def load(self) -> bytes:
         """The block's bytes (copied out of shared memory on first use)."""
         if self.data is None:
-            self.data = self.ring[self.at:self.at + self.size]
+            self.data = self.ring[self.at : self.at + self.size]
         return self.data
 
     def raw(self, i: int) -> tuple[bytes, int]:
@@ -78,7 +78,7 @@ class Block:
         start = self.starts[i]
         if self.data is None:
             end = self.ends[i]
-            return self.ring[self.at + start:self.at + end], end
+            return self.ring[self.at + start : self.at + end], end
         end = self.data.find(b"\n", start)
         if end < 0:
             end = self.size
@@ -94,7 +94,7 @@ class Block:
     def tail(self, n: int) -> bytes:
         """The last `n` bytes."""
         if self.data is None:
-            return self.ring[self.at + max(0, self.size - n):self.at + self.size]
+            return self.ring[self.at + max(0, self.size - n) : self.at + self.size]
         return self.data[-n:]
 
 
@@ -112,14 +112,18 @@ class StepLine:
     def fits(self, text: str, message: str) -> bool:
         """Are these the metrics a parse of `message` (of the line `text`) would give?"""
         m = STEP_RE.search(message)
-        return (m is not None and len(message) - m.end() == self.tail_length and text.endswith(message)
-                and int(m.group(1)) == self.step)
+        return (
+            m is not None
+            and len(message) - m.end() == self.tail_length
+            and text.endswith(message)
+            and int(m.group(1)) == self.step
+        )
 
 
 def parse_step_text(data: bytes, start: int, parser: StepParser) -> StepLine | None:
     """The step line at offset `start` of `data`, decoded as the scanner decodes it, parsed."""
     end = data.find(b"\n", start)
-    text = decode_line(data[start:end if end >= 0 else len(data)][:MAX_LINE_BYTES])
+    text = decode_line(data[start : end if end >= 0 else len(data)][:MAX_LINE_BYTES])
     m = STEP_RE.search(text)
     parsed = parser.parse(text) if m else None
     if parsed is None:
@@ -169,8 +173,12 @@ class _NewlineCounter:
         return out, n - base + count(b"\n", pos)
 
 
-def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, step_parser: StepParser | None = None,
-                progress: ProgressLineParser | None = None) -> Iterator[Block]:
+def iter_blocks(
+    chunks: Iterable[bytes],
+    prefilter: Prefilter,
+    step_parser: StepParser | None = None,
+    progress: ProgressLineParser | None = None,
+) -> Iterator[Block]:
     """Blocks of whole lines from `chunks` (the last line may lack its newline: one is added).
     `step_parser`: parse the candidate step lines too (Block.steps), for a scanner in another process.
     `progress`: find the progress lines a scanner may apply without a record (Block.progress; those
@@ -179,8 +187,11 @@ def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, step_parser: Step
     base = 0
     carry = b""
     skipping = False  # the rest of an over-long line whose head was already yielded
-    step_id = (prefilter.keywords.index(STEP_KEYWORD)
-               if step_parser is not None and STEP_KEYWORD in prefilter.keywords else None)
+    step_id = (
+        prefilter.keywords.index(STEP_KEYWORD)
+        if step_parser is not None and STEP_KEYWORD in prefilter.keywords
+        else None
+    )
 
     def block(data: bytes, cut: bool = False) -> Block:
         found = prefilter.lines(data)
@@ -191,9 +202,13 @@ def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, step_parser: Step
         steps = None
         if step_id is not None:
             applied = set(columns.index) if columns is not None else ()
-            steps = {i: parsed for i, (start, ids) in enumerate(found)
-                     if step_id in ids and i not in applied
-                     and (parsed := parse_step_text(data, start, step_parser)) is not None}
+            steps = {
+                i: parsed
+                for i, (start, ids) in enumerate(found)
+                if step_id in ids
+                and i not in applied
+                and (parsed := parse_step_text(data, start, step_parser)) is not None
+            }
         return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns)
 
     for chunk in chunks:
@@ -201,7 +216,7 @@ def iter_blocks(chunks: Iterable[bytes], prefilter: Prefilter, step_parser: Step
             nl = chunk.find(b"\n")
             if nl < 0:
                 continue
-            chunk = chunk[nl + 1:]
+            chunk = chunk[nl + 1 :]
             base += 1
             skipping = False
         cut = chunk.rfind(b"\n") + 1
@@ -261,9 +276,17 @@ def reader_process_possible() -> bool:
     return cpus >= 2 and not multiprocessing.current_process().daemon
 
 
-def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats, prefilter: Prefilter,
-                 step_parser: StepParser, ring: mmap.mmap, out: Connection, free: Connection,
-                 parent_ends: tuple[Connection, ...] = (), progress: ProgressLineParser | None = None) -> None:
+def _reader_main(
+    chunks: Callable[[InputStats], Iterable[bytes]],
+    stats: InputStats,
+    prefilter: Prefilter,
+    step_parser: StepParser,
+    ring: mmap.mmap,
+    out: Connection,
+    free: Connection,
+    parent_ends: tuple[Connection, ...] = (),
+    progress: ProgressLineParser | None = None,
+) -> None:
     """In the reader process: blocks into ring slots, their candidates to `out`; a slot is reused
     once the scanner hands its number back on `free`. `stats` is this process's copy: what it
     learns (bytes read, notes) goes back with the blocks and at the end."""
@@ -291,11 +314,19 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
                 break
             slot = slots.popleft() if slots else free.recv()
             at = slot * SLOT_BYTES
-            ring[at:at + len(block.data)] = block.data
+            ring[at : at + len(block.data)] = block.data
             steps = []  # the keys of a step line go along only when they differ from the last one's
             for i, sl in block.steps.items():
-                steps.append((i, sl.step, None if sl.keys == keys else sl.keys, sl.values,
-                              None if sl.names is names else sl.names, sl.tail_length))
+                steps.append(
+                    (
+                        i,
+                        sl.step,
+                        None if sl.keys == keys else sl.keys,
+                        sl.values,
+                        None if sl.names is names else sl.names,
+                        sl.tail_length,
+                    )
+                )
                 keys, names = sl.keys, sl.names
             find = block.data.find
             ends = array("q", [find(b"\n", start) for start in block.starts])  # every block ends in a newline
@@ -303,9 +334,24 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
             # numbers as arrays, each line's keyword set as its number in `sets`, new sets sent once)
             known_sets = len(sets)
             ids = array("l", [sets.setdefault(k, len(sets)) for k in block.keywords])
-            out.send(("block", slot, len(block.data), block.base, block.lines, array("q", block.starts),
-                      array("q", block.numbers), ids, list(sets)[known_sets:] if len(sets) > known_sets else (),
-                      block.cut, stats.bytes, steps, ends, block.progress))
+            out.send(
+                (
+                    "block",
+                    slot,
+                    len(block.data),
+                    block.base,
+                    block.lines,
+                    array("q", block.starts),
+                    array("q", block.numbers),
+                    ids,
+                    list(sets)[known_sets:] if len(sets) > known_sets else (),
+                    block.cut,
+                    stats.bytes,
+                    steps,
+                    ends,
+                    block.progress,
+                )
+            )
     except TruncatedGzip as exc:
         end = ("truncated", str(exc))
     except OSError as exc:
@@ -321,9 +367,13 @@ def _reader_main(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputSt
         return
 
 
-def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: InputStats,
-                      prefilter: Prefilter, step_parser: StepParser | None = None,
-                      progress: ProgressLineParser | None = None) -> Iterator[Block]:
+def blocks_in_process(
+    chunks: Callable[[InputStats], Iterable[bytes]],
+    stats: InputStats,
+    prefilter: Prefilter,
+    step_parser: StepParser | None = None,
+    progress: ProgressLineParser | None = None,
+) -> Iterator[Block]:
     """iter_blocks(chunks(stats), prefilter), computed by a forked reader process while the caller
     works on the previous blocks. Reading, decompressing, Hyperscan and line counting all happen
     there; a block's bytes come back through shared memory (SLOTS slots: a block is valid until the
@@ -337,9 +387,22 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
     out_r, out_w = ctx.Pipe(duplex=False)
     _widen_pipe(out_r)
     free_r, free_w = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_reader_main, args=(chunks, stats, prefilter, step_parser or StepParser(), ring,
-                                                  out_w, free_r, (out_r, free_w), progress),
-                       name="verl-logscan-reader", daemon=True)
+    proc = ctx.Process(
+        target=_reader_main,
+        args=(
+            chunks,
+            stats,
+            prefilter,
+            step_parser or StepParser(),
+            ring,
+            out_w,
+            free_r,
+            (out_r, free_w),
+            progress,
+        ),
+        name="verl-logscan-reader",
+        daemon=True,
+    )
     proc.start()
     out_w.close()
     free_r.close()
@@ -366,8 +429,22 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
                 raise OSError("the reader process ended unexpectedly") from None
             kind = msg[0]
             if kind == "block":
-                (_, slot, size, base, lines, starts, numbers, ids, new_sets, cut, stats.bytes, sent, ends,
-                 columns) = msg
+                (
+                    _,
+                    slot,
+                    size,
+                    base,
+                    lines,
+                    starts,
+                    numbers,
+                    ids,
+                    new_sets,
+                    cut,
+                    stats.bytes,
+                    sent,
+                    ends,
+                    columns,
+                ) = msg
                 sets.extend(new_sets)
                 keywords = [sets[i] for i in ids]
                 steps = {}
@@ -376,8 +453,21 @@ def blocks_in_process(chunks: Callable[[InputStats], Iterable[bytes]], stats: In
                     names = names if new_names is None else new_names
                     steps[i] = StepLine(step, keys, values, names, tail)
                 held = slot
-                yield Block(None, base, lines, starts.tolist(), numbers.tolist(), keywords, cut, steps, ends, size,
-                            ring, slot * SLOT_BYTES, columns)
+                yield Block(
+                    None,
+                    base,
+                    lines,
+                    starts.tolist(),
+                    numbers.tolist(),
+                    keywords,
+                    cut,
+                    steps,
+                    ends,
+                    size,
+                    ring,
+                    slot * SLOT_BYTES,
+                    columns,
+                )
             elif kind == "stats":
                 stats.bytes = msg[1]
                 stats.notes.extend(msg[2])

@@ -18,8 +18,10 @@ class ExampleFailure:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.entry.source}:{self.entry.line}: entry '{self.entry.id}': {self.kind} example {self.reason}\n" \
-               f"    line: {self.line}"
+        return (
+            f"{self.entry.source}:{self.entry.line}: entry '{self.entry.id}': {self.kind} example {self.reason}\n"
+            f"    line: {self.line}"
+        )
 
 
 def block_matches(catalog: Catalog, entry: Entry, text: str) -> bool:
@@ -61,33 +63,58 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
     for entry in catalog.entries:
         if only is not None and entry.id not in only:
             continue
+
         def fires(ex, entry=entry) -> bool:
-            return block_matches(catalog, entry, ex.line) if ex.block else example_matches(matcher, entry, ex.line)[0]
+            return (
+                block_matches(catalog, entry, ex.line)
+                if ex.block
+                else example_matches(matcher, entry, ex.line)[0]
+            )
 
         for ex in entry.examples.match:
             count += 1
             if ex.block:
                 if not block_matches(catalog, entry, ex.line):
-                    failures.append(ExampleFailure(entry, "match", ex.line, "(a block) does not fire the entry"))
+                    failures.append(
+                        ExampleFailure(entry, "match", ex.line, "(a block) does not fire the entry")
+                    )
                 continue
             ok, bare = example_matches(matcher, entry, ex.line)
             if not ok:
-                hint = "contains none of the keywords" if not matcher.keyword_hit(entry, bare) else \
-                    "matches no pattern"
-                failures.append(ExampleFailure(entry, "match", ex.line, f"does not match ({hint}; "
-                                               f"bare message: {bare!r})"))
+                hint = (
+                    "contains none of the keywords"
+                    if not matcher.keyword_hit(entry, bare)
+                    else "matches no pattern"
+                )
+                failures.append(
+                    ExampleFailure(
+                        entry, "match", ex.line, f"does not match ({hint}; bare message: {bare!r})"
+                    )
+                )
             elif (role := unmatched_role(ex.line)) is not None:
-                failures.append(ExampleFailure(entry, "match", ex.line, f"matches, but a scan reads the line as a "
-                                               f"traceback's {role} line and tries no entry on it: make it a "
-                                               f"`block:` example and match the traceback's exception "
-                                               f"(`frames:` see its header as `header: ...`)"))
+                failures.append(
+                    ExampleFailure(
+                        entry,
+                        "match",
+                        ex.line,
+                        f"matches, but a scan reads the line as a "
+                        f"traceback's {role} line and tries no entry on it: make it a "
+                        f"`block:` example and match the traceback's exception "
+                        f"(`frames:` see its header as `header: ...`)",
+                    )
+                )
         for ex in entry.examples.no_match:
             count += 1
             if fires(ex):
-                failures.append(ExampleFailure(entry, "no_match", ex.line, f"matches but must not ({ex.why})"))
+                failures.append(
+                    ExampleFailure(entry, "no_match", ex.line, f"matches but must not ({ex.why})")
+                )
         for ex in entry.examples.todo_match:
             count += 1
             if fires(ex):
-                failures.append(ExampleFailure(entry, "todo_match", ex.line,
-                                               "now matches: move it from todo_match to match"))
+                failures.append(
+                    ExampleFailure(
+                        entry, "todo_match", ex.line, "now matches: move it from todo_match to match"
+                    )
+                )
     return count, failures

@@ -121,7 +121,9 @@ def _without(catalog, disabled: tuple[str, ...]):
 
             best = process.extractOne(entry_id, sorted(ids))
             hint = f" (did you mean '{best[0]}'?)" if best and best[1] >= 60 else ""
-            _fail(f"--disable {entry_id}: no catalog entry with that id{hint}; see 'verl-logscan catalog list'")
+            _fail(
+                f"--disable {entry_id}: no catalog entry with that id{hint}; see 'verl-logscan catalog list'"
+            )
     return catalog.without(set(disabled))
 
 
@@ -250,8 +252,10 @@ def plan_outputs(outputs: tuple[str, ...], fmt: str | None) -> list[Output]:
     for path in outputs:
         named = FORMAT_OF_SUFFIX.get(Path(path).suffix.lower()) if path != "-" else None
         if fmt is not None and named is not None and named != fmt:
-            raise ValueError(f"--format {fmt} contradicts -o {path} (a .{Path(path).suffix[1:]} name: "
-                                   f"{named}); drop --format to let each file's extension decide")
+            raise ValueError(
+                f"--format {fmt} contradicts -o {path} (a .{Path(path).suffix[1:]} name: "
+                f"{named}); drop --format to let each file's extension decide"
+            )
         planned.append(Output(path, fmt or named or "text"))
     if sum(o.to_stdout for o in planned) > 1:
         raise ValueError("-o - (standard output) is given more than once")
@@ -266,9 +270,15 @@ def plan_outputs(outputs: tuple[str, ...], fmt: str | None) -> list[Output]:
     return planned
 
 
-def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, alerts: bool,
-               status: StatusLine | None, clean: Callable[[str, bool], str] | None = None
-               ) -> tuple[list[FollowFile], list[TeeStream]]:
+def _wire_live(
+    scanner: Scanner,
+    files: list[str],
+    follow: bool,
+    tee: bool,
+    alerts: bool,
+    status: StatusLine | None,
+    clean: Callable[[str, bool], str] | None = None,
+) -> tuple[list[FollowFile], list[TeeStream]]:
     """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan; the
     followed files and tee streams opened (their notes are the report's)."""
     followed: list[FollowFile] = []
@@ -285,13 +295,15 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
                 followed.append(stream)
             if tee:
                 # the status line is wiped around passed-through text only when both share a terminal
-                stream = TeeStream(stream, out, on_broken=_stdout_to_devnull,
-                                   status=status if _isatty(sys.stdout) else None)
+                stream = TeeStream(
+                    stream, out, on_broken=_stdout_to_devnull, status=status if _isatty(sys.stdout) else None
+                )
                 tees.append(stream)
             return stream
 
         scanner.open_stream = open_stream
         if follow and files != ["-"]:
+
             def stop_following(signum: int, frame: object) -> None:
                 # Ctrl-C ends following: the scan finishes what was written and reports normally
                 # (a second Ctrl-C interrupts at once)
@@ -303,7 +315,9 @@ def _wire_live(scanner: Scanner, files: list[str], follow: bool, tee: bool, aler
     if alerts:
         from logparse.live import Alerts
 
-        scanner.on_fatal = Alerts(sys.stderr, clean, status) if clean is not None else Alerts(sys.stderr, status=status)
+        scanner.on_fatal = (
+            Alerts(sys.stderr, clean, status) if clean is not None else Alerts(sys.stderr, status=status)
+        )
     if status is not None:
         scanner.on_progress = status
     return followed, tees
@@ -355,36 +369,83 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].")
-@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="Write the report to FILE (atomically) instead of stdout; the extension picks the format. "
-                   "Repeatable: -o report.md -o report.html -o report.json.")
-@click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False),
-              help="Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.")
-@click.option("--color/--no-color", default=None,
-              help="Colour the text summary and status line [default: on a terminal, unless NO_COLOR is set; "
-                   "FORCE_COLOR forces it].")
-@click.option("--redact-hosts", is_flag=True,
-              help="Also mask IP addresses, host names and user names in home paths (stable placeholders "
-                   "such as node-1, ip-1, user-1). Secrets (tokens, API keys, passwords, e-mails) are always masked.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the report to FILE (atomically) instead of stdout; the extension picks the format. "
+    "Repeatable: -o report.md -o report.html -o report.json.",
+)
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(exists=False),
+    help="Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.",
+)
+@click.option(
+    "--color/--no-color",
+    default=None,
+    help="Colour the text summary and status line [default: on a terminal, unless NO_COLOR is set; "
+    "FORCE_COLOR forces it].",
+)
+@click.option(
+    "--redact-hosts",
+    is_flag=True,
+    help="Also mask IP addresses, host names and user names in home paths (stable placeholders "
+    "such as node-1, ip-1, user-1). Secrets (tokens, API keys, passwords, e-mails) are always masked.",
+)
 @click.option("--no-redact", is_flag=True, help="Do not mask secrets in the report.")
-@click.option("--follow", "-f", is_flag=True,
-              help="Keep reading a file as it grows (survives rotation and truncation) until Ctrl-C; "
-                   "on stdin, read until the pipe closes. The report is written at the end.")
-@click.option("--tee", is_flag=True,
-              help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
-                   "--tee -o report.md`); needs -o, since stdout carries the log. If the reader of stdout goes "
-                   "away, the log is still read to its end and the report written.")
-@click.option("--metrics-csv", type=click.Path(dir_okay=False),
-              help="Also write the step metrics (one row per step, one column per key) to this CSV file "
-                   "(atomically, after the report; never over an input).")
-@click.option("--disable", "disabled", multiple=True, metavar="ID",
-              help="Scan without this catalog entry (e.g. one that misfires on your logs; or to see what the "
-                   "tool concludes without it). Repeatable.")
-def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], catalogs: tuple[str, ...],
-         color: bool | None, redact_hosts: bool, no_redact: bool, follow: bool, tee: bool,
-         metrics_csv: str | None, disabled: tuple[str, ...]) -> None:
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep reading a file as it grows (survives rotation and truncation) until Ctrl-C; "
+    "on stdin, read until the pipe closes. The report is written at the end.",
+)
+@click.option(
+    "--tee",
+    is_flag=True,
+    help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
+    "--tee -o report.md`); needs -o, since stdout carries the log. If the reader of stdout goes "
+    "away, the log is still read to its end and the report written.",
+)
+@click.option(
+    "--metrics-csv",
+    type=click.Path(dir_okay=False),
+    help="Also write the step metrics (one row per step, one column per key) to this CSV file "
+    "(atomically, after the report; never over an input).",
+)
+@click.option(
+    "--disable",
+    "disabled",
+    multiple=True,
+    metavar="ID",
+    help="Scan without this catalog entry (e.g. one that misfires on your logs; or to see what the "
+    "tool concludes without it). Repeatable.",
+)
+def scan(
+    paths: tuple[str, ...],
+    fmt: str | None,
+    outputs: tuple[str, ...],
+    catalogs: tuple[str, ...],
+    color: bool | None,
+    redact_hosts: bool,
+    no_redact: bool,
+    follow: bool,
+    tee: bool,
+    metrics_csv: str | None,
+    disabled: tuple[str, ...],
+) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
     \b
@@ -407,8 +468,11 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
         _fail("--tee passes the log through to stdout, so the report needs -o FILE")
     to_stdout = any(o.to_stdout for o in planned)
     if (to_stdout or tee) and _stdout_closed():  # said before the scan, not after it
-        _fail("standard output is closed; write the report with -o FILE" if to_stdout
-              else "standard output is closed; --tee has nowhere to pass the log through")
+        _fail(
+            "standard output is closed; write the report with -o FILE"
+            if to_stdout
+            else "standard output is closed; --tee has nowhere to pass the log through"
+        )
     if follow and len(paths) > 1:
         _fail("--follow reads one file (or stdin); give a single PATH")
     for o in planned:
@@ -423,7 +487,9 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
     for option, target in targets:
         if target and any(f != "-" and _same_file(f, target) for f in files):
             _fail(f"{option} {target} is one of the inputs; refusing to overwrite it")
-    folder_notes = [n for p in paths if p != "-" and os.path.isdir(p) for n in [_several_jobs_note(p, files)] if n]
+    folder_notes = [
+        n for p in paths if p != "-" and os.path.isdir(p) for n in [_several_jobs_note(p, files)] if n
+    ]
     for note in folder_notes:
         click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
     scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
@@ -433,8 +499,15 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
         from logparse.live import StatusLine
 
         status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
-    followed, tees = _wire_live(scanner, files, follow=follow, tee=tee, alerts=live, status=status,
-                                clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts) if live else None)
+    followed, tees = _wire_live(
+        scanner,
+        files,
+        follow=follow,
+        tee=tee,
+        alerts=live,
+        status=status,
+        clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts) if live else None,
+    )
     interrupted: tuple[int, str] | None = None
     try:
         scanner.feed_inputs(files)
@@ -465,7 +538,9 @@ def scan(paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], cata
     if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
         try:
             # a metric key that starts like a formula must not run in a spreadsheet
-            write_file_atomically(metrics_csv, lambda tmp: scanner.metrics.to_csv(tmp, transform=csv_safe_frame))
+            write_file_atomically(
+                metrics_csv, lambda tmp: scanner.metrics.to_csv(tmp, transform=csv_safe_frame)
+            )
         except OSError as exc:
             _fail(f"cannot write {metrics_csv}: {exc.strerror or exc} (the report was written)")
     if interrupted is not None:
@@ -484,15 +559,19 @@ def _several_jobs_note(folder: str, files: list[str]) -> str | None:
     groups = jobs_in_folder(folder, files)
     if not several_jobs(groups):
         return None
-    named = ", ".join(f"{_GROUP_KIND[g.kind]} {g.label}" + (f" ({len(g.files)} files)" if len(g.files) > 1 else "")
-                      for g in groups[:MAX_GROUPS_NAMED])
+    named = ", ".join(
+        f"{_GROUP_KIND[g.kind]} {g.label}" + (f" ({len(g.files)} files)" if len(g.files) > 1 else "")
+        for g in groups[:MAX_GROUPS_NAMED]
+    )
     more = f" and {len(groups) - MAX_GROUPS_NAMED} more" if len(groups) > MAX_GROUPS_NAMED else ""
     if all(g.root for g in groups):
         roots = " ".join(shlex.quote(g.root) for g in groups[:MAX_GROUPS_NAMED])
         advice = f"for one row per job: verl-logscan fleet {roots}{' ...' if more else ''}"
     else:
-        advice = "scan each job's files on their own, or give each job its own folder and run verl-logscan fleet"
-    return (f"{folder} looks like {len(groups)} jobs ({named}{more}), read here as one merged job; {advice}")
+        advice = (
+            "scan each job's files on their own, or give each job its own folder and run verl-logscan fleet"
+        )
+    return f"{folder} looks like {len(groups)} jobs ({named}{more}), read here as one merged job; {advice}"
 
 
 def _verdict_words(report) -> str:
@@ -530,7 +609,9 @@ def _builtin(entry) -> bool:
     return _defined_in(entry, BUILTIN_SOURCE)
 
 
-def _write_reports(report, planned: list[Output], color: bool | None, catalog, catalogs: tuple[str, ...]) -> None:
+def _write_reports(
+    report, planned: list[Output], color: bool | None, catalog, catalogs: tuple[str, ...]
+) -> None:
     """Every planned output, each rendered once; the terminal gets the summary when no report went to it.
     (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.)"""
     hint = _explain_hint(report, catalog, catalogs)
@@ -547,15 +628,23 @@ def _write_reports(report, planned: list[Output], color: bool | None, catalog, c
         painted = to_stdout.fmt == "text" and use_color(color, sys.stdout)
         _echo_report(render(report, to_stdout.fmt, color=painted, explain=hint))
         if files:
-            click.echo(f"verl-logscan: {_verdict_words(report)}; also written to {terminal_text(written)}", err=True)
+            click.echo(
+                f"verl-logscan: {_verdict_words(report)}; also written to {terminal_text(written)}", err=True
+            )
         elif report.empty and to_stdout.fmt != "text":  # the text summary says it; JSON on a pipe does not
             click.echo("verl-logscan: no log lines read", err=True)
     elif all(o.fmt == "text" for o in files):
-        click.echo(f"verl-logscan: {_verdict_words(report)}; report written to {terminal_text(written)}", err=True)
+        click.echo(
+            f"verl-logscan: {_verdict_words(report)}; report written to {terminal_text(written)}", err=True
+        )
     else:  # the files hold the full report; the terminal gets the summary and where the files are
         err_color = use_color(color, sys.stderr)
-        click.echo(render(report, "text", color=err_color, report_path=written, explain=hint),
-                   err=True, nl=False, color=err_color)
+        click.echo(
+            render(report, "text", color=err_color, report_path=written, explain=hint),
+            err=True,
+            nl=False,
+            color=err_color,
+        )
 
 
 FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_FORMATS (pandas loads lazily)
@@ -565,25 +654,66 @@ DEFAULT_JOB_TIMEOUT_S = 600.0
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(FLEET_FORMATS), default="text", show_default=True,
-              help="Summary format (csv: the job rows only).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Write the summary to FILE (atomically) instead of stdout.")
-@click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False),
-              help="Extra catalog file or folder, as for scan. Repeatable.")
-@click.option("-j", "--jobs", "workers", type=click.IntRange(min=1), default=None,
-              help="Jobs analysed at once (worker processes, or CPUs of a local Ray instance). "
-                   "[default: all cores]")
-@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="local: a process pool on this machine; ray: one Ray task per job (pip install "
-                   "'verl-logscan[ray]').")
-@click.option("--address", default=None,
-              help="Ray cluster to connect to (--engine ray; default: RAY_ADDRESS, else a local Ray instance).")
-@click.option("--job-timeout", type=click.FloatRange(min=0), default=DEFAULT_JOB_TIMEOUT_S, show_default=True,
-              metavar="SECONDS", help="A job still running after this many seconds is stopped and becomes an "
-                                      "`error` row (0: no limit).")
-def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[str, ...], workers: int | None,
-          engine: str, address: str | None, job_timeout: float) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FLEET_FORMATS),
+    default="text",
+    show_default=True,
+    help="Summary format (csv: the job rows only).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the summary to FILE (atomically) instead of stdout.",
+)
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(exists=False),
+    help="Extra catalog file or folder, as for scan. Repeatable.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    "workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Jobs analysed at once (worker processes, or CPUs of a local Ray instance). [default: all cores]",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: a process pool on this machine; ray: one Ray task per job (pip install "
+    "'verl-logscan[ray]').",
+)
+@click.option(
+    "--address",
+    default=None,
+    help="Ray cluster to connect to (--engine ray; default: RAY_ADDRESS, else a local Ray instance).",
+)
+@click.option(
+    "--job-timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_JOB_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="A job still running after this many seconds is stopped and becomes an `error` row (0: no limit).",
+)
+def fleet(
+    paths: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    catalogs: tuple[str, ...],
+    workers: int | None,
+    engine: str,
+    address: str | None,
+    job_timeout: float,
+) -> None:
     """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
 
     Each PATH is one job: a log file, or a folder whose log files are read together (as
@@ -631,8 +761,15 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
     jobs = list(dict.fromkeys(paths))  # a job given twice is analysed once
     rows: dict = {}
     interrupted: tuple[int, str] | None = None
-    run = iter_fleet(jobs, catalog, catalogs, engine=Engine(engine), workers=workers or os.cpu_count() or 1,
-                     address=address, job_timeout=job_timeout or None)
+    run = iter_fleet(
+        jobs,
+        catalog,
+        catalogs,
+        engine=Engine(engine),
+        workers=workers or os.cpu_count() or 1,
+        address=address,
+        job_timeout=job_timeout or None,
+    )
     try:
         for index, row in run:  # rows as jobs finish: an interrupt keeps those done
             rows[index] = row
@@ -648,8 +785,11 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
         if row.status is JobStatus.ERROR and row.message:
             click.echo(f"verl-logscan: {terminal_text(row.message)}", err=True)
     if interrupted is not None:
-        click.echo(f"verl-logscan: interrupted by {interrupted[1]}: {len(summary.jobs)} of {len(jobs)} job(s) "
-                   f"analysed; the summary lists those", err=True)
+        click.echo(
+            f"verl-logscan: interrupted by {interrupted[1]}: {len(summary.jobs)} of {len(jobs)} job(s) "
+            f"analysed; the summary lists those",
+            err=True,
+        )
     to_terminal = (not output or output == "-") and _isatty(sys.stdout)
     text = render_fleet(summary, fmt, width=terminal_columns(sys.stdout) - 1 if to_terminal else None)
     if not output or output == "-":
@@ -659,8 +799,11 @@ def fleet(paths: tuple[str, ...], fmt: str, output: str | None, catalogs: tuple[
             write_atomically(output, text)
         except OSError as exc:
             _fail(f"cannot write {output}: {exc.strerror or exc}")
-        click.echo(f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed, {summary.errors} "
-                   f"unreadable; summary written to {output}", err=True)
+        click.echo(
+            f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed, {summary.errors} "
+            f"unreadable; summary written to {output}",
+            err=True,
+        )
     if interrupted is not None:
         sys.exit(interrupted[0])
     if summary.failed:
@@ -699,7 +842,9 @@ def catalog_check(path: str | None) -> None:
     only = None
     if path:
         root = str(Path(path))
-        only = {e.id for e in catalog.entries if e.source == root or e.source.startswith(root.rstrip("/") + "/")}
+        only = {
+            e.id for e in catalog.entries if e.source == root or e.source.startswith(root.rstrip("/") + "/")
+        }
     count, failures = check_examples(catalog, only)
     checked = len(only) if only is not None else len(catalog.entries)
     summary = f"{checked} entries, {count} examples"
@@ -708,12 +853,16 @@ def catalog_check(path: str | None) -> None:
         n_examples, fallback_failures = check_fallback_examples(rules)
         failures = [*failures, *fallback_failures]
         count += n_examples
-        summary += (f"; fallback rules: {len(rules.phrases) + len(rules.types) + len(rules.frames)} rules, "
-                    f"{n_examples} examples")
+        summary += (
+            f"; fallback rules: {len(rules.phrases) + len(rules.types) + len(rules.frames)} rules, "
+            f"{n_examples} examples"
+        )
     if failures:
         for f in failures:
             click.echo(str(f), err=True)
-        click.echo(f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({summary})", err=True)
+        click.echo(
+            f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({summary})", err=True
+        )
         sys.exit(EXIT_ERROR)
     click.echo(f"catalog ok: {summary}")
 
@@ -739,8 +888,10 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
         _fail(f"no catalog entry '{entry_id}'{hint}; see 'verl-logscan catalog list'")
     r = entry.remediation
     click.echo(f"{entry.id}: {entry.title}")
-    click.echo(f"category {entry.category}, role {entry.role.value}, severity {entry.severity.value}, "
-               f"priority {entry.priority}" + (f", stage {entry.stage}" if entry.stage else ""))
+    click.echo(
+        f"category {entry.category}, role {entry.role.value}, severity {entry.severity.value}, "
+        f"priority {entry.priority}" + (f", stage {entry.stage}" if entry.stage else "")
+    )
     click.echo("\nWhat it is\n  " + r.summary)
     click.echo("\nWhy it happens\n  " + r.why)
     click.echo("\nExample\n  " + entry.examples.match[0].line)
@@ -760,8 +911,14 @@ def _explain_rule(rule_id: str) -> bool:
     from patterns.fallback import FrameCategoryRule, MessageMarker, PhraseRule, fallback_rules
 
     rules = fallback_rules()
-    rule = next((r for r in (*rules.phrases, *rules.types, *rules.frames, *rules.bare.message_markers)
-                 if r.id == rule_id), None)
+    rule = next(
+        (
+            r
+            for r in (*rules.phrases, *rules.types, *rules.frames, *rules.bare.message_markers)
+            if r.id == rule_id
+        ),
+        None,
+    )
     if rule is None:
         return False
     if isinstance(rule, MessageMarker):
@@ -775,12 +932,22 @@ def _explain_rule(rule_id: str) -> bool:
             click.echo(f"  {i}. {step}")
         click.echo(f"\nDefined in patterns/fallback.yaml:{rule.line}")
         return True
-    kind = "phrase" if isinstance(rule, PhraseRule) else "frame" if isinstance(rule, FrameCategoryRule) else "type"
+    kind = (
+        "phrase"
+        if isinstance(rule, PhraseRule)
+        else "frame"
+        if isinstance(rule, FrameCategoryRule)
+        else "type"
+    )
     click.echo(f"{rule.id}: a fallback {kind} rule, for failures that no catalog entry names")
-    click.echo(f"category {rule.category}" + (" (a weak hint: tried after the frame rules)" if rule.weak else ""))
+    click.echo(
+        f"category {rule.category}" + (" (a weak hint: tried after the frame rules)" if rule.weak else "")
+    )
     click.echo("\nWhat it looks for")
     if isinstance(rule, PhraseRule):
-        click.echo("  a message holding " + " or ".join(repr(k) for k in rule.keywords) + ", and matching one of:")
+        click.echo(
+            "  a message holding " + " or ".join(repr(k) for k in rule.keywords) + ", and matching one of:"
+        )
         for p in rule.patterns:
             click.echo(f"    {p.pattern}")
     elif isinstance(rule, FrameCategoryRule):
@@ -788,8 +955,10 @@ def _explain_rule(rule_id: str) -> bool:
             if getattr(rule, field) is not None:
                 click.echo(f"  a traceback frame whose {field} matches {getattr(rule, field).pattern}")
     else:
-        click.echo(f"  an exception whose type matches {rule.type.pattern}"
-                   + (f" and whose message matches {rule.message.pattern}" if rule.message is not None else ""))
+        click.echo(
+            f"  an exception whose type matches {rule.type.pattern}"
+            + (f" and whose message matches {rule.message.pattern}" if rule.message is not None else "")
+        )
     if rule.examples.match:
         click.echo("\nExample\n  " + rule.examples.match[0].line.replace("\n", "\n  ").rstrip())
     r = rules.fix_for(rule.category)
@@ -860,27 +1029,35 @@ def _explain_unknown(catalog) -> None:
     r = UNKNOWN_FIX
     click.echo(f"{UNKNOWN_ID}: an error that no catalog entry recognises")
     click.echo(f"category {UNKNOWN_ID}, not a catalog entry ({len(catalog.entries)} entries are loaded)")
-    click.echo("\nWhat it is\n  The job failed with an exception that none of the catalog's entries names. "
-               "verl-logscan then reports the exception that ended the first failing process as the root "
-               "cause, with its error line, traceback and the evidence before it, and lists similar known "
-               "entries when one comes close. Its category still comes from its evidence where the fallback "
-               "rules (patterns/fallback.yaml) read one: a wording, the exception type, the frames it failed "
-               "in, or the nearest known entry; the report's `basis` names the rule. Only when none applies "
-               "is the category `unknown` too.")
-    click.echo("\nWhy it happens\n  " + r.why + " Echoes on other ranks (collective timeouts, lost peers, "
-               "launcher summaries) are still counted as its symptoms.")
+    click.echo(
+        "\nWhat it is\n  The job failed with an exception that none of the catalog's entries names. "
+        "verl-logscan then reports the exception that ended the first failing process as the root "
+        "cause, with its error line, traceback and the evidence before it, and lists similar known "
+        "entries when one comes close. Its category still comes from its evidence where the fallback "
+        "rules (patterns/fallback.yaml) read one: a wording, the exception type, the frames it failed "
+        "in, or the nearest known entry; the report's `basis` names the rule. Only when none applies "
+        "is the category `unknown` too."
+    )
+    click.echo(
+        "\nWhy it happens\n  " + r.why + " Echoes on other ranks (collective timeouts, lost peers, "
+        "launcher summaries) are still counted as its symptoms."
+    )
     click.echo("\nFix")
     for i, step in enumerate(r.fix, 1):
         click.echo(f"  {i}. {step}")
     click.echo("\nAdding an entry")
-    click.echo("  1. Copy the error line as the log prints it (with its [rank3]: or (WorkerDict pid=...) prefix).")
+    click.echo(
+        "  1. Copy the error line as the log prints it (with its [rank3]: or (WorkerDict pid=...) prefix)."
+    )
     click.echo("  2. Write an entry in a YAML file of your own, e.g. my-entries.yaml:\n")
     for line in ENTRY_SKELETON.splitlines():
         click.echo(f"     {line}")
     click.echo("\n  3. Check it: verl-logscan catalog check my-entries.yaml")
     click.echo("  4. Use it:   verl-logscan scan job.log --catalog my-entries.yaml")
-    click.echo("  The README's 'Adding an entry' section describes every field; "
-               "'verl-logscan catalog list' shows the entries there are.")
+    click.echo(
+        "  The README's 'Adding an entry' section describes every field; "
+        "'verl-logscan catalog list' shows the entries there are."
+    )
     if r.references:
         click.echo("\nReferences")
         for ref in r.references:

@@ -28,8 +28,9 @@ WORK_RE = LazyRe(
     r"(?: ran for (?P<ran>\d+) milliseconds)?",
     engine="regex",
 )
-STATUS_OLD_RE = LazyRe(r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)",
-                       engine="regex")
+STATUS_OLD_RE = LazyRe(
+    r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)", engine="regex"
+)
 STATUS_NEW_RE = LazyRe(
     r"work sequence id: (?P<at>\d+) PG status: last enqueued work: (?P<enq>-?\d+), last completed work: (?P<done>-?\d+)",
     engine="regex",
@@ -99,17 +100,26 @@ class CollectiveAnalyzer:
         seq = max(s.timed_out_seq for s in timed)
         first = next(s for s in timed if s.timed_out_seq == seq)
         waiting = tuple(sorted(s.rank for s in timed if s.timed_out_seq == seq))
-        behind = tuple(sorted(
-            (s.rank, s.last_enqueued) for s in self.ranks.values()
-            if s.last_enqueued is not None and s.last_enqueued < seq
-        ))
+        behind = tuple(
+            sorted(
+                (s.rank, s.last_enqueued)
+                for s in self.ranks.values()
+                if s.last_enqueued is not None and s.last_enqueued < seq
+            )
+        )
         reported = set(self.ranks)
         silent = tuple(sorted(self.seen_ranks - reported))
-        sentences = [(f"{len(waiting)} rank(s) timed out waiting in collective SeqNum {seq} "
-                      f"({first.op}, timeout {first.timeout_ms} ms): ranks {compact_ranks(waiting)}.")]
+        sentences = [
+            (
+                f"{len(waiting)} rank(s) timed out waiting in collective SeqNum {seq} "
+                f"({first.op}, timeout {first.timeout_ms} ms): ranks {compact_ranks(waiting)}."
+            )
+        ]
         for rank, enq in behind:
             sentences.append(f"rank {rank} never reached SeqNum {seq} (its last enqueued work was {enq}).")
         if silent:
-            sentences.append(f"rank(s) {compact_ranks(silent)} printed no watchdog report: the likely laggard(s) "
-                             f"that never entered SeqNum {seq}, or died before it.")
+            sentences.append(
+                f"rank(s) {compact_ranks(silent)} printed no watchdog report: the likely laggard(s) "
+                f"that never entered SeqNum {seq}, or died before it."
+            )
         return CollectiveReport(seq, first.op, first.timeout_ms, waiting, behind, silent, tuple(sentences))

@@ -47,22 +47,63 @@ MAX_DUMP_LINES = 5_000
 STEP_FORMAT_LINES = 3
 
 # Config leaves worth reporting. Ambiguous leaves count only under the parent named here.
-CONFIG_LEAVES = frozenset({
-    "path", "partial_pretrain", "train_batch_size", "micro_batch_size", "micro_batch_size_per_gpu",
-    "ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu",
-    "log_prob_micro_batch_size", "log_prob_micro_batch_size_per_gpu", "forward_micro_batch_size_per_gpu",
-    "tensor_model_parallel_size", "pipeline_model_parallel_size", "ulysses_sequence_parallel_size",
-    "gpu_memory_utilization", "param_offload", "optimizer_offload", "grad_offload", "n_gpus_per_node",
-    "nnodes", "name", "mode", "n", "strategy", "adv_estimator", "max_prompt_length", "max_response_length",
-    "total_training_steps", "total_epochs", "max_model_len", "max_num_batched_tokens", "max_num_seqs",
-    "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "enable_gradient_checkpointing", "use_remove_padding",
-    "use_kl_loss", "free_cache_engine", "enforce_eager", "lr",
-})
+CONFIG_LEAVES = frozenset(
+    {
+        "path",
+        "partial_pretrain",
+        "train_batch_size",
+        "micro_batch_size",
+        "micro_batch_size_per_gpu",
+        "ppo_mini_batch_size",
+        "ppo_micro_batch_size",
+        "ppo_micro_batch_size_per_gpu",
+        "log_prob_micro_batch_size",
+        "log_prob_micro_batch_size_per_gpu",
+        "forward_micro_batch_size_per_gpu",
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "ulysses_sequence_parallel_size",
+        "gpu_memory_utilization",
+        "param_offload",
+        "optimizer_offload",
+        "grad_offload",
+        "n_gpus_per_node",
+        "nnodes",
+        "name",
+        "mode",
+        "n",
+        "strategy",
+        "adv_estimator",
+        "max_prompt_length",
+        "max_response_length",
+        "total_training_steps",
+        "total_epochs",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "use_dynamic_bsz",
+        "ppo_max_token_len_per_gpu",
+        "enable_gradient_checkpointing",
+        "use_remove_padding",
+        "use_kl_loss",
+        "free_cache_engine",
+        "enforce_eager",
+        "lr",
+    }
+)
 AMBIGUOUS_PARENTS = {"path": "model", "name": "rollout", "mode": "rollout", "n": "rollout", "lr": "optim"}
 
-PIP_PACKAGES = {"torch": "torch", "vllm": "vllm", "transformers": "transformers", "ray": "ray",
-                "sglang": "sglang", "flash-attn": "flash_attn", "flash_attn": "flash_attn", "verl": "verl",
-                "wandb": "wandb"}
+PIP_PACKAGES = {
+    "torch": "torch",
+    "vllm": "vllm",
+    "transformers": "transformers",
+    "ray": "ray",
+    "sglang": "sglang",
+    "flash-attn": "flash_attn",
+    "flash_attn": "flash_attn",
+    "verl": "verl",
+    "wandb": "wandb",
+}
 # (LazyRe: each compiled when a log first shows what it reads; most logs show few of them)
 PIP_RE = LazyRe(
     r"^(?:\[(?:pip3?|conda)\]\s+)?(?P<pkg>torch|vllm|transformers|ray|sglang|flash[-_]attn|verl|wandb|"
@@ -76,8 +117,10 @@ COLLECT_ENV_RE = LazyRe(
     r"^(?P<field>PyTorch version|CUDA used to build PyTorch|Python version|Nvidia driver version|"
     r"CUDA runtime version): (?P<value>\S+)"
 )
-VLLM_VERSION_RE = LazyRe(r"Initializing (?:a V1|an) LLM engine \(v(?P<ver>[^)\s]+)\)|"
-                             r"vLLM API server version (?P<api>\d[\w.+-]*)")
+VLLM_VERSION_RE = LazyRe(
+    r"Initializing (?:a V1|an) LLM engine \(v(?P<ver>[^)\s]+)\)|"
+    r"vLLM API server version (?P<api>\d[\w.+-]*)"
+)
 RAY_VERSION_RE = LazyRe(r"\b[Rr]ay,? version:? v?(\d+\.\d+(?:\.\d+)?)\b")
 TRANSFORMERS_RE = LazyRe(r'"transformers_version": "([^"]+)"')
 WANDB_RE = LazyRe(r"Tracking run with wandb version (\S+)")
@@ -114,8 +157,17 @@ SCALAR_RE = LazyRe(
 )
 THREE_DECIMALS_RE = LazyRe(r"^-?\d+\.\d{3}$")
 LONG_NUMBER_RE = LazyRe(r"^-?(?:\d+|\d+\.\d{4,}|\d+(?:\.\d+)?[eE][-+]?\d+)$")
-PIP_LIST_NAMES = ("torch ", "vllm ", "transformers ", "ray ", "sglang ", "flash-attn ", "flash_attn ", "verl ",
-                  "wandb ")
+PIP_LIST_NAMES = (
+    "torch ",
+    "vllm ",
+    "transformers ",
+    "ray ",
+    "sglang ",
+    "flash-attn ",
+    "flash_attn ",
+    "verl ",
+    "wandb ",
+)
 VERL_STEP_KEYS = ("timing_s/", "timing/", "actor/", "critic/", "global_seqlen/", "response_length/")
 
 ConfigValue = str | int | float | bool | None
@@ -131,30 +183,40 @@ class EraRule:
 
 
 # Literal substrings of messages (the same substring is the dispatch keyword and the evidence label).
-MESSAGE_ERA_RULES: dict[str, EraRule] = {r.label: r for r in (
-    EraRule("timing/gen:", 1, 1),
-    EraRule("val/test_score/", None, 3),
-    EraRule("Checkpoint tracker file does not exist: %s ", None, 3),
-    EraRule("TaskRunner hostname:", 4, None),
-    EraRule("val-core/", 4, None),
-    EraRule("timing_s/reward", 4, None),
-    EraRule("timing_s/start_profile", 5, None),
-    EraRule("ray init kwargs:", 6, None),
-    EraRule("AgentLoopManager: [", 6, 7),
-    EraRule("timing_s/update_weights", 7, None),
-    EraRule("LLMServerManager: [", 8, None),
-    EraRule("all initialize finished, ready to fit", 9, 9),
-    EraRule("actor/perf/max_memory_allocated_gb", 7, None),
-    EraRule("colocated worker base class", 4, None),
-    EraRule("Waiting for register center actor", 4, 5),
-    EraRule("Using dataset class:", 4, None),
-    EraRule("len reward_extra_infos_dict['reward']", 4, 5),
-    EraRule("_merge_validation_results validate result will be merged", 7, None),
-    EraRule("train and validate dataloader initialized", 9, 9),
-    EraRule("Legacy trainer `main_ppo_v0.py` is deprecated", 9, 9),
-)}
-STEP_ERA_KEYS = ("timing/gen:", "val/test_score/", "val-core/", "timing_s/reward", "timing_s/start_profile",
-                 "timing_s/update_weights", "actor/perf/max_memory_allocated_gb")
+MESSAGE_ERA_RULES: dict[str, EraRule] = {
+    r.label: r
+    for r in (
+        EraRule("timing/gen:", 1, 1),
+        EraRule("val/test_score/", None, 3),
+        EraRule("Checkpoint tracker file does not exist: %s ", None, 3),
+        EraRule("TaskRunner hostname:", 4, None),
+        EraRule("val-core/", 4, None),
+        EraRule("timing_s/reward", 4, None),
+        EraRule("timing_s/start_profile", 5, None),
+        EraRule("ray init kwargs:", 6, None),
+        EraRule("AgentLoopManager: [", 6, 7),
+        EraRule("timing_s/update_weights", 7, None),
+        EraRule("LLMServerManager: [", 8, None),
+        EraRule("all initialize finished, ready to fit", 9, 9),
+        EraRule("actor/perf/max_memory_allocated_gb", 7, None),
+        EraRule("colocated worker base class", 4, None),
+        EraRule("Waiting for register center actor", 4, 5),
+        EraRule("Using dataset class:", 4, None),
+        EraRule("len reward_extra_infos_dict['reward']", 4, 5),
+        EraRule("_merge_validation_results validate result will be merged", 7, None),
+        EraRule("train and validate dataloader initialized", 9, 9),
+        EraRule("Legacy trainer `main_ppo_v0.py` is deprecated", 9, 9),
+    )
+}
+STEP_ERA_KEYS = (
+    "timing/gen:",
+    "val/test_score/",
+    "val-core/",
+    "timing_s/reward",
+    "timing_s/start_profile",
+    "timing_s/update_weights",
+    "actor/perf/max_memory_allocated_gb",
+)
 # Ray actor prefixes, looked up in the raw line once per new actor name.
 ACTOR_ERA_RULES = {
     "main_task": EraRule("(main_task pid=", 1, 2),
@@ -171,14 +233,21 @@ FULL_REPR_RULE = EraRule("step values as np.float64(...) or full floats", 5, Non
 
 # Style markers of torch / Ray (no version printed in a normal run); boundaries are approximate.
 TORCH_STYLES = (("[PG ID ", ">=2.5 (log style)"), ("[PG 0 (", "<=2.4 (log style)"))
-RAY_STYLES = (("were killed due to the node running low on memory", ">=2.55 (log style, approximate)"),
-              ("Task was killed due to the node running low on memory", "<2.55 (log style, approximate)"),
-              ("Lease ID:", ">=2.55 (log style, approximate)"),
-              ("RayTask ID:", "<2.55 (log style, approximate)"))
+RAY_STYLES = (
+    ("were killed due to the node running low on memory", ">=2.55 (log style, approximate)"),
+    ("Task was killed due to the node running low on memory", "<2.55 (log style, approximate)"),
+    ("Lease ID:", ">=2.55 (log style, approximate)"),
+    ("RayTask ID:", "<2.55 (log style, approximate)"),
+)
 VLLM_V1 = ("GPU KV cache size", "Initializing a V1 LLM engine", "Maximum concurrency for")
 VLLM_V0 = ("# GPU blocks:", "Falling back to V0", "Initializing an LLM engine")
-SGLANG_MARKS = ("Init torch distributed begin", "Scheduler hit an exception", "Load weight begin",
-                "mem-fraction-static", "The server is fired up and ready to roll")
+SGLANG_MARKS = (
+    "Init torch distributed begin",
+    "Scheduler hit an exception",
+    "Load weight begin",
+    "mem-fraction-static",
+    "The server is fired up and ready to roll",
+)
 
 
 def _scalar(text: str) -> ConfigValue:
@@ -217,8 +286,21 @@ def _minor(text: str) -> str:
     return f"{n // 1000}.{(n % 1000) // 10}"
 
 
-COMMON_KEYWORDS = frozenset({"==", "version", "-packages/", "ip=", "host ", "world_size", "nranks ", "NVIDIA ",
-                             "Tesla ", "Quadro ", "WORLD_SIZE"})
+COMMON_KEYWORDS = frozenset(
+    {
+        "==",
+        "version",
+        "-packages/",
+        "ip=",
+        "host ",
+        "world_size",
+        "nranks ",
+        "NVIDIA ",
+        "Tesla ",
+        "Quadro ",
+        "WORLD_SIZE",
+    }
+)
 
 
 class EnvironmentTracker:
@@ -251,19 +333,35 @@ class EnvironmentTracker:
     def _make_handlers(self) -> dict[str, list[Callable[[Record, str], None]]]:
         """keyword -> the handlers to run on a message that contains it."""
         h: list[tuple[str, Callable[[Record, str], None]]] = [
-            ("==", self._pip), ("NCCL version", self._nccl),
-            ("cudaDriverVersion", self._cuda_driver), ("Driver Version:", self._smi_header),
-            ("version", self._collect_env), ("CUDA used to build PyTorch", self._collect_env),
-            ("version", self._misc_versions), ("LLM engine", self._misc_versions),
+            ("==", self._pip),
+            ("NCCL version", self._nccl),
+            ("cudaDriverVersion", self._cuda_driver),
+            ("Driver Version:", self._smi_header),
+            ("version", self._collect_env),
+            ("CUDA used to build PyTorch", self._collect_env),
+            ("version", self._misc_versions),
+            ("LLM engine", self._misc_versions),
             ("transformers_version", self._transformers),
-            ("-packages/", self._python), ("total capac", self._gpu_memory),
-            ("memory used/total", self._gpu_memory), ("Free memory on device", self._gpu_memory),
-            ("NVIDIA ", self._gpu_model), ("Tesla ", self._gpu_model), ("Quadro ", self._gpu_model),
-            ("world_size", self._world_size), ("WORLD_SIZE", self._world_size), ("nranks ", self._world_size),
-            ("TaskRunner hostname:", self._hosts), ("host ", self._hosts), ("ip=", self._hosts),
-            ("Worker IP address:", self._hosts), ("Memory on the node (IP:", self._hosts),
-            ("Error executing job with overrides:", self._overrides), (DUMP_START, self._dump_start),
-            (STEP_KEYWORD, self._step_line), ("Saving model to", self._saving), ("Saved model to", self._saved),
+            ("-packages/", self._python),
+            ("total capac", self._gpu_memory),
+            ("memory used/total", self._gpu_memory),
+            ("Free memory on device", self._gpu_memory),
+            ("NVIDIA ", self._gpu_model),
+            ("Tesla ", self._gpu_model),
+            ("Quadro ", self._gpu_model),
+            ("world_size", self._world_size),
+            ("WORLD_SIZE", self._world_size),
+            ("nranks ", self._world_size),
+            ("TaskRunner hostname:", self._hosts),
+            ("host ", self._hosts),
+            ("ip=", self._hosts),
+            ("Worker IP address:", self._hosts),
+            ("Memory on the node (IP:", self._hosts),
+            ("Error executing job with overrides:", self._overrides),
+            (DUMP_START, self._dump_start),
+            (STEP_KEYWORD, self._step_line),
+            ("Saving model to", self._saving),
+            ("Saved model to", self._saved),
             ("Checkpoint tracker file does not exist:", self._tracker_missing),
         ]
         h += [(style, self._styles) for style, _ in TORCH_STYLES + RAY_STYLES]
@@ -297,8 +395,11 @@ class EnvironmentTracker:
         message alone (logparse.progress_lines asks it where the lines are read)."""
         if message.startswith(STEP_KEYWORD):
             return True
-        return (not message.startswith(PIP_LIST_NAMES) and STEP_KEYWORD not in message
-                and not self._common_pattern.search(message))
+        return (
+            not message.startswith(PIP_LIST_NAMES)
+            and STEP_KEYWORD not in message
+            and not self._common_pattern.search(message)
+        )
 
     @functools.cached_property
     def _common_pattern(self) -> re.Pattern[str]:
@@ -466,9 +567,11 @@ class EnvironmentTracker:
         # each regex needs its literal: without it the search is skipped (checkpoint paths hold
         # `_world_size_8_rank_0` on every rank's every save)
         explicit = "world_size" in message or "WORLD_SIZE" in message
-        for key, needed, regex in (("explicit", explicit, WORLD_SIZE_RE),
-                                   ("checkpoint", "_world_size_" in message, CKPT_WORLD_RE),
-                                   ("nranks", "nranks " in message, NRANKS_RE)):
+        for key, needed, regex in (
+            ("explicit", explicit, WORLD_SIZE_RE),
+            ("checkpoint", "_world_size_" in message, CKPT_WORLD_RE),
+            ("nranks", "nranks " in message, NRANKS_RE),
+        ):
             m = regex.search(message) if needed else None
             if m:
                 value = int(m.group(1))
@@ -512,13 +615,17 @@ class EnvironmentTracker:
             return
         self._step_lines += 1
         raws = [raw.strip() for _, raw in split[1]]
-        if any(r.startswith(("np.float", "np.int")) for r in raws) or any(LONG_NUMBER_RE.match(r) for r in raws):
+        if any(r.startswith(("np.float", "np.int")) for r in raws) or any(
+            LONG_NUMBER_RE.match(r) for r in raws
+        ):
             self._era(FULL_REPR_RULE)
         elif len(raws) >= 3 and all(THREE_DECIMALS_RE.match(r) for r in raws):
             self._era(THREE_DECIMALS_RULE)
 
     # -- configuration ---------------------------------------------------------------------------
-    def _set_config(self, path: tuple[str, ...], parent_known: bool, value: ConfigValue, priority: int) -> None:
+    def _set_config(
+        self, path: tuple[str, ...], parent_known: bool, value: ConfigValue, priority: int
+    ) -> None:
         leaf = path[-1]
         if leaf not in CONFIG_LEAVES:
             return
@@ -581,7 +688,7 @@ class EnvironmentTracker:
                     stack = [self._dump_openers.get(m.start())]
                 parent = stack[-1] if stack else None
                 path = (*parent, key) if parent is not None else (key,)
-                rest = message[m.end():]
+                rest = message[m.end() :]
                 pending = path if parent is not None and rest.startswith("{") else None
                 found, value = _dump_value(rest)
                 if found:
@@ -624,8 +731,22 @@ class EnvironmentTracker:
         """What is known; keys with unknown values are omitted (see the module docstring)."""
         f = self.facts
         out: dict[str, object] = {}
-        for key in ("torch", "cuda", "cuda_driver", "nvidia_driver", "nccl", "vllm", "vllm_engine", "sglang",
-                    "ray", "python", "transformers", "flash_attn", "wandb", "verl"):
+        for key in (
+            "torch",
+            "cuda",
+            "cuda_driver",
+            "nvidia_driver",
+            "nccl",
+            "vllm",
+            "vllm_engine",
+            "sglang",
+            "ray",
+            "python",
+            "transformers",
+            "flash_attn",
+            "wandb",
+            "verl",
+        ):
             if key in f:
                 out[key] = f[key]
         if "torch" not in out and "torch_style" in f:

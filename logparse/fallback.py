@@ -59,9 +59,12 @@ class Classification:
 
     def sentence(self) -> str:
         what = {
-            "phrase": "its wording", "weak-phrase": "its wording (a weak hint)",
-            "type": "its exception type", "weak-type": "its exception type (a weak hint)",
-            "frame": "where it failed (its frames)", "nearest": "the nearest known entry",
+            "phrase": "its wording",
+            "weak-phrase": "its wording (a weak hint)",
+            "type": "its exception type",
+            "weak-type": "its exception type (a weak hint)",
+            "frame": "where it failed (its frames)",
+            "nearest": "the nearest known entry",
             "marker": "the line printed after it",
         }[self.basis]
         rule = f"entry {self.rule}" if self.basis == "nearest" else f"rule {self.rule}"
@@ -71,13 +74,15 @@ class Classification:
 def unwrap_type(exc_type: str | None) -> str | None:
     """`ray.exceptions.RayTaskError(KeyError)` -> `KeyError` (the class the wrapper carries)."""
     if exc_type and exc_type.endswith(")") and "(" in exc_type:
-        inner = exc_type[exc_type.rindex("(") + 1:-1].strip()
+        inner = exc_type[exc_type.rindex("(") + 1 : -1].strip()
         return inner or exc_type
     return exc_type
 
 
 def _messages(evidence: FailureEvidence) -> list[tuple[str | None, str]]:
-    return [(unwrap_type(evidence.exc_type), evidence.message)] + [(unwrap_type(t), m) for t, m in evidence.chain]
+    return [(unwrap_type(evidence.exc_type), evidence.message)] + [
+        (unwrap_type(t), m) for t, m in evidence.chain
+    ]
 
 
 def _phrase_text(exc_type: str | None, message: str) -> str:
@@ -90,8 +95,9 @@ def _quote(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def classify(evidence: FailureEvidence, catalog: Catalog | None = None,
-             rules: FallbackRules | None = None) -> Classification | None:
+def classify(
+    evidence: FailureEvidence, catalog: Catalog | None = None, rules: FallbackRules | None = None
+) -> Classification | None:
     """The category the evidence says, and which rule said it; None when nothing does."""
     rules = rules or fallback_rules()
     messages = _messages(evidence)
@@ -102,15 +108,23 @@ def classify(evidence: FailureEvidence, catalog: Catalog | None = None,
             for exc_type, msg in messages:
                 text = _phrase_text(exc_type, msg)
                 if text and rule.fires(text):
-                    return Classification(rule.category, "weak-phrase" if weak else "phrase", rule.id,
-                                          f"the message says `{_quote(text)}`")
+                    return Classification(
+                        rule.category,
+                        "weak-phrase" if weak else "phrase",
+                        rule.id,
+                        f"the message says `{_quote(text)}`",
+                    )
         for rule in rules.types:
             if rule.weak != weak:
                 continue
             for exc_type, msg in messages:
                 if exc_type and rule.fires(exc_type, msg or ""):
-                    return Classification(rule.category, "weak-type" if weak else "type", rule.id,
-                                          f"the exception is a `{_quote(exc_type, 60)}`")
+                    return Classification(
+                        rule.category,
+                        "weak-type" if weak else "type",
+                        rule.id,
+                        f"the exception is a `{_quote(exc_type, 60)}`",
+                    )
         if not weak:
             hit = _frame_category(evidence.frames, rules)
             if hit is not None:
@@ -123,19 +137,29 @@ def classify(evidence: FailureEvidence, catalog: Catalog | None = None,
                 continue
             for msg in evidence.context:
                 if msg and rule.fires(msg):
-                    return Classification(rule.category, "weak-phrase" if weak else "phrase", rule.id,
-                                          f"a line just before it says `{_quote(msg)}`")
+                    return Classification(
+                        rule.category,
+                        "weak-phrase" if weak else "phrase",
+                        rule.id,
+                        f"a line just before it says `{_quote(msg)}`",
+                    )
     if catalog is not None:
         near = nearest_entries(evidence, catalog, rules)
         if near and near[0].decisive:
             best = near[0]
-            return Classification(best.category, "nearest", best.entry_id,
-                                  f"the message is {best.score:.0f}% like entry {best.entry_id}'s examples",
-                                  score=best.score)
+            return Classification(
+                best.category,
+                "nearest",
+                best.entry_id,
+                f"the message is {best.score:.0f}% like entry {best.entry_id}'s examples",
+                score=best.score,
+            )
     return None
 
 
-def _frame_category(frames: Sequence[tuple[str, str, str | None]], rules: FallbackRules) -> Classification | None:
+def _frame_category(
+    frames: Sequence[tuple[str, str, str | None]], rules: FallbackRules
+) -> Classification | None:
     for file, function, code in reversed(frames):
         for rule in rules.frames:
             if rule.fires(file, function, code):
@@ -150,6 +174,7 @@ def _frame_category(frames: Sequence[tuple[str, str, str | None]], rules: Fallba
 
 
 # -- the nearest known entry ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Nearest:
@@ -209,8 +234,9 @@ def evidence_text(evidence: FailureEvidence) -> str:
     return head.strip()
 
 
-def nearest_entries(evidence: FailureEvidence | str, catalog: Catalog, rules: FallbackRules | None = None,
-                    limit: int = 3) -> list[Nearest]:
+def nearest_entries(
+    evidence: FailureEvidence | str, catalog: Catalog, rules: FallbackRules | None = None, limit: int = 3
+) -> list[Nearest]:
     """The catalog entries whose match examples are most like the failure's message, best first,
     one per entry; the first is `decisive` when it clears the threshold and no entry of another
     category comes within the margin."""
@@ -241,6 +267,7 @@ def nearest_entries(evidence: FailureEvidence | str, catalog: Catalog, rules: Fa
 
 
 # -- bare failure lines -----------------------------------------------------------------------------
+
 
 @dataclass
 class BareLine:
@@ -274,7 +301,14 @@ def context_messages(context: Sequence[Record]) -> tuple[str, ...]:
     return tuple(r.message.strip() for r in reversed(list(context)) if r.message.strip())
 
 
-KIND_RANK = {"exception": 0, "phrase": 0, "cut-traceback": 1, "marker": 1, "error-prefix": 2, "error-record": 3}
+KIND_RANK = {
+    "exception": 0,
+    "phrase": 0,
+    "cut-traceback": 1,
+    "marker": 1,
+    "error-prefix": 2,
+    "error-record": 3,
+}
 
 
 class BareLineDetector:
@@ -303,8 +337,11 @@ class BareLineDetector:
         if self._benign is not None and _any((self._benign,), text):
             return None
         m = _match(bare.exception, text)
-        if self._phrase_words is not None and self._phrase_words.search(text) \
-                and any(p.fires(text) for p in self._failure_phrases):
+        if (
+            self._phrase_words is not None
+            and self._phrase_words.search(text)
+            and any(p.fires(text) for p in self._failure_phrases)
+        ):
             if m is not None:
                 return "phrase", m.group("inner") or m.group("type"), (m.group("message") or "").strip()
             return "phrase", None, msg
@@ -352,6 +389,7 @@ def _match(pattern, text: str):
 
 
 # -- checking the rules' examples -------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FallbackExampleFailure:
@@ -417,9 +455,12 @@ def evidence_of_traceback(tb) -> FailureEvidence:
         prev = prev.chained_from
     for other in reversed(tb.exceptions[:-1]):  # Ray's nested form: the wrappers above the final exception
         chain.append((other.type, other.message))
-    frames = origin_frames(tb.start.origin.actor, tb.task) + tuple((f.file, f.function, f.code) for f in tb.frames)
-    return FailureEvidence(exc.type if exc is not None else None, message, frames, tuple(chain[:8]),
-                           context_messages(tb.context))
+    frames = origin_frames(tb.start.origin.actor, tb.task) + tuple(
+        (f.file, f.function, f.code) for f in tb.frames
+    )
+    return FailureEvidence(
+        exc.type if exc is not None else None, message, frames, tuple(chain[:8]), context_messages(tb.context)
+    )
 
 
 def _rule_fires(rule, evidence: FailureEvidence) -> bool:
@@ -447,7 +488,9 @@ def check_fallback_examples(rules: FallbackRules | None = None) -> tuple[int, li
             count += 1
             ev = example_evidence(ex.line, ex.block)
             if ev is not None and _rule_fires(rule, ev):
-                failures.append(FallbackExampleFailure(rule.id, "no_match", ex.line, f"fires but must not ({ex.why})"))
+                failures.append(
+                    FallbackExampleFailure(rule.id, "no_match", ex.line, f"fires but must not ({ex.why})")
+                )
     detector = BareLineDetector(rules)
     normalizer = Normalizer()
     for kind, examples in (("match", rules.bare.examples.match), ("no_match", rules.bare.examples.no_match)):
@@ -455,6 +498,10 @@ def check_fallback_examples(rules: FallbackRules | None = None) -> tuple[int, li
             count += 1
             found = detector.detect(normalizer.normalize(Line("<example>", 1, strip_ansi(ex.line))))
             if (found is None) == (kind == "match"):
-                reason = "is not read as a failure line" if kind == "match" else f"is read as a failure line ({ex.why})"
+                reason = (
+                    "is not read as a failure line"
+                    if kind == "match"
+                    else f"is read as a failure line ({ex.why})"
+                )
                 failures.append(FallbackExampleFailure("bare_lines", kind, ex.line, reason))
     return count, failures

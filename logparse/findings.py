@@ -21,15 +21,15 @@ MAX_GROUPS = 2000
 OVERFLOW_KEY = "<further distinct messages>"  # the masked-message key of an entry's overflow group
 
 # numbers, hex, IPs, paths and timestamps are masked so the same error on many ranks groups together
-MASK_RE = regex.compile(
-    r"(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*|[\w.-]+@[\w.-]+"
-)
+MASK_RE = regex.compile(r"(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*|[\w.-]+@[\w.-]+")
 
 
 # the same without its e-mail branch: `[\w.-]+@` retries at every start of a word, and a message
 # without an `@` (nearly all) cannot match it. With `re`, behind a look-ahead for the first characters
 # a branch can start with: 6.1 -> 4.8 us a message (the same output on samples, fixtures and corpus)
-MASK_NO_MAIL_RE = re.compile(r"(?=[/0-9a-f])(?:(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*)")
+MASK_NO_MAIL_RE = re.compile(
+    r"(?=[/0-9a-f])(?:(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*)"
+)
 MASK_CHARS = 2000  # grouping looks at the head of a message; a 1 MB line of one token stays linear
 MASK_CACHE = 4096  # a log dense in errors repeats a few messages on many lines and ranks
 _masked: dict[str, str] = {}
@@ -92,7 +92,9 @@ class FindingCollector:
     def __init__(self, max_groups: int = MAX_GROUPS) -> None:
         self.max_groups = max_groups
         self.groups: dict[tuple[str, str], FindingGroup] = {}
-        self.overflow = 0  # hits whose message found no group of its own (counted in their entry's overflow group)
+        self.overflow = (
+            0  # hits whose message found no group of its own (counted in their entry's overflow group)
+        )
         # record sequence numbers of the hits inside a traceback (a traceback whose exception line an
         # entry recognises is not an unknown cause); those outside one need no record, and a log dense
         # in errors has millions
@@ -124,7 +126,6 @@ class FindingCollector:
         return new
 
 
-
 # Near-identical masked messages of one entry are one finding. 90 (of 100, rapidfuzz ratio): after
 # masking, what differs between copies of one failure is a word or two (`send`/`recv`, a tensor name);
 # distinct failures of one family differ in more than a tenth of their text.
@@ -138,8 +139,14 @@ def merge_similar(groups: list[FindingGroup]) -> list[FindingGroup]:
         return groups
     kept: list[FindingGroup] = []
     for g in groups:
-        target = next((k for k in kept if k.entry.id == g.entry.id
-                       and fuzz.ratio(k.key, g.key) >= SIMILARITY_THRESHOLD), None)
+        target = next(
+            (
+                k
+                for k in kept
+                if k.entry.id == g.entry.id and fuzz.ratio(k.key, g.key) >= SIMILARITY_THRESHOLD
+            ),
+            None,
+        )
         if target is None:
             kept.append(g)
             continue

@@ -185,8 +185,13 @@ def _process_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def run_local(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str], workers: int,
-              job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S) -> Iterator[tuple[int, JobRow]]:
+def run_local(
+    jobs: Sequence[str],
+    catalog: Catalog,
+    catalog_paths: Sequence[str],
+    workers: int,
+    job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+) -> Iterator[tuple[int, JobRow]]:
     """(index, row) of each job as it finishes; at most `workers` children at a time, each killed when
     its job runs past `job_timeout` seconds (None: no limit). Closing the generator (an interrupt)
     kills the children still running."""
@@ -202,15 +207,21 @@ def run_local(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str
             while waiting and len(running) < workers:
                 index, job = waiting.popleft()
                 recv, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_child_main, args=(job, paths, send), daemon=True,
-                                   name=f"verl-logscan-fleet-{index}")
+                proc = ctx.Process(
+                    target=_child_main,
+                    args=(job, paths, send),
+                    daemon=True,
+                    name=f"verl-logscan-fleet-{index}",
+                )
                 proc.start()
                 send.close()
                 running[recv] = (index, proc, time.monotonic())
             now = time.monotonic()
             timeout = POLL_S
             if job_timeout is not None:
-                timeout = min([timeout] + [max(0.0, started + job_timeout - now) for _, _, started in running.values()])
+                timeout = min(
+                    [timeout] + [max(0.0, started + job_timeout - now) for _, _, started in running.values()]
+                )
             ready = set(wait(list(running) + [p.sentinel for _, p, _ in running.values()], timeout))
             now = time.monotonic()
             for conn, (index, proc, started) in list(running.items()):
@@ -222,11 +233,16 @@ def run_local(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str
                         row = None
                     if row is None:
                         proc.join(5)
-                        row = error_row(jobs[index], f"its worker process ended without a result (exit code "
-                                                     f"{proc.exitcode}: killed, e.g. out of memory?)")
+                        row = error_row(
+                            jobs[index],
+                            f"its worker process ended without a result (exit code "
+                            f"{proc.exitcode}: killed, e.g. out of memory?)",
+                        )
                 elif job_timeout is not None and now - started > job_timeout:
                     proc.kill()
-                    row = error_row(jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); stopped")
+                    row = error_row(
+                        jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); stopped"
+                    )
                 if row is None:
                     continue
                 del running[conn]
@@ -291,8 +307,10 @@ def probe_ray_address(address: str, timeout: float = RAY_PROBE_S) -> None:
             pass
     except OSError as exc:
         why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
-        raise EngineError(f"cannot reach Ray at {address}: {why} (is a Ray cluster running there? "
-                          f"`ray start --head` starts one; `ray status` shows its address)") from None
+        raise EngineError(
+            f"cannot reach Ray at {address}: {why} (is a Ray cluster running there? "
+            f"`ray start --head` starts one; `ray status` shows its address)"
+        ) from None
 
 
 def _init_ray(ray: ModuleType, address: str | None, kwargs: dict) -> None:
@@ -314,9 +332,13 @@ def _init_ray(ray: ModuleType, address: str | None, kwargs: dict) -> None:
             signal.signal(signal.SIGTERM, previous)
 
 
-def run_ray(jobs: Sequence[str], catalog_paths: Sequence[str], address: str | None = None,
-            workers: int | None = None, job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S
-            ) -> Iterator[tuple[int, JobRow]]:
+def run_ray(
+    jobs: Sequence[str],
+    catalog_paths: Sequence[str],
+    address: str | None = None,
+    workers: int | None = None,
+    job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+) -> Iterator[tuple[int, JobRow]]:
     """(index, row) of each job as it finishes, one Ray task per job (at most `workers` in flight when
     given, so a job's time counts from its start). Uses the Ray session this process already has, else
     connects to `address` (or `RAY_ADDRESS`), else starts a local Ray instance of `workers` CPUs and
@@ -354,16 +376,26 @@ def run_ray(jobs: Sequence[str], catalog_paths: Sequence[str], address: str | No
                 if job_timeout is not None and now - submitted > job_timeout:
                     ray.cancel(ref, force=True)
                     del running[ref]
-                    yield index, error_row(jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); "
-                                                        f"cancelled")
+                    yield (
+                        index,
+                        error_row(
+                            jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); cancelled"
+                        ),
+                    )
     finally:
         if started:
             ray.shutdown()
 
 
-def iter_fleet(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str] = (),
-               engine: Engine = Engine.LOCAL, workers: int | None = None, address: str | None = None,
-               job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S) -> Iterator[tuple[int, JobRow]]:
+def iter_fleet(
+    jobs: Sequence[str],
+    catalog: Catalog,
+    catalog_paths: Sequence[str] = (),
+    engine: Engine = Engine.LOCAL,
+    workers: int | None = None,
+    address: str | None = None,
+    job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+) -> Iterator[tuple[int, JobRow]]:
     """(index into `jobs`, row) of each job as it finishes. `catalog` must be `load_catalog(catalog_paths)`
     (workers that cannot inherit it reload it from the paths)."""
     if not jobs:
@@ -376,13 +408,21 @@ def iter_fleet(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[st
 
 def summarise(jobs: Sequence[str], rows: dict[int, JobRow]) -> FleetSummary:
     """The rows done, in the order of `jobs`; the others are pending (an interrupted run)."""
-    return FleetSummary(tuple(rows[i] for i in range(len(jobs)) if i in rows),
-                        tuple(job for i, job in enumerate(jobs) if i not in rows))
+    return FleetSummary(
+        tuple(rows[i] for i in range(len(jobs)) if i in rows),
+        tuple(job for i, job in enumerate(jobs) if i not in rows),
+    )
 
 
-def analyse_fleet(jobs: Sequence[str], catalog: Catalog, catalog_paths: Sequence[str] = (),
-                  engine: Engine = Engine.LOCAL, workers: int | None = None,
-                  address: str | None = None, job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S) -> FleetSummary:
+def analyse_fleet(
+    jobs: Sequence[str],
+    catalog: Catalog,
+    catalog_paths: Sequence[str] = (),
+    engine: Engine = Engine.LOCAL,
+    workers: int | None = None,
+    address: str | None = None,
+    job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+) -> FleetSummary:
     """Every job analysed on its own; `catalog` must be `load_catalog(catalog_paths)` (workers reload
     it from the paths). Duplicate job paths are analysed once."""
     unique = list(dict.fromkeys(jobs))

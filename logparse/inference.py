@@ -46,8 +46,10 @@ UNKNOWN_FIX = Fix(
     fix=(
         "Read the error line and its traceback, when it has one: the innermost frame in your code or in verl "
         "is where to start.",
-        ("If this failure is a known kind, add a catalog entry (see README, 'Adding an entry') "
-         "so the next scan names it."),
+        (
+            "If this failure is a known kind, add a catalog entry (see README, 'Adding an entry') "
+            "so the next scan names it."
+        ),
     ),
     references=("https://github.com/verl-project/verl/issues",),
 )
@@ -100,8 +102,13 @@ class Choice:
         if self.hit is not None:
             exc = self.hit.groups.get("exc")
             extra = " ".join(r.message.strip() for r in self.hit.after[:MAX_MESSAGE_LINES])
-            return FailureEvidence(exc, f"{self.hit.record.message} {extra}".strip(),
-                                   origin_frames(self.hit.record.origin.actor), (), context_messages(self.hit.context))
+            return FailureEvidence(
+                exc,
+                f"{self.hit.record.message} {extra}".strip(),
+                origin_frames(self.hit.record.origin.actor),
+                (),
+                context_messages(self.hit.context),
+            )
         return None
 
     def explains(self, other: Choice, rules: InferenceRules, catalog_explains=None) -> bool:
@@ -124,9 +131,14 @@ class Choice:
         if self.kind in ("unknown", "bare"):
             # an unrecognised exception explains the generic echoes, and, once the fallback rules name
             # its category, what the catalog's entries of that category explain
-            listed = catalog_explains(self.category) if catalog_explains and self.category != "unknown" else ()
-            return other.kind == "cause" and (other.category in rules.unknown_exception_explains
-                                              or other.category in listed or other.entry_id in listed)
+            listed = (
+                catalog_explains(self.category) if catalog_explains and self.category != "unknown" else ()
+            )
+            return other.kind == "cause" and (
+                other.category in rules.unknown_exception_explains
+                or other.category in listed
+                or other.entry_id in listed
+            )
         return False
 
     @property
@@ -175,9 +187,13 @@ class EchoIndex:
             self.best[k] = best
         # for each group: the groups that may explain it, and whether it explains them back
         self.explainers: dict[tuple, list[tuple[tuple, bool]]] = {
-            k: [(e, reps[k].explains_kind(reps[e], rules, catalog_explains)) for e in self.keys
-                if reps[e].explains_kind(reps[k], rules, catalog_explains)]
-            for k in self.keys}
+            k: [
+                (e, reps[k].explains_kind(reps[e], rules, catalog_explains))
+                for e in self.keys
+                if reps[e].explains_kind(reps[k], rules, catalog_explains)
+            ]
+            for k in self.keys
+        }
 
     def explained_by(self, i: int) -> Choice | None:
         c = self.live[i]
@@ -222,15 +238,16 @@ def evidence_of(record: Record) -> Evidence:
     return Evidence(record.line.source, record.line.number, record.line.text)
 
 
-def build_evidence(error: Record, tb: Traceback | None, context: list[Record],
-                   after: list[Record] | None = None) -> tuple[Evidence, ...]:
+def build_evidence(
+    error: Record, tb: Traceback | None, context: list[Record], after: list[Record] | None = None
+) -> tuple[Evidence, ...]:
     records: list[Record] = list(context[-CONTEXT_LINES:])
     if tb is not None:
         body = tb.all_records()
         room = MAX_EVIDENCE - len(records)
         if len(body) > room:
             head = body[:10]
-            tail = body[-(room - len(head)):]
+            tail = body[-(room - len(head)) :]
             body = head + tail
         records.extend(body)
     if all(r is not error for r in records):
@@ -274,7 +291,9 @@ def fix_of(entry: Entry) -> Fix:
     return Fix(r.summary, r.why, r.fix, r.references)
 
 
-def finding_view(group: FindingGroup, category: str | None = None, explained_by: str | None = None) -> FindingView:
+def finding_view(
+    group: FindingGroup, category: str | None = None, explained_by: str | None = None
+) -> FindingView:
     return FindingView(
         explained_by=explained_by,
         id=group.entry.id,
@@ -304,9 +323,13 @@ def category_explains(catalog: Catalog):
     return lambda category: table.get(category, ())
 
 
-def stage_for(entry: Entry | None, tb: Traceback | None, seq: int = 0,
-              tracebacks: list[Traceback] | None = None,
-              messages: tuple[str, ...] = ()) -> tuple[str | None, StageSource | None]:
+def stage_for(
+    entry: Entry | None,
+    tb: Traceback | None,
+    seq: int = 0,
+    tracebacks: list[Traceback] | None = None,
+    messages: tuple[str, ...] = (),
+) -> tuple[str | None, StageSource | None]:
     """The stage of a failure and where it came from, in order of trust: the Ray task of the
     failure's own traceback, then its frames (patterns/stages.yaml frame_stages); the entry's stage
     hint; the Ray task or frames of the first traceback reported after the failure (the wrapper that
@@ -326,7 +349,8 @@ def stage_for(entry: Entry | None, tb: Traceback | None, seq: int = 0,
         # the first traceback reported after the failure carried it: its task or frames tell where
         if other.start.seq >= seq and not other.torchrun_failures:
             stage = stage_of_task(other.task) or stage_of_frames(
-                [(f.file, f.function, f.code) for f in other.frames])
+                [(f.file, f.function, f.code) for f in other.frames]
+            )
             if stage:
                 return stage, StageSource.TRACEBACK
     stage = stage_of_message(messages)
@@ -343,8 +367,12 @@ def chrono_cmp(a: Choice, b: Choice, tolerance: float) -> int:
     return (a.seq > b.seq) - (a.seq < b.seq)
 
 
-def candidates_of(collector: FindingCollector, groups: list[FindingGroup], tracebacks: list[Traceback],
-                  last_step: tuple[int, int] | None) -> list[Choice]:
+def candidates_of(
+    collector: FindingCollector,
+    groups: list[FindingGroup],
+    tracebacks: list[Traceback],
+    last_step: tuple[int, int] | None,
+) -> list[Choice]:
     """Every cause finding and every exception no entry recognises; survivors are marked."""
     out: list[Choice] = []
     for g in groups:
@@ -382,14 +410,22 @@ def classify_choice(c: Choice, catalog: Catalog | None, nearest: bool = False) -
     marker = c.bare.marker if c.bare is not None else None
     if marker is not None and (c.classification is None or c.classification.basis == "nearest"):
         # the program that printed it tells what kind of failure this text is (Hydra: its config)
-        c.classification = Classification(marker.category, "marker", marker.id,
-                                          "it was printed alone, with no type or traceback, just before "
-                                          "the marker line")
+        c.classification = Classification(
+            marker.category,
+            "marker",
+            marker.id,
+            "it was printed alone, with no type or traceback, just before the marker line",
+        )
 
 
-def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: list[Traceback],
-           last_step: tuple[int, int] | None = None, bare_lines: list[BareLine] | tuple = (),
-           catalog: Catalog | None = None) -> tuple[Choice | None, list[Choice]]:
+def choose(
+    collector: FindingCollector,
+    groups: list[FindingGroup],
+    tracebacks: list[Traceback],
+    last_step: tuple[int, int] | None = None,
+    bare_lines: list[BareLine] | tuple = (),
+    catalog: Catalog | None = None,
+) -> tuple[Choice | None, list[Choice]]:
     """The verdict and every candidate considered, best first.
 
     1. Candidates: causes and unrecognised exceptions (their category named by the fallback rules);
@@ -406,8 +442,11 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
     cands = candidates_of(collector, groups, tracebacks, last_step)
     # a bare line with a failure phrase (a Ray OOM kill, a segfault, a NaN loss) competes with the
     # unrecognised exceptions: what it names often explains them (a driver's ActorDiedError)
-    phrased = [Choice("bare", BARE_PRIORITY, b.seq, b.record.origin.time, bare=b) for b in bare_lines
-               if b.kind == "phrase"]
+    phrased = [
+        Choice("bare", BARE_PRIORITY, b.seq, b.record.origin.time, bare=b)
+        for b in bare_lines
+        if b.kind == "phrase"
+    ]
     cands += phrased
     bare_lines = [b for b in bare_lines if b.kind != "phrase"]
     live = [c for c in cands if c.survived_to is None]
@@ -441,8 +480,11 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
         return f is not None and f.section == "root"
 
     survivors = [c for c in cands if c.survived_to is not None]
-    wrappers = [Choice("wrapper", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
-                for g in groups if g.entry.role == Role.WRAPPER]
+    wrappers = [
+        Choice("wrapper", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
+        for g in groups
+        if g.entry.role == Role.WRAPPER
+    ]
     for w in wrappers:
         classify_choice(w, catalog)
     wrappers.sort(key=lambda c: (not in_first_observed(c), -c.priority, c.seq))
@@ -450,25 +492,46 @@ def choose(collector: FindingCollector, groups: list[FindingGroup], tracebacks: 
     for b in bare:
         classify_choice(b, catalog)
     bare.sort(key=lambda c: (KIND_RANK.get(c.bare.kind, 3), c.seq))
-    symptoms = [Choice("symptom", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
-                for g in groups if g.entry.role == Role.SYMPTOM]
+    symptoms = [
+        Choice("symptom", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
+        for g in groups
+        if g.entry.role == Role.SYMPTOM
+    ]
     symptoms.sort(key=lambda c: (-c.priority, c.seq))
-    pool = ([w for w in wrappers if w.category != "unknown"] + bare
-            + [w for w in wrappers if w.category == "unknown"] + symptoms)
+    pool = (
+        [w for w in wrappers if w.category != "unknown"]
+        + bare
+        + [w for w in wrappers if w.category == "unknown"]
+        + symptoms
+    )
     if pool:
         return pool[0], pool + survivors
     return None, survivors
 
 
-BASIS_CONFIDENCE = {"phrase": 0.0, "type": 0.0, "frame": -0.05, "marker": -0.05, "weak-phrase": -0.1,
-                    "weak-type": -0.1, "nearest": -0.15}
+BASIS_CONFIDENCE = {
+    "phrase": 0.0,
+    "type": 0.0,
+    "frame": -0.05,
+    "marker": -0.05,
+    "weak-phrase": -0.1,
+    "weak-type": -0.1,
+    "nearest": -0.15,
+}
 
 
 def confidence_for(choice: Choice, choices: list[Choice]) -> float:
     rules = inference_rules()
     explained = sum(1 for c in choices if c.explained_by is choice)
-    rivals = sum(1 for c in choices if c is not choice and c.explained_by is None and c.survived_to is None
-                 and c.kind in ("cause", "unknown") and rules.band(c.priority) == rules.band(choice.priority))
+    rivals = sum(
+        1
+        for c in choices
+        if c is not choice
+        and c.explained_by is None
+        and c.survived_to is None
+        and c.kind in ("cause", "unknown")
+        and rules.band(c.priority) == rules.band(choice.priority)
+    )
     if choice.kind == "cause":
         base = 0.8 if choice.hit.entry.severity.value == "fatal" else 0.7
         base += 0.1 if explained else 0.0
@@ -520,7 +583,11 @@ def why_lost(winner: Choice, other: Choice) -> str:
     if rules.band(other.priority) < rules.band(winner.priority):
         return f"less specific (priority {other.priority} < {winner.priority})"
     if chrono_cmp(winner, other, rules.chronology_tolerance_s) < 0:
-        if winner.time is not None and other.time is not None and other.time - winner.time > rules.chronology_tolerance_s:
+        if (
+            winner.time is not None
+            and other.time is not None
+            and other.time - winner.time > rules.chronology_tolerance_s
+        ):
             return f"happened later ({other.time - winner.time:.0f} s after)"
         return "seen later"
     return f"lower priority ({other.priority} < {winner.priority})"
@@ -545,8 +612,13 @@ def _where(rec: Record, tb: Traceback | None) -> dict:
     failure = tb.torchrun_failure_at(rec.seq) if tb is not None else None
     if failure is not None:
         # a line of torchrun's ChildFailedError summary: the block names the failed rank
-        out.update(rank=failure.rank, local_rank=failure.local_rank, pid=failure.pid,
-                   node=failure.host or out["node"], actor=None)
+        out.update(
+            rank=failure.rank,
+            local_rank=failure.local_rank,
+            pid=failure.pid,
+            node=failure.host or out["node"],
+            actor=None,
+        )
     if tb is not None and tb.task and tb.task_pid is not None:
         # the error was raised in the Ray worker named in the header, wherever it was printed
         out["pid"] = tb.task_pid
@@ -560,34 +632,48 @@ def _explanation(choice: Choice, choices: list[Choice], echoes: int) -> list[str
     lines = []
     where = choice.record.origin.where()
     if choice.kind == "cause":
-        lines.append(f"Chosen: {describe(choice)}{' on ' + where if where else ''}: a catalog cause "
-                     f"(priority {choice.priority}); of the causes that nothing else explains, it is in the most "
-                     f"specific priority band and the earliest.")
+        lines.append(
+            f"Chosen: {describe(choice)}{' on ' + where if where else ''}: a catalog cause "
+            f"(priority {choice.priority}); of the causes that nothing else explains, it is in the most "
+            f"specific priority band and the earliest."
+        )
     elif choice.kind == "unknown":
-        lines.append(f"Chosen: {describe(choice)}{' on ' + where if where else ''}: no catalog entry names it; it "
-                     f"is the exception that ended the first failing process.")
+        lines.append(
+            f"Chosen: {describe(choice)}{' on ' + where if where else ''}: no catalog entry names it; it "
+            f"is the exception that ended the first failing process."
+        )
     elif choice.kind == "wrapper":
-        lines.append(f"Chosen: {describe(choice)}: only wrappers were found; the wrapper's own category "
-                     f"({choice.category}) decides, with low confidence.")
+        lines.append(
+            f"Chosen: {describe(choice)}: only wrappers were found; the wrapper's own category "
+            f"({choice.category}) decides, with low confidence."
+        )
     elif choice.kind == "bare":
-        lines.append(f"Chosen: {describe(choice)}{' on ' + where if where else ''}: no catalog cause and no "
-                     f"traceback; this line reads as a failure ({choice.bare.kind}) and nothing after it shows the "
-                     f"job went on (no later step, progress bar, completion or new stage).")
+        lines.append(
+            f"Chosen: {describe(choice)}{' on ' + where if where else ''}: no catalog cause and no "
+            f"traceback; this line reads as a failure ({choice.bare.kind}) and nothing after it shows the "
+            f"job went on (no later step, progress bar, completion or new stage)."
+        )
     else:
-        lines.append(f"Chosen: {describe(choice)}: only symptoms were found; their category is reported with "
-                     f"low confidence.")
+        lines.append(
+            f"Chosen: {describe(choice)}: only symptoms were found; their category is reported with "
+            f"low confidence."
+        )
     if choice.classification is not None:
         lines.append(choice.classification.sentence())
     elif choice.kind in ("unknown", "bare") or (choice.kind == "wrapper" and choice.category == "unknown"):
-        lines.append("Category unknown: no catalog entry, fallback rule (patterns/fallback.yaml) or "
-                     "sufficiently similar known entry names this error; the evidence is shown as it is.")
+        lines.append(
+            "Category unknown: no catalog entry, fallback rule (patterns/fallback.yaml) or "
+            "sufficiently similar known entry names this error; the evidence is shown as it is."
+        )
     explained = [c for c in choices if c.explained_by is choice]
     if explained:
         cats = sorted({c.category for c in explained})
         lines.append(f"It explains {len(explained)} other candidate(s) as echoes ({', '.join(cats)}).")
     if echoes:
-        lines.append(f"{echoes} wrapper/symptom finding(s) are echoes of it (wrappers and symptoms never win "
-                     f"while a cause is visible).")
+        lines.append(
+            f"{echoes} wrapper/symptom finding(s) are echoes of it (wrappers and symptoms never win "
+            f"while a cause is visible)."
+        )
     for other in choices[1:8]:
         lines.append(f"Beat {describe(other)}: {why_lost(choice, other)}.")
     _ = rules
@@ -613,20 +699,34 @@ def fix_for_category(choice: Choice) -> Fix:
         return UNKNOWN_FIX
     c = choice.classification
     # a phrase that says more than its category (a DataLoader worker's exit) gives its own steps first
-    steps = [*(rules.phrase_fix(c.rule) if c is not None and c.basis in ("phrase", "weak-phrase") else ()), *r.fix]
+    steps = [
+        *(rules.phrase_fix(c.rule) if c is not None and c.basis in ("phrase", "weak-phrase") else ()),
+        *r.fix,
+    ]
     if c is not None and c.basis == "nearest":
-        steps.append(f"This error resembles catalog entry `{c.rule}`: "
-                     f"`verl-logscan explain {c.rule}` tells how that one is fixed.")
+        steps.append(
+            f"This error resembles catalog entry `{c.rule}`: "
+            f"`verl-logscan explain {c.rule}` tells how that one is fixed."
+        )
     return Fix(r.summary, r.why, tuple(steps), r.references)
 
 
-def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGroup],
-                  catalog: Catalog, extra_explanation: tuple[str, ...] = (),
-                  tracebacks: list[Traceback] | None = None, laggard: int | None = None) -> RootCause:
+def root_cause_of(
+    choice: Choice,
+    choices: list[Choice],
+    groups: list[FindingGroup],
+    catalog: Catalog,
+    extra_explanation: tuple[str, ...] = (),
+    tracebacks: list[Traceback] | None = None,
+    laggard: int | None = None,
+) -> RootCause:
     if choice.kind in ("unknown", "bare", "wrapper") and choice.classification is None:
         classify_choice(choice, catalog, nearest=True)  # the nearest entry only for the one chosen
-    echoes = sum(1 for g in groups if g.entry.role in (Role.SYMPTOM, Role.WRAPPER)
-                 and (choice.group is None or g is not choice.group))
+    echoes = sum(
+        1
+        for g in groups
+        if g.entry.role in (Role.SYMPTOM, Role.WRAPPER) and (choice.group is None or g is not choice.group)
+    )
     candidates = tuple(
         Candidate(other.entry_id, other.category, why_lost(choice, other), evidence_of(other.record))
         for other in choices[1:8]
@@ -667,7 +767,9 @@ def root_cause_of(choice: Choice, choices: list[Choice], groups: list[FindingGro
     if choice.bare is not None:
         bare = choice.bare
         rec = bare.record
-        what = bare.exc_type or ("traceback (its exception line is missing)" if bare.traceback else "error line")
+        what = bare.exc_type or (
+            "traceback (its exception line is missing)" if bare.traceback else "error line"
+        )
         stage, source = stage_for(None, bare.traceback, rec.seq, tracebacks, _messages_of(rec, bare.after))
         return RootCause(
             id="unknown",
@@ -727,19 +829,31 @@ class Verdict:
     root_seq: int | None = None  # position of the root-cause line in the scan
 
 
-def infer(collector: FindingCollector, tracebacks: list[Traceback], catalog: Catalog,
-          last_step: tuple[int, int] | None = None, extra_explanation: tuple[str, ...] = (),
-          laggard: int | None = None, bare_lines: list[BareLine] | tuple = ()) -> Verdict:
+def infer(
+    collector: FindingCollector,
+    tracebacks: list[Traceback],
+    catalog: Catalog,
+    last_step: tuple[int, int] | None = None,
+    extra_explanation: tuple[str, ...] = (),
+    laggard: int | None = None,
+    bare_lines: list[BareLine] | tuple = (),
+) -> Verdict:
     groups = merge_similar(sorted(collector.groups.values(), key=lambda g: g.first.seq))
     findings = tuple(finding_view(g) for g in groups)
     choice, choices = choose(collector, groups, tracebacks, last_step, bare_lines, catalog)
-    notes = tuple(f"{describe(c)} was not taken as the cause: training went on to step {c.survived_to} after it"
-                  for c in choices if c.survived_to is not None)
+    notes = tuple(
+        f"{describe(c)} was not taken as the cause: training went on to step {c.survived_to} after it"
+        for c in choices
+        if c.survived_to is not None
+    )
     if choice is None:
         return Verdict(None, (), findings, notes)
     root = root_cause_of(choice, choices, groups, catalog, extra_explanation, tracebacks, laggard)
-    explained_by = {c.group.entry.id: describe(c.explained_by) for c in choices
-                    if c.group is not None and c.explained_by is not None}
+    explained_by = {
+        c.group.entry.id: describe(c.explained_by)
+        for c in choices
+        if c.group is not None and c.explained_by is not None
+    }
     echo_of = describe(choice) if choice.kind in ("cause", "unknown", "bare") else None
     symptoms = []
     for g in merge_by_entry([g for g in groups if g is not choice.group and g.entry.role != Role.CONTEXT]):
@@ -757,8 +871,9 @@ def merge_by_entry(groups: list[FindingGroup]) -> list[FindingGroup]:
     for g in groups:
         k = out.get(g.entry.id)
         if k is None:
-            out[g.entry.id] = FindingGroup(g.entry, g.key, g.first, g.count, set(g.ranks), set(g.nodes),
-                                           g.last)
+            out[g.entry.id] = FindingGroup(
+                g.entry, g.key, g.first, g.count, set(g.ranks), set(g.nodes), g.last
+            )
             continue
         k.count += g.count
         k.ranks |= g.ranks

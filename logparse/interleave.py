@@ -26,14 +26,25 @@ import re
 
 MAX_TYPE_CHARS = 200  # the type pieces before the first `: ` (a longer head is no exception type)
 # the endings of exception class names (logparse.tracebacks.EXC_NAME_RE is made of them too)
-NAME_ENDINGS = ("Error", "Exception", "Interrupt", "Exit", "Warning", "Failure", "Fault", "Iteration", "Timeout")
+NAME_ENDINGS = (
+    "Error",
+    "Exception",
+    "Interrupt",
+    "Exit",
+    "Warning",
+    "Failure",
+    "Fault",
+    "Iteration",
+    "Timeout",
+)
 _NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 SEP = ": "
 NOISE = " ^~"  # what a caret line is written as, a character at a time: its indentation, `~` and `^`
 # the type and message with another process's caret-line characters between them (each piece is one
 # write, so nothing gets inside a piece)
-_NOISY = re.compile(r"(?P<lead>[ ~^]*)(?P<type>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?P<gap>[ ~^]*): (?P<msg>.*)",
-                    re.DOTALL)
+_NOISY = re.compile(
+    r"(?P<lead>[ ~^]*)(?P<type>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?P<gap>[ ~^]*): (?P<msg>.*)", re.DOTALL
+)
 
 
 def _period(text: str) -> int:
@@ -63,14 +74,14 @@ def unweave(message: str) -> str | None:
     if not carets and message.find(message[:4], 1) < 0:
         return None  # (the common case: the type's first characters once, so no type is written twice)
     head = message[:i]
-    etype = head[:_period(head)]  # the type, written k >= 1 times in a row
+    etype = head[: _period(head)]  # the type, written k >= 1 times in a row
     rest = message[i:]
     if not (carets or len(etype) < i):  # then the type again after the first `: `, as a piece of its own
         if rest.endswith(SEP):
             if etype not in rest:
                 return None
         elif rest.endswith(etype):  # run into the message (`'key'KeyError`; after a space it is words)
-            before = rest[:-len(etype)]
+            before = rest[: -len(etype)]
             if before[-1:].isspace() and not before.endswith(SEP):
                 return None
         elif etype + SEP not in rest:
@@ -86,14 +97,14 @@ def unweave(message: str) -> str | None:
         end -= len(SEP)
     rest = rest[start:end].rstrip(":")
     if rest:  # the copies of the message, run together or with another process's separator between
-        copies = {part[:_period(part)] for part in rest.split(SEP) if part}
+        copies = {part[: _period(part)] for part in rest.split(SEP) if part}
         if len(copies) == 1:  # (a message without `: ` of its own)
             rest = copies.pop()
         else:
-            rest = rest[:_period(rest)]
+            rest = rest[: _period(rest)]
             joined = rest + SEP
             p = _period(joined)
             if p < len(joined) and joined[:p].endswith(SEP):
-                rest = joined[:p - len(SEP)]
+                rest = joined[: p - len(SEP)]
     fixed = f"{etype}: {rest}" if rest else etype
     return fixed if fixed != message or carets else None

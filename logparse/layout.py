@@ -21,8 +21,10 @@ TORCHRUN_FILE = regex.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<local_rank>\
 TORCHRUN_ERROR = regex.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
 RAY_WORKER = regex.compile(r"(?:^|/)worker-[0-9a-f]+-[0-9a-f]+-(?P<pid>\d+)\.(?:out|err)$")
 RAY_CORE_WORKER = regex.compile(r"(?:^|/)python-core-(?:worker|driver)-[0-9a-f]+_(?P<pid>\d+)\.log$")
-RAY_DAEMON = regex.compile(r"(?:^|/)(?P<daemon>raylet|gcs_server|monitor|log_monitor|dashboard(?:_agent)?)"
-                           r"(?:\.\d+)?\.(?:out|err|log)$")
+RAY_DAEMON = regex.compile(
+    r"(?:^|/)(?P<daemon>raylet|gcs_server|monitor|log_monitor|dashboard(?:_agent)?)"
+    r"(?:\.\d+)?\.(?:out|err|log)$"
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,12 @@ def file_origin(path: str) -> FileOrigin:
         return FileOrigin("torchrun", local_rank=int(m.group("local_rank")), attempt=int(m.group("attempt")))
     m = TORCHRUN_ERROR.search(p)
     if m:
-        return FileOrigin("torchrun", local_rank=int(m.group("local_rank")), attempt=int(m.group("attempt")),
-                          error_file=True)
+        return FileOrigin(
+            "torchrun",
+            local_rank=int(m.group("local_rank")),
+            attempt=int(m.group("attempt")),
+            error_file=True,
+        )
     m = RAY_WORKER.search(p) or RAY_CORE_WORKER.search(p)
     if m:
         return FileOrigin("ray", pid=int(m.group("pid")), actor="worker")
@@ -61,15 +67,56 @@ def file_origin(path: str) -> FileOrigin:
 # Words and numbers that say which process or stream of a job a file holds, not which job: `rank3.log`,
 # `node1/stdout.log`, `driver.log` and `train.log` are parts of one job; `job_a.log` and `job_b.log`, or
 # `exp1/` and `exp2/`, are two.
-_GENERIC_WORDS = frozenset({
-    "rank", "local", "global", "node", "worker", "workers", "gpu", "host", "proc", "process", "attempt", "part",
-    "stdout", "stderr", "out", "err", "error", "errors", "log", "logs", "output", "outputs", "console", "debug",
-    "info", "all", "combined", "nohup", "driver", "main", "launcher", "head", "train", "training", "trainer",
-    "job", "run", "std", "tee", "torchrun", "ray", "verl",
-})
+_GENERIC_WORDS = frozenset(
+    {
+        "rank",
+        "local",
+        "global",
+        "node",
+        "worker",
+        "workers",
+        "gpu",
+        "host",
+        "proc",
+        "process",
+        "attempt",
+        "part",
+        "stdout",
+        "stderr",
+        "out",
+        "err",
+        "error",
+        "errors",
+        "log",
+        "logs",
+        "output",
+        "outputs",
+        "console",
+        "debug",
+        "info",
+        "all",
+        "combined",
+        "nohup",
+        "driver",
+        "main",
+        "launcher",
+        "head",
+        "train",
+        "training",
+        "trainer",
+        "job",
+        "run",
+        "std",
+        "tee",
+        "torchrun",
+        "ray",
+        "verl",
+    }
+)
 # (LazyRe: compiled when a folder's file names are first compared)
-_PER_PROCESS = LazyRe(r"^(?:rank|local_?rank|node|worker|gpu|host|proc|process|attempt|part)_?\d+$",
-                      engine="regex")
+_PER_PROCESS = LazyRe(
+    r"^(?:rank|local_?rank|node|worker|gpu|host|proc|process|attempt|part)_?\d+$", engine="regex"
+)
 # an index (rank 0-99); longer numbers (job ids, dates) differ
 _SMALL_NUMBER = LazyRe(r"^\d{1,2}$", engine="regex")
 _NAME_SPLIT = LazyRe(r"[-_.\s]+", engine="regex")
@@ -97,8 +144,11 @@ def name_family(name: str) -> str:
             if stem.endswith(ext) and len(stem) > len(ext):
                 stem, changed = stem[: -len(ext)], True
     tokens = [t for t in _NAME_SPLIT.split(stem) if t]
-    kept = [t for t in tokens
-            if t not in _GENERIC_WORDS and not _PER_PROCESS.match(t) and not _SMALL_NUMBER.match(t)]
+    kept = [
+        t
+        for t in tokens
+        if t not in _GENERIC_WORDS and not _PER_PROCESS.match(t) and not _SMALL_NUMBER.match(t)
+    ]
     return "-".join(kept)
 
 
@@ -140,8 +190,12 @@ def jobs_in_folder(folder: str, files: list[str]) -> list[JobGroup]:
         name_roots.setdefault(family, []).append(parts[0])
     groups = [JobGroup(kind, label, roots[(kind, label)], tuple(fs)) for (kind, label), fs in layout.items()]
     for family, fs in names.items():
-        entries = list(dict.fromkeys(name_roots[family]))  # the folder entries (files or subfolders) of the job
-        groups.append(JobGroup("name", entries[0], str(base / entries[0]) if len(entries) == 1 else None, tuple(fs)))
+        entries = list(
+            dict.fromkeys(name_roots[family])
+        )  # the folder entries (files or subfolders) of the job
+        groups.append(
+            JobGroup("name", entries[0], str(base / entries[0]) if len(entries) == 1 else None, tuple(fs))
+        )
     return groups
 
 

@@ -80,13 +80,17 @@ class FollowFile:
         """What a report should say about following: why it stopped, or that the path is gone."""
         out = list(self._notes)
         if self._missing_at is not None:  # still gone at the end: no rotation, a deletion
-            out.append(f"{self.path}: deleted while followed (after {self._missing_at} bytes); the file still "
-                       f"open was read on")
+            out.append(
+                f"{self.path}: deleted while followed (after {self._missing_at} bytes); the file still "
+                f"open was read on"
+            )
         return out
 
     def _give_up(self, why: str) -> None:
-        self._notes.append(f"{self.path}: {why} while followed; stopped following after {self.read_bytes} bytes "
-                          f"(the report covers what was read)")
+        self._notes.append(
+            f"{self.path}: {why} while followed; stopped following after {self.read_bytes} bytes "
+            f"(the report covers what was read)"
+        )
         self.stopped = True
 
     def read1(self, n: int = -1) -> bytes:
@@ -122,8 +126,13 @@ class TeeStream:
     the terminal that also shows the status line, the status line is wiped before each chunk and held
     while the passed-through text leaves a line open, so the two never run into each other on screen."""
 
-    def __init__(self, inner: BinaryIO, out: BinaryIO, on_broken: Callable[[], None] | None = None,
-                 status: StatusLine | None = None):
+    def __init__(
+        self,
+        inner: BinaryIO,
+        out: BinaryIO,
+        on_broken: Callable[[], None] | None = None,
+        status: StatusLine | None = None,
+    ):
         self.inner = inner
         self.out: BinaryIO | None = out
         self.on_broken = on_broken
@@ -145,9 +154,13 @@ class TeeStream:
                     self.status.after_output(line_open=not data.endswith(b"\n"))
             except OSError as exc:  # BrokenPipeError (EPIPE), or a closed or full output
                 self.out = None
-                why = "its reader went away" if isinstance(exc, BrokenPipeError) else (exc.strerror or str(exc))
-                self.notes.append(f"--tee stopped passing the log through after {self.passed} bytes ({why}); "
-                                  f"the log was still read to its end")
+                why = (
+                    "its reader went away" if isinstance(exc, BrokenPipeError) else (exc.strerror or str(exc))
+                )
+                self.notes.append(
+                    f"--tee stopped passing the log through after {self.passed} bytes ({why}); "
+                    f"the log was still read to its end"
+                )
                 if self.on_broken is not None:
                     self.on_broken()
         return data
@@ -175,7 +188,9 @@ class Alerts:
     (and hosts) and strips terminal escape sequences; `cut` says the text was cut short, so a token at
     its very end may be incomplete."""
 
-    def __init__(self, out: TextIO, clean: Callable[[str, bool], str] = _plain, status: StatusLine | None = None):
+    def __init__(
+        self, out: TextIO, clean: Callable[[str, bool], str] = _plain, status: StatusLine | None = None
+    ):
         self.out = out
         self.clean = clean
         self.status = status
@@ -197,8 +212,9 @@ class Alerts:
         message = rec.message
         # masked before it is clipped, so the clip cannot leave the start of a token in clear
         shown = self.clean(message[:ALERT_WINDOW_CHARS], len(message) > ALERT_WINDOW_CHARS)
-        self.out.write(f"verl-logscan: ALERT {hit.category} ({entry.id}) at {place}: "
-                       f"{shown[:ALERT_MESSAGE_CHARS]}\n")
+        self.out.write(
+            f"verl-logscan: ALERT {hit.category} ({entry.id}) at {place}: {shown[:ALERT_MESSAGE_CHARS]}\n"
+        )
         self.out.flush()
 
 
@@ -227,7 +243,9 @@ class StatusLine:
     `\\r` and blanks only (no cursor escapes, so a dumb terminal shows it right), dimmed only when
     `color` is on, and wiped (`before_output`) before anything else is written to the terminal."""
 
-    def __init__(self, out: TextIO, total_bytes: int | None = None, follow: bool = False, color: bool = False):
+    def __init__(
+        self, out: TextIO, total_bytes: int | None = None, follow: bool = False, color: bool = False
+    ):
         self.out = out
         self.total = total_bytes if total_bytes and not follow else None  # a followed file grows
         self.color = color
@@ -253,8 +271,10 @@ class StatusLine:
             done = f"{read / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({min(read / self.total, 1.0):.0%})"
         else:
             done = f"{read / 1e6:,.1f} MB read"
-        return (f"verl-logscan: {done}{rate}, stage {p.stage_reached or '-'}, step "
-                f"{p.last_step if p.last_step is not None else '-'}, {len(scanner.collector.groups)} finding(s)")
+        return (
+            f"verl-logscan: {done}{rate}, stage {p.stage_reached or '-'}, step "
+            f"{p.last_step if p.last_step is not None else '-'}, {len(scanner.collector.groups)} finding(s)"
+        )
 
     def draw(self, text: str) -> None:
         room = max(terminal_columns(self.out) - 1, 0)

@@ -23,9 +23,13 @@ from patterns import Catalog, Entry
 from patterns.schema import REGEX_TIMEOUT_S
 from patterns.stages import TIMEOUT_FROM_CHARS
 
-MATCH_TIMEOUT_S = REGEX_TIMEOUT_S  # per pattern search; a pathological user pattern gives up instead of hanging
+MATCH_TIMEOUT_S = (
+    REGEX_TIMEOUT_S  # per pattern search; a pathological user pattern gives up instead of hanging
+)
 ENTRY_BUDGET_S = 2.0  # seconds of slow searches one entry may cost a scan (40 timeouts) before it is disabled
-SLOW_SEARCH_S = MATCH_TIMEOUT_S / 10  # a search that counts against the budget (a normal one takes microseconds)
+SLOW_SEARCH_S = (
+    MATCH_TIMEOUT_S / 10
+)  # a search that counts against the budget (a normal one takes microseconds)
 
 
 class Match(NamedTuple):
@@ -117,7 +121,9 @@ class Matcher:
             except TimeoutError:
                 self.timeouts += 1
                 self.entry_timeouts[entry.id] = self.entry_timeouts.get(entry.id, 0) + 1
-                self._spend(entry, max(time.perf_counter() - start, MATCH_TIMEOUT_S) if measured else MATCH_TIMEOUT_S)
+                self._spend(
+                    entry, max(time.perf_counter() - start, MATCH_TIMEOUT_S) if measured else MATCH_TIMEOUT_S
+                )
                 if entry.id in self.disabled:
                     return None
                 continue

@@ -75,8 +75,9 @@ REWARD_DROP_FRACTION = 0.5
 REWARD_NOISE_FACTOR = 5.0
 REWARD_STAY_STEPS = 3
 
-WATCHED_KEYS = frozenset({"critic/score/mean", "critic/rewards/mean", "actor/ppo_kl", "actor/entropy",
-                          "actor/entropy_loss"})
+WATCHED_KEYS = frozenset(
+    {"critic/score/mean", "critic/rewards/mean", "actor/ppo_kl", "actor/entropy", "actor/entropy_loss"}
+)
 HARMLESS_NAN_PREFIXES = ("critic/values/",)
 HARMLESS_NAN_KEYS = frozenset({"critic/vf_explained_var"})
 
@@ -110,7 +111,7 @@ def parse_value(text: str) -> float | None:
     t = text.strip()
     if t.startswith("np."):
         if t.startswith(NP_FLOAT64) and t.endswith(")") and "\n" not in t:
-            t = t[len(NP_FLOAT64):-1].strip()  # what NUMPY_SCALAR_RE takes from the commonest form
+            t = t[len(NP_FLOAT64) : -1].strip()  # what NUMPY_SCALAR_RE takes from the commonest form
         else:
             m = NUMPY_SCALAR_RE.match(t)
             if m:
@@ -129,7 +130,7 @@ def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
     if not m:
         return None
     pairs = []
-    for part in message[m.end():].split(" - "):
+    for part in message[m.end() :].split(" - "):
         key, sep, value = part.rpartition(":")
         key = key.strip()
         if sep and key:
@@ -154,17 +155,32 @@ def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
 
 # The key training metrics charted in reports, when the log has them (first found first).
 CHART_KEYS = (
-    "actor/pg_loss", "actor/loss", "loss", "critic/vf_loss", "actor/grad_norm", "grad_norm", "critic/grad_norm",
-    "critic/score/mean", "critic/rewards/mean", "response_length/mean", "actor/entropy", "actor/ppo_kl",
-    "actor/kl_loss", "timing_s/step",
+    "actor/pg_loss",
+    "actor/loss",
+    "loss",
+    "critic/vf_loss",
+    "actor/grad_norm",
+    "grad_norm",
+    "critic/grad_norm",
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "response_length/mean",
+    "actor/entropy",
+    "actor/ppo_kl",
+    "actor/kl_loss",
+    "timing_s/step",
 )
 
 
 def wanted_key(key: str) -> bool:
     """Does a report use this key's values (a chart or an anomaly rule)? The others are kept only
     when all values are asked for (--metrics-csv)."""
-    return (key in CHART_KEYS or key in (LENGTH_KEY, CLIP_RATIO_KEY) or key in REWARD_KEYS
-            or key_family(key) is not None)
+    return (
+        key in CHART_KEYS
+        or key in (LENGTH_KEY, CLIP_RATIO_KEY)
+        or key in REWARD_KEYS
+        or key_family(key) is not None
+    )
 
 
 class StepParser:
@@ -181,8 +197,9 @@ class StepParser:
         self._keys: list[str] | None = None  # the raw keys of the last shape
         # the last shape: (positions of the wanted keys, their names, every name, each raw key + ':',
         # the length of that for the wanted ones)
-        self._shape: tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...],
-                           tuple[int, ...]] | None = None
+        self._shape: (
+            tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[int, ...]] | None
+        ) = None
 
     def parse(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
         """(step, kept keys, their values, names) or None. `names`: every key of the line (stripped,
@@ -190,11 +207,15 @@ class StepParser:
         m = STEP_RE.search(message)
         if not m:
             return None
-        tail = message[m.end():]
+        tail = message[m.end() :]
         parts = tail.split(" - ")
         shape = self._shape
-        if (shape is not None and len(parts) == len(shape[3])
-                and tail.count(":") == len(parts) and all(map(str.startswith, parts, shape[3]))):
+        if (
+            shape is not None
+            and len(parts) == len(shape[3])
+            and tail.count(":") == len(parts)
+            and all(map(str.startswith, parts, shape[3]))
+        ):
             # the last line's keys again, each part holding one colon (the one after its key): what
             # the split below would find, without splitting every part
             at, wanted, names, _, cuts = shape
@@ -204,9 +225,14 @@ class StepParser:
                 # parse_value reads the same number (what float() accepts starts, past the whitespace
                 # both drop, with a character of NUMBER_FIRST, and `np.` is no number)
                 try:
-                    values = [float(part[cut + len(NP_FLOAT64):-1] if part.startswith(NP_FLOAT64, cut)
-                                    and part[-1] == ")" else part[cut:])
-                              for part, cut in zip(map(parts.__getitem__, at), cuts)]
+                    values = [
+                        float(
+                            part[cut + len(NP_FLOAT64) : -1]
+                            if part.startswith(NP_FLOAT64, cut) and part[-1] == ")"
+                            else part[cut:]
+                        )
+                        for part, cut in zip(map(parts.__getitem__, at), cuts)
+                    ]
                 except ValueError:
                     pass
                 else:
@@ -216,7 +242,7 @@ class StepParser:
             for j, key, cut in zip(at, wanted, cuts, strict=True):
                 raw = parts[j][cut:]
                 # parse_value, for a value with nothing around it to strip: `np.float64(x)` or `x`
-                t = raw[len(NP_FLOAT64):-1] if raw.startswith(NP_FLOAT64) and raw.endswith(")") else raw
+                t = raw[len(NP_FLOAT64) : -1] if raw.startswith(NP_FLOAT64) and raw.endswith(")") else raw
                 if plain and t[:1] in NUMBER_FIRST and not t.startswith("np."):
                     try:
                         value = float(t)
@@ -240,8 +266,13 @@ class StepParser:
                 return self._general(message)
             take = tuple(i for i, name in enumerate(names) if self.all_keys or wanted_key(name))
             self._keys = keys
-            self._shape = (take, tuple(names[i] for i in take), tuple(names), tuple(k + ":" for k in keys),
-                           tuple(len(keys[i]) + 1 for i in take))
+            self._shape = (
+                take,
+                tuple(names[i] for i in take),
+                tuple(names),
+                tuple(k + ":" for k in keys),
+                tuple(len(keys[i]) + 1 for i in take),
+            )
         take, wanted, names = self._shape[:3]
         kept: list[str] = []
         values: list[float] = []
@@ -365,15 +396,16 @@ class MetricsTracker:
         last.values.extend(values)
         self._rows += 1
 
-    def add_rows(self, steps: Sequence[int], keys: tuple[str, ...], values: array,
-                 names: tuple[str, ...]) -> None:
+    def add_rows(
+        self, steps: Sequence[int], keys: tuple[str, ...], values: array, names: tuple[str, ...]
+    ) -> None:
         """add_row of rows that share their keys and names, in turn: row i is step steps[i] with the
         values values[i * len(keys):(i + 1) * len(keys)]. A row costs a part of two extends."""
         if not steps:
             return
         if names is not self._last_names:
-            self.add_row(steps[0], keys, values[:len(keys)], names)
-            steps, values = steps[1:], values[len(keys):]
+            self.add_row(steps[0], keys, values[: len(keys)], names)
+            steps, values = steps[1:], values[len(keys) :]
         width = len(keys)
         done, n = 0, len(steps)
         while done < n:
@@ -384,15 +416,16 @@ class MetricsTracker:
                 last = self._new_segment(keys)
             if last.take is not None:  # keys past max_keys_per_row: row by row
                 for i in range(done, n):
-                    self.add_row(steps[i], keys, values[i * width:(i + 1) * width], names)
+                    self.add_row(steps[i], keys, values[i * width : (i + 1) * width], names)
                 return
             end = done + min(n - done, self.config.max_rows - self._rows)
             if self._ordered:
-                self._ordered = ((self._top is None or steps[done] > self._top)
-                                 and all(map(operator.lt, steps[done:end - 1], steps[done + 1:end])))
+                self._ordered = (self._top is None or steps[done] > self._top) and all(
+                    map(operator.lt, steps[done : end - 1], steps[done + 1 : end])
+                )
                 self._top = steps[end - 1]
             last.steps.extend(steps[done:end])
-            last.values.extend(values[done * width:end * width])
+            last.values.extend(values[done * width : end * width])
             self._rows += end - done
             done = end
 
@@ -427,7 +460,7 @@ class MetricsTracker:
                 self._segments.popleft()
             else:
                 seg.steps = seg.steps[n:]
-                seg.values = seg.values[n * len(seg.keys):]
+                seg.values = seg.values[n * len(seg.keys) :]
                 n = 0
 
     @property
@@ -451,10 +484,13 @@ class MetricsTracker:
     def notes(self) -> list[str]:
         notes = []
         if self.dropped_rows:
-            notes.append(f"{self.dropped_rows} oldest step row(s) were dropped (limit {self.config.max_rows} steps)")
+            notes.append(
+                f"{self.dropped_rows} oldest step row(s) were dropped (limit {self.config.max_rows} steps)"
+            )
         if self.dropped_keys:
-            notes.append(f"{self.dropped_keys} metric value(s) were dropped beyond "
-                         f"{self.config.max_keys_per_row} keys")
+            notes.append(
+                f"{self.dropped_keys} metric value(s) were dropped beyond {self.config.max_keys_per_row} keys"
+            )
         return notes
 
     def series(self, key: str) -> list[tuple[int, float]]:
@@ -464,13 +500,13 @@ class MetricsTracker:
             for seg in self._segments:
                 i = seg.index.get(key)
                 if i is not None:
-                    out.extend(zip(seg.steps, seg.values[i::len(seg.keys)], strict=True))
+                    out.extend(zip(seg.steps, seg.values[i :: len(seg.keys)], strict=True))
             return out
         by_step: dict[int, float] = {}
         for seg in self._segments:
             i = seg.index.get(key)
             if i is not None:
-                by_step.update(zip(seg.steps, seg.values[i::len(seg.keys)], strict=True))
+                by_step.update(zip(seg.steps, seg.values[i :: len(seg.keys)], strict=True))
         return sorted(by_step.items())
 
     def frame(self) -> pandas.DataFrame:
@@ -521,16 +557,27 @@ class MetricsTracker:
             last_step, last_value = series[-1]
             persists = not math.isfinite(last_value)
             fatal = family in ("loss", "grad-norm") and (failed or persists)
-            before = f"; the last finite value was {_fmt(last_finite[1])} at step {last_finite[0]}" \
-                if last_finite else ""
+            before = (
+                f"; the last finite value was {_fmt(last_finite[1])} at step {last_finite[0]}"
+                if last_finite
+                else ""
+            )
             if not persists:
                 after = f"; finite again at the last logged step, {last_step}"
             elif last_step != step:
                 after = f"; still {_fmt(last_value)} at step {last_step}, the last logged"
             else:
                 after = " (the last logged step)"
-            return [Anomaly(AnomalyKind.NAN_INF, step, key, value,
-                            f"{key} is {_fmt(value)} at step {step}{before}{after}.", fatal)]
+            return [
+                Anomaly(
+                    AnomalyKind.NAN_INF,
+                    step,
+                    key,
+                    value,
+                    f"{key} is {_fmt(value)} at step {step}{before}{after}.",
+                    fatal,
+                )
+            ]
         return []
 
     @staticmethod
@@ -559,9 +606,16 @@ class MetricsTracker:
             return []
         step, value, median, n = first
         more = f" ({count} such spikes in all)" if count > 1 else ""
-        return [Anomaly(AnomalyKind.GRAD_NORM_SPIKE, step, key, value,
-                        f"{key} jumped to {_fmt(value)} at step {step}, {value / median:.1f}x the median "
-                        f"{_fmt(median)} of the previous {n} steps{more}.")]
+        return [
+            Anomaly(
+                AnomalyKind.GRAD_NORM_SPIKE,
+                step,
+                key,
+                value,
+                f"{key} jumped to {_fmt(value)} at step {step}, {value / median:.1f}x the median "
+                f"{_fmt(median)} of the previous {n} steps{more}.",
+            )
+        ]
 
     @staticmethod
     def _length_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
@@ -571,10 +625,17 @@ class MetricsTracker:
             if not math.isfinite(value):
                 continue
             if seen >= LENGTH_MIN_HISTORY and peak is not None and value < LENGTH_COLLAPSE_FRACTION * peak[1]:
-                return [Anomaly(AnomalyKind.RESPONSE_LENGTH_COLLAPSE, step, key, value,
-                                f"{key} fell to {_fmt(value)} at step {step}, below "
-                                f"{LENGTH_COLLAPSE_FRACTION:.0%} of its running max {_fmt(peak[1])} "
-                                f"(step {peak[0]}).")]
+                return [
+                    Anomaly(
+                        AnomalyKind.RESPONSE_LENGTH_COLLAPSE,
+                        step,
+                        key,
+                        value,
+                        f"{key} fell to {_fmt(value)} at step {step}, below "
+                        f"{LENGTH_COLLAPSE_FRACTION:.0%} of its running max {_fmt(peak[1])} "
+                        f"(step {peak[0]}).",
+                    )
+                ]
             if peak is None or value > peak[1]:
                 peak = (step, value)
             seen += 1
@@ -587,9 +648,16 @@ class MetricsTracker:
             if not math.isfinite(value):
                 continue
             if low is not None and value > CLIP_RATIO_HIGH:
-                return [Anomaly(AnomalyKind.CLIP_RATIO_BLOWUP, step, key, value,
-                                f"{key} rose to {_fmt(value)} at step {step} (above {CLIP_RATIO_HIGH}) from "
-                                f"{_fmt(low[1])} at step {low[0]}: most responses hit the length limit.")]
+                return [
+                    Anomaly(
+                        AnomalyKind.CLIP_RATIO_BLOWUP,
+                        step,
+                        key,
+                        value,
+                        f"{key} rose to {_fmt(value)} at step {step} (above {CLIP_RATIO_HIGH}) from "
+                        f"{_fmt(low[1])} at step {low[0]}: most responses hit the length limit.",
+                    )
+                ]
             if value < CLIP_RATIO_LOW and low is None:
                 low = (step, value)
         return []
@@ -618,17 +686,25 @@ class MetricsTracker:
             v = values[i]
             spread = hi - lo
             if spread > 0:
-                recent = max(values[i - REWARD_DROP_WITHIN:i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
+                recent = max(values[i - REWARD_DROP_WITHIN : i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
                 drop = recent - v
                 if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * (
-                        -low[0] if len(low) > len(high) else (-low[0] + high[0]) / 2):
-                    held = values[i:i + REWARD_STAY_STEPS]
+                    -low[0] if len(low) > len(high) else (-low[0] + high[0]) / 2
+                ):
+                    held = values[i : i + REWARD_STAY_STEPS]
                     if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
                         step, value = points[i]
-                        return [Anomaly(AnomalyKind.REWARD_COLLAPSE, step, key, value,
-                                        f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
-                                        f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
-                                        f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.")]
+                        return [
+                            Anomaly(
+                                AnomalyKind.REWARD_COLLAPSE,
+                                step,
+                                key,
+                                value,
+                                f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
+                                f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
+                                f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.",
+                            )
+                        ]
             x = abs(v - last)
             if len(low) == len(high):
                 push(low, -pushpop(high, x))
@@ -699,5 +775,5 @@ def ema(values: list[float | None], weight: float) -> list[float | None]:
             continue
         count += 1
         acc = weight * acc + (1 - weight) * v
-        out.append(acc / (1 - weight ** count) if weight < 1 else v)
+        out.append(acc / (1 - weight**count) if weight < 1 else v)
     return out

@@ -161,8 +161,11 @@ class Normalizer:
         key = (year, mon, day)
         base = self._days.get(key, False)
         if base is False:
-            base = (float(calendar.timegm((year, mon, day, 0, 0, 0, 0, 0, 0)))
-                    if 1 <= mon <= 12 and 1 <= day <= 31 else None)
+            base = (
+                float(calendar.timegm((year, mon, day, 0, 0, 0, 0, 0, 0)))
+                if 1 <= mon <= 12 and 1 <= day <= 31
+                else None
+            )
             if len(self._days) >= CACHE_SIZE:
                 self._days.clear()
             self._days[key] = base
@@ -191,7 +194,7 @@ class Normalizer:
         close = text.find(")", pos)
         if close < 0:
             return None
-        key = text[pos:close + 1]
+        key = text[pos : close + 1]
         found = self._ray.get(key, False)
         if found is False:
             found = None
@@ -243,7 +246,7 @@ class Normalizer:
                 continue
             elif c == "[":
                 # (each regex is tried only where the character after `[` lets it match)
-                nxt = text[pos + 1:pos + 2]
+                nxt = text[pos + 1 : pos + 2]
                 m = RANK.match(text, pos) if nxt == "r" else None
                 if m:
                     rank = int(m.group("rank"))
@@ -251,7 +254,9 @@ class Normalizer:
                     m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
                     if m:
                         level = m.group("lvl")
-                        time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+                        time = self._stamp(
+                            self.year, int(m.group("mon")), int(m.group("day")), m.group("hms")
+                        )
                     else:
                         m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
                         if m and m.group("role") != "rank":
@@ -262,7 +267,7 @@ class Normalizer:
                                 time = self._full(m.group("date"), m.group("hms"))
                                 level = m.group("lvl") or level
             elif c.isdigit():
-                m = STAMPED.match(text, pos) if text[pos + 4:pos + 5] == "-" else None
+                m = STAMPED.match(text, pos) if text[pos + 4 : pos + 5] == "-" else None
                 if m:
                     time = self._full(m.group("date"), m.group("hms"))
                     level = m.group("lvl") or level
@@ -272,15 +277,21 @@ class Normalizer:
                         pid = pid or int(m.group("pid"))
                         node = node or m.group("host")
             elif c in "VIWEC" or c in "DF":
-                m = TORCH_LOG.match(text, pos) if c in "VIWEC" and text[pos + 1:pos + 2] in ("0", "1") else None
+                m = (
+                    TORCH_LOG.match(text, pos)
+                    if c in "VIWEC" and text[pos + 1 : pos + 2] in ("0", "1")
+                    else None
+                )
                 if m:
                     level = m.group("lvl")
                     time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
                     pid = pid or int(m.group("pid"))
                 else:
                     m = None
-                    if text.startswith(_LEVELS, pos):  # vLLM puts a space after the level, Python logging a colon
-                        after = text[pos + 4:pos + 9]
+                    if text.startswith(
+                        _LEVELS, pos
+                    ):  # vLLM puts a space after the level, Python logging a colon
+                        after = text[pos + 4 : pos + 9]
                         if " " in after:
                             m = VLLM.match(text, pos)
                         if m is None and ":" in after:
@@ -290,7 +301,9 @@ class Normalizer:
                         if "date" in m.groupdict():
                             time = self._full(m.group("date"), m.group("hms"))
                         else:
-                            time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+                            time = self._stamp(
+                                self.year, int(m.group("mon")), int(m.group("day")), m.group("hms")
+                            )
                     else:
                         m = NCCL_HOST.match(text, pos)
                         if m:
@@ -312,8 +325,9 @@ class Normalizer:
         # process's whole `: ` write, after a type's ending (whose first characters come again later)
         # or after another process's caret line
         i = message.find(": ")
-        if i > 0 and ((message.endswith(NAME_ENDINGS, 0, i) and message.find(message[:4], 1) > 0)
-                      or message[0] in NOISE):
+        if i > 0 and (
+            (message.endswith(NAME_ENDINGS, 0, i) and message.find(message[:4], 1) > 0) or message[0] in NOISE
+        ):
             fixed = unweave(message)
             if fixed is not None:
                 message = fixed

@@ -29,10 +29,25 @@ except ImportError:  # pragma: no cover - exercised by forcing engine="re"
 
 # What the traceback assembler, the trackers and the scanner itself look for, beyond the catalog.
 STRUCTURAL_KEYWORDS = (
-    "Traceback (most recent call last)", 'File "', "The above exception was the direct cause",
-    "During handling of the above exception", "ray::", "Fatal Python error", "hit an exception",
-    "step:", "Training Progress", ":actor_name:", "[prompt]", "[response]", "[ground_truth]", "[score]",
-    "WorkNCCL(", "last enqueued", "Root Cause", "exitcode", "ChildFailedError",
+    "Traceback (most recent call last)",
+    'File "',
+    "The above exception was the direct cause",
+    "During handling of the above exception",
+    "ray::",
+    "Fatal Python error",
+    "hit an exception",
+    "step:",
+    "Training Progress",
+    ":actor_name:",
+    "[prompt]",
+    "[response]",
+    "[ground_truth]",
+    "[score]",
+    "WorkNCCL(",
+    "last enqueued",
+    "Root Cause",
+    "exitcode",
+    "ChildFailedError",
 )
 
 
@@ -85,9 +100,16 @@ def compile_keywords(keywords: Iterable[str], as_bytes: bool = False) -> re.Patt
 
 def _compiled_shape(value: object) -> bool:
     """Is a cached value (serialized database, containing) shaped as Prefilter._compile makes it?"""
-    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], bytes) and isinstance(value[1], dict)
-            and all(isinstance(k, int) and isinstance(v, tuple) and all(isinstance(i, int) for i in v)
-                    for k, v in value[1].items()))
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], bytes)
+        and isinstance(value[1], dict)
+        and all(
+            isinstance(k, int) and isinstance(v, tuple) and all(isinstance(i, int) for i in v)
+            for k, v in value[1].items()
+        )
+    )
 
 
 def containing(keywords: Sequence[str]) -> dict[int, tuple[int, ...]]:
@@ -99,7 +121,7 @@ def containing(keywords: Sequence[str]) -> dict[int, tuple[int, ...]]:
         word = keywords[i]
         if "\n" in word:
             continue
-        for j in order[n + 1:]:
+        for j in order[n + 1 :]:
             if word in keywords[j] and "\n" not in keywords[j] and len(keywords[j]) > len(word):
                 out.setdefault(i, []).append(j)
     return {i: tuple(js) for i, js in out.items()}
@@ -124,8 +146,12 @@ class Prefilter:
         if engine == "hyperscan":
             # keyword id -> the ids of the keywords that contain it (those are not in the database);
             # the database compiled, or as an earlier run compiled it for the same keywords
-            parts = [b"\0".join(self._encoded), _hs.__version__.encode(), sys.platform.encode(),
-                     *source_of("logparse.prefilter")]
+            parts = [
+                b"\0".join(self._encoded),
+                _hs.__version__.encode(),
+                sys.platform.encode(),
+                *source_of("logparse.prefilter"),
+            ]
             serialized, self._containing = cached("prefilter", parts, self._compile, (), _compiled_shape)
             try:
                 self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
@@ -197,7 +223,7 @@ class Prefilter:
                 return out
             start = rfind(b"\n", 0, m.start()) + 1
             end = find(b"\n", m.end())
-            line = block[start:end if end >= 0 else len(block)]
+            line = block[start : end if end >= 0 else len(block)]
             out.append((start, frozenset(i for i, k in enumerate(encoded) if k in line)))
             if end < 0:
                 return out

@@ -106,8 +106,11 @@ class MarkerMatcher:
         """The markers with a keyword in `message`, in file order; `keywords`: the only keywords that
         can be in it (a scanner's prefilter found them in the raw line), so the others are not tried."""
         by_keyword = self._by_keyword
-        present = frozenset(kw for kw in (self._keywords if keywords is None else keywords)
-                            if kw in message and kw in by_keyword)
+        present = frozenset(
+            kw
+            for kw in (self._keywords if keywords is None else keywords)
+            if kw in message and kw in by_keyword
+        )
         markers = self._candidates.get(present)
         if markers is None:  # (the same few keyword sets come again and again: a bar's, a marker's)
             found = sorted({i for kw in present for i in by_keyword[kw]})
@@ -193,8 +196,17 @@ class _Span:
             self.last_time = time
 
     def freeze(self) -> StageSpan:
-        return StageSpan(self.stage, self.first[0], self.first[1], self.last[0], self.last[1],
-                         self.first_time, self.last_time, self.first[2], self.last[2])
+        return StageSpan(
+            self.stage,
+            self.first[0],
+            self.first[1],
+            self.last[0],
+            self.last[1],
+            self.first_time,
+            self.last_time,
+            self.first[2],
+            self.last[2],
+        )
 
 
 class ProgressLine(NamedTuple):
@@ -236,8 +248,13 @@ class _Marks:
         for column, value in zip(self.floats, floats, strict=True):
             column.append(math.nan if value is None else value)
 
-    def extend(self, seqs: Sequence[int], ints: tuple[Sequence[int], ...],
-               floats: tuple[Sequence[float], ...], cap: int) -> bool:
+    def extend(
+        self,
+        seqs: Sequence[int],
+        ints: tuple[Sequence[int], ...],
+        floats: tuple[Sequence[float], ...],
+        cap: int,
+    ) -> bool:
         """`append` and `trim(cap)` of each mark in turn, a column at a time (no value is None: NaN
         stands for it; every int fits 64 bits); True if a trim dropped marks."""
         dropped = False
@@ -349,7 +366,9 @@ class StageTracker:
             return
         line = rec.line
         origin = rec.origin
-        self.apply(rec.seq, line.source, line.number, origin.time, origin.repeat, self.parse(message, keywords))
+        self.apply(
+            rec.seq, line.source, line.number, origin.time, origin.repeat, self.parse(message, keywords)
+        )
 
     def parse(self, message: str, keywords: Iterable[str] | None = None) -> ProgressLine:
         """What `message` says: a stage marker, a step line, a progress bar (each or none). Depends on
@@ -369,14 +388,20 @@ class StageTracker:
             return NOTHING
         return ProgressLine(hit, step, seconds, bar)
 
-    def apply(self, seq: int, source: str, number: int, time: float | None, repeat: int,
-              line: ProgressLine) -> None:
+    def apply(
+        self, seq: int, source: str, number: int, time: float | None, repeat: int, line: ProgressLine
+    ) -> None:
         """What the line `seq` (`source`:`number`, its time and Ray repeat count) that says `line`
         changes: the second half of `feed`."""
         self.last_seq = seq
         hit = line.hit
-        if (hit is not None and line.bar is not None and self._checkpoint_step is not None
-                and line.bar[0] < self._checkpoint_step and hit.marker.stage == STEP_STAGE):
+        if (
+            hit is not None
+            and line.bar is not None
+            and self._checkpoint_step is not None
+            and line.bar[0] < self._checkpoint_step
+            and hit.marker.stage == STEP_STAGE
+        ):
             # verl writes step S's checkpoint inside step S, before the bar counts S done: a bar that
             # counts fewer, printed after the save began, is the bar as it stood before (tqdm's line is
             # flushed late, and the driver's output and the workers' reach the log by different paths),
@@ -412,9 +437,18 @@ class StageTracker:
         marker = self.matcher.markers[index]
         return not (marker.attempt_start or marker.completion or marker.repeat_stage is not None)
 
-    def apply_run(self, seq: int, source: str, numbers: Sequence[int], steps: Sequence[int],
-                  seconds: Sequence[float], markers: Sequence[int], bar_n: Sequence[int],
-                  bar_total: Sequence[int], bar_rate: Sequence[float]) -> None:
+    def apply_run(
+        self,
+        seq: int,
+        source: str,
+        numbers: Sequence[int],
+        steps: Sequence[int],
+        seconds: Sequence[float],
+        markers: Sequence[int],
+        bar_n: Sequence[int],
+        bar_total: Sequence[int],
+        bar_rate: Sequence[float],
+    ) -> None:
         """`apply` of len(numbers) lines in a row: line j is record seq + j, line numbers[j] of `source`,
         with no time and no Ray repeat count; it says step steps[j] (-1: none) with seconds[j], the
         marker markers[j] of self.matcher.markers (-1: none; a plain_marker, with no named group) and
@@ -453,22 +487,31 @@ class StageTracker:
             self._last_at = (seq + j, source, numbers[j], None)
         cap = self.config.max_marks
         if step_at:
-            if self._steps.extend(array("q", [seq + j for j in step_at]),
-                                  (array("q", itertools.compress(steps, is_step)),),
-                                  (array("d", itertools.compress(seconds, is_step)),), cap):
+            if self._steps.extend(
+                array("q", [seq + j for j in step_at]),
+                (array("q", itertools.compress(steps, is_step)),),
+                (array("d", itertools.compress(seconds, is_step)),),
+                cap,
+            ):
                 self._dropped.add("step")
             self._progress_since_start = True
         if bar_at:
-            if self._bars.extend(array("q", [seq + j for j in bar_at]),
-                                 (array("q", itertools.compress(bar_n, is_bar)),
-                                  array("q", itertools.compress(bar_total, is_bar))),
-                                 (array("d", itertools.compress(bar_rate, is_bar)),), cap):
+            if self._bars.extend(
+                array("q", [seq + j for j in bar_at]),
+                (
+                    array("q", itertools.compress(bar_n, is_bar)),
+                    array("q", itertools.compress(bar_total, is_bar)),
+                ),
+                (array("d", itertools.compress(bar_rate, is_bar)),),
+                cap,
+            ):
                 self._dropped.add("progress-bar")
             self._progress_since_start = True
         self.last_seq = seq + m - 1
 
-    def _record_stretches(self, seq: int, source: str, numbers: Sequence[int], steps: Sequence[int],
-                          markers: Sequence[int]) -> int:
+    def _record_stretches(
+        self, seq: int, source: str, numbers: Sequence[int], steps: Sequence[int], markers: Sequence[int]
+    ) -> int:
         """apply_run's stage records for lines of more than one stage: the first and the last line of
         each stretch in one stage; the last line that recorded one."""
         known = self.matcher.markers
@@ -489,8 +532,9 @@ class StageTracker:
             self._record_stage(source, numbers[last], seq + last, None, current)
         return last
 
-    def _on_marker(self, seq: int, source: str, number: int, time: float | None, repeat: int,
-                   hit: MarkerHit) -> None:
+    def _on_marker(
+        self, seq: int, source: str, number: int, time: float | None, repeat: int, hit: MarkerHit
+    ) -> None:
         marker = hit.marker
         if marker.attempt_start and repeat == 1:
             self._start_attempt(seq, source, number, time)
@@ -573,8 +617,10 @@ class StageTracker:
             return []
         kinds = ", ".join(sorted(self._dropped))
         c = self.config
-        note = (f"progress tracking kept only the most recent {kinds} records (limits: {c.max_transitions} "
-                f"stage transitions, {c.max_marks} step/bar marks, {c.max_events} events)")
+        note = (
+            f"progress tracking kept only the most recent {kinds} records (limits: {c.max_transitions} "
+            f"stage transitions, {c.max_marks} step/bar marks, {c.max_events} events)"
+        )
         return [note]
 
     def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset()) -> bool:
@@ -618,8 +664,12 @@ class StageTracker:
             return ()
         ends = [(seq, *at) for seq, at in zip(self._transition_seqs[1:], self._transition_at[1:])]
         ends.append(self._last_at)
-        raw = [(stage, (seq, *at), end) for stage, seq, at, end in
-               zip(self._transition_stages, self._transition_seqs, self._transition_at, ends)]
+        raw = [
+            (stage, (seq, *at), end)
+            for stage, seq, at, end in zip(
+                self._transition_stages, self._transition_seqs, self._transition_at, ends
+            )
+        ]
         gap = (self._last_at[0] - self._transition_seqs[0]) / max(1, max_per_stage)
         open_by_stage: dict[str, int] = {}  # stage -> index in `merged` of its latest stretch
         merged: list[list] = []
@@ -630,7 +680,9 @@ class StageTracker:
                 continue
             open_by_stage[stage] = len(merged)
             merged.append([stage, start, end])
-        return tuple(StageSpan(stage, a[1], a[2], b[1], b[2], a[3], b[3], a[0], b[0]) for stage, a, b in merged)
+        return tuple(
+            StageSpan(stage, a[1], a[2], b[1], b[2], a[3], b[3], a[0], b[0]) for stage, a, b in merged
+        )
 
     def progress(self, end_seq: int | None = None, failed: bool = False) -> Progress:
         """Progress of the attempt that holds `end_seq` (default: the end of the scan), as of end_seq.
@@ -649,7 +701,7 @@ class StageTracker:
         if steps or resumes:
             highest = [r[1] for r in resumes]
             if steps:
-                highest.append(max(self._steps.ints[0][steps.start:steps.stop]))
+                highest.append(max(self._steps.ints[0][steps.start : steps.stop]))
             last_step = max(highest)
         elif bars:
             last_step = self._bars.ints[0][bars[-1]]
@@ -660,8 +712,12 @@ class StageTracker:
         if seconds is None:
             rates = self._bars.last_float(0, bars)
             seconds = rates[-1] if rates else None
-        timeline = tuple(sorted((s.freeze() for s in self._spans.values() if s.first[2] <= end),
-                                key=lambda span: span.first_seq))
+        timeline = tuple(
+            sorted(
+                (s.freeze() for s in self._spans.values() if s.first[2] <= end),
+                key=lambda span: span.first_seq,
+            )
+        )
         progress = Progress(
             stage_reached=self.stage_at(end),
             last_step=last_step,
@@ -686,8 +742,10 @@ def stopped_note(progress: Progress) -> str:
     else:
         at = "stopped before the first training step"
     where = f" in {progress.stage_reached}" if progress.stage_reached else ""
-    return (f"{at}{where} with no error and no completion marker: the job was still running, or was "
-            f"stopped from outside (time limit, OOM killer, cancel)")
+    return (
+        f"{at}{where} with no error and no completion marker: the job was still running, or was "
+        f"stopped from outside (time limit, OOM killer, cancel)"
+    )
 
 
 # -- the markers' own examples, through the real normaliser -----------------------------------------
@@ -699,8 +757,10 @@ class MarkerExampleFailure:
     reason: str
 
     def __str__(self) -> str:
-        return (f"{self.marker.source}:{self.marker.line}: marker '{self.marker.id}': {self.kind} example "
-                f"{self.reason}\n    line: {self.line}")
+        return (
+            f"{self.marker.source}:{self.marker.line}: marker '{self.marker.id}': {self.kind} example "
+            f"{self.reason}\n    line: {self.line}"
+        )
 
 
 def bare_message(text: str) -> str:
@@ -722,23 +782,40 @@ def check_marker_examples(markers: StageMarkers | None = None) -> tuple[int, lis
             count += 1
             bare = bare_message(ex.line)
             if not MarkerMatcher.fires(marker, bare):
-                hint = "matches no pattern" if any(kw in bare for kw in marker.keywords) else \
-                    "contains none of the keywords"
-                failures.append(MarkerExampleFailure(marker, "match", ex.line,
-                                                     f"does not match ({hint}; bare message: {bare!r})"))
+                hint = (
+                    "matches no pattern"
+                    if any(kw in bare for kw in marker.keywords)
+                    else "contains none of the keywords"
+                )
+                failures.append(
+                    MarkerExampleFailure(
+                        marker, "match", ex.line, f"does not match ({hint}; bare message: {bare!r})"
+                    )
+                )
                 continue
             used.update(i for i, p in enumerate(marker.patterns) if p.search(bare))
             winner = matcher.match(bare)
             if winner is not None and winner.marker.stage != marker.stage:
-                failures.append(MarkerExampleFailure(
-                    marker, "match", ex.line, f"is claimed first by marker '{winner.marker.id}' "
-                    f"(stage {winner.marker.stage}); move this marker above it or narrow that one"))
+                failures.append(
+                    MarkerExampleFailure(
+                        marker,
+                        "match",
+                        ex.line,
+                        f"is claimed first by marker '{winner.marker.id}' "
+                        f"(stage {winner.marker.stage}); move this marker above it or narrow that one",
+                    )
+                )
         for ex in marker.examples.no_match:
             count += 1
             if MarkerMatcher.fires(marker, bare_message(ex.line)):
-                failures.append(MarkerExampleFailure(marker, "no_match", ex.line, f"matches but must not ({ex.why})"))
+                failures.append(
+                    MarkerExampleFailure(marker, "no_match", ex.line, f"matches but must not ({ex.why})")
+                )
         for i, pattern in enumerate(marker.patterns):
             if i not in used:
-                failures.append(MarkerExampleFailure(marker, "pattern", pattern.pattern,
-                                                     f"pattern #{i + 1} is hit by no match example"))
+                failures.append(
+                    MarkerExampleFailure(
+                        marker, "pattern", pattern.pattern, f"pattern #{i + 1} is hit by no match example"
+                    )
+                )
     return count, failures

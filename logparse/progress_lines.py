@@ -63,14 +63,18 @@ PREFIX_BYTES = 512
 # read straight from the bytes: what the normaliser makes of it is known (logparse.normalize: one
 # RAY_ACTOR prefix, the actor and ip from it, nothing else) when what follows it stops the prefix loop
 # (`step:`, or the `\r` of a progress bar). Anything else is normalised.
-RAY_PREFIX = re.compile(rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=[0-9]+(?:, ip=([0-9A-Za-z.:_-]+))?\)(?:\x1b\[0m)? ?")
+RAY_PREFIX = re.compile(
+    rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=[0-9]+(?:, ip=([0-9A-Za-z.:_-]+))?\)(?:\x1b\[0m)? ?"
+)
 # A whole tqdm `Training Progress` line behind that prefix, of the characters tqdm prints (its bar's
 # blocks, digits, the times and the rate): the normaliser's message is group 3 (the prefix and `\r`
 # gone, decode_line's final CR too), TQDM_RE finds in it groups 4-6, and no environment keyword can
 # be in it. Any other bar is normalised and parsed the usual way.
 BAR_HEAD = "Training Progress:"  # what RAY_BAR's message (group 3) starts with
-RAY_BAR = re.compile(RAY_PREFIX.pattern + rb"\r(Training Progress:[ \t]*[0-9]+%\|(?:\xe2\x96[\x88-\x8f]|[ #])*"
-                     rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?")
+RAY_BAR = re.compile(
+    RAY_PREFIX.pattern + rb"\r(Training Progress:[ \t]*[0-9]+%\|(?:\xe2\x96[\x88-\x8f]|[ #])*"
+    rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?"
+)
 
 
 # the int fields of a progress line in ProgressColumns.ints, in this order
@@ -142,8 +146,13 @@ class ProgressLineParser:
     tracker keywords and whether it has an environment keyword (then only a step line qualifies);
     None when its keywords rule it out (the scanner knows which keywords feed what)."""
 
-    def __init__(self, words: Callable[[frozenset[int]], tuple[tuple[str, ...], bool] | None], stages: StageTracker,
-                 step_parser: StepParser, env: EnvironmentTracker) -> None:
+    def __init__(
+        self,
+        words: Callable[[frozenset[int]], tuple[tuple[str, ...], bool] | None],
+        stages: StageTracker,
+        step_parser: StepParser,
+        env: EnvironmentTracker,
+    ) -> None:
         self.words = words
         self.stages = stages
         self.step_parser = step_parser
@@ -254,8 +263,19 @@ class ProgressLineParser:
             process = self._process_id(origin.actor, origin.node)
             if process is None:
                 continue
-            ints.extend((i, step, -1 if hit is None else marker_index[id(hit.marker)], bar[0], bar[1], process, shape,
-                         message_at, len(values)))
+            ints.extend(
+                (
+                    i,
+                    step,
+                    -1 if hit is None else marker_index[id(hit.marker)],
+                    bar[0],
+                    bar[1],
+                    process,
+                    shape,
+                    message_at,
+                    len(values),
+                )
+            )
             seconds = nan if line.seconds is None or shape == DEFERRED else line.seconds
             floats.extend((seconds, nan if bar[2] is None else bar[2]))
             if row is not None:
@@ -343,9 +363,13 @@ class ProgressLineParser:
                 tail = self._plain_tail(data, at, end)
                 if tail is not None:
                     return self._ray_origin(*m.group(1, 2)), tail.decode("ascii"), at - start
-            elif data.startswith(b"\r", at) and b"\x1b" not in data[at:end] and b"[repeated " not in data[at:end]:
+            elif (
+                data.startswith(b"\r", at)
+                and b"\x1b" not in data[at:end]
+                and b"[repeated " not in data[at:end]
+            ):
                 # a bar: the message is the last non-blank `\r` segment (decode_line drops a final CR)
-                rest = data[at:end - 1] if data.endswith(b"\r", at, end) else data[at:end]
+                rest = data[at : end - 1] if data.endswith(b"\r", at, end) else data[at:end]
                 segments = [x for x in rest.decode("utf-8", errors="replace").split("\r") if x.strip()]
                 message = segments[-1] if segments else ""
                 if not message.startswith("["):  # (a `[Rank N]` there would be the line's rank)
@@ -431,7 +455,9 @@ class ProgressLineParser:
         if b"\x1b]" in prefix:
             return None
         reads = self.normalizer.clock_reads
-        rec = self.normalizer.normalize(Line("", 0, strip_ansi(prefix.decode("utf-8", errors="replace")) + STEP_KEYWORD))
+        rec = self.normalizer.normalize(
+            Line("", 0, strip_ansi(prefix.decode("utf-8", errors="replace")) + STEP_KEYWORD)
+        )
         if self.normalizer.clock_reads != reads or rec.message != STEP_KEYWORD or not _plain(rec.origin):
             return None
         return rec.origin

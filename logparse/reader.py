@@ -126,8 +126,10 @@ def _raw_chunks(stream: BinaryIO, stats: InputStats, skip_holes: bool = False) -
             yield chunk
     finally:
         if skipped:
-            stats.notes.append(f"{stats.path}: skipped {skipped} byte(s) of holes (a sparse file: NUL bytes "
-                               f"never written, e.g. a log copy-truncated while its writer kept writing)")
+            stats.notes.append(
+                f"{stats.path}: skipped {skipped} byte(s) of holes (a sparse file: NUL bytes "
+                f"never written, e.g. a log copy-truncated while its writer kept writing)"
+            )
 
 
 def _sparse_fd(stream: BinaryIO) -> int | None:
@@ -197,19 +199,23 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
     kind = sniff(head)
     name = stats.path
     if kind == "binary":
-        stats.notes.append(f"{name}: binary data, not a log (NUL and control bytes in its first "
-                           f"{min(len(head), SNIFF_BYTES)} bytes); skipped")
+        stats.notes.append(
+            f"{name}: binary data, not a log (NUL and control bytes in its first "
+            f"{min(len(head), SNIFF_BYTES)} bytes); skipped"
+        )
         return
     nuls = 0
     if kind.startswith("utf-16"):
-        stats.notes.append(f"{name}: read as {kind.upper()}"
-                           + (" (byte-order mark)" if kind == "utf-16" else " (no byte-order mark)"))
+        stats.notes.append(
+            f"{name}: read as {kind.upper()}"
+            + (" (byte-order mark)" if kind == "utf-16" else " (no byte-order mark)")
+        )
         decoder = codecs.getincrementaldecoder(kind)(errors="replace")
         pieces = (decoder.decode(c).encode("utf-8") for c in _chain(head, it))
         source = _chain_final(pieces, lambda: decoder.decode(b"", final=True).encode("utf-8"))
     else:
         if kind == "utf-8-sig":
-            head = head[len(codecs.BOM_UTF8):]
+            head = head[len(codecs.BOM_UTF8) :]
         elif kind == "cr":
             stats.notes.append(f"{name}: lines end in a lone carriage return (CR); read each as a line")
         source = _chain(head, it)
@@ -228,7 +234,8 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
                     nuls = 0  # said by this note
                     stats.notes.append(
                         f"{name}: {run >> 20} MB of NUL or control bytes in a row with no text (a device "
-                        f"such as /dev/zero, a file of zeros, or a gzip bomb); stopped reading there")
+                        f"such as /dev/zero, a file of zeros, or a gzip bomb); stopped reading there"
+                    )
                     return
             else:
                 run = 0
@@ -239,7 +246,9 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
             yield chunk
     finally:
         if nuls:
-            stats.notes.append(f"{name}: {nuls} NUL byte(s) dropped (a log truncated while written starts with them)")
+            stats.notes.append(
+                f"{name}: {nuls} NUL byte(s) dropped (a log truncated while written starts with them)"
+            )
 
 
 def _mostly_control(chunk: bytes) -> bool:
@@ -290,7 +299,9 @@ def _gunzip(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
                     break
                 if not GZIP_MAGIC.startswith(raw[:2]):
                     # not another member: trailing garbage, which gzip also ignores (with a warning)
-                    stats.notes.append(f"{stats.path}: bytes after the end of the gzip data are not gzip; ignored")
+                    stats.notes.append(
+                        f"{stats.path}: bytes after the end of the gzip data are not gzip; ignored"
+                    )
                     return
             fed = True
             try:
@@ -362,7 +373,9 @@ def iter_lines(stream: BinaryIO, source: str, stats: InputStats, gz: bool = Fals
             truncated_count += 1
         yield Line(source, number, decode_line(raw), truncated)
     if truncated_count:
-        stats.notes.append(f"{truncated_count} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
+        stats.notes.append(
+            f"{truncated_count} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length"
+        )
 
 
 def is_log_like(path: Path) -> bool:
@@ -433,4 +446,3 @@ def read_input(path: str, stats: InputStats) -> Iterator[Line]:
     finally:
         if path != "-":
             fh.close()
-

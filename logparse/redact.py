@@ -82,7 +82,8 @@ CUT_MIN_CHARS = MAX_LINE_BYTES // 4 - 1024
 # At the end of a cut text: a secret-named setting whose value the cut shortened
 _CUT_SETTING = LazyRe(
     r"(?i)(?:key|token|secret|passw(?:or)?d|credentials?|authorization|bearer|sig)[\w.-]{0,40}['\"]?\s{0,3}[=:]"
-    r"\s{0,3}['\"]?(?:(?:bearer|basic|token)\s+)?(?P<v>(?!\[redacted:)[^\s'\"]+)\Z")
+    r"\s{0,3}['\"]?(?:(?:bearer|basic|token)\s+)?(?P<v>(?!\[redacted:)[^\s'\"]+)\Z"
+)
 # The launcher prefix of a line (`(WorkerDict pid=1, ip=...)`, `[rank3]:`), kept on a masked key line
 LINE_PREFIX = LazyRe(r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}")
 _BASE64_LINE = LazyRe(r"[A-Za-z0-9+/=]{4,}\s*")
@@ -94,7 +95,7 @@ def _visible(text: str) -> tuple[str, list[int]]:
     index: list[int] = []
     last = 0
     for m in INVISIBLE.finditer(text):
-        kept.append(text[last:m.start()])
+        kept.append(text[last : m.start()])
         index.extend(range(last, m.start()))
         last = m.end()
     kept.append(text[last:])
@@ -109,8 +110,10 @@ IPV4 = rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.\d)"
 IPV6 = r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"
 # A user's own folder: /home/<user> (also under /mnt/<fs>/home/), /Users/, /scratch/<user>,
 # /data/users/<user>, /u/<user>, C:\\Users\\<user>
-HOME_USER = (r"(?P<home>/home/|/homes/|/Users/|/users/|/scratch/|/u/|[A-Za-z]:\\Users\\)"
-             r"(?P<user>[A-Za-z0-9._-]{1,64})(?=[/\\]|\b)")
+HOME_USER = (
+    r"(?P<home>/home/|/homes/|/Users/|/users/|/scratch/|/u/|[A-Za-z]:\\Users\\)"
+    r"(?P<user>[A-Za-z0-9._-]{1,64})(?=[/\\]|\b)"
+)
 MAC = r"(?<![0-9A-Fa-f:-])[0-9A-Fa-f]{2}(?P<macsep>[:-])[0-9A-Fa-f]{2}(?:(?P=macsep)[0-9A-Fa-f]{2}){4}(?![:-]?\w)"
 # Where a log names a user: `USER=jdoe`, `SLURM_JOB_USER=jdoe`, a shell prompt `jdoe@gpu-7:~$` /
 # `[jdoe@gpu-7 verl]$` (which names the host too), and the folders of HOME_USER.
@@ -123,15 +126,54 @@ SHELL_PROMPT = LazyRe(
     r"(?::[^\s$#]{0,256}|\s[^\s\]]{0,256}\])?[$#](?=\s|$)"
 )
 # Account names every machine has, and folder names under /scratch or /u that are no user
-NOT_USERS = frozenset({"root", "ubuntu", "admin", "user", "users", "ec2-user", "runner", "ray", "nobody",
-                       "jovyan", "tmp", "temp", "data", "shared", "share", "public", "home", "work",
-                       "scratch", "local", "default", "guest", "centos", "debian", "azureuser",
-                       "opc", "cloud-user", "shared-data", "datasets", "models", "cache", "checkpoints",
-                       "projects", "project", "group", "groups", "apps", "software"})
+NOT_USERS = frozenset(
+    {
+        "root",
+        "ubuntu",
+        "admin",
+        "user",
+        "users",
+        "ec2-user",
+        "runner",
+        "ray",
+        "nobody",
+        "jovyan",
+        "tmp",
+        "temp",
+        "data",
+        "shared",
+        "share",
+        "public",
+        "home",
+        "work",
+        "scratch",
+        "local",
+        "default",
+        "guest",
+        "centos",
+        "debian",
+        "azureuser",
+        "opc",
+        "cloud-user",
+        "shared-data",
+        "datasets",
+        "models",
+        "cache",
+        "checkpoints",
+        "projects",
+        "project",
+        "group",
+        "groups",
+        "apps",
+        "software",
+    }
+)
 # EC2's default host names: `ip-10-1-2-3` (alone or in `ip-10-1-2-3.ec2.internal`)
 EC2_HOST = LazyRe(r"(?<![\w.-])(?P<host>ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3})(?![\w-])")
 # The host of a URL (`http://node17.cluster.local:8000/`, `redis://cache-7:6379`)
-URL_HOST = LazyRe(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://(?:[^\s/@'\"]{0,256}@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})")
+URL_HOST = LazyRe(
+    r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://(?:[^\s/@'\"]{0,256}@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})"
+)
 # Where a log names a host. Strong contexts name one whatever it looks like; after a bare `host:` or
 # `node=` the value must look like a host name (a digit, '-' or '.') and end where a name ends, so
 # code such as `host = os.environ[...]` or `host: str` teaches nothing.
@@ -140,11 +182,12 @@ STRONG_HOST_CONTEXTS = LazyRe(
     # (the lookahead lets the engine skip positions where no context can start: 2.5x faster)
     r"(?=[TtHhIiMmWwSs\s-])(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip=|\bMASTER_ADDR\s*[:=]\s*"
     r"|--master[_-]addr(?:\s+|=)|\bmaster_addr\s*[:=]\s*|Worker IP address:\s*|Memory on the node \(IP:\s*"
-    r"|\bSLURMD_NODENAME=|\bSLURM_SUBMIT_HOST=|\bSLURM_LAUNCH_NODE_IPADDR=)"
-    + _HOST_VALUE,
+    r"|\bSLURMD_NODENAME=|\bSLURM_SUBMIT_HOST=|\bSLURM_LAUNCH_NODE_IPADDR=)" + _HOST_VALUE,
     re.IGNORECASE,
 )
-WEAK_HOST_CONTEXTS = LazyRe(r"\b(?:host|node|node_ip_address|node_name)\s*[:=]\s*" + _HOST_VALUE, re.IGNORECASE)
+WEAK_HOST_CONTEXTS = LazyRe(
+    r"\b(?:host|node|node_ip_address|node_name)\s*[:=]\s*" + _HOST_VALUE, re.IGNORECASE
+)
 # NCCL's `host:pid:tid [dev]` prefix, at the start of the message or after a launcher prefix.
 NCCL_HOST = LazyRe(r"(?:^|[\s\])])(?P<host>[A-Za-z][A-Za-z0-9.-]*):\d+:\d+ \[\d+\]")
 # Fully qualified names (`gpu-07.cluster.local`, `db.mycorp.com`, `ip-10-0-0-1.ec2.internal`). The TLD
@@ -159,12 +202,44 @@ FQDN = LazyRe(
     re.IGNORECASE,
 )
 PRIVATE_TLDS = frozenset({"internal", "local", "localdomain", "lan", "corp", "intra", "intranet"})
-PUBLIC_SITES = ("pytorch.org", "github.com", "github.io", "githubusercontent.com", "huggingface.co", "hf.co",
-                "readthedocs.io", "python.org", "pypi.org", "nvidia.com", "ray.io", "anyscale.com", "vllm.ai",
-                "sglang.ai", "wandb.ai", "wandb.me", "nccl.dev",
-                "tensorflow.org", "numpy.org", "stackoverflow.com", "google.com", "microsoft.com")
-NOT_HOSTS = frozenset({"localhost", "none", "null", "unknown", "true", "false", "0.0.0.0", "127.0.0.1", "::1",
-                       "localhost.localdomain"})
+PUBLIC_SITES = (
+    "pytorch.org",
+    "github.com",
+    "github.io",
+    "githubusercontent.com",
+    "huggingface.co",
+    "hf.co",
+    "readthedocs.io",
+    "python.org",
+    "pypi.org",
+    "nvidia.com",
+    "ray.io",
+    "anyscale.com",
+    "vllm.ai",
+    "sglang.ai",
+    "wandb.ai",
+    "wandb.me",
+    "nccl.dev",
+    "tensorflow.org",
+    "numpy.org",
+    "stackoverflow.com",
+    "google.com",
+    "microsoft.com",
+)
+NOT_HOSTS = frozenset(
+    {
+        "localhost",
+        "none",
+        "null",
+        "unknown",
+        "true",
+        "false",
+        "0.0.0.0",
+        "127.0.0.1",
+        "::1",
+        "localhost.localdomain",
+    }
+)
 KEEP_ADDRESSES = frozenset({"0.0.0.0", "127.0.0.1", "::", "::1", "255.255.255.255"})
 
 
@@ -230,7 +305,12 @@ class Redactor:
     def learn_host(self, host: str) -> None:
         """Remember a host name, to mask wherever it appears (addresses are masked as addresses)."""
         host = host.strip(".")
-        if not host or host.lower() in NOT_HOSTS or re.fullmatch(r"[\d.]+|[0-9A-Fa-f:]+", host) or len(host) > 253:
+        if (
+            not host
+            or host.lower() in NOT_HOSTS
+            or re.fullmatch(r"[\d.]+|[0-9A-Fa-f:]+", host)
+            or len(host) > 253
+        ):
             return
         self.known_hosts.add(host)
         self._hosts_re = None
@@ -252,8 +332,12 @@ class Redactor:
 
     def _host_pattern(self, ipv6: bool = True) -> re.Pattern[str]:
         if self._hosts_re is None:
-            alternatives = [rf"(?P<mac>{MAC})", rf"(?P<ipv4>{IPV4})", HOME_USER, USER_CONTEXTS.pattern.replace(
-                "(?P<user>", "(?P<ctxuser>")]
+            alternatives = [
+                rf"(?P<mac>{MAC})",
+                rf"(?P<ipv4>{IPV4})",
+                HOME_USER,
+                USER_CONTEXTS.pattern.replace("(?P<user>", "(?P<ctxuser>"),
+            ]
             if self.known_hosts:
                 names = "|".join(re.escape(h) for h in sorted(self.known_hosts, key=lambda h: (-len(h), h)))
                 alternatives.append(rf"(?<![\w.-])(?P<name>{names})(?![\w-]|\.\w)")
@@ -269,8 +353,11 @@ class Redactor:
     def _cut_token(self) -> re.Pattern[str] | None:
         """A token with a known prefix at the very end of a text (a text cut inside it)."""
         if self._cut_token_re is None and self._prefix_kind:
-            self._cut_token_re = re.compile(r"(?<![A-Za-z0-9_-])(?P<v>(?:" + "|".join(
-                re.escape(p) for p in self._prefix_kind) + r")[A-Za-z0-9_.+/=-]*)\Z")
+            self._cut_token_re = re.compile(
+                r"(?<![A-Za-z0-9_-])(?P<v>(?:"
+                + "|".join(re.escape(p) for p in self._prefix_kind)
+                + r")[A-Za-z0-9_.+/=-]*)\Z"
+            )
         return self._cut_token_re
 
     # -- masking ---------------------------------------------------------------------------------
@@ -330,8 +417,11 @@ class Redactor:
             spans = [m.span("v") for m in pattern.finditer(text) if m.end("v") > m.start("v")]
             return (self._mask_spans(kind, text, spans), hidden) if spans else (text, hidden)
         visible, index = _visible(text)
-        spans = [(index[m.start("v")], index[m.end("v") - 1] + 1) for m in pattern.finditer(visible)
-                 if m.end("v") > m.start("v")]
+        spans = [
+            (index[m.start("v")], index[m.end("v") - 1] + 1)
+            for m in pattern.finditer(visible)
+            if m.end("v") > m.start("v")
+        ]
         if not spans:
             return text, hidden
         text = self._mask_spans(kind, text, spans)
@@ -401,7 +491,7 @@ class Redactor:
                 if m and not b:  # the block began before the first line: mask the key-like lines before
                     out[i] = self._mask_line(kind, text, m.start(), body)
                     j = i - 1
-                    while j >= 0 and _BASE64_LINE.fullmatch(out[j][LINE_PREFIX.match(out[j]).end():]):
+                    while j >= 0 and _BASE64_LINE.fullmatch(out[j][LINE_PREFIX.match(out[j]).end() :]):
                         out[j] = self._mask_line(kind, out[j], len(out[j]), body)
                         j -= 1
                     self._count(kind, "\n".join(body))
@@ -423,8 +513,11 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes = {f.name: self.value(getattr(value, f.name)) for f in dataclasses.fields(value)
-                       if f.name != "redactions"}
+            changes = {
+                f.name: self.value(getattr(value, f.name))
+                for f in dataclasses.fields(value)
+                if f.name != "redactions"
+            }
             return dataclasses.replace(value, **changes)
         if isinstance(value, (tuple, list)):
             items = self._sequence(list(value))
@@ -439,8 +532,10 @@ class Redactor:
         if self._blocks and len(items) > 1 and all(isinstance(i, (str, Evidence)) for i in items):
             texts = [i if isinstance(i, str) else i.text for i in items]
             masked = self.lines(texts)
-            items = [m if isinstance(i, str) else (i if m == i.text else dataclasses.replace(i, text=m))
-                     for i, m in zip(items, masked)]
+            items = [
+                m if isinstance(i, str) else (i if m == i.text else dataclasses.replace(i, text=m))
+                for i, m in zip(items, masked)
+            ]
         return [self.value(v) for v in items]
 
 

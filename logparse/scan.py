@@ -171,14 +171,19 @@ class Scanner:
         self.bare_detector = BareLineDetector()
         self.bare_lines: list[BareLine] = []  # the first MAX_BARE_LINES // 2 ...
         self._recent_bare: deque[BareLine] = deque(maxlen=MAX_BARE_LINES // 2)  # ... and the most recent
-        keywords = (set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
-                    | set(self.bare_detector.keywords))
+        keywords = (
+            set(STRUCTURAL_KEYWORDS)
+            | set(self.stages.keywords)
+            | set(self.env.scan_keywords)
+            | set(self.bare_detector.keywords)
+        )
         for entry in catalog.entries:
             keywords.update(entry.keywords)
         self.prefilter = Prefilter(keywords, self.config.engine)
         # prefilter keyword id -> the catalog entries that have that keyword
         self._entries_of_keyword: list[tuple] = [
-            tuple(self.matcher.entries_with_keyword(k)) for k in self.prefilter.keywords]
+            tuple(self.matcher.entries_with_keyword(k)) for k in self.prefilter.keywords
+        ]
         # prefilter keyword id -> the keyword, where the stage / environment tracker looks for it
         stage_words, env_words = set(self.stages.keywords), set(self.env.scan_keywords)
         self._stage_word = [k if k in stage_words else None for k in self.prefilter.keywords]
@@ -191,9 +196,13 @@ class Scanner:
         # keyword id -> a line with it is no progress line: a catalog entry's, a fallback rule's or the
         # traceback structure's keyword (but `step:` and the bar's) ...
         progress_ok = {STEP_KEYWORD, TQDM_KEYWORD}
-        self._not_progress = [(k in STRUCTURAL_KEYWORDS and k not in progress_ok) or k in bare_words
-                              or bool(self._entries_of_keyword[i]) or (k not in stage_words and k not in env_words)
-                              for i, k in enumerate(self.prefilter.keywords)]
+        self._not_progress = [
+            (k in STRUCTURAL_KEYWORDS and k not in progress_ok)
+            or k in bare_words
+            or bool(self._entries_of_keyword[i])
+            or (k not in stage_words and k not in env_words)
+            for i, k in enumerate(self.prefilter.keywords)
+        ]
         # ... an environment keyword (but `step:`), which only a step line's message may have (the
         # environment tracker reads no keyword of a step line once it knows the format)
         self._env_only = [k in env_words and k != STEP_KEYWORD for k in self.prefilter.keywords]
@@ -201,7 +210,9 @@ class Scanner:
         # a progress line's marker hit (the markers it may match have no named groups)
         self._marker_hits = [MarkerHit(m, {}) for m in self.stages.matcher.markers]
         self._plain_markers = [self.stages.plain_marker(i) for i in range(len(self.stages.matcher.markers))]
-        self._blocks: dict[str, tuple[Block, bytes]] = {}  # source -> (block being read, tail of the previous)
+        self._blocks: dict[
+            str, tuple[Block, bytes]
+        ] = {}  # source -> (block being read, tail of the previous)
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
         self._defaults: dict[str, Origin] = {}
@@ -234,8 +245,9 @@ class Scanner:
             return
         yield from self._chunk_records(path, stats, default, alone)
 
-    def _chunk_records(self, path: str, stats: InputStats, default: Origin | None,
-                       alone: bool = True) -> Iterator[Record]:
+    def _chunk_records(
+        self, path: str, stats: InputStats, default: Origin | None, alone: bool = True
+    ) -> Iterator[Record]:
         """Records of one input read in blocks (logparse.blocks). `alone`: no other input is read at
         the same time, so a large file may be read by a reader process (config.reader_process)."""
         source = stats.path
@@ -251,7 +263,9 @@ class Scanner:
         # records are fed); merged inputs' records are fed in another order than they are read
         fast = alone and self.config.progress_lines
         step_parser = StepParser(self.config.all_metrics)
-        progress = ProgressLineParser(self._progress_words, self.stages, step_parser, self.env) if fast else None
+        progress = (
+            ProgressLineParser(self._progress_words, self.stages, step_parser, self.env) if fast else None
+        )
         tables = ProgressTables() if fast else None
         if alone and self._reader_process_for(path):
             blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress)
@@ -281,8 +295,14 @@ class Scanner:
             n = truncated + self._cut_lines.get(source, 0)
             stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
 
-    def _block(self, block: Block, source: str, default: Origin | None, stats: InputStats,
-               tables: ProgressTables | None = None) -> Iterator[Record]:
+    def _block(
+        self,
+        block: Block,
+        source: str,
+        default: Origin | None,
+        stats: InputStats,
+        tables: ProgressTables | None = None,
+    ) -> Iterator[Record]:
         """Records of the lines of `block` worth a look: its candidate lines, and every line while a
         region (traceback, message, config dump) of this input is open. Its progress lines that need no
         record (Block.progress, with `tables`) are applied here instead, in their turn."""
@@ -385,8 +405,17 @@ class Scanner:
                         ready[k] = 0
         return ready
 
-    def _progress_run(self, columns: ProgressColumns, k: int, runs: list[int], ready: bytearray,
-                      tables: ProgressTables, block: Block, idx: int, source: str) -> int:
+    def _progress_run(
+        self,
+        columns: ProgressColumns,
+        k: int,
+        runs: list[int],
+        ready: bytearray,
+        tables: ProgressTables,
+        block: Block,
+        idx: int,
+        source: str,
+    ) -> int:
         """Apply progress lines k, k + 1, ... of `columns` (candidates idx, idx + 1, ... of `block`, with
         no other candidate between them) at once, as `_progress_line` would each in turn, while what
         decides that stays the same: no region of the input is open and no model text (the caller
@@ -404,8 +433,9 @@ class Scanner:
         while stop >= 0:
             marker = ints[stop * INT_FIELDS + MARKER]
             process = ints[stop * INT_FIELDS + PROCESS]
-            if ((marker >= 0 and not self._plain_markers[marker])
-                    or (not tables.noted[process] and tables.processes[process] not in self._noted)):
+            if (marker >= 0 and not self._plain_markers[marker]) or (
+                not tables.noted[process] and tables.processes[process] not in self._noted
+            ):
                 end = stop
                 break
             tables.noted[process] = 1  # (noted by a line taken alone since the block came: ready now)
@@ -417,13 +447,13 @@ class Scanner:
         if count < MIN_RUN_LINES:
             return 0
         lo, hi = k * INT_FIELDS, end * INT_FIELDS
-        markers = ints[lo + MARKER:hi:INT_FIELDS]
-        steps = ints[lo + STEP:hi:INT_FIELDS]
+        markers = ints[lo + MARKER : hi : INT_FIELDS]
+        steps = ints[lo + STEP : hi : INT_FIELDS]
         floats = columns.floats
         flo, fhi = k * FLOAT_FIELDS, end * FLOAT_FIELDS
-        seconds = floats[flo + SECONDS:fhi:FLOAT_FIELDS]
+        seconds = floats[flo + SECONDS : fhi : FLOAT_FIELDS]
         step_at = [j for j in range(count) if steps[j] >= 0]
-        shapes = ints[lo + SHAPE:hi:INT_FIELDS]
+        shapes = ints[lo + SHAPE : hi : INT_FIELDS]
         deferred = {}  # line -> its row: the step lines left to this side by a reader process that ran behind
         for j in step_at:
             if shapes[j] == DEFERRED:
@@ -432,12 +462,21 @@ class Scanner:
                 seconds[j] = math.nan if timing is None else timing
         seq = self.seq + 1
         self.seq += count
-        numbers = block.numbers[idx:idx + count]
-        self.stages.apply_run(seq, source, numbers, steps, seconds, markers, ints[lo + BAR_N:hi:INT_FIELDS],
-                              ints[lo + BAR_TOTAL:hi:INT_FIELDS], floats[flo + BAR_RATE:fhi:FLOAT_FIELDS])
+        numbers = block.numbers[idx : idx + count]
+        self.stages.apply_run(
+            seq,
+            source,
+            numbers,
+            steps,
+            seconds,
+            markers,
+            ints[lo + BAR_N : hi : INT_FIELDS],
+            ints[lo + BAR_TOTAL : hi : INT_FIELDS],
+            floats[flo + BAR_RATE : fhi : FLOAT_FIELDS],
+        )
         if not step_at:
             return count
-        offsets = ints[lo + OFFSET:hi:INT_FIELDS]
+        offsets = ints[lo + OFFSET : hi : INT_FIELDS]
         i, rows = 0, len(step_at)
         while i < rows:
             j = step_at[i]
@@ -452,8 +491,12 @@ class Scanner:
                 g += 1
             keys, names = tables.shapes[shape]
             start = offsets[j]
-            self.metrics.add_rows([steps[x] for x in step_at[i:g]], keys,
-                                  columns.values[start:start + (g - i) * len(keys)], names)
+            self.metrics.add_rows(
+                [steps[x] for x in step_at[i:g]],
+                keys,
+                columns.values[start : start + (g - i) * len(keys)],
+                names,
+            )
             i = g
         top = max(steps[j] for j in step_at)
         if self.last_step is None or top >= self.last_step[1]:
@@ -468,8 +511,18 @@ class Scanner:
         message = raw[message_at:].decode("ascii")
         return self.metrics.parser.parse(message), step_seconds(message)
 
-    def _progress_line(self, columns: ProgressColumns, k: int, tables: ProgressTables, block: Block, idx: int,
-                       source: str, number: int, default: Origin | None, region: bool) -> bool:
+    def _progress_line(
+        self,
+        columns: ProgressColumns,
+        k: int,
+        tables: ProgressTables,
+        block: Block,
+        idx: int,
+        source: str,
+        number: int,
+        default: Origin | None,
+        region: bool,
+    ) -> bool:
         """Apply progress line `k` of `columns` (candidate `idx` of `block`, line `number` of `source`)
         as feed_record would its record, when nothing the columns do not tell bears on it
         (logparse.progress_lines); False: it needs its record."""
@@ -488,7 +541,9 @@ class Scanner:
             # what only its stream tells: normalised apart, as lines read back are (it reads no clock, so
             # any normaliser gives its origin)
             raw, _ = block.raw(idx)
-            stream = self._lookback_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
+            stream = self._lookback_normalizer.normalize(
+                Line(source, number, decode_line(raw)), 0, default
+            ).stream
             if region and (self.assembler.current(stream) is not None or stream in self.open_message):
                 return False
             if stream in self.sample_text:  # (as feed_record: model text goes on until a step line)
@@ -518,7 +573,7 @@ class Scanner:
         if shape >= 0:
             keys, names = tables.shapes[shape]
             start = fields[at + OFFSET]
-            self.metrics.add_row(step, keys, columns.values[start:start + len(keys)], names)
+            self.metrics.add_row(step, keys, columns.values[start : start + len(keys)], names)
         elif shape == DEFERRED:
             self.metrics.add_row(row[0], row[1], array("d", row[2]), row[3])
         if step >= 0:
@@ -603,8 +658,10 @@ class Scanner:
             text = "\n".join(line.text for line in buffered)
             if json_depth(text) > MAX_ERROR_JSON_DEPTH:
                 # (json.loads recurses once a level: a hostile file of 1,000 levels raises RecursionError)
-                stats.notes.append(f"{stats.path}: JSON nested more than {MAX_ERROR_JSON_DEPTH} levels deep; "
-                                   f"read as plain text")
+                stats.notes.append(
+                    f"{stats.path}: JSON nested more than {MAX_ERROR_JSON_DEPTH} levels deep; "
+                    f"read as plain text"
+                )
                 raise ValueError("too deep")
             data = json.loads(text)
             message = data["message"]
@@ -682,7 +739,9 @@ class Scanner:
             stage_words, env_words, entries, untraced, bare = routed
         if stage_words is None or stage_words:
             self.stages.feed(rec, stage_words)
-        if self.stages.attempts_started != self._attempt_count:  # (a count: building the list cost every line)
+        if (
+            self.stages.attempts_started != self._attempt_count
+        ):  # (a count: building the list cost every line)
             self._attempt_count = self.stages.attempts_started
             if rec.line.source in self._active_sources:
                 # a (re)start printed where this input already showed progress or errors: a new attempt.
@@ -748,8 +807,10 @@ class Scanner:
                 if role == LineRole.NONE and (bare or rec.origin.level in self._error_levels):
                     self._bare_line(rec)  # (outside a traceback those entries cannot fire)
                 return
-        hits = [Hit(m.entry, rec, m.groups, rec.seq, tb, (), t, self.last_step[1] if self.last_step else None)
-                for m in matches]
+        hits = [
+            Hit(m.entry, rec, m.groups, rec.seq, tb, (), t, self.last_step[1] if self.last_step else None)
+            for m in matches
+        ]
         self._active_sources.add(rec.line.source)
         context = None
         for hit in hits:
@@ -759,7 +820,11 @@ class Scanner:
                 if context is None:
                     context = self._hit_context(rec)
                 hit.context = context
-            if self.on_fatal is not None and hit.entry.role == Role.CAUSE and hit.entry.severity == Severity.FATAL:
+            if (
+                self.on_fatal is not None
+                and hit.entry.role == Role.CAUSE
+                and hit.entry.severity == Severity.FATAL
+            ):
                 self.on_fatal(hit)
         if tb is None and stream not in self.open_message:
             self.open_message[stream] = hits[0]
@@ -775,8 +840,9 @@ class Scanner:
         if words is False:
             words = None
             stage_words = tuple(w for w in map(self._stage_word.__getitem__, ids) if w is not None)
-            if ((STEP_KEYWORD in stage_words or TQDM_KEYWORD in stage_words)
-                    and not any(map(self._not_progress.__getitem__, ids))):
+            if (STEP_KEYWORD in stage_words or TQDM_KEYWORD in stage_words) and not any(
+                map(self._not_progress.__getitem__, ids)
+            ):
                 words = (stage_words, any(map(self._env_only.__getitem__, ids)))
             if len(self._progress_ids) < 65536:
                 self._progress_ids[ids] = words
@@ -792,7 +858,13 @@ class Scanner:
         entries = self.matcher.in_order({e.id: e for k in ids for e in self._entries_of_keyword[k]}.values())
         bare = any(map(self._bare_word.__getitem__, ids))
         untraced = tuple(e for e in entries if not e.frames)
-        routed = (stage_words, env_words, entries, untraced if len(untraced) < len(entries) else entries, bare)
+        routed = (
+            stage_words,
+            env_words,
+            entries,
+            untraced if len(untraced) < len(entries) else entries,
+            bare,
+        )
         if len(self._routes) < 65536:
             self._routes[ids] = routed
         return routed
@@ -847,8 +919,10 @@ class Scanner:
                 start -= 1
             if start == end:
                 return None
-            if any(r.message.lstrip().startswith(TB_START) or FRAME_RE.match(r.message)
-                   for r in before[start:end]):
+            if any(
+                r.message.lstrip().startswith(TB_START) or FRAME_RE.match(r.message)
+                for r in before[start:end]
+            ):
                 return None  # a traceback's: its exception line is the failure
             first = before[start].message.strip()
             if not (start and any(s.search(first) for s in marker.sections)):
@@ -861,8 +935,8 @@ class Scanner:
                 return None
         head = before[start]
         head.seq = rec.seq  # (ordered as the marker: nothing else of its stream came between)
-        after = [r for r in before[start + 1:] if r.message.strip()]
-        context = [r for r in before[max(0, start - CONTEXT_LINES):start] if r.message.strip()]
+        after = [r for r in before[start + 1 :] if r.message.strip()]
+        context = [r for r in before[max(0, start - CONTEXT_LINES) : start] if r.message.strip()]
         return BareLine(head, "marker", None, head.message.strip(), step, context, after, marker=marker)
 
     def kept_bare_lines(self) -> list[BareLine]:
@@ -873,8 +947,13 @@ class Scanner:
         line, a new log record (a level or timestamp), a traceback, or MAX_AFTER_LINES."""
         hit = self.open_message[rec.stream]
         text = rec.message.strip()
-        if (role != LineRole.NONE or not text or rec.origin.level is not None or rec.origin.time is not None
-                or len(hit.after) >= MAX_AFTER_LINES):
+        if (
+            role != LineRole.NONE
+            or not text
+            or rec.origin.level is not None
+            or rec.origin.time is not None
+            or len(hit.after) >= MAX_AFTER_LINES
+        ):
             del self.open_message[rec.stream]
             return
         hit.after.append(rec)
@@ -901,18 +980,30 @@ class Scanner:
         """A (re)start marker after progress: the attempt so far is diagnosed on its own and set aside;
         the verdict is the last attempt's."""
         first = Evidence(rec.line.source, rec.line.number, rec.line.text)
-        if self.collector.groups or self.assembler.total or self.assembler.kept() or self.last_step \
-                or self.bare_lines:
+        if (
+            self.collector.groups
+            or self.assembler.total
+            or self.assembler.kept()
+            or self.last_step
+            or self.bare_lines
+        ):
             self.finish()
-            v = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step,
-                      bare_lines=self._live_bare_lines())
-            self.attempts.append(AttemptVerdict(
-                index=len(self.attempts) + 1,
-                first_line=self._attempt_first or first,
-                status="failed" if v.root else "healthy",
-                category=v.root.category if v.root else None,
-                summary=v.root.summary if v.root else None,
-            ))
+            v = infer(
+                self.collector,
+                self.assembler.kept(),
+                self.catalog,
+                self.last_step,
+                bare_lines=self._live_bare_lines(),
+            )
+            self.attempts.append(
+                AttemptVerdict(
+                    index=len(self.attempts) + 1,
+                    first_line=self._attempt_first or first,
+                    status="failed" if v.root else "healthy",
+                    category=v.root.category if v.root else None,
+                    summary=v.root.summary if v.root else None,
+                )
+            )
             self.collector = FindingCollector(self.config.max_groups)
             self.assembler = TracebackAssembler(self._context, self._remembers_context)
             self.bare_lines = []
@@ -929,30 +1020,44 @@ class Scanner:
         if nccl is not None:
             suspects = set(nccl.silent) | {r for r, _ in nccl.behind}
             laggard = suspects.pop() if len(suspects) == 1 else None
-        verdict = infer(self.collector, self.assembler.kept(), self.catalog, self.last_step,
-                        nccl.sentences if nccl else (), laggard, bare_lines=self._live_bare_lines())
+        verdict = infer(
+            self.collector,
+            self.assembler.kept(),
+            self.catalog,
+            self.last_step,
+            nccl.sentences if nccl else (),
+            laggard,
+            bare_lines=self._live_bare_lines(),
+        )
         root, symptoms, findings = verdict.root, verdict.symptoms, verdict.findings
         notes = self.skipped + [n for s in self.inputs for n in s.notes] + list(verdict.notes)
         if self.collector.overflow:
-            notes.append(f"more than {self.config.max_groups} distinct messages: {self.collector.overflow} hit(s) "
-                         f"with further messages are counted in their entry's row, not listed one by one")
+            notes.append(
+                f"more than {self.config.max_groups} distinct messages: {self.collector.overflow} hit(s) "
+                f"with further messages are counted in their entry's row, not listed one by one"
+            )
         if self.matcher.timeouts:
             notes.append(f"{self.matcher.timeouts} pattern search(es) hit the match timeout and were skipped")
         first = self.normalizer.first_unwoven
         if first is not None:
-            notes.append(f"{self.normalizer.unwoven} exception line(s) written by several processes at once were "
-                         f"read apart (first at {first.source}:{first.number})")
+            notes.append(
+                f"{self.normalizer.unwoven} exception line(s) written by several processes at once were "
+                f"read apart (first at {first.source}:{first.number})"
+            )
         for entry_id, entry in self.matcher.disabled.items():
             notes.append(
                 f"catalog entry '{entry_id}' ({entry.source}:{entry.line}) was disabled at "
                 f"{self._disabled_at.get(entry_id, 'the end')}: its slow pattern searches took "
                 f"{self.matcher.spent.get(entry_id, 0.0):.1f} s ({self.matcher.entry_timeouts.get(entry_id, 0)} "
-                f"timed out; budget {ENTRY_BUDGET_S:g} s a scan), so later lines were not matched against it")
+                f"timed out; budget {ENTRY_BUDGET_S:g} s a scan), so later lines were not matched against it"
+            )
         notes += self.stages.notes + self.metrics.notes
         if len(self.metrics.steps) > MAX_CHART_POINTS:
-            notes.append(f"metric series keep at most {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
-                         f"(the lowest and highest value of each stretch of steps, so no spike is lost); "
-                         f"--metrics-csv writes them all")
+            notes.append(
+                f"metric series keep at most {MAX_CHART_POINTS} of the {len(self.metrics.steps)} steps "
+                f"(the lowest and highest value of each stretch of steps, so no spike is lost); "
+                f"--metrics-csv writes them all"
+            )
         failed = root is not None
         root_seq = None
         if root is not None and root.error_line is not None:
@@ -961,8 +1066,14 @@ class Scanner:
             stage, source = self._stage_fallback(root, root_seq, nccl)
             if stage is not None:
                 root = dataclasses.replace(root, stage=stage, stage_source=source.value)
-        if root is not None and root.rank is None and root.local_rank is None and root.pid is None \
-                and root.actor is None and root.category not in inference_rules().observer_categories:
+        if (
+            root is not None
+            and root.rank is None
+            and root.local_rank is None
+            and root.pid is None
+            and root.actor is None
+            and root.category not in inference_rules().observer_categories
+        ):
             # a process with no prefix of its own: the launcher's report names the rank that failed
             launcher = self._launcher_failed_rank()
             if launcher is not None:
@@ -970,8 +1081,14 @@ class Scanner:
         if root is not None and root.rank is None and root.local_rank is not None:
             # torchrun's summary maps a local rank (a --log-dir folder) to its global rank
             for tb in self.assembler.kept():
-                f = next((f for f in tb.torchrun_failures if f.local_rank == root.local_rank
-                          and f.rank is not None), None)
+                f = next(
+                    (
+                        f
+                        for f in tb.torchrun_failures
+                        if f.local_rank == root.local_rank and f.rank is not None
+                    ),
+                    None,
+                )
                 if f is not None:
                     root = dataclasses.replace(root, rank=f.rank)
                     break
@@ -988,8 +1105,15 @@ class Scanner:
             # an empty file or pipe is not a healthy job: there was nothing to judge (and no "stopped
             # before the first step" either)
             status = model.STATUS_EMPTY
-            notes.insert(0, "no log lines read: " + (
-                "every input was empty or skipped" if len(self.inputs) > 1 else "the input was empty or skipped"))
+            notes.insert(
+                0,
+                "no log lines read: "
+                + (
+                    "every input was empty or skipped"
+                    if len(self.inputs) > 1
+                    else "the input was empty or skipped"
+                ),
+            )
             progress = dataclasses.replace(progress, note=None)
         return Report(
             status=status,
@@ -1004,7 +1128,9 @@ class Scanner:
             attempts=tuple(self.attempts),
         )
 
-    def _stage_fallback(self, root: model.RootCause, root_seq: int, nccl) -> tuple[str | None, StageSource | None]:
+    def _stage_fallback(
+        self, root: model.RootCause, root_seq: int, nccl
+    ) -> tuple[str | None, StageSource | None]:
         """The stage when the failure's own evidence does not tell it, in order of trust: a collective
         that timed out among the first of its group before any training step (distributed-init); the
         stage of the Ray actor that printed it (patterns/stages.yaml actor_stages); the last stage
@@ -1038,8 +1164,11 @@ class Scanner:
             failures = [root] if root is not None else tb.torchrun_failures
             if len(failures) == 1 and (failures[0].rank is not None or failures[0].local_rank is not None):
                 return failures[0].rank, failures[0].local_rank
-        local = {g.first.groups.get("local_rank") for g in self.collector.groups.values()
-                 if g.first.groups.get("local_rank") is not None}
+        local = {
+            g.first.groups.get("local_rank")
+            for g in self.collector.groups.values()
+            if g.first.groups.get("local_rank") is not None
+        }
         if len(local) == 1:
             value = local.pop()
             return (None, int(value)) if value.isdigit() else None
@@ -1049,13 +1178,18 @@ class Scanner:
         """Bare failure lines, and tracebacks cut before their exception line, after which the job did
         not go on (no later step line, progress bar, completion marker, or a stage it had not reached)
         and that did not come after the run completed."""
-        cut = [BareLine(tb.all_records()[-1], "cut-traceback", None, "", None, tb.context, traceback=tb)
-               for tb in self.assembler.kept()
-               if tb.final is None and tb.frames and tb.start.message.strip().endswith(TB_START)]
+        cut = [
+            BareLine(tb.all_records()[-1], "cut-traceback", None, "", None, tb.context, traceback=tb)
+            for tb in self.assembler.kept()
+            if tb.final is None and tb.frames and tb.start.message.strip().endswith(TB_START)
+        ]
         # (after a completion marker, error lines are the teardown's: the run itself succeeded)
-        return [b for b in self.kept_bare_lines() + cut
-                if not self.stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED)
-                and not self.stages.completed_before(b.seq)]
+        return [
+            b
+            for b in self.kept_bare_lines() + cut
+            if not self.stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED)
+            and not self.stages.completed_before(b.seq)
+        ]
 
     @staticmethod
     def _seq_of(verdict: Verdict) -> int | None:
@@ -1071,15 +1205,29 @@ class Scanner:
             completed=p.completed,
             seconds_per_step=p.seconds_per_step,
             timeline=tuple(
-                model.StageSpan(sp.stage, sp.first_source, sp.first_line, sp.last_source, sp.last_line,
-                                _iso(sp.first_time), _iso(sp.last_time))
+                model.StageSpan(
+                    sp.stage,
+                    sp.first_source,
+                    sp.first_line,
+                    sp.last_source,
+                    sp.last_line,
+                    _iso(sp.first_time),
+                    _iso(sp.last_time),
+                )
                 for sp in p.timeline
             ),
             failure_step=failure_step,
             note=None if failed or p.completed else (p.note or stopped_note(p)),
             segments=tuple(
-                model.StageSpan(sp.stage, sp.first_source, sp.first_line, sp.last_source, sp.last_line,
-                                _iso(sp.first_time), _iso(sp.last_time))
+                model.StageSpan(
+                    sp.stage,
+                    sp.first_source,
+                    sp.first_line,
+                    sp.last_source,
+                    sp.last_line,
+                    _iso(sp.first_time),
+                    _iso(sp.last_time),
+                )
                 for sp in self.stages.segments()
             ),
         )
@@ -1170,7 +1318,9 @@ def _cite_job_values(root: model.RootCause, environment: dict) -> model.RootCaus
     cited = []
     for key, value in environment.items():
         if key.startswith("config.") and key.rsplit(".", 1)[-1] in leaves:
-            cited.append(f"{_code(key.rsplit('.', 1)[-1] + '=' + str(value))} ({_code(key[len('config.'):])})")
+            cited.append(
+                f"{_code(key.rsplit('.', 1)[-1] + '=' + str(value))} ({_code(key[len('config.') :])})"
+            )
     if not cited:
         return root
     quoted = "This job sets " + ", ".join(cited[:8]) + "."
@@ -1185,8 +1335,9 @@ def _code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def _stream_lines_before(rec: Record, before: bytes, default: Origin | None,
-                         normalizer: Normalizer) -> Iterator[Record]:
+def _stream_lines_before(
+    rec: Record, before: bytes, default: Origin | None, normalizer: Normalizer
+) -> Iterator[Record]:
     """The lines of `rec`'s stream in `before` (whole lines just before it, each ending in a newline),
     decoded and normalised, nearest first (blank ones too)."""
     raws = before.split(b"\n")
@@ -1255,12 +1406,14 @@ def frame_texts(tb) -> list[str]:
     Ray task of the traceback, and what its header line said before `Traceback (most recent call
     last):` (`header: Scheduler hit an exception:`, SGLang's), if anything."""
     cap = MAX_FRAME_FIELD  # a fuzzed or cut line can make a "function" a megabyte long
-    out = [f"{f.file[:cap]}:{f.line} in {(f.function or '')[:cap]}: {(f.code or '')[:cap]}" for f in tb.frames]
+    out = [
+        f"{f.file[:cap]}:{f.line} in {(f.function or '')[:cap]}: {(f.code or '')[:cap]}" for f in tb.frames
+    ]
     if tb.task:
         out.append(f"ray::{tb.task}")
     head = tb.start.message.strip()
     if head.endswith(TB_START) and len(head) > len(TB_START):
-        out.append(f"header: {head[:-len(TB_START)].strip()[:cap]}")
+        out.append(f"header: {head[: -len(TB_START)].strip()[:cap]}")
     return out
 
 

@@ -45,16 +45,16 @@ CHAIN_MARKERS = (
 )
 # Frames are indented by Python; pasted excerpts sometimes lose the indentation, so it is optional.
 FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
-EXC_RE = regex.compile(
-    r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$"
-)
+EXC_RE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$")
 EXC_NAME_RE = LazyRe(rf"(?:{'|'.join(NAME_ENDINGS)})\)?$", engine="regex")
 RAY_TASK_RE = regex.compile(
     r"ray::(?P<task>[\w.<>]+)\(\)(?:\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?)?"
 )
 # A Ray task header printed without a "Traceback" line: `Unhandled error (suppress with ...): ray::X.m() (pid=..`
 # or the driver's `ray.exceptions.RayTaskError(E): ray::X.m() (pid=...` when Ray prints the error alone.
-RAY_HEADER_RE = regex.compile(r"(?:^|: )ray::(?P<task>[\w.<>]+)\(\)\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?")
+RAY_HEADER_RE = regex.compile(
+    r"(?:^|: )ray::(?P<task>[\w.<>]+)\(\)\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?"
+)
 LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ", "/_private/")
 THIRD_PARTY_OK = ("/verl/",)  # verl is the user's framework: its frames count as user code
 # A launcher's frames start the program and are nobody's code to fix, so never the innermost user
@@ -114,8 +114,9 @@ class RaisedException:
 
 
 # (LazyRe: compiled when a log first shows a torchrun failure summary)
-TORCHRUN_FIELD = LazyRe(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$",
-                        engine="regex")
+TORCHRUN_FIELD = LazyRe(
+    r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$", engine="regex"
+)
 TORCHRUN_RANK = LazyRe(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)", engine="regex")
 TORCHRUN_EXIT = LazyRe(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s+\((?P<signal>SIG\w+)\))?", engine="regex")
 TORCHRUN_SIGNAL = LazyRe(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)", engine="regex")
@@ -185,7 +186,7 @@ def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
             current.error_file = None if value == "<N/A>" else value
         elif key == "traceback":
             current.traceback = value
-            if (m := TORCHRUN_SIGNAL.search(value)):
+            if m := TORCHRUN_SIGNAL.search(value):
                 current.signal = m.group("name")
     return out
 
@@ -285,8 +286,11 @@ def parse_exception_line(message: str) -> tuple[str, str] | None:
 class TracebackAssembler:
     """A small state machine per stream; `feed` tells each record's role in a traceback."""
 
-    def __init__(self, context_provider: Callable[[Record], Sequence[Record]] | None = None,
-                 remember_context: Callable[[Record], bool] | None = None) -> None:
+    def __init__(
+        self,
+        context_provider: Callable[[Record], Sequence[Record]] | None = None,
+        remember_context: Callable[[Record], bool] | None = None,
+    ) -> None:
         # context_provider(record) -> up to CONTEXT_LINES records before it in its stream; without one,
         # the last lines fed in each stream are the context. remember_context(record): must this line
         # be remembered as context of its stream (default: yes)? A scanner that reads context back
@@ -375,7 +379,7 @@ class TracebackAssembler:
             if exc.short_type == "ChildFailedError":
                 records = tb.all_records()
                 start = next((k for k, r in enumerate(records) if r is exc.record), 0)
-                tb.torchrun_failures = parse_child_failed(records[start + 1:])
+                tb.torchrun_failures = parse_child_failed(records[start + 1 :])
                 break
         self.total += 1
         if len(self.closed) < MAX_KEPT_TRACEBACKS // 2:
@@ -425,9 +429,11 @@ class TracebackAssembler:
                     tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
                     return LineRole.EXCEPTION
                 return LineRole.MESSAGE
-        if st.tb is None and "File \"" in msg and FRAME_RE.match(msg):
+        if st.tb is None and 'File "' in msg and FRAME_RE.match(msg):
             # a traceback whose header was cut off (an excerpt, a rotated file): start it here
-            self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain))
+            self._open_tb(
+                st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain)
+            )
             st.pending_chain = None
             st.phase = "frames"
         if st.tb is None:
@@ -482,7 +488,11 @@ class TracebackAssembler:
             return LineRole.EXCEPTION
         # phase == "message": continuation lines of a multi-line exception message
         exc = tb.exceptions[-1]
-        if "ray::" in msg and RAY_HEADER_RE.search(msg) and not stripped.startswith("ray.exceptions.RayTaskError"):
+        if (
+            "ray::" in msg
+            and RAY_HEADER_RE.search(msg)
+            and not stripped.startswith("ray.exceptions.RayTaskError")
+        ):
             # the next Ray task error starts right after this one (Ray prints one per failed task)
             self._close(st)
             return self._feed(st, rec)

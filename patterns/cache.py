@@ -82,8 +82,14 @@ def source_of(*modules: str) -> list[bytes]:
     return out
 
 
-def cached(kind: str, parts: Iterable[bytes], build: Callable[[], T], allowed: Iterable[type],
-           check: Callable[[Any], bool], keep: Callable[[T], bool] | None = None) -> T:
+def cached(
+    kind: str,
+    parts: Iterable[bytes],
+    build: Callable[[], T],
+    allowed: Iterable[type],
+    check: Callable[[Any], bool],
+    keep: Callable[[T], bool] | None = None,
+) -> T:
     """`build()`, or what an earlier run cached of it for the same `parts`. `allowed`: the classes
     the object may hold (beyond the builtin containers, strings and numbers); `check(obj)`: does an
     object read back have the expected shape? `keep(value)`: is a value just built worth caching
@@ -126,10 +132,14 @@ def _read(path: Path, key: str, allowed: Iterable[type], check: Callable[[Any], 
     except OSError:
         return _MISSING
     head = len(MAGIC) + 64
-    if (len(data) > MAX_BYTES or len(data) < head + 32 or not data.startswith(MAGIC)
-            or data[len(MAGIC):head] != key.encode()):
+    if (
+        len(data) > MAX_BYTES
+        or len(data) < head + 32
+        or not data.startswith(MAGIC)
+        or data[len(MAGIC) : head] != key.encode()
+    ):
         return _MISSING
-    digest, payload = data[head:head + 32], data[head + 32:]
+    digest, payload = data[head : head + 32], data[head + 32 :]
     if hashlib.sha256(payload).digest() != digest:
         return _MISSING
     classes = {(c.__module__, c.__qualname__): c for c in allowed}

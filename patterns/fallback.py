@@ -32,14 +32,36 @@ from patterns.taxonomy import CATEGORIES
 FALLBACK_FILE = "fallback.yaml"
 FALLBACK_LABEL = "patterns/fallback.yaml"
 TOP_FIELDS = ("phrases", "types", "frames", "bare_lines", "nearest", "remediation")
-PHRASE_FIELDS = {"id": True, "category": True, "keywords": True, "patterns": True, "examples": True,
-                 "weak": False, "failure": False, "fix": False}
+PHRASE_FIELDS = {
+    "id": True,
+    "category": True,
+    "keywords": True,
+    "patterns": True,
+    "examples": True,
+    "weak": False,
+    "failure": False,
+    "fix": False,
+}
 TYPE_FIELDS = {"id": True, "category": True, "type": True, "message": False, "examples": True, "weak": False}
-FRAME_FIELDS = {"id": True, "category": True, "function": False, "file": False, "code": False,
-                "examples": True, "weak": False}
+FRAME_FIELDS = {
+    "id": True,
+    "category": True,
+    "function": False,
+    "file": False,
+    "code": False,
+    "examples": True,
+    "weak": False,
+}
 BARE_FIELDS = ("keywords", "exception", "prefix", "levels", "benign", "structured", "markers", "examples")
-MARKER_FIELDS = {"id": True, "pattern": True, "message": True, "category": True, "sections": False,
-                 "lines": False, "why": True}
+MARKER_FIELDS = {
+    "id": True,
+    "pattern": True,
+    "message": True,
+    "category": True,
+    "sections": False,
+    "lines": False,
+    "why": True,
+}
 DEFAULT_MARKER_LINES = 24  # raw lines of its stream a message marker's text may start back
 MAX_MARKER_LINES = 64  # (the raw lines a scan reads back: scan.LOOKBACK_LINES)
 NEAREST_FIELDS = ("scorer", "threshold", "margin", "min_tokens")
@@ -48,7 +70,9 @@ MAX_FIELD = 2000  # characters of a message or a frame field that a rule's regex
 # a text up to this long is searched without regex's timeout, which costs about 2 us a search (every
 # error line of a log dense in them goes through several); the built-in rules pass the timing probe
 # on short adversarial inputs (tests/patterns/test_fallback_rules.py), as the stage markers do
-RULE_TIMEOUT_FROM_CHARS = 512  # (catalog entries and stage markers: patterns.stages.TIMEOUT_FROM_CHARS, 2,000)
+RULE_TIMEOUT_FROM_CHARS = (
+    512  # (catalog entries and stage markers: patterns.stages.TIMEOUT_FROM_CHARS, 2,000)
+)
 
 
 def search_timeout(text: str) -> float | None:
@@ -220,7 +244,9 @@ class _RuleBuilder(_EntryBuilder):
     def fields(self, known: dict[str, bool]) -> None:
         for key in self.raw:
             if key not in known:
-                self.fail(key, f"unknown field '{key}'", _suggest(key, known) or f"known fields: {', '.join(known)}")
+                self.fail(
+                    key, f"unknown field '{key}'", _suggest(key, known) or f"known fields: {', '.join(known)}"
+                )
 
     def head(self) -> tuple[str | None, str | None, bool]:
         rule_id = self.text("id")
@@ -228,8 +254,11 @@ class _RuleBuilder(_EntryBuilder):
             self.fail("id", f"id '{rule_id}' is not kebab-case", "use lower-case words joined by '-'")
         category = self.text("category")
         if category is not None and (category not in CATEGORIES or category == "unknown"):
-            self.fail("category", f"'{category}' is not a category a rule can name",
-                      _suggest(category, CATEGORIES) or "see TAXONOMY.md for the category ids")
+            self.fail(
+                "category",
+                f"'{category}' is not a category a rule can name",
+                _suggest(category, CATEGORIES) or "see TAXONOMY.md for the category ids",
+            )
         return rule_id, category, self.flag("weak")
 
     def flag(self, key: str) -> bool:
@@ -276,7 +305,9 @@ class _RuleBuilder(_EntryBuilder):
         examples = self._examples()
         if not self.ok:
             return None
-        return PhraseRule(rule_id, category, keywords, tuple(patterns), examples, weak, failure, self.line_of(), fix)
+        return PhraseRule(
+            rule_id, category, keywords, tuple(patterns), examples, weak, failure, self.line_of(), fix
+        )
 
     def exception_type(self) -> TypeRule | None:
         self.fields(TYPE_FIELDS)
@@ -319,7 +350,9 @@ def _rules(data: dict, key: str, label: str, problems: list[Problem], make: str,
         if built is None:
             continue
         if built.id in seen:
-            problems.append(Problem(label, built.line, f"duplicate rule id '{built.id}' (also at line {seen[built.id]})"))
+            problems.append(
+                Problem(label, built.line, f"duplicate rule id '{built.id}' (also at line {seen[built.id]})")
+            )
             continue
         seen[built.id] = built.line
         out.append(built)
@@ -330,7 +363,9 @@ def _bare(data: dict, label: str, problems: list[Problem], lazy: bool) -> BareLi
     raw = data.get("bare_lines")
     line = data.key_lines.get("bare_lines", 0)
     if not isinstance(raw, dict):
-        problems.append(Problem(label, line, "missing 'bare_lines' (a mapping: " + ", ".join(BARE_FIELDS) + ")"))
+        problems.append(
+            Problem(label, line, "missing 'bare_lines' (a mapping: " + ", ".join(BARE_FIELDS) + ")")
+        )
         return None
     b = _RuleBuilder(raw, label, problems, lazy=lazy)
     for key in raw:
@@ -347,12 +382,14 @@ def _bare(data: dict, label: str, problems: list[Problem], lazy: bool) -> BareLi
         b.fail("exception", "the exception regex needs a named group 'type'")
     if not b.ok:
         return None
-    return BareLineRules(keywords, exception, prefix, frozenset(levels), benign, examples, structured,
-                         markers, message_markers)
+    return BareLineRules(
+        keywords, exception, prefix, frozenset(levels), benign, examples, structured, markers, message_markers
+    )
 
 
-def _markers(b: _RuleBuilder, values, label: str, problems: list[Problem],
-             lazy: bool) -> tuple[tuple[regex.Pattern, ...], tuple[MessageMarker, ...]]:
+def _markers(
+    b: _RuleBuilder, values, label: str, problems: list[Problem], lazy: bool
+) -> tuple[tuple[regex.Pattern, ...], tuple[MessageMarker, ...]]:
     """bare_lines.markers: each a regex, or a mapping (MARKER_FIELDS) for a marker whose failure is
     the text before it (`message: before`)."""
     if not isinstance(values, list):
@@ -397,20 +434,32 @@ def _nearest(data: dict, label: str, problems: list[Problem]) -> NearestConfig:
         return NearestConfig()
     for key in raw:
         if key not in NEAREST_FIELDS:
-            problems.append(Problem(label, raw.key_lines.get(key, line), f"nearest: unknown field '{key}'",
-                                    _suggest(key, NEAREST_FIELDS)))
+            problems.append(
+                Problem(
+                    label,
+                    raw.key_lines.get(key, line),
+                    f"nearest: unknown field '{key}'",
+                    _suggest(key, NEAREST_FIELDS),
+                )
+            )
     scorer = raw.get("scorer", NearestConfig.scorer)
     if scorer not in SCORERS:
-        problems.append(Problem(label, line, f"nearest.scorer must be one of {', '.join(SCORERS)}, got {_short(scorer)}"))
+        problems.append(
+            Problem(label, line, f"nearest.scorer must be one of {', '.join(SCORERS)}, got {_short(scorer)}")
+        )
         scorer = NearestConfig.scorer
     numbers = {}
     for key, low, high in (("threshold", 0, 100), ("margin", 0, 100), ("min_tokens", 1, 50)):
         value = raw.get(key, getattr(NearestConfig, key))
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-            problems.append(Problem(label, line, f"nearest.{key} must be a number {low}-{high}, got {_short(value)}"))
+            problems.append(
+                Problem(label, line, f"nearest.{key} must be a number {low}-{high}, got {_short(value)}")
+            )
             value = getattr(NearestConfig, key)
         numbers[key] = value
-    return NearestConfig(scorer, float(numbers["threshold"]), float(numbers["margin"]), int(numbers["min_tokens"]))
+    return NearestConfig(
+        scorer, float(numbers["threshold"]), float(numbers["margin"]), int(numbers["min_tokens"])
+    )
 
 
 def _remediation(data: dict, label: str, problems: list[Problem]) -> tuple[tuple[str, Remediation], ...]:
@@ -419,8 +468,11 @@ def _remediation(data: dict, label: str, problems: list[Problem]) -> tuple[tuple
     for category, value in raw.items():
         line = raw.key_lines.get(category, 0) if hasattr(raw, "key_lines") else 0
         if category not in CATEGORIES or category == "unknown":
-            problems.append(Problem(label, line, f"remediation: unknown category '{category}'",
-                                    _suggest(category, CATEGORIES)))
+            problems.append(
+                Problem(
+                    label, line, f"remediation: unknown category '{category}'", _suggest(category, CATEGORIES)
+                )
+            )
             continue
         holder = _LineDictLike({"remediation": value}, line)
         b = _RuleBuilder(holder, label, problems)
@@ -429,8 +481,14 @@ def _remediation(data: dict, label: str, problems: list[Problem]) -> tuple[tuple
             out.append((category, r))
     missing = sorted(set(CATEGORIES) - {"unknown"} - {c for c, _ in out})
     if missing and not problems:
-        problems.append(Problem(label, data.key_lines.get("remediation", 0),
-                                f"remediation: no fix for {', '.join(missing)}", "every category needs one"))
+        problems.append(
+            Problem(
+                label,
+                data.key_lines.get("remediation", 0),
+                f"remediation: no fix for {', '.join(missing)}",
+                "every category needs one",
+            )
+        )
     return tuple(out)
 
 
@@ -445,7 +503,9 @@ def _read_builtin() -> str:
     return importlib.resources.files("patterns").joinpath(FALLBACK_FILE).read_text(encoding="utf-8")
 
 
-def load_fallback_rules(text: str | None = None, label: str = FALLBACK_LABEL, lazy: bool = False) -> FallbackRules:
+def load_fallback_rules(
+    text: str | None = None, label: str = FALLBACK_LABEL, lazy: bool = False
+) -> FallbackRules:
     """Parse and validate fallback.yaml (the built-in one when `text` is None); CatalogError lists
     every problem."""
     import yaml  # here: with the start-up cache warm, no YAML is parsed
@@ -454,17 +514,26 @@ def load_fallback_rules(text: str | None = None, label: str = FALLBACK_LABEL, la
 
     problems: list[Problem] = []
     try:
-        data = yaml.load(_read_builtin() if text is None else text, Loader=LineLoader)  # safe: no tags, no code
+        data = yaml.load(
+            _read_builtin() if text is None else text, Loader=LineLoader
+        )  # safe: no tags, no code
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise CatalogError([Problem(label, mark.line + 1 if mark else 0,
-                                    f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        raise CatalogError(
+            [Problem(label, mark.line + 1 if mark else 0, f"invalid YAML: {getattr(exc, 'problem', exc)}")]
+        ) from None
     if not isinstance(data, dict):
         raise CatalogError([Problem(label, 1, "fallback.yaml holds a mapping: " + ", ".join(TOP_FIELDS))])
     for key in data:
         if key not in TOP_FIELDS:
-            problems.append(Problem(label, data.key_lines.get(key, 0), f"unknown top-level field '{key}'",
-                                    _suggest(key, TOP_FIELDS) or f"known fields: {', '.join(TOP_FIELDS)}"))
+            problems.append(
+                Problem(
+                    label,
+                    data.key_lines.get(key, 0),
+                    f"unknown top-level field '{key}'",
+                    _suggest(key, TOP_FIELDS) or f"known fields: {', '.join(TOP_FIELDS)}",
+                )
+            )
     phrases = _rules(data, "phrases", label, problems, "phrase", lazy)
     types = _rules(data, "types", label, problems, "exception_type", lazy)
     frames = _rules(data, "frames", label, problems, "frame", lazy)
@@ -472,7 +541,9 @@ def load_fallback_rules(text: str | None = None, label: str = FALLBACK_LABEL, la
     ids: dict[str, int] = {}
     for rule in (*phrases, *types, *frames, *(bare.message_markers if bare is not None else ())):
         if rule.id in ids:
-            problems.append(Problem(label, rule.line, f"duplicate rule id '{rule.id}' (also at line {ids[rule.id]})"))
+            problems.append(
+                Problem(label, rule.line, f"duplicate rule id '{rule.id}' (also at line {ids[rule.id]})")
+            )
         ids[rule.id] = rule.line
     nearest = _nearest(data, label, problems)
     remediation = _remediation(data, label, problems)
@@ -486,11 +557,35 @@ def fallback_rules() -> FallbackRules:
     """The built-in rules (regexes compile on first use; the tests compile, risk-check and probe them),
     parsed, or as an earlier run parsed the same file (patterns.cache)."""
     text = _read_builtin()
-    classes = (FallbackRules, PhraseRule, TypeRule, FrameCategoryRule, BareLineRules, MessageMarker,
-               NearestConfig, Examples, Example, Remediation, LazyPattern)
-    return cached("fallback", [text.encode(), *source_of("patterns.fallback", "patterns.loader", "patterns.yamlfile",
-                                                         "patterns.schema", "patterns.taxonomy")],
-                  lambda: load_fallback_rules(text, lazy=True), classes, lambda value: isinstance(value, FallbackRules))
+    classes = (
+        FallbackRules,
+        PhraseRule,
+        TypeRule,
+        FrameCategoryRule,
+        BareLineRules,
+        MessageMarker,
+        NearestConfig,
+        Examples,
+        Example,
+        Remediation,
+        LazyPattern,
+    )
+    return cached(
+        "fallback",
+        [
+            text.encode(),
+            *source_of(
+                "patterns.fallback",
+                "patterns.loader",
+                "patterns.yamlfile",
+                "patterns.schema",
+                "patterns.taxonomy",
+            ),
+        ],
+        lambda: load_fallback_rules(text, lazy=True),
+        classes,
+        lambda value: isinstance(value, FallbackRules),
+    )
 
 
 def rule_ids(rules: FallbackRules) -> dict[str, Any]:

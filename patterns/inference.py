@@ -31,8 +31,13 @@ class InferenceRules:
 def inference_rules() -> InferenceRules:
     """patterns/inference.yaml, parsed, or as an earlier run parsed the same file (patterns.cache)."""
     text = importlib.resources.files("patterns").joinpath("inference.yaml").read_text(encoding="utf-8")
-    return cached("inference", [text.encode(), *source_of("patterns.inference", "patterns.taxonomy")],
-                  lambda: _parse(text), (InferenceRules,), lambda value: isinstance(value, InferenceRules))
+    return cached(
+        "inference",
+        [text.encode(), *source_of("patterns.inference", "patterns.taxonomy")],
+        lambda: _parse(text),
+        (InferenceRules,),
+        lambda value: isinstance(value, InferenceRules),
+    )
 
 
 def _parse(text: str) -> InferenceRules:
@@ -49,6 +54,7 @@ def _parse(text: str) -> InferenceRules:
         priority_bands=tuple(sorted(int(x) for x in data.get("priority_bands", (75, 50, 25)))),
         observer_categories=frozenset(data.get("observer_categories") or ()),
         early_collective_seq=int(data.get("early_collective_seq", 2)),
-        cite_config=tuple((str(cat), tuple(str(k) for k in keys))
-                          for cat, keys in (data.get("cite_config") or {}).items()),
+        cite_config=tuple(
+            (str(cat), tuple(str(k) for k in keys)) for cat, keys in (data.get("cite_config") or {}).items()
+        ),
     )

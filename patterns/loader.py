@@ -69,6 +69,8 @@ PROBE_LENGTH = 40
 PROBE_TIMEOUT_S = 0.05
 PROBE_CHARS = "a0 x_.-:/\t"
 MAX_ALIAS_EXPANSION = 100_000  # values that YAML aliases may add to what a user catalog file writes
+
+
 class _BoundedRepr(reprlib.Repr):
     def repr1(self, x: Any, level: int) -> str:
         # reprlib dispatches on the type's name: the line-keeping list / dict subclasses need this
@@ -91,7 +93,9 @@ def _kind(value: Any) -> str:
         return "mapping"
     if isinstance(value, list):
         return "list"
-    return {str: "string", bool: "boolean", int: "integer", float: "number"}.get(type(value), type(value).__name__)
+    return {str: "string", bool: "boolean", int: "integer", float: "number"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _short(value: Any) -> str:
@@ -156,8 +160,10 @@ def regex_risk(pattern: str) -> str | None:
         if i < n and pattern[i] in "?+":  # a lazy or possessive marker
             i += 1
         if quantified_unbounded and unbounded and group:
-            return ("it nests unbounded quantifiers (a group quantified with + or * whose body holds + or *, "
-                    "like (a+)+), which can backtrack catastrophically")
+            return (
+                "it nests unbounded quantifiers (a group quantified with + or * whose body holds + or *, "
+                "like (a+)+), which can backtrack catastrophically"
+            )
         if count is not None:
             if count >= 1000:
                 return f"a repetition count of {count} (limit 999)"
@@ -213,8 +219,9 @@ def _suggest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
 class _EntryBuilder:
     """Validates one raw mapping; collects problems instead of stopping at the first."""
 
-    def __init__(self, raw: LineDict, file: str, problems: list[Problem], probe: bool = False,
-                 lazy: bool = False):
+    def __init__(
+        self, raw: LineDict, file: str, problems: list[Problem], probe: bool = False, lazy: bool = False
+    ):
         self.raw = raw
         self.file = file
         self.problems = problems
@@ -243,9 +250,13 @@ class _EntryBuilder:
             return LazyPattern(p)
         risk = regex_risk(p)
         if risk is not None:
-            self.fail(key, f"{what} is refused: {risk}: {p!r}",
-                      "rewrite without a quantified group that itself holds + or * (e.g. (?:a+)+ -> a+), "
-                      "and with repetition counts below 1000", line)
+            self.fail(
+                key,
+                f"{what} is refused: {risk}: {p!r}",
+                "rewrite without a quantified group that itself holds + or * (e.g. (?:a+)+ -> a+), "
+                "and with repetition counts below 1000",
+                line,
+            )
             return None
         try:
             compiled = regex.compile(p)
@@ -255,9 +266,13 @@ class _EntryBuilder:
         if self.probe:
             slow = slow_probe(compiled)
             if slow is not None:
-                self.fail(key, f"{what} is refused: it takes over {PROBE_TIMEOUT_S:g}s on the {len(slow)}-character "
-                          f"input {slow!r} (catastrophic backtracking): {p!r}",
-                          "make the alternatives or repeats of a group unable to match the same text", line)
+                self.fail(
+                    key,
+                    f"{what} is refused: it takes over {PROBE_TIMEOUT_S:g}s on the {len(slow)}-character "
+                    f"input {slow!r} (catastrophic backtracking): {p!r}",
+                    "make the alternatives or repeats of a group unable to match the same text",
+                    line,
+                )
                 return None
             # checked: kept as its text, compiled again on first use (the probed object holds memory)
             return LazyPattern(p, set(compiled.groupindex))
@@ -290,16 +305,22 @@ class _EntryBuilder:
         raw = self.raw
         for key in raw:
             if key not in ENTRY_FIELDS:
-                self.fail(key, f"unknown field '{key}'", _suggest(key, ENTRY_FIELDS) or
-                          f"known fields: {', '.join(ENTRY_FIELDS)}")
+                self.fail(
+                    key,
+                    f"unknown field '{key}'",
+                    _suggest(key, ENTRY_FIELDS) or f"known fields: {', '.join(ENTRY_FIELDS)}",
+                )
         entry_id = self.text("id")
         if entry_id is not None and not ID_RE.match(entry_id):
             self.fail("id", f"id '{entry_id}' is not kebab-case", "use lower-case words joined by '-'")
         title = self.text("title")
         category = self.text("category")
         if category is not None and category not in CATEGORIES:
-            self.fail("category", f"unknown category '{category}'",
-                      _suggest(category, CATEGORIES) or "see TAXONOMY.md for the category ids")
+            self.fail(
+                "category",
+                f"unknown category '{category}'",
+                _suggest(category, CATEGORIES) or "see TAXONOMY.md for the category ids",
+            )
         role = self._enum("role", Role)
         severity = self._enum("severity", Severity)
         priority = raw.get("priority")
@@ -316,8 +337,11 @@ class _EntryBuilder:
         if message is not None:
             for name in placeholders(message):
                 if name not in groups:
-                    self.fail("message", f"placeholder '{{{name}}}' names no group of the patterns",
-                              f"named groups: {', '.join(sorted(groups)) or 'none'}")
+                    self.fail(
+                        "message",
+                        f"placeholder '{{{name}}}' names no group of the patterns",
+                        f"named groups: {', '.join(sorted(groups)) or 'none'}",
+                    )
         stage = raw.get("stage")
         if stage is not None and not isinstance(stage, str):
             self.fail("stage", f"'stage' must be a stage id (a string) or null, got {_short(stage)}")
@@ -330,15 +354,32 @@ class _EntryBuilder:
         remediation = self._remediation()
         examples = self._examples()
         if frames and examples is not None and not any(x.block for x in examples.match):
-            self.fail("examples", "an entry with 'frames' needs at least one 'block' match example",
-                      "a block is a traceback: 'block: |' followed by its lines")
+            self.fail(
+                "examples",
+                "an entry with 'frames' needs at least one 'block' match example",
+                "a block is a traceback: 'block: |' followed by its lines",
+            )
         if not self.ok:
             return None
         return Entry(
-            id=entry_id, title=title, category=category, role=role, severity=severity,
-            priority=priority, keywords=keywords, patterns=tuple(compiled), message=message,
-            remediation=remediation, examples=examples, stage=stage, explains=explains,
-            category_from=category_from, frames=frames, source=self.file, line=self.line_of(), builtin=self.lazy,
+            id=entry_id,
+            title=title,
+            category=category,
+            role=role,
+            severity=severity,
+            priority=priority,
+            keywords=keywords,
+            patterns=tuple(compiled),
+            message=message,
+            remediation=remediation,
+            examples=examples,
+            stage=stage,
+            explains=explains,
+            category_from=category_from,
+            frames=frames,
+            source=self.file,
+            line=self.line_of(),
+            builtin=self.lazy,
         )
 
     def _enum(self, key: str, enum: type) -> Any:
@@ -348,8 +389,11 @@ class _EntryBuilder:
             self.fail(key, f"missing required field '{key}'", f"one of: {', '.join(names)}")
             return None
         if not isinstance(value, str) or value not in names:
-            self.fail(key, f"'{key}' must be one of {', '.join(names)}, got {_short(value)}",
-                      _suggest(value, names) if isinstance(value, str) else "")
+            self.fail(
+                key,
+                f"'{key}' must be one of {', '.join(names)}, got {_short(value)}",
+                _suggest(value, names) if isinstance(value, str) else "",
+            )
             return None
         return enum(value)
 
@@ -365,12 +409,19 @@ class _EntryBuilder:
         for i, p in enumerate(value):
             line = self.item_line("patterns", value, i)
             if not isinstance(p, str) or not p:
-                self.fail("patterns", f"pattern #{i + 1} must be a non-empty string (a regex in single quotes), "
-                          f"got {_kind(p)} {_short(p)}", line=line)
+                self.fail(
+                    "patterns",
+                    f"pattern #{i + 1} must be a non-empty string (a regex in single quotes), "
+                    f"got {_kind(p)} {_short(p)}",
+                    line=line,
+                )
                 continue
             if len(p) > MAX_PATTERN_LENGTH:
-                self.fail("patterns", f"pattern #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})",
-                          line=line)
+                self.fail(
+                    "patterns",
+                    f"pattern #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})",
+                    line=line,
+                )
                 continue
             c = self.regex("patterns", f"pattern #{i + 1}", p, line)
             if c is not None:
@@ -387,8 +438,11 @@ class _EntryBuilder:
         out = []
         for i, p in enumerate(value):
             if len(p) > MAX_PATTERN_LENGTH:
-                self.fail("frames", f"frame regex #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})",
-                          line=self.item_line("frames", value, i))
+                self.fail(
+                    "frames",
+                    f"frame regex #{i + 1} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})",
+                    line=self.item_line("frames", value, i),
+                )
                 continue
             c = self.regex("frames", f"frame regex #{i + 1}", p, self.item_line("frames", value, i))
             if c is not None:
@@ -400,26 +454,38 @@ class _EntryBuilder:
         if value is None:
             return None
         types = value.get("types", False) if isinstance(value, dict) else False
-        if not isinstance(value, dict) or not isinstance(value.get("group"), str) \
-                or not isinstance(value.get("map", {} if types else None), dict):
-            self.fail("category_from", "'category_from' needs 'group' (a named group) and 'map' (value: category), "
-                      "or 'types: true' (the group names an exception class)")
+        if (
+            not isinstance(value, dict)
+            or not isinstance(value.get("group"), str)
+            or not isinstance(value.get("map", {} if types else None), dict)
+        ):
+            self.fail(
+                "category_from",
+                "'category_from' needs 'group' (a named group) and 'map' (value: category), "
+                "or 'types: true' (the group names an exception class)",
+            )
             return None
         if not isinstance(types, bool):
             self.fail("category_from", f"category_from.types must be true or false, got {_short(types)}")
             return None
         for key in value:
             if key not in ("group", "map", "default", "types"):
-                self.fail("category_from", f"unknown category_from field '{key}'",
-                          _suggest(key, ("group", "map", "default", "types")))
+                self.fail(
+                    "category_from",
+                    f"unknown category_from field '{key}'",
+                    _suggest(key, ("group", "map", "default", "types")),
+                )
         if value["group"] not in groups:
             self.fail("category_from", f"group '{value['group']}' is not a named group of the patterns")
         default = value.get("default", "unknown")
         pairs = []
         for k, cat in (value.get("map") or {}).items():
             if not isinstance(cat, str) or cat not in CATEGORIES:
-                self.fail("category_from", f"unknown category {_short(cat)} in category_from.map",
-                          _suggest(cat, CATEGORIES) if isinstance(cat, str) else "a category id")
+                self.fail(
+                    "category_from",
+                    f"unknown category {_short(cat)} in category_from.map",
+                    _suggest(cat, CATEGORIES) if isinstance(cat, str) else "a category id",
+                )
             pairs.append((str(k), cat))
         if not isinstance(default, str) or default not in CATEGORIES:
             self.fail("category_from", f"unknown default category {_short(default)}")
@@ -428,22 +494,37 @@ class _EntryBuilder:
     def _remediation(self) -> Remediation | None:
         value = self.raw.get("remediation")
         if not isinstance(value, dict):
-            self.fail("remediation", "missing or invalid 'remediation'", "a mapping with summary, why, fix, references")
+            self.fail(
+                "remediation",
+                "missing or invalid 'remediation'",
+                "a mapping with summary, why, fix, references",
+            )
             return None
         lines = getattr(value, "key_lines", {})
         for key in value:
             if key not in REMEDIATION_FIELDS:
-                self.fail("remediation", f"unknown remediation field '{key}'", _suggest(key, REMEDIATION_FIELDS),
-                          line=lines.get(key))
+                self.fail(
+                    "remediation",
+                    f"unknown remediation field '{key}'",
+                    _suggest(key, REMEDIATION_FIELDS),
+                    line=lines.get(key),
+                )
         summary, why = value.get("summary"), value.get("why")
         for key, v in (("summary", summary), ("why", why)):
             if not isinstance(v, str) or not v.strip():
-                self.fail("remediation", f"remediation.{key} must be a non-empty string, got {_short(v)}",
-                          line=lines.get(key))
+                self.fail(
+                    "remediation",
+                    f"remediation.{key} must be a non-empty string, got {_short(v)}",
+                    line=lines.get(key),
+                )
         fix = self.text_list("remediation", value.get("fix"))
         refs = self.text_list("remediation", value.get("references", []), required=False)
-        return Remediation(summary.strip() if isinstance(summary, str) else "",
-                           why.strip() if isinstance(why, str) else "", fix, refs)
+        return Remediation(
+            summary.strip() if isinstance(summary, str) else "",
+            why.strip() if isinstance(why, str) else "",
+            fix,
+            refs,
+        )
 
     def _examples(self) -> Examples | None:
         value = self.raw.get("examples")
@@ -467,28 +548,42 @@ class _EntryBuilder:
             for item in raw_list:
                 if isinstance(item, str):
                     if need_why:
-                        self.fail("examples", f"examples.{key} items need 'line' and 'why' (why it must not match)")
+                        self.fail(
+                            "examples", f"examples.{key} items need 'line' and 'why' (why it must not match)"
+                        )
                     out.append(Example(item))
-                elif isinstance(item, dict) and (isinstance(item.get("line"), str) or isinstance(item.get("block"), str)):
+                elif isinstance(item, dict) and (
+                    isinstance(item.get("line"), str) or isinstance(item.get("block"), str)
+                ):
                     text = item.get("line") if isinstance(item.get("line"), str) else item["block"]
                     why = item.get("why", "")
                     if need_why and not (isinstance(why, str) and why.strip()):
                         self.fail("examples", f"examples.{key} item lacks 'why': {text[:60]!r}")
                     out.append(Example(text, why if isinstance(why, str) else "", block="block" in item))
                 else:
-                    self.fail("examples", f"examples.{key} items must be strings, {{line, why}} or {{block, why}} mappings")
+                    self.fail(
+                        "examples",
+                        f"examples.{key} items must be strings, {{line, why}} or {{block, why}} mappings",
+                    )
             return tuple(out)
 
         return Examples(items("match", False), items("no_match", True), items("todo_match", False))
 
 
-def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = False,
-               lazy: bool = False) -> list[Entry]:
+def _load_file(
+    path: Path, label: str, problems: list[Problem], probe: bool = False, lazy: bool = False
+) -> list[Entry]:
     try:
         size = path.stat().st_size
         if size > MAX_CATALOG_BYTES:
-            problems.append(Problem(label, 0, f"catalog file is {size} bytes (limit {MAX_CATALOG_BYTES})",
-                                    "split it into several files in a folder"))
+            problems.append(
+                Problem(
+                    label,
+                    0,
+                    f"catalog file is {size} bytes (limit {MAX_CATALOG_BYTES})",
+                    "split it into several files in a folder",
+                )
+            )
             return []
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -505,8 +600,14 @@ def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = Fa
         if entry is None:
             return
         if entry.id in seen:
-            problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' (first at line {seen[entry.id]})",
-                                    "ids are unique within a catalog source"))
+            problems.append(
+                Problem(
+                    label,
+                    entry.line,
+                    f"duplicate id '{entry.id}' (first at line {seen[entry.id]})",
+                    "ids are unique within a catalog source",
+                )
+            )
             return
         seen[entry.id] = entry.line
         entries.append(entry)
@@ -530,7 +631,9 @@ def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = Fa
             if isinstance(data, dict):
                 data = [data]
             if not isinstance(data, list):
-                problems.append(Problem(label, 1, "a catalog file holds a list of entries (or one entry mapping)"))
+                problems.append(
+                    Problem(label, 1, "a catalog file holds a list of entries (or one entry mapping)")
+                )
                 return []
             for raw in data:
                 add(raw)
@@ -540,19 +643,37 @@ def _load_file(path: Path, label: str, problems: list[Problem], probe: bool = Fa
         problem = str(getattr(exc, "problem", None) or exc)
         if "could not determine a constructor for the tag" in problem:
             tag = problem.rsplit("tag", 1)[-1].strip(" '")
-            problems.append(Problem(label, line, f"YAML tag {tag!r} is not allowed: a catalog is plain data "
-                                    "(read with a safe loader; nothing in it is run)",
-                                    "remove the tag; write the value as a plain string, list or mapping"))
+            problems.append(
+                Problem(
+                    label,
+                    line,
+                    f"YAML tag {tag!r} is not allowed: a catalog is plain data "
+                    "(read with a safe loader; nothing in it is run)",
+                    "remove the tag; write the value as a plain string, list or mapping",
+                )
+            )
         else:
-            problems.append(Problem(label, line, f"invalid YAML: {problem}",
-                                    "regexes belong in single-quoted scalars: 'like \\d+ this'"))
+            problems.append(
+                Problem(
+                    label,
+                    line,
+                    f"invalid YAML: {problem}",
+                    "regexes belong in single-quoted scalars: 'like \\d+ this'",
+                )
+            )
         return []
     except RecursionError:
         problems.append(Problem(label, 0, "invalid YAML: nested too deeply"))
         return []
     except AliasBomb as exc:
-        problems.append(Problem(label, exc.line, f"refused: {exc.reason}",
-                                "write the values out instead of aliases of aliases (anchors `&` and aliases `*`)"))
+        problems.append(
+            Problem(
+                label,
+                exc.line,
+                f"refused: {exc.reason}",
+                "write the values out instead of aliases of aliases (anchors `&` and aliases `*`)",
+            )
+        )
         return []
     return entries
 
@@ -563,8 +684,9 @@ def _catalog_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _load_source(path: Path, display: str, problems: list[Problem], probe: bool = False,
-                 lazy: bool = False) -> list[Entry]:
+def _load_source(
+    path: Path, display: str, problems: list[Problem], probe: bool = False, lazy: bool = False
+) -> list[Entry]:
     """One source (a file or a folder): ids must be unique across it."""
     if not path.exists():
         problems.append(Problem(display, 0, "catalog path does not exist"))
@@ -576,8 +698,14 @@ def _load_source(path: Path, display: str, problems: list[Problem], probe: bool 
         for entry in _load_file(f, label, problems, probe, lazy):
             if entry.id in first:
                 other = first[entry.id]
-                problems.append(Problem(label, entry.line, f"duplicate id '{entry.id}' "
-                                        f"(also at {other.source}:{other.line})", "ids are unique within a catalog source"))
+                problems.append(
+                    Problem(
+                        label,
+                        entry.line,
+                        f"duplicate id '{entry.id}' (also at {other.source}:{other.line})",
+                        "ids are unique within a catalog source",
+                    )
+                )
                 continue
             first[entry.id] = entry
             entries.append(entry)
@@ -601,8 +729,13 @@ def _builtin_entries(problems: list[Problem]) -> list[Entry]:
         return _load_source(folder, "patterns/catalog", found, lazy=True), found
 
     def check(value: Any) -> bool:
-        return (isinstance(value, tuple) and len(value) == 2 and value[1] == [] and isinstance(value[0], list)
-                and all(isinstance(e, Entry) for e in value[0]))
+        return (
+            isinstance(value, tuple)
+            and len(value) == 2
+            and value[1] == []
+            and isinstance(value[0], list)
+            and all(isinstance(e, Entry) for e in value[0])
+        )
 
     entries, found = cached("catalog", parts, build, CATALOG_CLASSES, check, keep=lambda value: not value[1])
     problems.extend(found)
@@ -626,8 +759,14 @@ def load_catalog(extra: list[str] | tuple[str, ...] = (), builtin: bool = True) 
     for e in merged.values():
         for target in e.explains:
             if target not in merged and target not in CATEGORIES:
-                problems.append(Problem(e.source, e.line, f"entry '{e.id}': explains unknown id or category '{target}'",
-                                        _suggest(target, list(merged)) or ""))
+                problems.append(
+                    Problem(
+                        e.source,
+                        e.line,
+                        f"entry '{e.id}': explains unknown id or category '{target}'",
+                        _suggest(target, list(merged)) or "",
+                    )
+                )
     if problems:
         raise CatalogError(problems)
     return Catalog(tuple(merged.values()), tuple(sources))

@@ -117,7 +117,10 @@ class LazyRe:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LazyRe) and (other.pattern, other.flags, other.engine) == (
-            self.pattern, self.flags, self.engine)
+            self.pattern,
+            self.flags,
+            self.engine,
+        )
 
     def __hash__(self) -> int:
         return hash(self.pattern)
@@ -213,7 +216,9 @@ class Entry:
     stage: str | None = None
     explains: tuple[str, ...] = ()
     category_from: CategoryFrom | None = None
-    frames: tuple[regex.Pattern, ...] = ()  # if set: fires only on an exception whose traceback has a matching frame
+    frames: tuple[
+        regex.Pattern, ...
+    ] = ()  # if set: fires only on an exception whose traceback has a matching frame
     source: str = ""
     line: int = 0
     builtin: bool = False  # from the built-in catalog (its regexes are checked by its tests, not at load)

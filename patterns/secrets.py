@@ -27,8 +27,15 @@ from patterns.schema import LazyRe
 
 SECRETS_FILE = "secrets.yaml"
 SECRETS_LABEL = "patterns/secrets.yaml"
-FIELDS = {"id": True, "title": True, "patterns": True, "hints": False, "prefixes": False, "block": False,
-          "examples": True}
+FIELDS = {
+    "id": True,
+    "title": True,
+    "patterns": True,
+    "hints": False,
+    "prefixes": False,
+    "block": False,
+    "examples": True,
+}
 MAX_SECRET_PATTERN = 2000  # characters of one regex
 
 
@@ -46,7 +53,9 @@ class SecretKind:
     patterns: tuple[re.Pattern[str] | LazyRe, ...]
     hints: tuple[str, ...]  # lower-case literals; empty: the patterns run on every text
     prefixes: tuple[str, ...]  # literal token starts, for a text cut inside a token
-    block: tuple[re.Pattern[str] | LazyRe, re.Pattern[str] | LazyRe] | None  # (begin, end) of a secret spanning lines
+    block: (
+        tuple[re.Pattern[str] | LazyRe, re.Pattern[str] | LazyRe] | None
+    )  # (begin, end) of a secret spanning lines
     match: tuple[SecretExample, ...]
     no_match: tuple[SecretExample, ...]
     line: int = 0
@@ -78,7 +87,9 @@ class _Builder:
         return lines.get(key, getattr(self.raw, "line", 0)) if key else getattr(self.raw, "line", 0)
 
     def fail(self, key: str | None, reason: str, help: str = "") -> None:
-        ident = self.raw.get("id") if isinstance(self.raw, dict) and isinstance(self.raw.get("id"), str) else None
+        ident = (
+            self.raw.get("id") if isinstance(self.raw, dict) and isinstance(self.raw.get("id"), str) else None
+        )
         prefix = f"secret kind '{ident}': " if ident else "secret kind: "
         self.problems.append(Problem(self.label, self.line_of(key), prefix + reason, help))
         self.ok = False
@@ -115,8 +126,11 @@ class _Builder:
     def examples(self) -> tuple[tuple[SecretExample, ...], tuple[SecretExample, ...]]:
         raw = self.raw.get("examples")
         if not isinstance(raw, dict) or not raw.get("match") or not raw.get("no_match"):
-            self.fail("examples", "'examples' needs 'match' and 'no_match' lists",
-                      "match: [{line, secret}], no_match: [{line, why}]")
+            self.fail(
+                "examples",
+                "'examples' needs 'match' and 'no_match' lists",
+                "match: [{line, secret}], no_match: [{line, why}]",
+            )
             return (), ()
         out: dict[str, list[SecretExample]] = {"match": [], "no_match": []}
         for side, need in (("match", "secret"), ("no_match", "why")):
@@ -125,8 +139,13 @@ class _Builder:
                 self.fail("examples", f"'{side}' must be a list")
                 continue
             for item in items:
-                if not isinstance(item, dict) or not isinstance(item.get("line"), str) or not isinstance(
-                        item.get(need), str) or not item.get(need) or set(item) - {"line", need}:
+                if (
+                    not isinstance(item, dict)
+                    or not isinstance(item.get("line"), str)
+                    or not isinstance(item.get(need), str)
+                    or not item.get(need)
+                    or set(item) - {"line", need}
+                ):
                     self.fail("examples", f"each '{side}' example is {{line, {need}}}, got {item!r}")
                     continue
                 out[side].append(SecretExample(item["line"], **{need: item[need]}))
@@ -145,7 +164,9 @@ class _Builder:
         title = self.raw.get("title")
         if not isinstance(title, str) or not title.strip():
             self.fail("title", "missing 'title'")
-        patterns = tuple(p for p in (self.regex("patterns", t, True) for t in self.strings("patterns", True)) if p)
+        patterns = tuple(
+            p for p in (self.regex("patterns", t, True) for t in self.strings("patterns", True)) if p
+        )
         hints = self.strings("hints", False)
         if any(h != h.lower() for h in hints):
             self.fail("hints", "hints are matched in lower-cased text: write them in lower case")
@@ -189,9 +210,16 @@ def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKin
         data = yaml.load(text, Loader=LineLoader)  # a SafeLoader subclass: no tags, no code
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise CatalogError([Problem(label, mark.line + 1 if mark else 0,
-                                    f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                                    "regexes belong in single-quoted scalars")]) from None
+        raise CatalogError(
+            [
+                Problem(
+                    label,
+                    mark.line + 1 if mark else 0,
+                    f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                    "regexes belong in single-quoted scalars",
+                )
+            ]
+        ) from None
     if not isinstance(data, list) or not data:
         raise CatalogError([Problem(label, 1, "the secrets table is a non-empty list of kinds")])
     kinds: list[SecretKind] = []
@@ -201,8 +229,13 @@ def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKin
         if kind is None:
             continue
         if kind.id in seen:
-            problems.append(Problem(label, kind.line, f"secret kind '{kind.id}' is defined twice "
-                                                      f"(first at line {seen[kind.id]})"))
+            problems.append(
+                Problem(
+                    label,
+                    kind.line,
+                    f"secret kind '{kind.id}' is defined twice (first at line {seen[kind.id]})",
+                )
+            )
             continue
         seen[kind.id] = kind.line
         kinds.append(kind)
@@ -219,10 +252,18 @@ def _lazy(kind: SecretKind) -> SecretKind:
 
 def _lazy_shape(value: Any) -> bool:
     """Is a table read back from the cache what _lazy makes (stdlib regexes given as text, no flags)?"""
-    return isinstance(value, tuple) and bool(value) and all(
-        isinstance(k, SecretKind) and all(isinstance(p, LazyRe) and isinstance(p.pattern, str) and p.flags == 0
-                                          and p.engine == "re" for p in (*k.patterns, *(k.block or ())))
-        for k in value)
+    return (
+        isinstance(value, tuple)
+        and bool(value)
+        and all(
+            isinstance(k, SecretKind)
+            and all(
+                isinstance(p, LazyRe) and isinstance(p.pattern, str) and p.flags == 0 and p.engine == "re"
+                for p in (*k.patterns, *(k.block or ()))
+            )
+            for k in value
+        )
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -230,7 +271,13 @@ def secret_kinds() -> tuple[SecretKind, ...]:
     """The built-in table, loaded once (or as an earlier run loaded the same file: patterns.cache);
     its regexes compile on first use."""
     text = importlib.resources.files("patterns").joinpath(SECRETS_FILE).read_text(encoding="utf-8")
-    return cached("secrets", [text.encode(), *source_of("patterns.secrets", "patterns.loader", "patterns.yamlfile",
-                                                          "patterns.schema")],
-                  lambda: tuple(_lazy(k) for k in parse_secret_kinds(text)), (SecretKind, SecretExample, LazyRe),
-                  _lazy_shape)
+    return cached(
+        "secrets",
+        [
+            text.encode(),
+            *source_of("patterns.secrets", "patterns.loader", "patterns.yamlfile", "patterns.schema"),
+        ],
+        lambda: tuple(_lazy(k) for k in parse_secret_kinds(text)),
+        (SecretKind, SecretExample, LazyRe),
+        _lazy_shape,
+    )

@@ -111,8 +111,14 @@ def _parse(text: str, label: str, problems: list[Problem]) -> dict:
         data = yaml.load(text, Loader=LineLoader)  # a SafeLoader subclass: no tags, no code
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        problems.append(Problem(label, mark.line + 1 if mark else 0, f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                                "regexes belong in single-quoted scalars: 'like \\d+ this'"))
+        problems.append(
+            Problem(
+                label,
+                mark.line + 1 if mark else 0,
+                f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                "regexes belong in single-quoted scalars: 'like \\d+ this'",
+            )
+        )
         return {}
     if data is None:
         return {}
@@ -121,8 +127,14 @@ def _parse(text: str, label: str, problems: list[Problem]) -> dict:
         return {}
     for key in data:
         if key not in TOP_FIELDS:
-            problems.append(Problem(label, data.key_lines.get(key, 0), f"unknown top-level field '{key}'",
-                                    _suggest(key, TOP_FIELDS) or f"known fields: {', '.join(TOP_FIELDS)}"))
+            problems.append(
+                Problem(
+                    label,
+                    data.key_lines.get(key, 0),
+                    f"unknown top-level field '{key}'",
+                    _suggest(key, TOP_FIELDS) or f"known fields: {', '.join(TOP_FIELDS)}",
+                )
+            )
     return data
 
 
@@ -137,8 +149,13 @@ def _builtin_data() -> dict:
     """stages.yaml as plain data, parsed once for task_stages and frame_rules (or as an earlier run
     parsed the same file: patterns.cache)."""
     text = _read_builtin()
-    return cached("stages-data", [text.encode(), *source_of("patterns.stages")],
-                  lambda: _plain_data(text), (), lambda value: isinstance(value, dict))
+    return cached(
+        "stages-data",
+        [text.encode(), *source_of("patterns.stages")],
+        lambda: _plain_data(text),
+        (),
+        lambda value: isinstance(value, dict),
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -192,8 +209,11 @@ class _MarkerBuilder:
                 self.fail(key, f"missing required field '{key}'", "a stage id of TAXONOMY.md")
             return None
         if value not in STAGES:
-            self.fail(key, f"unknown stage '{value}'", _suggest(str(value), STAGES) or
-                      f"stages: {', '.join(STAGES)}")
+            self.fail(
+                key,
+                f"unknown stage '{value}'",
+                _suggest(str(value), STAGES) or f"stages: {', '.join(STAGES)}",
+            )
             return None
         return value
 
@@ -207,7 +227,9 @@ class _MarkerBuilder:
     def _strings(self, key: str) -> tuple[str, ...]:
         value = self.raw.get(key)
         if value is None:
-            self.fail(key, f"missing required field '{key}'", f"add '{key}:' with a non-empty list of strings")
+            self.fail(
+                key, f"missing required field '{key}'", f"add '{key}:' with a non-empty list of strings"
+            )
             return ()
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
             self.fail(key, f"'{key}' must be a non-empty list of non-empty strings")
@@ -223,8 +245,11 @@ class _MarkerBuilder:
             elif len(p) > MAX_PATTERN_LENGTH:
                 self.fail("patterns", f"{where} is {len(p)} characters long (limit {MAX_PATTERN_LENGTH})")
             elif (risk := regex_risk(p)) is not None:
-                self.fail("patterns", f"{where} {risk}: {p!r}",
-                          "rewrite without a quantified group that itself ends in + or *")
+                self.fail(
+                    "patterns",
+                    f"{where} {risk}: {p!r}",
+                    "rewrite without a quantified group that itself ends in + or *",
+                )
             else:
                 try:
                     compiled.append(regex.compile(p))
@@ -250,8 +275,12 @@ class _MarkerBuilder:
             self.fail("examples", "examples.no_match must be a non-empty list of {line, why}")
             no_match = []
         for item in no_match:
-            if isinstance(item, dict) and isinstance(item.get("line"), str) and \
-                    isinstance(item.get("why"), str) and item["why"].strip():
+            if (
+                isinstance(item, dict)
+                and isinstance(item.get("line"), str)
+                and isinstance(item.get("why"), str)
+                and item["why"].strip()
+            ):
                 negatives.append(Example(item["line"], item["why"].strip()))
             else:
                 self.fail("examples", "examples.no_match items need 'line' and 'why' (why it must not match)")
@@ -259,15 +288,22 @@ class _MarkerBuilder:
 
     def build(self) -> StageMarker | None:
         if not isinstance(self.raw, dict):
-            self.problems.append(Problem(self.label, getattr(self.raw, "line", 0), "each marker must be a mapping"))
+            self.problems.append(
+                Problem(self.label, getattr(self.raw, "line", 0), "each marker must be a mapping")
+            )
             return None
         for key in self.raw:
             if key not in MARKER_FIELDS:
-                self.fail(key, f"unknown field '{key}'", _suggest(key, MARKER_FIELDS) or
-                          f"known fields: {', '.join(MARKER_FIELDS)}")
+                self.fail(
+                    key,
+                    f"unknown field '{key}'",
+                    _suggest(key, MARKER_FIELDS) or f"known fields: {', '.join(MARKER_FIELDS)}",
+                )
         marker_id = self.raw.get("id")
         if not isinstance(marker_id, str) or not ID_RE.match(marker_id):
-            self.fail("id", f"id {marker_id!r} is missing or not kebab-case", "use lower-case words joined by '-'")
+            self.fail(
+                "id", f"id {marker_id!r} is missing or not kebab-case", "use lower-case words joined by '-'"
+            )
         stage = self._stage("stage", required=True)
         repeat_stage = self._stage("repeat_stage", required=False)
         completion = self._flag("completion")
@@ -279,12 +315,23 @@ class _MarkerBuilder:
         examples = self._examples()
         if not self.ok:
             return None
-        return StageMarker(id=marker_id, stage=stage, keywords=keywords, patterns=patterns, examples=examples,
-                           completion=completion, attempt_start=attempt_start, repeat_stage=repeat_stage,
-                           source=self.label, line=self.line_of())
+        return StageMarker(
+            id=marker_id,
+            stage=stage,
+            keywords=keywords,
+            patterns=patterns,
+            examples=examples,
+            completion=completion,
+            attempt_start=attempt_start,
+            repeat_stage=repeat_stage,
+            source=self.label,
+            line=self.line_of(),
+        )
 
 
-def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL, lazy: bool = False) -> StageMarkers:
+def load_stage_markers(
+    text: str | None = None, label: str = STAGES_LABEL, lazy: bool = False
+) -> StageMarkers:
     """The markers of stages.yaml (or of `text`); raises CatalogError listing every problem.
     `lazy`: the regexes compile on first use, unchecked here (the built-in file's are checked by its
     tests, as the built-in catalog's)."""
@@ -305,8 +352,14 @@ def load_stage_markers(text: str | None = None, label: str = STAGES_LABEL, lazy:
             if marker is None:
                 continue
             if marker.id in seen:
-                problems.append(Problem(label, marker.line, f"duplicate marker id '{marker.id}' "
-                                        f"(first at line {seen[marker.id]})", "marker ids are unique"))
+                problems.append(
+                    Problem(
+                        label,
+                        marker.line,
+                        f"duplicate marker id '{marker.id}' (first at line {seen[marker.id]})",
+                        "marker ids are unique",
+                    )
+                )
                 continue
             seen[marker.id] = marker.line
             markers.append(marker)
@@ -320,10 +373,24 @@ def builtin_stage_markers() -> StageMarkers:
     """The markers of the built-in stages.yaml, parsed, or as an earlier run parsed the same file
     (patterns.cache)."""
     text = _read_builtin()
-    return cached("stage-markers", [text.encode(), *source_of("patterns.stages", "patterns.loader", "patterns.yamlfile",
-                                                              "patterns.schema", "patterns.taxonomy")],
-                  lambda: load_stage_markers(text, lazy=True), (StageMarkers, StageMarker, Example, Examples, LazyPattern),
-                  lambda value: isinstance(value, StageMarkers) and all(isinstance(m, StageMarker) for m in value.markers))
+    return cached(
+        "stage-markers",
+        [
+            text.encode(),
+            *source_of(
+                "patterns.stages",
+                "patterns.loader",
+                "patterns.yamlfile",
+                "patterns.schema",
+                "patterns.taxonomy",
+            ),
+        ],
+        lambda: load_stage_markers(text, lazy=True),
+        (StageMarkers, StageMarker, Example, Examples, LazyPattern),
+        lambda value: (
+            isinstance(value, StageMarkers) and all(isinstance(m, StageMarker) for m in value.markers)
+        ),
+    )
 
 
 class StageSource(str, Enum):
@@ -361,7 +428,9 @@ def frame_rules() -> tuple[FrameRule, ...]:
             raise ValueError(f"patterns/stages.yaml: frame_stages #{i + 1}: needs a known 'stage'")
         fields = {k: regex.compile(raw[k]) for k in ("function", "code", "file") if raw.get(k)}
         if len(fields) != 1:
-            raise ValueError(f"patterns/stages.yaml: frame_stages #{i + 1}: exactly one of function, code, file")
+            raise ValueError(
+                f"patterns/stages.yaml: frame_stages #{i + 1}: exactly one of function, code, file"
+            )
         rules.append(FrameRule(raw["stage"], **fields, weak=bool(raw.get("weak", False))))
     return tuple(rules)
 
@@ -385,7 +454,7 @@ def stage_of_message(messages: tuple[str, ...] | list[str]) -> str | None:
     for text in messages:
         for pattern in message_task_patterns():
             try:
-                for m in pattern.finditer(text[:MAX_FRAME_FIELD * 4], timeout=REGEX_TIMEOUT_S):
+                for m in pattern.finditer(text[: MAX_FRAME_FIELD * 4], timeout=REGEX_TIMEOUT_S):
                     stage = stage_of_task(m.group("task").rsplit(".", 1)[-1])
                     if stage:
                         return stage
@@ -416,7 +485,9 @@ def category_stages() -> dict[str, str]:
 
 
 _WORD = regex.compile(r"\w+")
-MAX_FRAME_FIELD = 2000  # characters of a frame's file, function and code that frame rules and `frames` regexes see
+MAX_FRAME_FIELD = (
+    2000  # characters of a frame's file, function and code that frame rules and `frames` regexes see
+)
 
 
 def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
@@ -425,7 +496,9 @@ def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
     rules = frame_rules()
     tasks = task_stages()
     cap = MAX_FRAME_FIELD  # a cut or garbled line can make a frame's function a megabyte long
-    frames = [(file[:cap], (function or "")[:cap], code[:cap] if code else code) for file, function, code in frames]
+    frames = [
+        (file[:cap], (function or "")[:cap], code[:cap] if code else code) for file, function, code in frames
+    ]
     for file, function, code in reversed(frames):
         if function in tasks:
             return tasks[function]

@@ -31,8 +31,12 @@ class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore
 try:  # libyaml's event parser under PyYAML's own composer: a user catalog composed one entry at a time
     from yaml._yaml import CParser as _EventParser
 
-    class EntryLoader(_EventParser, yaml.composer.Composer, yaml.constructor.SafeConstructor,  # type: ignore[misc]
-                      yaml.resolver.Resolver):
+    class EntryLoader(
+        _EventParser,
+        yaml.composer.Composer,
+        yaml.constructor.SafeConstructor,  # type: ignore[misc]
+        yaml.resolver.Resolver,
+    ):
         """Composes a user catalog's top-level list one item at a time (a whole document's node graph,
         marks and all, took 150 MB for a catalog of 10,000 entries), with the same safe constructors."""
 
@@ -41,7 +45,10 @@ try:  # libyaml's event parser under PyYAML's own composer: a user catalog compo
             yaml.composer.Composer.__init__(self)
             yaml.constructor.SafeConstructor.__init__(self)
             yaml.resolver.Resolver.__init__(self)
-except ImportError:  # pragma: no cover - PyYAML without libyaml: its pure-Python safe loader composes the same way
+except (
+    ImportError
+):  # pragma: no cover - PyYAML without libyaml: its pure-Python safe loader composes the same way
+
     class EntryLoader(yaml.SafeLoader):  # type: ignore[no-redef]
         pass
 
@@ -69,8 +76,11 @@ def _construct_mapping(loader: LineLoader, node: yaml.MappingNode) -> LineDict:
             key = _short(key)
         if key in result:  # PyYAML would keep the last one silently
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                f"found duplicate key '{key}' (first at line {result.key_lines[key]})", key_node.start_mark)
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key '{key}' (first at line {result.key_lines[key]})",
+                key_node.start_mark,
+            )
         result[key] = loader.construct_object(value_node, deep=True)
         result.key_lines[key] = key_node.start_mark.line + 1
     return result
@@ -115,16 +125,21 @@ def check_expansion(root: yaml.Node) -> None:
             for child in children:
                 known = size.get(id(child), 0)
                 if known is None:
-                    raise AliasBomb(child.start_mark.line + 1, "an alias refers to a value that holds it "
-                                    "(a recursive structure)")
+                    raise AliasBomb(
+                        child.start_mark.line + 1,
+                        "an alias refers to a value that holds it (a recursive structure)",
+                    )
                 if id(child) not in size:
                     stack.append((child, False))
             continue
         total = 1 + sum(size[id(child)] for child in children)
         size[id(node)] = total
         if total - distinct > MAX_ALIAS_EXPANSION:
-            raise AliasBomb(node.start_mark.line + 1, f"YAML aliases expand this value to {total:,} values "
-                            f"(limit {MAX_ALIAS_EXPANSION:,} more than written: a 'billion laughs')")
+            raise AliasBomb(
+                node.start_mark.line + 1,
+                f"YAML aliases expand this value to {total:,} values "
+                f"(limit {MAX_ALIAS_EXPANSION:,} more than written: a 'billion laughs')",
+            )
 
 
 def user_documents(text: str) -> Iterator[tuple[bool, Any]]:
@@ -151,7 +166,11 @@ def user_documents(text: str) -> Iterator[tuple[bool, Any]]:
             yield False, loader.construct_document(node)
         loader.get_event()  # document end
         if not loader.check_event(yaml.StreamEndEvent):
-            raise yaml.composer.ComposerError("expected a single document in the stream", None,
-                                              "but found another document", loader.peek_event().start_mark)
+            raise yaml.composer.ComposerError(
+                "expected a single document in the stream",
+                None,
+                "but found another document",
+                loader.peek_event().start_mark,
+            )
     finally:
         loader.dispose()

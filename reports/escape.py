@@ -34,7 +34,9 @@ _MD_SPECIAL = LazyRe(r"([\\`*_\[\]<>|#~&])")
 _BACKTICKS = LazyRe(r"`+")
 # `@name` (a mention, or an e-mail autolink), `#123` / `GH-123` (issue references), `scheme://` and
 # `www.` (autolinks), `mailto:` / `xmpp:` (GitHub autolinks these schemes without `//`)
-_LIVE_TEXT = LazyRe(r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:))")
+_LIVE_TEXT = LazyRe(
+    r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:))"
+)
 CODE_SPAN = LazyRe(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 
 
@@ -74,7 +76,7 @@ def md_inline(value: object) -> str:
     out: list[str] = []
     last = 0
     for m in CODE_SPAN.finditer(text):
-        out += [_escape(text[last:m.start()]), md_code(m.group(2))]
+        out += [_escape(text[last : m.start()]), md_code(m.group(2))]
         last = m.end()
     out.append(_escape(text[last:]))
     return "".join(out)

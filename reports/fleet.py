@@ -26,8 +26,18 @@ TEXT_CELL_CHARS = 120  # a terminal cell longer than this is clipped (the messag
 # the columns a person reads (text, md, html); CSV and JSON split `error at` into source and line
 JOB_COLUMNS = ("job", "status", "root cause", "category", "stage", "last step", "confidence", "error at")
 # the keys of a machine-readable row (CSV columns, JSON row keys)
-ROW_KEYS = ("job", "status", "root_cause", "category", "stage", "last_step", "confidence", "error_source",
-            "error_line", "message")
+ROW_KEYS = (
+    "job",
+    "status",
+    "root_cause",
+    "category",
+    "stage",
+    "last_step",
+    "confidence",
+    "error_source",
+    "error_line",
+    "message",
+)
 
 
 def _row_dict(row: JobRow) -> dict[str, Any]:
@@ -56,7 +66,9 @@ def _error_at(row: JobRow) -> str | None:
     if source == job and row.error_line is not None:  # a one-file job: the line is all that is new
         return f"line {row.error_line}"
     base = job if os.path.isdir(row.job) else os.path.dirname(job)
-    rel = os.path.relpath(source, base) if base and source.startswith(base.rstrip(os.sep) + os.sep) else source
+    rel = (
+        os.path.relpath(source, base) if base and source.startswith(base.rstrip(os.sep) + os.sep) else source
+    )
     return f"{rel}:{row.error_line}" if row.error_line is not None else rel
 
 
@@ -67,8 +79,16 @@ def jobs_frame(summary: FleetSummary, messages: bool = True) -> pd.DataFrame:
     with_message = messages and any(j.message for j in summary.jobs)
     rows = []
     for j in summary.jobs:
-        cells = [j.job, j.status.value, j.root_cause, j.category, j.stage, j.last_step,
-                 f"{j.confidence:.2f}" if j.confidence is not None else None, _error_at(j)]
+        cells = [
+            j.job,
+            j.status.value,
+            j.root_cause,
+            j.category,
+            j.stage,
+            j.last_step,
+            f"{j.confidence:.2f}" if j.confidence is not None else None,
+            _error_at(j),
+        ]
         if with_message:
             cells.append(j.message)
         rows.append([MISSING if c is None else str(c) for c in cells])
@@ -77,13 +97,18 @@ def jobs_frame(summary: FleetSummary, messages: bool = True) -> pd.DataFrame:
 
 
 def counts_frame(counts: tuple[tuple[str, int], ...], key: str) -> pd.DataFrame:
-    return pd.DataFrame([(k, n) for k, n in counts], columns=[key, "jobs"]).astype({key: object, "jobs": "int64"})
+    return pd.DataFrame([(k, n) for k, n in counts], columns=[key, "jobs"]).astype(
+        {key: object, "jobs": "int64"}
+    )
 
 
 def _headline(summary: FleetSummary) -> str:
     counts = dict(summary.status_counts())
-    parts = [f"{counts[s.value]} {s.value}" for s in (JobStatus.FAILED, JobStatus.HEALTHY, JobStatus.ERROR)
-             if counts[s.value] or s is not JobStatus.ERROR]
+    parts = [
+        f"{counts[s.value]} {s.value}"
+        for s in (JobStatus.FAILED, JobStatus.HEALTHY, JobStatus.ERROR)
+        if counts[s.value] or s is not JobStatus.ERROR
+    ]
     line = f"{len(summary.jobs)} job(s): " + ", ".join(parts)
     if not summary.complete:
         line += f" (incomplete: interrupted before {len(summary.pending)} more job(s))"
@@ -100,8 +125,13 @@ _NUMERIC_COLUMNS = {"last step", "confidence", "jobs", "step", "conf."}
 # Which columns give up width, in order, when a table is wider than the terminal, and how far: the
 # paths first (cut on the left: a path's end names the job), then the ids. Status and the numbers
 # never shrink.
-_SHRINK = (("job", 14, "left"), ("error at", 8, "left"), ("root cause", 10, "right"),
-           ("category", 10, "right"), ("stage", 8, "right"))
+_SHRINK = (
+    ("job", 14, "left"),
+    ("error at", 8, "left"),
+    ("root cause", 10, "right"),
+    ("category", 10, "right"),
+    ("stage", 8, "right"),
+)
 _LAST_RESORT = 5  # the narrowest a shrinking column gets
 # short headers on a terminal, so that the job table fits 80 columns
 _TEXT_HEADERS = {"last step": "step", "confidence": "conf."}
@@ -113,7 +143,7 @@ def _cut(text: str, width: int, side: str) -> str:
         return text
     if width <= 1:
         return "…"[:width]
-    return "…" + text[len(text) - width + 1:] if side == "left" else text[: width - 1] + "…"
+    return "…" + text[len(text) - width + 1 :] if side == "left" else text[: width - 1] + "…"
 
 
 def _text_table(frame: pd.DataFrame, width: int | None = None) -> str:
@@ -158,7 +188,11 @@ def render_fleet_text(summary: FleetSummary, width: int | None = None) -> str:
             lines.append(_cut(note, width, "right") if width is not None else note)
     out = [f"fleet: {_headline(summary)}", "", "\n".join(lines)]
     if summary.category_counts():
-        out += ["", "failed jobs by category", _text_table(counts_frame(summary.category_counts(), "category"))]
+        out += [
+            "",
+            "failed jobs by category",
+            _text_table(counts_frame(summary.category_counts(), "category")),
+        ]
         out += ["", "failed jobs by stage", _text_table(counts_frame(summary.stage_counts(), "stage"))]
     return "\n".join(out) + "\n"
 
@@ -173,17 +207,32 @@ def _md_table(frame: pd.DataFrame) -> str:
             return MISSING
         return md_cell_code(value) if column in _MD_CODE_COLUMNS else md_text(value)
 
-    lines = ["| " + " | ".join(md_text(c) for c in frame.columns) + " |",
-             "|" + "|".join("---:" if c in ("last step", "confidence", "jobs") else "---" for c in frame.columns) + "|"]
+    lines = [
+        "| " + " | ".join(md_text(c) for c in frame.columns) + " |",
+        "|"
+        + "|".join("---:" if c in ("last step", "confidence", "jobs") else "---" for c in frame.columns)
+        + "|",
+    ]
     for record in frame.itertuples(index=False):
         lines.append("| " + " | ".join(cell(c, v) for c, v in zip(frame.columns, record)) + " |")
     return "\n".join(lines)
 
 
 def render_fleet_markdown(summary: FleetSummary) -> str:
-    out = ["## verl-logscan fleet summary", "", md_text(_headline(summary)), "", _md_table(jobs_frame(summary))]
+    out = [
+        "## verl-logscan fleet summary",
+        "",
+        md_text(_headline(summary)),
+        "",
+        _md_table(jobs_frame(summary)),
+    ]
     if summary.category_counts():
-        out += ["", "### Failed jobs by category", "", _md_table(counts_frame(summary.category_counts(), "category"))]
+        out += [
+            "",
+            "### Failed jobs by category",
+            "",
+            _md_table(counts_frame(summary.category_counts(), "category")),
+        ]
         out += ["", "### Failed jobs by stage", "", _md_table(counts_frame(summary.stage_counts(), "stage"))]
     return "\n".join(out) + "\n"
 
@@ -212,8 +261,12 @@ def render_fleet_html(summary: FleetSummary) -> str:
         _html_table(jobs_frame(summary)),
     ]
     if summary.category_counts():
-        parts += ["<h2>Failed jobs by category</h2>", _html_table(counts_frame(summary.category_counts(), "category")),
-                  "<h2>Failed jobs by stage</h2>", _html_table(counts_frame(summary.stage_counts(), "stage"))]
+        parts += [
+            "<h2>Failed jobs by category</h2>",
+            _html_table(counts_frame(summary.category_counts(), "category")),
+            "<h2>Failed jobs by stage</h2>",
+            _html_table(counts_frame(summary.stage_counts(), "stage")),
+        ]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -239,7 +292,10 @@ def fleet_to_dict(summary: FleetSummary) -> dict[str, Any]:
 
 
 def render_fleet_json(summary: FleetSummary) -> str:
-    return json.dumps(fleet_to_dict(summary), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    return (
+        json.dumps(fleet_to_dict(summary), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        + "\n"
+    )
 
 
 def render_fleet(summary: FleetSummary, fmt: str, width: int | None = None) -> str:

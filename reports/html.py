@@ -41,6 +41,7 @@ SMOOTH_MIN_POINTS = 100  # a smoothed (EMA) line is drawn over series at least t
 MIN_SPAN_SHARE = 0.1  # the value axis spans at least a tenth of the series' magnitude
 ZERO_BASE_SHARE = 0.25  # a positive series whose minimum is under a quarter of its maximum starts at zero
 
+
 def inline_code(text: object) -> Markup:
     """Catalog text (remediation, the fix line quoting a job's settings) with its `code` spans (any
     backtick run, as in Markdown) as <code>; everything escaped first."""
@@ -123,7 +124,9 @@ class Chart:
     height: int
     plot: tuple[float, float, float, float]  # left, top, right, bottom
     path: str
-    points: tuple[Point, ...]  # the markers drawn: every point of a short series, else only NaN/Inf and anomalies
+    points: tuple[
+        Point, ...
+    ]  # the markers drawn: every point of a short series, else only NaN/Inf and anomalies
     drawn: int  # vertices of the series line (at most DRAW_MAX_POINTS)
     ema_path: str  # the smoothed line ("" for a short series)
     smoothing: float | None  # its EMA weight
@@ -176,9 +179,19 @@ class HtmlView:
 
 
 def _finding_row(f: FindingView) -> FindingRow:
-    return FindingRow(f.id, f.title, f.category, f.role, f.count, compact_ranks(f.ranks) or "-",
-                      ", ".join(f.nodes) or "-", f.first.source, f.first.line, clip_cell(f.first.text),
-                      f.explained_by or "")
+    return FindingRow(
+        f.id,
+        f.title,
+        f.category,
+        f.role,
+        f.count,
+        compact_ranks(f.ranks) or "-",
+        ", ".join(f.nodes) or "-",
+        f.first.source,
+        f.first.line,
+        clip_cell(f.first.text),
+        f.explained_by or "",
+    )
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -274,21 +287,52 @@ def timeline(report: Report) -> Timeline | None:
             if use_time:
                 span = f"{s.first_time} - {s.last_time}"
             else:
-                span = f"lines {s.first_line}-{s.last_line}" if s.last_line != s.first_line else f"line {s.first_line}"
-            bars.append(Bar(x0, max(TL_MIN_BAR, round(x1 - x0, 1)), span,
-                            f"{s.first_source}:{s.first_line} - {s.last_source}:{s.last_line}"))
+                span = (
+                    f"lines {s.first_line}-{s.last_line}"
+                    if s.last_line != s.first_line
+                    else f"line {s.first_line}"
+                )
+            bars.append(
+                Bar(
+                    x0,
+                    max(TL_MIN_BAR, round(x1 - x0, 1)),
+                    span,
+                    f"{s.first_source}:{s.first_line} - {s.last_source}:{s.last_line}",
+                )
+            )
         first, last = segments[mine[0]], segments[mine[-1]]
-        reach = (f"{first.first_time} - {last.last_time}" if use_time
-                 else f"lines {first.first_line}-{last.last_line}")
-        rows.append(Row(stage, y, y + TL_BAR - 3, tuple(bars), f"{len(bars)} stretch(es), {reach}",
-                        stage == failed_stage))
+        reach = (
+            f"{first.first_time} - {last.last_time}"
+            if use_time
+            else f"lines {first.first_line}-{last.last_line}"
+        )
+        rows.append(
+            Row(
+                stage,
+                y,
+                y + TL_BAR - 3,
+                tuple(bars),
+                f"{len(bars)} stretch(es), {reach}",
+                stage == failed_stage,
+            )
+        )
     axis_y = TL_TOP + len(order) * TL_ROW + 4
     if use_time:
         ticks = tuple(Tick(x(lo + d), _clock(lo + d)) for d in _nice_ticks(0, hi - lo))
     else:
         ticks = tuple(Tick(x(v), f"{int(v):,}") for v in _nice_ticks(lo, hi) if v == int(v))
-    return Timeline(TL_WIDTH, int(axis_y + TL_AXIS), axis_y, left, right, "time" if use_time else "log line",
-                    tuple(rows), ticks, x(failure_value) if failure_value is not None else None, failure_label)
+    return Timeline(
+        TL_WIDTH,
+        int(axis_y + TL_AXIS),
+        axis_y,
+        left,
+        right,
+        "time" if use_time else "log line",
+        tuple(rows),
+        ticks,
+        x(failure_value) if failure_value is not None else None,
+        failure_label,
+    )
 
 
 def y_range(finite: list[float]) -> tuple[float, float]:
@@ -355,8 +399,9 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
                 points.append(Point(x(step), bottom, step, "no value", "missing", step in anomaly_steps))
             pen_down = False
         elif not math.isfinite(v):
-            points.append(Point(x(step), bottom if v < 0 else top, step, number(v), "nonfinite",
-                                step in anomaly_steps))
+            points.append(
+                Point(x(step), bottom if v < 0 else top, step, number(v), "nonfinite", step in anomaly_steps)
+            )
             pen_down = False
         else:
             px, py = x(step), y(v)
@@ -370,18 +415,29 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
         smoothed = [(st, sv) for st, sv in zip(steps, ema(values, weight)) if sv is not None]
         # one point per pixel column is all a line needs: the smoothed value at the end of each stretch
         stride = max(1, -(-len(smoothed) // DRAW_MAX_POINTS))
-        kept = smoothed[stride - 1::stride]
+        kept = smoothed[stride - 1 :: stride]
         if kept and kept[-1] != smoothed[-1]:
             kept.append(smoothed[-1])
         ema_path = " ".join(f"{'M' if i == 0 else 'L'}{x(st)} {y(sv)}" for i, (st, sv) in enumerate(kept))
     y_ticks = tuple((y(v), number(v)) for v in _nice_ticks(v_lo, v_hi, 4))
     x_ticks = tuple(Tick(x(v), str(int(v))) for v in _nice_ticks(s_lo, s_hi, 5) if v == int(v))
     return Chart(
-        key=series.key, width=MC_WIDTH, height=MC_HEIGHT, plot=(left, top, right, bottom), path=" ".join(path),
-        points=tuple(points), drawn=len(path), ema_path=ema_path, smoothing=weight, y_ticks=y_ticks,
-        x_ticks=x_ticks, failure_x=x(failure_step) if failure_step is not None else None,
-        failure_step=failure_step, last=number(values[-1]) if values else "-",
-        low=number(min(finite)) if finite else "-", high=number(max(finite)) if finite else "-",
+        key=series.key,
+        width=MC_WIDTH,
+        height=MC_HEIGHT,
+        plot=(left, top, right, bottom),
+        path=" ".join(path),
+        points=tuple(points),
+        drawn=len(path),
+        ema_path=ema_path,
+        smoothing=weight,
+        y_ticks=y_ticks,
+        x_ticks=x_ticks,
+        failure_x=x(failure_step) if failure_step is not None else None,
+        failure_step=failure_step,
+        last=number(values[-1]) if values else "-",
+        low=number(min(finite)) if finite else "-",
+        high=number(max(finite)) if finite else "-",
     )
 
 
@@ -417,7 +473,9 @@ def view(report: Report) -> HtmlView:
 
         def row(e: Evidence) -> EvidenceRow:
             is_error = err is not None and (e.source, e.line) == (err.source, err.line)
-            return EvidenceRow(e.source, e.line, e.text, is_error, labels.get((e.source, e.line), str(e.line)))
+            return EvidenceRow(
+                e.source, e.line, e.text, is_error, labels.get((e.source, e.line), str(e.line))
+            )
 
         evidence = tuple(row(e) for e in rc.evidence)
         window = tuple(row(e) for e in ew.lines)
@@ -430,7 +488,9 @@ def view(report: Report) -> HtmlView:
             roots = library_roots(rc.traceback.frames)
         references = tuple((ref, safe_href(ref)) for ref in rc.remediation.references)
     status = report.status
-    verdict = f"failed: {rc.category}" if rc else ("no log lines read" if report.empty else "no failure found")
+    verdict = (
+        f"failed: {rc.category}" if rc else ("no log lines read" if report.empty else "no failure found")
+    )
     findings = tuple(_finding_row(f) for f in report.findings)
     return HtmlView(
         title=f"verl-logscan: {verdict}",

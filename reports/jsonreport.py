@@ -15,8 +15,14 @@ def _evidence(e: Evidence) -> dict[str, Any]:
 
 def _finding(f: FindingView) -> dict[str, Any]:
     return {
-        "id": f.id, "category": f.category, "title": f.title, "role": f.role, "count": f.count,
-        "ranks": list(f.ranks), "nodes": list(f.nodes), "first": _evidence(f.first),
+        "id": f.id,
+        "category": f.category,
+        "title": f.title,
+        "role": f.role,
+        "count": f.count,
+        "ranks": list(f.ranks),
+        "nodes": list(f.nodes),
+        "first": _evidence(f.first),
         "explained_by": f.explained_by,
     }
 
@@ -30,29 +36,53 @@ def _root(rc: RootCause) -> dict[str, Any]:
             "exception_message": t.exception_message,
             "frames": [{"file": f, "line": n, "function": fn} for f, n, fn in t.frames],
             "innermost_user_frame": (
-                {"file": t.innermost_user_frame[0], "line": t.innermost_user_frame[1],
-                 "function": t.innermost_user_frame[2]} if t.innermost_user_frame else None),
+                {
+                    "file": t.innermost_user_frame[0],
+                    "line": t.innermost_user_frame[1],
+                    "function": t.innermost_user_frame[2],
+                }
+                if t.innermost_user_frame
+                else None
+            ),
             "task": t.task,
             "chain": list(t.chain),
             "frames_cut": t.frames_cut,
         }
     return {
-        "id": rc.id, "category": rc.category, "title": rc.title, "summary": rc.summary, "message": rc.message,
+        "id": rc.id,
+        "category": rc.category,
+        "title": rc.title,
+        "summary": rc.summary,
+        "message": rc.message,
         "evidence": [_evidence(e) for e in rc.evidence],
         "error_line": _evidence(rc.error_line) if rc.error_line else None,
-        "rank": rc.rank, "local_rank": rc.local_rank, "pid": rc.pid, "actor": rc.actor, "node": rc.node,
-        "stage": rc.stage, "confidence": rc.confidence,
-        "remediation": {"summary": rc.remediation.summary, "why": rc.remediation.why,
-                        "fix": list(rc.remediation.fix), "references": list(rc.remediation.references),
-                        "job_values": rc.remediation.job_values},
+        "rank": rc.rank,
+        "local_rank": rc.local_rank,
+        "pid": rc.pid,
+        "actor": rc.actor,
+        "node": rc.node,
+        "stage": rc.stage,
+        "confidence": rc.confidence,
+        "remediation": {
+            "summary": rc.remediation.summary,
+            "why": rc.remediation.why,
+            "fix": list(rc.remediation.fix),
+            "references": list(rc.remediation.references),
+            "job_values": rc.remediation.job_values,
+        },
         "traceback": tb,
         "explanation": list(rc.explanation),
-        "candidates": [{"id": c.id, "category": c.category, "reason": c.reason, "first": _evidence(c.first)}
-                       for c in rc.candidates],
+        "candidates": [
+            {"id": c.id, "category": c.category, "reason": c.reason, "first": _evidence(c.first)}
+            for c in rc.candidates
+        ],
         "similar": list(rc.similar),
         "stage_source": rc.stage_source,
-        "basis": ({"kind": rc.basis.kind, "rule": rc.basis.rule, "detail": rc.basis.detail}
-                  if rc.basis is not None else None),
+        "basis": (
+            {"kind": rc.basis.kind, "rule": rc.basis.rule, "detail": rc.basis.detail}
+            if rc.basis is not None
+            else None
+        ),
     }
 
 
@@ -77,16 +107,24 @@ def _plain(value: Any) -> Any:
 
 
 def _span(s: StageSpan) -> dict[str, Any]:
-    return {"stage": s.stage, "first": {"source": s.first_source, "line": s.first_line},
-            "last": {"source": s.last_source, "line": s.last_line},
-            "first_time": s.first_time, "last_time": s.last_time}
+    return {
+        "stage": s.stage,
+        "first": {"source": s.first_source, "line": s.first_line},
+        "last": {"source": s.last_source, "line": s.last_line},
+        "first_time": s.first_time,
+        "last_time": s.last_time,
+    }
 
 
 def _progress(p: Progress) -> dict[str, Any]:
     return {
-        "stage_reached": p.stage_reached, "last_step": p.last_step, "total_steps": p.total_steps,
-        "completed": p.completed, "seconds_per_step": number(p.seconds_per_step),
-        "failure_step": p.failure_step, "note": p.note,
+        "stage_reached": p.stage_reached,
+        "last_step": p.last_step,
+        "total_steps": p.total_steps,
+        "completed": p.completed,
+        "seconds_per_step": number(p.seconds_per_step),
+        "failure_step": p.failure_step,
+        "note": p.note,
         "timeline": [_span(s) for s in p.timeline],
         "segments": [_span(s) for s in p.segments],
     }
@@ -96,10 +134,20 @@ def _metrics(m: Metrics) -> dict[str, Any]:
     return {
         "steps": m.steps,
         "keys": list(m.keys),
-        "series": [{"key": s.key, "steps": list(s.steps), "values": [number(v) for v in s.values]}
-                   for s in m.series],
-        "anomalies": [{"kind": a.kind, "step": a.step, "key": a.key, "value": number(a.value),
-                       "detail": a.detail, "fatal": a.fatal} for a in m.anomalies],
+        "series": [
+            {"key": s.key, "steps": list(s.steps), "values": [number(v) for v in s.values]} for s in m.series
+        ],
+        "anomalies": [
+            {
+                "kind": a.kind,
+                "step": a.step,
+                "key": a.key,
+                "value": number(a.value),
+                "detail": a.detail,
+                "fatal": a.fatal,
+            }
+            for a in m.anomalies
+        ],
     }
 
 
@@ -115,8 +163,16 @@ def to_dict(report: Report) -> dict[str, Any]:
         "progress": _progress(report.progress) if report.progress else None,
         "metrics": _metrics(report.metrics) if report.metrics else None,
         "environment": _plain(dict(report.environment)),
-        "attempts": [{"index": a.index, "first_line": _evidence(a.first_line), "status": a.status,
-                      "category": a.category, "summary": a.summary} for a in report.attempts],
+        "attempts": [
+            {
+                "index": a.index,
+                "first_line": _evidence(a.first_line),
+                "status": a.status,
+                "category": a.category,
+                "summary": a.summary,
+            }
+            for a in report.attempts
+        ],
         "redactions": {str(k): int(v) for k, v in report.redactions.items()},
         "complete": report.complete,
     }

@@ -88,8 +88,14 @@ def _package(line: FrameLine) -> str:
 
 def frame_line(frame: tuple[str, int, str], innermost: tuple[str, int, str] | None) -> FrameLine:
     f, n, fn = frame
-    return FrameLine(f, short_path(f), n, fn, frame_kind(f).value,
-                     innermost is not None and (f, n) == (innermost[0], innermost[1]))
+    return FrameLine(
+        f,
+        short_path(f),
+        n,
+        fn,
+        frame_kind(f).value,
+        innermost is not None and (f, n) == (innermost[0], innermost[1]),
+    )
 
 
 def fold_frames(tb: TracebackView, frames: Sequence[object] | None = None) -> list:
@@ -126,8 +132,14 @@ def error_window(rc: RootCause) -> ErrorWindow:
     marker lines and blank lines say nothing on their own and are skipped)."""
     evidence = list(rc.evidence)
     err = rc.error_line
-    at = next((i for i, e in enumerate(evidence) if err is not None and (e.source, e.line) == (err.source, err.line)),
-              None)
+    at = next(
+        (
+            i
+            for i, e in enumerate(evidence)
+            if err is not None and (e.source, e.line) == (err.source, err.line)
+        ),
+        None,
+    )
     if at is None:
         lines = (err,) if err is not None else ()
         return ErrorWindow(lines, 0 if err is not None else -1, len(evidence))

@@ -32,8 +32,14 @@ SUMMARY_MAX_LINES = 25
 SUMMARY_FIELD_CHARS = 200
 SUMMARY_NOTES = 3
 
-_ANSI = {"red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m", "bold": "\x1b[1m", "dim": "\x1b[2m",
-         "reset": "\x1b[0m"}
+_ANSI = {
+    "red": "\x1b[31m",
+    "green": "\x1b[32m",
+    "yellow": "\x1b[33m",
+    "bold": "\x1b[1m",
+    "dim": "\x1b[2m",
+    "reset": "\x1b[0m",
+}
 
 
 def where(rc) -> str:
@@ -123,8 +129,16 @@ def _env(autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(md_text=md_text, md_code=md_code, md_cell_code=md_cell_code, md_inline=md_inline,
-                       md_html=md_html, compact_ranks=compact_ranks, clip=clip, number=number)
+    env.filters.update(
+        md_text=md_text,
+        md_code=md_code,
+        md_cell_code=md_cell_code,
+        md_inline=md_inline,
+        md_html=md_html,
+        compact_ranks=compact_ranks,
+        clip=clip,
+        number=number,
+    )
     env.globals.update(fence=fence, where=where, basis_text=basis_text)
     env.tests["gap"] = lambda value: isinstance(value, Gap)
     env.tests["folded"] = lambda value: isinstance(value, FoldedFrames)
@@ -134,16 +148,21 @@ def _env(autoescape: bool) -> jinja2.Environment:
 def _paint(color: bool, mark: str):
     """Colours as markers (`mark` is a per-render nonce, which no log line can forge) that
     _unmark turns into escape codes once every log-derived escape has been dropped."""
+
     def paint(text: object, *styles: str) -> str:
         if not color or not styles:
             return str(text)
         return f"\ue000{mark}:{','.join(styles)}\ue001{text}\ue000{mark}:reset\ue001"
+
     return paint
 
 
 def _unmark(text: str, mark: str) -> str:
-    return re.sub("\ue000" + re.escape(mark) + r":([a-z,]+)\ue001",
-                  lambda m: "".join(_ANSI[s] for s in m.group(1).split(",")), text)
+    return re.sub(
+        "\ue000" + re.escape(mark) + r":([a-z,]+)\ue001",
+        lambda m: "".join(_ANSI[s] for s in m.group(1).split(",")),
+        text,
+    )
 
 
 # -- Markdown: what fits in a GitHub issue --------------------------------------------------------------
@@ -187,8 +206,11 @@ class MdView:
         if not self.cut:
             return ""
         parts = [f"{left:,} of {total:,} {what}" for what, (left, total) in self.cut.items()]
-        return (f"Trimmed to fit a GitHub issue ({GITHUB_BODY_LIMIT:,} characters): left out "
-                + "; ".join(parts) + ". `--format html` or `--format json` has everything.")
+        return (
+            f"Trimmed to fit a GitHub issue ({GITHUB_BODY_LIMIT:,} characters): left out "
+            + "; ".join(parts)
+            + ". `--format html` or `--format json` has everything."
+        )
 
 
 def keep_ends(items: Sequence, keep: int, head: int, must: object = None) -> tuple[list, int]:
@@ -257,14 +279,24 @@ def _md_view(report: Report) -> MdView:
 
 
 def _render_md(report: Report, view: MdView) -> str:
-    return _env(False).get_template("report.md.j2").render(
-        r=report, v=view, step=step_text(report), redacted=redaction_line(report),
-        line_chars=MD_LINE_CHARS, cell_chars=MD_CELL_CHARS, Gap=Gap,
+    return (
+        _env(False)
+        .get_template("report.md.j2")
+        .render(
+            r=report,
+            v=view,
+            step=step_text(report),
+            redacted=redaction_line(report),
+            line_chars=MD_LINE_CHARS,
+            cell_chars=MD_CELL_CHARS,
+            Gap=Gap,
+        )
     )
 
 
-def _shrunk(report: Report, view: MdView, label: str, attr: str, kept: tuple[list, int],
-            total: int) -> tuple[str, MdView]:
+def _shrunk(
+    report: Report, view: MdView, label: str, attr: str, kept: tuple[list, int], total: int
+) -> tuple[str, MdView]:
     """`view` with its list `attr` replaced by `kept` = (items, how many left out), rendered."""
     items, left_out = kept
     cut = dict(view.cut)
@@ -325,9 +357,15 @@ def render_markdown(report: Report, budget: int = MD_BUDGET) -> str:
     return text
 
 
-BASIS_WORDS = {"phrase": "its wording", "weak-phrase": "its wording", "type": "its exception type",
-               "weak-type": "its exception type", "frame": "its frames", "marker": "the marker after it",
-               "nearest": "the nearest entry"}
+BASIS_WORDS = {
+    "phrase": "its wording",
+    "weak-phrase": "its wording",
+    "type": "its exception type",
+    "weak-type": "its exception type",
+    "frame": "its frames",
+    "marker": "the marker after it",
+    "nearest": "the nearest entry",
+}
 
 
 def basis_text(rc) -> str:
@@ -348,21 +386,40 @@ def _symptoms_line(report: Report) -> str:
     return clip(", ".join(parts), SUMMARY_FIELD_CHARS) + more
 
 
-def _summary_text(r: Report, paint: Callable[..., str], *, where: str, stage: str, summary: str, error: str,
-                  fix: str, symptoms: str, anomalies: str, redacted: str, notes: list[str], more_notes: int,
-                  report_path: str | None, lines: int, explain: str | None) -> str:
+def _summary_text(
+    r: Report,
+    paint: Callable[..., str],
+    *,
+    where: str,
+    stage: str,
+    summary: str,
+    error: str,
+    fix: str,
+    symptoms: str,
+    anomalies: str,
+    redacted: str,
+    notes: list[str],
+    more_notes: int,
+    report_path: str | None,
+    lines: int,
+    explain: str | None,
+) -> str:
     """The summary's lines from the values render_summary chose. Plain Python, not a template: every
     scan that writes a file prints this summary, and Jinja2 (import, environment, compiling the
     template) cost it about 20 ms of a 0.2 s start-up. Like a template it only formats."""
     rc = r.root_cause
     out: list[str] = []
     if rc:
-        out.append(f"{paint('FAILED', 'bold', 'red')}  {paint(rc.category, 'bold')}  "
-                   f"(confidence {rc.confidence:.2f}, {basis_text(rc)})")
+        out.append(
+            f"{paint('FAILED', 'bold', 'red')}  {paint(rc.category, 'bold')}  "
+            f"(confidence {rc.confidence:.2f}, {basis_text(rc)})"
+        )
         out.append(f"  {summary}")
         if rc.error_line:
-            out.append(f"  {paint('at      ', 'dim')}{rc.error_line.source}:{rc.error_line.line}"
-                       + (f"  ({where})" if where else ""))
+            out.append(
+                f"  {paint('at      ', 'dim')}{rc.error_line.source}:{rc.error_line.line}"
+                + (f"  ({where})" if where else "")
+            )
         elif where:
             out.append(f"  {paint('at      ', 'dim')}{where}")
         out.append(f"  {paint('stage   ', 'dim')}{stage}")
@@ -372,8 +429,10 @@ def _summary_text(r: Report, paint: Callable[..., str], *, where: str, stage: st
         if symptoms:
             out.append(f"  {paint('symptoms', 'dim')} {len(r.symptoms)}: {symptoms}")
     elif r.status == "empty":
-        out.append(f"{paint('EMPTY', 'bold', 'yellow')}  no log lines read from {len(r.inputs)} input(s): "
-                   "nothing to judge")
+        out.append(
+            f"{paint('EMPTY', 'bold', 'yellow')}  no log lines read from {len(r.inputs)} input(s): "
+            "nothing to judge"
+        )
     else:
         out.append(f"{paint('HEALTHY', 'bold', 'green')}  no failure found in {lines} line(s)")
         if stage:
@@ -381,10 +440,14 @@ def _summary_text(r: Report, paint: Callable[..., str], *, where: str, stage: st
     if anomalies:
         out.append(f"  {paint('metrics ', 'dim')} {anomalies}")
     if r.attempts:
-        out.append(f"  {paint('attempts', 'dim')} {len(r.attempts)} earlier attempt(s) in this log; "
-                   "this is the last one")
+        out.append(
+            f"  {paint('attempts', 'dim')} {len(r.attempts)} earlier attempt(s) in this log; "
+            "this is the last one"
+        )
     if not r.complete:
-        out.append(f"  {paint('partial ', 'yellow')} the scan was interrupted; this covers only what was read")
+        out.append(
+            f"  {paint('partial ', 'yellow')} the scan was interrupted; this covers only what was read"
+        )
     if redacted:
         out.append(f"  {paint('redacted', 'dim')} {redacted}")
     for n in notes:
@@ -394,46 +457,63 @@ def _summary_text(r: Report, paint: Callable[..., str], *, where: str, stage: st
     if report_path:
         out.append(f"  {paint('report  ', 'dim')}full report written to {report_path}")
     elif rc:
-        out.append(f"  {paint('more    ', 'dim')}-o report.html or -o report.md for the full report"
-                   + (f"; {explain}" if explain else ""))
+        out.append(
+            f"  {paint('more    ', 'dim')}-o report.html or -o report.md for the full report"
+            + (f"; {explain}" if explain else "")
+        )
     return "".join(line + "\n" for line in out)
 
 
-def render_summary(report: Report, color: bool = False, report_path: str | None = None,
-                   explain: str | None = None) -> str:
+def render_summary(
+    report: Report, color: bool = False, report_path: str | None = None, explain: str | None = None
+) -> str:
     """The short terminal summary (at most SUMMARY_MAX_LINES lines; every field on one line). `explain`:
     the `verl-logscan explain ...` command that works for this root cause (the caller knows the catalog)."""
     rc = report.root_cause
     p = report.progress
     stage = (rc.stage if rc else None) or (p.stage_reached if p else None)
-    stage_line = ", ".join(x for x in (stage or ("not shown in the log" if rc else ""), step_text(report)) if x)
+    stage_line = ", ".join(
+        x for x in (stage or ("not shown in the log" if rc else ""), step_text(report)) if x
+    )
     if p is not None and not rc:
         stage_line += ", completed" if p.completed else ""
     anomalies = report.metrics.anomalies if report.metrics else ()
     anomaly_line = ""
     if anomalies:
         a = anomalies[0]
-        anomaly_line = clip(f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})", SUMMARY_FIELD_CHARS)
+        anomaly_line = clip(
+            f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})", SUMMARY_FIELD_CHARS
+        )
     notes = [clip(n, SUMMARY_FIELD_CHARS) for n in report.notes[:SUMMARY_NOTES]]
     if p is not None and p.note and not rc:
         notes.insert(0, clip(p.note, SUMMARY_FIELD_CHARS))
     mark = os.urandom(8).hex()  # = secrets.token_hex(8), without importing secrets for it
     text = _summary_text(
-        report, _paint(color, mark), where=where(rc) if rc else "", stage=stage_line,
+        report,
+        _paint(color, mark),
+        where=where(rc) if rc else "",
+        stage=stage_line,
         summary=clip(rc.summary, SUMMARY_FIELD_CHARS) if rc else "",
         error=clip(rc.message.strip(), SUMMARY_FIELD_CHARS) if rc else "",
         fix=clip(rc.remediation.fix[0], SUMMARY_FIELD_CHARS) if rc and rc.remediation.fix else "",
         symptoms=_symptoms_line(report) if report.symptoms else "",
-        anomalies=anomaly_line, redacted=redaction_line(report), notes=notes[:SUMMARY_NOTES],
-        more_notes=max(0, len(report.notes) + (1 if p is not None and p.note and not rc else 0) - SUMMARY_NOTES),
-        report_path=report_path, lines=sum(i.lines for i in report.inputs), explain=explain,
+        anomalies=anomaly_line,
+        redacted=redaction_line(report),
+        notes=notes[:SUMMARY_NOTES],
+        more_notes=max(
+            0, len(report.notes) + (1 if p is not None and p.note and not rc else 0) - SUMMARY_NOTES
+        ),
+        report_path=report_path,
+        lines=sum(i.lines for i in report.inputs),
+        explain=explain,
     )
     # log text carries no escape sequence or control character onto the terminal; then the colours
     return _unmark(terminal_text(text), mark) if color else terminal_text(text)
 
 
-def render(report: Report, fmt: str, color: bool = False, report_path: str | None = None,
-           explain: str | None = None) -> str:
+def render(
+    report: Report, fmt: str, color: bool = False, report_path: str | None = None, explain: str | None = None
+) -> str:
     """`report` as `fmt`; `report_path` (text only) names where the full report was written, `explain`
     (text only) the command that explains the root cause's entry."""
     if fmt == "json":

@@ -73,7 +73,8 @@ def test_several_files_and_folder(logs: Path) -> None:
     assert report["root_cause"]["category"] == "cuda-oom"
     r2 = run_cli(["scan", str(logs), "--format", "json"])
     assert sorted(i["path"] for i in json.loads(r2.stdout)["inputs"]) == sorted(
-        [str(logs / "ok.log"), str(logs / "oom.log")])
+        [str(logs / "ok.log"), str(logs / "oom.log")]
+    )
     assert r2.exit_code == EXIT_FAILURE_FOUND
 
 
@@ -126,5 +127,7 @@ def test_python_dash_m_works() -> None:
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "logparse", "--version"], capture_output=True, text=True, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "logparse", "--version"], capture_output=True, text=True, check=False
+    )
     assert p.returncode == 0 and "verl-logscan" in p.stdout

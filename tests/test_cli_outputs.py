@@ -64,13 +64,18 @@ def test_report_to_stdout_and_files_together(tmp_path: Path) -> None:
     assert f"also written to {out}" in r.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--format", "md", "-o", "{d}/x.json"], "--format md contradicts -o {d}/x.json"),
-    (["-o", "{d}/x.md", "-o", "{d}/./x.md"], "is given more than once"),
-    (["-o", "-", "-o", "-"], "standard output) is given more than once"),
-    (["--tee", "-o", "{d}/x.md", "-o", "-"], "--tee passes the log through to stdout"),
-])
-def test_contradictory_outputs_are_one_line_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--format", "md", "-o", "{d}/x.json"], "--format md contradicts -o {d}/x.json"),
+        (["-o", "{d}/x.md", "-o", "{d}/./x.md"], "is given more than once"),
+        (["-o", "-", "-o", "-"], "standard output) is given more than once"),
+        (["--tee", "-o", "{d}/x.md", "-o", "-"], "--tee passes the log through to stdout"),
+    ],
+)
+def test_contradictory_outputs_are_one_line_usage_errors(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     r = run_cli(["scan", str(SAMPLE), *[a.format(d=tmp_path) for a in args]])
     assert r.exit_code == EXIT_ERROR
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("verl-logscan: error: ")
@@ -184,8 +189,15 @@ def test_summary_suggests_the_fallback_rule_that_named_the_failure_and_explain_s
     shown = run_cli(command[1:])
     assert shown.exit_code == 0
     out = shown.stdout
-    for part in ("a fallback phrase rule", "category data-error", "What it looks for", "Example", "Fix",
-                 "1. Rerun with the DataLoader in the main process", "Defined in patterns/fallback.yaml:"):
+    for part in (
+        "a fallback phrase rule",
+        "category data-error",
+        "What it looks for",
+        "Example",
+        "Fix",
+        "1. Rerun with the DataLoader in the main process",
+        "Defined in patterns/fallback.yaml:",
+    ):
         assert part in out, part
     assert out.index("num_workers=0") < out.index("data.train_files")  # its own step first
     frame = run_cli(["explain", "frame-dataset"])
@@ -210,8 +222,14 @@ def test_summary_suggests_the_marker_that_named_a_bare_hydra_error_and_explain_s
         assert page.exit_code == EXIT_FAILURE_FOUND and "marker-hydra-epilogue" in page.stdout, fmt
     shown = run_cli(command[1:])
     assert shown.exit_code == 0
-    for part in ("a failure marker whose failure is the text printed before it", "category config-error",
-                 "HYDRA_FULL_ERROR=1", "CompactHydraException", "Fix", "Defined in patterns/fallback.yaml:"):
+    for part in (
+        "a failure marker whose failure is the text printed before it",
+        "category config-error",
+        "HYDRA_FULL_ERROR=1",
+        "CompactHydraException",
+        "Fix",
+        "Defined in patterns/fallback.yaml:",
+    ):
         assert part in shown.stdout, part
 
 
@@ -228,15 +246,19 @@ def test_summary_suggests_the_catalog_a_user_entry_needs(tmp_path: Path) -> None
 
 
 # -- 2. colour: NO_COLOR, FORCE_COLOR, the flags ------------------------------------------------------------
-@pytest.mark.parametrize("env, flag, coloured", [
-    ({}, None, False),  # CliRunner's stdout is not a terminal
-    ({"FORCE_COLOR": "1"}, None, True),
-    ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, None, False),
-    ({"NO_COLOR": "1"}, "--color", True),  # an explicit flag beats the environment
-    ({"FORCE_COLOR": "1"}, "--no-color", False),
-])
-def test_colour_follows_no_color_and_force_color(monkeypatch: pytest.MonkeyPatch, env: dict, flag: str | None,
-                                                coloured: bool) -> None:
+@pytest.mark.parametrize(
+    "env, flag, coloured",
+    [
+        ({}, None, False),  # CliRunner's stdout is not a terminal
+        ({"FORCE_COLOR": "1"}, None, True),
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, None, False),
+        ({"NO_COLOR": "1"}, "--color", True),  # an explicit flag beats the environment
+        ({"FORCE_COLOR": "1"}, "--no-color", False),
+    ],
+)
+def test_colour_follows_no_color_and_force_color(
+    monkeypatch: pytest.MonkeyPatch, env: dict, flag: str | None, coloured: bool
+) -> None:
     for name in ("NO_COLOR", "FORCE_COLOR"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():

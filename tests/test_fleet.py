@@ -87,7 +87,9 @@ def test_samples_cover_both_verdicts_and_a_folder(expected: list[dict[str, Any]]
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_local_engine_rows_equal_scanning_each_job_alone(expected: list[dict[str, Any]], workers: str) -> None:
+def test_local_engine_rows_equal_scanning_each_job_alone(
+    expected: list[dict[str, Any]], workers: str
+) -> None:
     data = fleet_json([*jobs(), "--jobs", workers, "--engine", "local"])
     assert data["schema_version"] == 1
     assert data["jobs"] == expected
@@ -97,7 +99,10 @@ def test_counts_per_status_category_and_stage(expected: list[dict[str, Any]]) ->
     data = fleet_json([*jobs(), "--jobs", "2"])
     failed = [row for row in expected if row["status"] == "failed"]
     assert data["counts"]["status"] == {
-        "failed": len(failed), "healthy": len(expected) - len(failed), "error": 0}
+        "failed": len(failed),
+        "healthy": len(expected) - len(failed),
+        "error": 0,
+    }
     assert sum(data["counts"]["category"].values()) == len(failed)
     assert sum(data["counts"]["stage"].values()) == len(failed)
     for row in failed:
@@ -129,8 +134,17 @@ def test_ray_engine_starts_its_own_ray_with_an_extra_catalog(tmp_path: Path) -> 
         pytest.importorskip("ray")
     (tmp_path / "marker.yaml").write_text(MARKER_CATALOG)
     (tmp_path / "a.log").write_text(HEALTHY + "[rank1]: FleetMarkerError: bad row 7\n")
-    data = fleet_json([str(tmp_path / "a.log"), "--engine", "ray", "--jobs", "2",
-                       "--catalog", str(tmp_path / "marker.yaml")])
+    data = fleet_json(
+        [
+            str(tmp_path / "a.log"),
+            "--engine",
+            "ray",
+            "--jobs",
+            "2",
+            "--catalog",
+            str(tmp_path / "marker.yaml"),
+        ]
+    )
     assert data["jobs"][0]["root_cause"] == "fleet-marker-failure"
 
 
@@ -253,4 +267,3 @@ def test_usage_errors() -> None:
     r = run_cli(["fleet", str(sample_logs()[0]), "--address", "auto"])
     assert r.exit_code == EXIT_ERROR and "--engine ray" in r.stderr
     assert run_cli(["fleet", str(sample_logs()[0]), "--jobs", "0"]).exit_code == EXIT_ERROR
-

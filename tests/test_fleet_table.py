@@ -38,8 +38,11 @@ def test_unknown_rows_carry_their_error_and_an_empty_job_is_an_error(fleet_jobs:
     rows = {row["job"]: row for row in json.loads(r.stdout)["jobs"]}
     unknown = rows[fleet_jobs[0]]
     assert unknown["root_cause"] == "unknown" and unknown["message"] == SHARD_ERROR
-    assert all(row["message"] is None for row in rows.values() if row["status"] in ("healthy",)
-               or row["root_cause"] not in (None, "unknown"))
+    assert all(
+        row["message"] is None
+        for row in rows.values()
+        if row["status"] in ("healthy",) or row["root_cause"] not in (None, "unknown")
+    )
     empty = rows[fleet_jobs[-2]]
     assert empty["status"] == "error" and empty["message"].endswith("no log lines read")
     md = run_cli(["fleet", *fleet_jobs, "--format", "md"]).stdout
@@ -53,12 +56,23 @@ def _lines_of_job_table(text: str) -> list[str]:
 @pytest.mark.parametrize("width", [79, 99, 139])
 def test_text_table_fits_the_width(fleet_jobs: list[str], width: int) -> None:
     r = run_cli(["fleet", *fleet_jobs, "--format", "json"])
-    summary = FleetSummary(tuple(
-        JobRow(job=row["job"], status=JobStatus(row["status"]), root_cause=row["root_cause"],
-               category=row["category"], stage=row["stage"], last_step=row["last_step"],
-               confidence=row["confidence"], error_source=row["error_source"], error_line=row["error_line"],
-               message=row["message"])
-        for row in json.loads(r.stdout)["jobs"]))
+    summary = FleetSummary(
+        tuple(
+            JobRow(
+                job=row["job"],
+                status=JobStatus(row["status"]),
+                root_cause=row["root_cause"],
+                category=row["category"],
+                stage=row["stage"],
+                last_step=row["last_step"],
+                confidence=row["confidence"],
+                error_source=row["error_source"],
+                error_line=row["error_line"],
+                message=row["message"],
+            )
+            for row in json.loads(r.stdout)["jobs"]
+        )
+    )
     text = render_fleet(summary, "text", width=width)
     table = _lines_of_job_table(text)
     assert max(len(line) for line in text.splitlines()) <= width
@@ -79,8 +93,13 @@ def test_text_table_fits_the_width(fleet_jobs: list[str], width: int) -> None:
 def test_fleet_on_an_80_column_terminal(fleet_jobs: list[str]) -> None:
     master, slave = open_pty(columns=80)
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    p = subprocess.Popen([sys.executable, "-m", "logparse", "fleet", *fleet_jobs, "--jobs", "1"],
-                         stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "logparse", "fleet", *fleet_jobs, "--jobs", "1"],
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
     os.close(slave)
     shown = bytearray()
     reader = drain(master, shown)

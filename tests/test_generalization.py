@@ -31,8 +31,10 @@ TORCHRUN_HEAD = (
 
 
 def test_an_error_line_without_a_traceback_is_a_failure() -> None:
-    report, code = scan(TORCHRUN_HEAD + "[rank1]: AssertionError: ppo_mini_batch_size (6) must be divisible by "
-                                        "the number of GPUs (4)\n")
+    report, code = scan(
+        TORCHRUN_HEAD + "[rank1]: AssertionError: ppo_mini_batch_size (6) must be divisible by "
+        "the number of GPUs (4)\n"
+    )
     assert code == 1 and report["status"] == "failed"
     rc = report["root_cause"]
     assert rc["category"] == "config-error" and rc["id"] == "unknown"
@@ -43,24 +45,31 @@ def test_an_error_line_without_a_traceback_is_a_failure() -> None:
 
 
 def test_an_error_line_that_training_outlived_is_not_the_verdict() -> None:
-    text = TORCHRUN_HEAD + "[rank1]: ValueError: sample 17 skipped: empty answer\n" + "".join(
-        f"[rank0]: step:{i} - loss:2.0 - grad_norm:1.0\n" for i in range(2, 6))
+    text = (
+        TORCHRUN_HEAD
+        + "[rank1]: ValueError: sample 17 skipped: empty answer\n"
+        + "".join(f"[rank0]: step:{i} - loss:2.0 - grad_norm:1.0\n" for i in range(2, 6))
+    )
     report, code = scan(text)
     assert (report["status"], code) == ("healthy", 0)
 
 
 def test_a_failure_phrase_line_alone_is_a_failure() -> None:
-    report, code = scan("bash: line 1:  4127 Segmentation fault      (core dumped) python3 -m verl.trainer.main_ppo\n")
+    report, code = scan(
+        "bash: line 1:  4127 Segmentation fault      (core dumped) python3 -m verl.trainer.main_ppo\n"
+    )
     assert code == 1 and report["root_cause"]["category"] == "segfault"
 
 
 def test_a_traceback_cut_before_its_exception_is_a_failure() -> None:
-    text = ("Traceback (most recent call last):\n"
-            '  File "/opt/venv/bin/torchrun", line 8, in <module>\n'
-            "    sys.exit(main())\n"
-            '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/agent/server/api.py", '
-            "line 528, in _rendezvous\n"
-            "    rdzv_info = spec.rdzv_handler.next_rendezvous()\n")
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/bin/torchrun", line 8, in <module>\n'
+        "    sys.exit(main())\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/agent/server/api.py", '
+        "line 528, in _rendezvous\n"
+        "    rdzv_info = spec.rdzv_handler.next_rendezvous()\n"
+    )
     report, code = scan(text)
     assert code == 1
     rc = report["root_cause"]
@@ -70,14 +79,18 @@ def test_a_traceback_cut_before_its_exception_is_a_failure() -> None:
 
 
 def test_hydras_epilogue_carries_the_message_before_it() -> None:
-    text = ("Could not override 'actor_rollout_ref.rollout.temprature'.\n"
-            "To append to your config use +actor_rollout_ref.rollout.temprature=0.7\n"
-            "Key 'temprature' is not in struct\n"
-            "    full_key: actor_rollout_ref.rollout.temprature\n"
-            "    object_type=dict\n"
-            "\n"
-            "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
-    report, code = scan(text, "--disable", "hydra-override-key-missing", "--disable", "omegaconf-key-not-in-struct")
+    text = (
+        "Could not override 'actor_rollout_ref.rollout.temprature'.\n"
+        "To append to your config use +actor_rollout_ref.rollout.temprature=0.7\n"
+        "Key 'temprature' is not in struct\n"
+        "    full_key: actor_rollout_ref.rollout.temprature\n"
+        "    object_type=dict\n"
+        "\n"
+        "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+    )
+    report, code = scan(
+        text, "--disable", "hydra-override-key-missing", "--disable", "omegaconf-key-not-in-struct"
+    )
     assert code == 1 and report["root_cause"]["category"] == "config-error"
 
 
@@ -130,11 +143,14 @@ def test_disable_is_repeatable_and_removes_the_entries() -> None:
 
 # -- stage and rank ----------------------------------------------------------------------------------
 
+
 def test_stage_from_the_task_rays_memory_monitor_names() -> None:
-    line = ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. Memory on the "
-            "node (IP: 10.0.0.1, ID: 90ef31c2) where the task (task ID: a675b3e1, "
-            "name=WorkerDict.actor_rollout_compute_log_prob, pid=91085, memory used=24.99GB) was running was "
-            "32.62GB / 33.28GB (0.980175), which exceeds the memory usage threshold of 0.96.\n")
+    line = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. Memory on the "
+        "node (IP: 10.0.0.1, ID: 90ef31c2) where the task (task ID: a675b3e1, "
+        "name=WorkerDict.actor_rollout_compute_log_prob, pid=91085, memory used=24.99GB) was running was "
+        "32.62GB / 33.28GB (0.980175), which exceeds the memory usage threshold of 0.96.\n"
+    )
     report, code = scan(D + "step:3 - actor/pg_loss:0.01\n" + line)
     rc = report["root_cause"]
     assert rc["category"] == "host-oom"
@@ -151,18 +167,27 @@ def test_stage_from_the_actor_whose_work_is_all_in_one_stage() -> None:
     """verl's sandbox ExecutionWorker runs tool calls during multi-turn rollout: its failure is in
     rollout, also where the last marker only says the loop runs; not for an init failure before the loop."""
     x = "(ExecutionWorker pid=52231) "
-    timeout = (x + "ERROR:2026-09-15 15:36:24,702:Case 0: API error occurred: API Call Failed: API Request Error: "
-               "HTTPConnectionPool(host='10.0.0.9', port=8080): Read timed out. (read timeout=30)\n")
+    timeout = (
+        x + "ERROR:2026-09-15 15:36:24,702:Case 0: API error occurred: API Call Failed: API Request Error: "
+        "HTTPConnectionPool(host='10.0.0.9', port=8080): Read timed out. (read timeout=30)\n"
+    )
     bar = D + "Training Progress:  16%|███▋      | 71/435 [1:10:40<6:31:06, 64.47s/it]\n"
     for text in (timeout, bar + timeout):
         rc = scan(text)[0]["root_cause"]
         assert (rc["category"], rc["stage"], rc["stage_source"], rc["actor"]) == (
-            "timeout", "rollout", "actor", "ExecutionWorker"), text
-    rc = scan(x + "ModuleNotFoundError: No module named 'sandbox_fusion'\n", "--disable", "module-not-found")[0][
-        "root_cause"]
+            "timeout",
+            "rollout",
+            "actor",
+            "ExecutionWorker",
+        ), text
+    rc = scan(x + "ModuleNotFoundError: No module named 'sandbox_fusion'\n", "--disable", "module-not-found")[
+        0
+    ]["root_cause"]
     assert (rc["stage"], rc["stage_source"]) == ("import", "category")
-    rc = scan(D + "step:3 - actor/pg_loss:0.01\n" + W + "requests.exceptions.ReadTimeout: HTTPConnectionPool"
-              "(host='10.0.0.9', port=8080): Read timed out. (read timeout=30)\n")[0]["root_cause"]
+    rc = scan(
+        D + "step:3 - actor/pg_loss:0.01\n" + W + "requests.exceptions.ReadTimeout: HTTPConnectionPool"
+        "(host='10.0.0.9', port=8080): Read timed out. (read timeout=30)\n"
+    )[0]["root_cause"]
     assert rc["stage_source"] != "actor"  # WorkerDict also loads models and syncs weights: no one stage
 
 
@@ -171,8 +196,17 @@ def test_stage_sources_of_the_samples_are_recorded() -> None:
         report, _ = scan(path.read_text())
         rc = report["root_cause"]
         if rc is not None and rc["stage"] is not None:
-            assert rc["stage_source"] in ("ray-task", "frames", "entry", "traceback", "memory-monitor",
-                                          "collective", "actor", "marker", "category"), path.name
+            assert rc["stage_source"] in (
+                "ray-task",
+                "frames",
+                "entry",
+                "traceback",
+                "memory-monitor",
+                "collective",
+                "actor",
+                "marker",
+                "category",
+            ), path.name
             assert rc["basis"]["kind"] == "entry"
 
 
@@ -195,25 +229,47 @@ def test_real_torchrun_failures_of_a_data_worker_and_of_a_launcher_flag() -> Non
     report, code = scan((FIXTURES / "torchrun" / "bad-master-port.log").read_text())
     rc = report["root_cause"]
     assert code == 1 and (rc["category"], rc["stage"], rc["basis"]["rule"]) == (
-        "rendezvous-failure", "launch", "phrase-rendezvous")
+        "rendezvous-failure",
+        "launch",
+        "phrase-rendezvous",
+    )
 
 
 # verl 0.5.0 from PyPI, run for real (tests/fixtures/verl/README.md): what each report must say
 REAL_VERL_RUNS = {
-    "hydra-unknown-key.log": {"category": "config-error", "id": "hydra-override-key-missing", "stage": "config"},
+    "hydra-unknown-key.log": {
+        "category": "config-error",
+        "id": "hydra-override-key-missing",
+        "stage": "config",
+    },
     # (an ImportError by its type: import-error; two packages that do not go together)
-    "numpy-pyarrow-conflict.log": {"category": "version-mismatch",
-                                   "message": "ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4"},
-    "model-path-missing.log": {"category": "model-load-error", "stage": "model-load", "actor": "TaskRunner",
-                               "pid": 24460},
-    "data-file-missing.log": {"category": "data-error", "id": "dataset-file-not-found", "stage": "data-load",
-                              "actor": "TaskRunner"},
+    "numpy-pyarrow-conflict.log": {
+        "category": "version-mismatch",
+        "message": "ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4",
+    },
+    "model-path-missing.log": {
+        "category": "model-load-error",
+        "stage": "model-load",
+        "actor": "TaskRunner",
+        "pid": 24460,
+    },
+    "data-file-missing.log": {
+        "category": "data-error",
+        "id": "dataset-file-not-found",
+        "stage": "data-load",
+        "actor": "TaskRunner",
+    },
     "wrong-prompt-key.log": {"category": "data-error", "stage": "data-load", "message": "KeyError: 'prompt'"},
     # the config check ran inside RayPPOTrainer.__init__: config (a frame rule), not model-load (its __init__)
     "micro-batch-unset.log": {"category": "config-error", "stage": "config", "stage_source": "frames"},
     "no-gpus.log": {"category": "ray-error", "id": "ray-insufficient-gpus", "stage": "distributed-init"},
-    "worker-sees-no-gpu.log": {"category": "cuda-error", "id": "cuda-no-device", "stage": "distributed-init",
-                               "actor": "WorkerDict", "pid": 1417},
+    "worker-sees-no-gpu.log": {
+        "category": "cuda-error",
+        "id": "cuda-no-device",
+        "stage": "distributed-init",
+        "actor": "WorkerDict",
+        "pid": 1417,
+    },
 }
 
 
@@ -234,19 +290,35 @@ def test_every_real_verl_fixture_has_its_verdict() -> None:
 # Real Hydra runs (tests/fixtures/hydra, samples/scripts/capture.sh ONLY=hydra): the verdict with the
 # full catalog, and without the catalog's Hydra entries, where the epilogue's marker finds the error's
 # text before it (a config error Hydra printed bare) and a traceback before it stays the failure.
-HYDRA_ENTRIES = ("hydra-config-not-found", "hydra-override-parse-error", "hydra-override-key-missing",
-                 "hydra-error-executing-job")
+HYDRA_ENTRIES = (
+    "hydra-config-not-found",
+    "hydra-override-parse-error",
+    "hydra-override-key-missing",
+    "hydra-error-executing-job",
+)
 REAL_HYDRA_RUNS = {
-    "config-group-option-missing.log": ({"id": "hydra-config-not-found"},
-                                        {"message": "In 'ppo_trainer': Could not find 'rollout/vllm_v2'"}),
-    "primary-config-missing.log": ({"id": "hydra-config-not-found"},
-                                   {"message": "Cannot find primary config 'ppo_trainer_v2'. Check that it's in "
-                                               "your config search path."}),
-    "override-parse-error.log": ({"id": "hydra-override-parse-error"},
-                                 {"message": "Error parsing override 'data.max_prompt_length=1,2]'"}),
-    "app-raises.log": ({"id": "unknown", "message": "ValueError: data.train_batch_size (7) must be divisible by 2"},
-                       {"message": "ValueError: data.train_batch_size (7) must be divisible by 2",
-                        "basis": "phrase-divisibility"}),
+    "config-group-option-missing.log": (
+        {"id": "hydra-config-not-found"},
+        {"message": "In 'ppo_trainer': Could not find 'rollout/vllm_v2'"},
+    ),
+    "primary-config-missing.log": (
+        {"id": "hydra-config-not-found"},
+        {
+            "message": "Cannot find primary config 'ppo_trainer_v2'. Check that it's in "
+            "your config search path."
+        },
+    ),
+    "override-parse-error.log": (
+        {"id": "hydra-override-parse-error"},
+        {"message": "Error parsing override 'data.max_prompt_length=1,2]'"},
+    ),
+    "app-raises.log": (
+        {"id": "unknown", "message": "ValueError: data.train_batch_size (7) must be divisible by 2"},
+        {
+            "message": "ValueError: data.train_batch_size (7) must be divisible by 2",
+            "basis": "phrase-divisibility",
+        },
+    ),
 }
 
 
@@ -277,8 +349,10 @@ def test_every_real_hydra_fixture_has_its_verdict() -> None:
 
 def test_hydra_marker_takes_no_text_from_another_record() -> None:
     # a timestamped record just before the epilogue is no bare Hydra message: the marker stays the line
-    text = ("2026-10-07 10:00:01,000 INFO worker.py:2038 -- Started a local Ray instance.\n\n"
-            "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+    text = (
+        "2026-10-07 10:00:01,000 INFO worker.py:2038 -- Started a local Ray instance.\n\n"
+        "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+    )
     report, code = scan(text)
     rc = report["root_cause"]
     assert code == 1 and rc["error_line"]["line"] == 3 and rc["basis"]["kind"] != "marker"
@@ -288,14 +362,22 @@ def test_hydra_marker_takes_no_text_from_another_record() -> None:
 
 BAIT = [
     W + "WARNING 05-22 14:41:15 [config.py:1402] errors in chat template are reported as warnings",
-    D + "2026-10-07 10:00:01,000 ERROR http.py:40 -- reward server request failed (attempt 1 of 5), retrying in 2 s",
+    D
+    + "2026-10-07 10:00:01,000 ERROR http.py:40 -- reward server request failed (attempt 1 of 5), retrying in 2 s",
     D + "INFO: loaded dataset ErrorFreeMath-7k (12000 rows)",
-    W + "/opt/venv/lib/python3.10/site-packages/torch/cuda/amp.py:12: FutureWarning: `torch.cuda.amp.autocast(args...)` "
-        "is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.",
+    W
+    + "/opt/venv/lib/python3.10/site-packages/torch/cuda/amp.py:12: FutureWarning: `torch.cuda.amp.autocast(args...)` "
+    "is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.",
     D + "Error: transient glitch while logging to console, ignored",
     # verl's reward manager prints validation samples in four parts; model text is never evidence
-    "\n".join([D + "[prompt] What is 3 + 4? Explain any Error: you find.", D + "[response] The model answers: "
-               "ValueError: it is not 7, it is 8", D + "[ground_truth] 7", D + "[score] 0.0"]),
+    "\n".join(
+        [
+            D + "[prompt] What is 3 + 4? Explain any Error: you find.",
+            D + "[response] The model answers: ValueError: it is not 7, it is 8",
+            D + "[ground_truth] 7",
+            D + "[score] 0.0",
+        ]
+    ),
     W + "[rank1]: 0 errors in 1024 samples",
 ]
 HANDLED = [
@@ -311,14 +393,18 @@ def healthy_bait_run(steps: int, seed: int = 5) -> str:
     error-looking bait and a handled traceback every few hundred steps, ending in the final
     validation metrics (verl's completion marker)."""
     rnd = random.Random(seed)
-    out = ["2026-10-07 09:59:01,000\tINFO worker.py:2038 -- Started a local Ray instance.",
-           D + "TaskRunner hostname: node-1, PID: 3165",
-           D + "[validate_config] All configuration checks passed successfully!"]
+    out = [
+        "2026-10-07 09:59:01,000\tINFO worker.py:2038 -- Started a local Ray instance.",
+        D + "TaskRunner hostname: node-1, PID: 3165",
+        D + "[validate_config] All configuration checks passed successfully!",
+    ]
     for step in range(1, steps + 1):
         pid = rnd.randrange(3000, 9000)
-        out.append(f"\x1b[36m(TaskRunner pid={pid})\x1b[0m step:{step} - actor/pg_loss:np.float64({rnd.random():.4f}) - "
-                   f"actor/grad_norm:{rnd.random() * 3:.3f} - critic/values/mean:nan - val/ErrorRate:0.1 - "
-                   f"timing_s/step:{50 + rnd.random():.2f}")
+        out.append(
+            f"\x1b[36m(TaskRunner pid={pid})\x1b[0m step:{step} - actor/pg_loss:np.float64({rnd.random():.4f}) - "
+            f"actor/grad_norm:{rnd.random() * 3:.3f} - critic/values/mean:nan - val/ErrorRate:0.1 - "
+            f"timing_s/step:{50 + rnd.random():.2f}"
+        )
         pct = 100 * step // steps
         out.append(f"Training Progress: {pct:3d}%|          | {step}/{steps} [01:00<01:00, 56.00s/it]")
         if step % 97 == 0:
@@ -336,9 +422,12 @@ def test_a_long_healthy_run_with_bait_stays_healthy() -> None:
     assert report["progress"]["last_step"] == 5000 and report["progress"]["completed"]
 
 
-@pytest.mark.parametrize("path", sorted((FIXTURES / "benign").glob("*.log")) + [SAMPLES / "ray-healthy.log",
-                                                                                  SAMPLES / "torchrun-healthy.log"],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted((FIXTURES / "benign").glob("*.log"))
+    + [SAMPLES / "ray-healthy.log", SAMPLES / "torchrun-healthy.log"],
+    ids=lambda p: p.name,
+)
 def test_benign_fixtures_stay_healthy(path) -> None:
     report, code = scan(path.read_text(encoding="utf-8", errors="replace"))
     assert (report["status"], code) == ("healthy", 0), report["root_cause"]
@@ -348,7 +437,9 @@ def test_benign_fixtures_stay_healthy(path) -> None:
 
 # known misses (as semgrep's todo_match): the evidence left once the entry is gone does not name the
 # category; they must still miss, so that a fix moves them out of this set
-KNOWN_MISSES: dict[str, str] = {}  # (shm-nccl.log left it when NCCL's `/dev/shm` failure wording got a fallback phrase)
+KNOWN_MISSES: dict[
+    str, str
+] = {}  # (shm-nccl.log left it when NCCL's `/dev/shm` failure wording got a fallback phrase)
 
 
 def loeo_cases() -> list[tuple[str, str, object]]:

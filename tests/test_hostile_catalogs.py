@@ -48,20 +48,56 @@ def test_invalid_yaml(tmp_path: Path) -> None:
     refused_at(tmp_path, ENTRY.replace("  title: My failure", "  title: [unclosed"), 3, "invalid YAML")
 
 
-@pytest.mark.parametrize("old,new,line,words", [
-    ("  title: My failure", "  title: [a, list]", 2, ("'title' must be a non-empty string, got list ['a', 'list']",)),
-    ("    - 'MyDataError: (?P<what>.+)'", "    - 123", 9, ("pattern #1 must be a non-empty string", "got integer 123")),
-    ("  keywords: ['MyDataError']", "  keywords: {MyDataError: 1}", 7, ("'keywords' must be a list of non-empty strings",)),
-    ("  priority: 70", "  priority: '70'", 6, ("'priority' must be an integer 0-100",)),
-    ("  priority: 70", "  priority: 1e308", 6, ("'priority' must be an integer 0-100",)),
-    ("  role: cause", "  role: [cause]", 4, ("'role' must be one of",)),
-    ("  priority: 70", "  priority: 70\n  stage: {a: 1}", 7, ("'stage' must be a stage id (a string) or null",)),
-    ("  priority: 70", "  priority: 70\n  category_from: {group: what, map: {'1': [x]}, default: {a: 1}}", 7,
-     ("unknown category ['x'] in category_from.map", "unknown default category {'a': 1}")),
-    ("  priority: 70", "  priority: 70\n  frames: [1, 2]", 7, ("'frames' must be a non-empty list of regexes",)),
-    ("  remediation:\n    summary: The data broke.", "  remediation:\n    summary: [1]", 12,
-     ("remediation.summary must be a non-empty string",)),
-])
+@pytest.mark.parametrize(
+    "old,new,line,words",
+    [
+        (
+            "  title: My failure",
+            "  title: [a, list]",
+            2,
+            ("'title' must be a non-empty string, got list ['a', 'list']",),
+        ),
+        (
+            "    - 'MyDataError: (?P<what>.+)'",
+            "    - 123",
+            9,
+            ("pattern #1 must be a non-empty string", "got integer 123"),
+        ),
+        (
+            "  keywords: ['MyDataError']",
+            "  keywords: {MyDataError: 1}",
+            7,
+            ("'keywords' must be a list of non-empty strings",),
+        ),
+        ("  priority: 70", "  priority: '70'", 6, ("'priority' must be an integer 0-100",)),
+        ("  priority: 70", "  priority: 1e308", 6, ("'priority' must be an integer 0-100",)),
+        ("  role: cause", "  role: [cause]", 4, ("'role' must be one of",)),
+        (
+            "  priority: 70",
+            "  priority: 70\n  stage: {a: 1}",
+            7,
+            ("'stage' must be a stage id (a string) or null",),
+        ),
+        (
+            "  priority: 70",
+            "  priority: 70\n  category_from: {group: what, map: {'1': [x]}, default: {a: 1}}",
+            7,
+            ("unknown category ['x'] in category_from.map", "unknown default category {'a': 1}"),
+        ),
+        (
+            "  priority: 70",
+            "  priority: 70\n  frames: [1, 2]",
+            7,
+            ("'frames' must be a non-empty list of regexes",),
+        ),
+        (
+            "  remediation:\n    summary: The data broke.",
+            "  remediation:\n    summary: [1]",
+            12,
+            ("remediation.summary must be a non-empty string",),
+        ),
+    ],
+)
 def test_wrong_types(tmp_path: Path, old: str, new: str, line: int, words: tuple[str, ...]) -> None:
     assert ENTRY.count(old) == 1
     refused_at(tmp_path, ENTRY.replace(old, new), line, *words)
@@ -89,26 +125,39 @@ def test_duplicate_key_in_one_entry(tmp_path: Path) -> None:
     refused_at(tmp_path, text, 11, "invalid YAML", "found duplicate key 'priority' (first at line 6)")
 
 
-@pytest.mark.parametrize("pattern", [
-    "(a+)+$", "(x+x+)+y", "(?:(?:a|a)+)+b", r"(?:\s*\w+\s*)*=", "(?:a{2,})+", r"(?P<n>\d+(?:\.\d+)?)+",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(a+)+$",
+        "(x+x+)+y",
+        "(?:(?:a|a)+)+b",
+        r"(?:\s*\w+\s*)*=",
+        "(?:a{2,})+",
+        r"(?P<n>\d+(?:\.\d+)?)+",
+    ],
+)
 def test_nested_quantifiers_are_refused(tmp_path: Path, pattern: str) -> None:
     text = ENTRY.replace("'MyDataError: (?P<what>.+)'", f"'MyDataError: (?P<what>.+) {pattern}'")
     refused_at(tmp_path, text, 9, "pattern #1 is refused", "nests unbounded quantifiers")
 
 
-@pytest.mark.parametrize("pattern,words", [
-    ("a{100000}", "a repetition count of 100000"),
-    ("a{5,100000}", "a repetition count of 100000"),
-    ("(?:a{999}){999}", "nested repetition counts multiply to 998001"),
-    ("(?:(?:a{50}){50}){50}", "nested repetition counts multiply to 125000"),
-])
+@pytest.mark.parametrize(
+    "pattern,words",
+    [
+        ("a{100000}", "a repetition count of 100000"),
+        ("a{5,100000}", "a repetition count of 100000"),
+        ("(?:a{999}){999}", "nested repetition counts multiply to 998001"),
+        ("(?:(?:a{50}){50}){50}", "nested repetition counts multiply to 125000"),
+    ],
+)
 def test_huge_repetition_counts_are_refused(tmp_path: Path, pattern: str, words: str) -> None:
     text = ENTRY.replace("'MyDataError: (?P<what>.+)'", f"'MyDataError: (?P<what>.+) {pattern}'")
     refused_at(tmp_path, text, 9, "pattern #1 is refused", words)
 
 
-@pytest.mark.parametrize("pattern", ["(?:a{1,30}){1,30}b", "(?:(?:a|a){1,9}){1,9}b", "(?:(?:a|aa){1,30}){1,30}b"])
+@pytest.mark.parametrize(
+    "pattern", ["(?:a{1,30}){1,30}b", "(?:(?:a|a){1,9}){1,9}b", "(?:(?:a|aa){1,30}){1,30}b"]
+)
 def test_a_regex_that_compiles_but_is_slow_is_refused_by_its_probe(tmp_path: Path, pattern: str) -> None:
     assert regex_risk(pattern) is None  # not seen by the static check: the timing probe catches it
     text = ENTRY.replace("'MyDataError: (?P<what>.+)'", f"'MyDataError: (?P<what>.+)'\n    - '{pattern}'")
@@ -123,7 +172,9 @@ def test_frame_regexes_get_the_same_checks(tmp_path: Path) -> None:
 def test_overlapping_alternation_is_bounded_at_match_time(tmp_path: Path) -> None:
     # (a|a)*b and (?:.*a){8}x pass the loader (the regex module does not blow up on the probes); a long
     # line is bounded by the matcher's per-search timeout and the report says so
-    text = ENTRY.replace("'MyDataError: (?P<what>.+)'", "'MyDataError: (?P<what>(a|a)*b)'\n    - 'MyDataError: (?:.*a){8}x'")
+    text = ENTRY.replace(
+        "'MyDataError: (?P<what>.+)'", "'MyDataError: (?P<what>(a|a)*b)'\n    - 'MyDataError: (?:.*a){8}x'"
+    )
     text = text.replace("['[rank1]: MyDataError: bad row 7']", "['[rank1]: MyDataError: aab']")
     text = text.replace("'data broke: {what}'", "'data broke'")
     cat = write(tmp_path, text)
@@ -137,11 +188,18 @@ def test_overlapping_alternation_is_bounded_at_match_time(tmp_path: Path) -> Non
 
 def test_python_tags_are_refused_and_nothing_runs(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    for tag in (f"!!python/object/apply:os.system ['touch {marker}']",
-                f"!!python/object/new:subprocess.check_output [['touch', '{marker}']]",
-                "!!python/name:os.system", "!!python/object:collections.OrderedDict {}"):
-        msg = refused_at(tmp_path, ENTRY.replace("  title: My failure", f"  title: {tag}"), 2,
-                         "is not allowed: a catalog is plain data")
+    for tag in (
+        f"!!python/object/apply:os.system ['touch {marker}']",
+        f"!!python/object/new:subprocess.check_output [['touch', '{marker}']]",
+        "!!python/name:os.system",
+        "!!python/object:collections.OrderedDict {}",
+    ):
+        msg = refused_at(
+            tmp_path,
+            ENTRY.replace("  title: My failure", f"  title: {tag}"),
+            2,
+            "is not allowed: a catalog is plain data",
+        )
         assert "python/" in msg
     assert not marker.exists()
 
@@ -180,15 +238,21 @@ HOSTILE_TEXT = "{0} {{7*191}} {what.__class__} {what!r} %(what)s $HOME {% raw %}
 
 
 def test_catalog_text_is_never_a_template(tmp_path: Path) -> None:
-    text = (ENTRY.replace("'data broke: {what}'", "'data broke: {what} | " + HOSTILE_TEXT.replace("'", "''") + "'")
-            .replace("summary: The data broke.", "summary: 'Summary {{ 7*191 }} <script>x</script> {__class__}'")
-            .replace("fix: ['Fix the data.']", "fix: ['{{ config }} {{ self.__init__.__globals__ }}']"))
+    text = (
+        ENTRY.replace(
+            "'data broke: {what}'", "'data broke: {what} | " + HOSTILE_TEXT.replace("'", "''") + "'"
+        )
+        .replace("summary: The data broke.", "summary: 'Summary {{ 7*191 }} <script>x</script> {__class__}'")
+        .replace("fix: ['Fix the data.']", "fix: ['{{ config }} {{ self.__init__.__globals__ }}']")
+    )
     cat = write(tmp_path, text)
     log = tmp_path / "job.log"
     log.write_text(LOG)
     report = json.loads(run_cli(["scan", str(log), "--catalog", str(cat), "--format", "json"]).output)
     assert report["root_cause"]["summary"] == "data broke: bad row 7 | " + HOSTILE_TEXT
-    assert report["root_cause"]["remediation"]["summary"] == "Summary {{ 7*191 }} <script>x</script> {__class__}"
+    assert (
+        report["root_cause"]["remediation"]["summary"] == "Summary {{ 7*191 }} <script>x</script> {__class__}"
+    )
     assert report["root_cause"]["remediation"]["fix"] == ["{{ config }} {{ self.__init__.__globals__ }}"]
     for fmt in ("text", "md", "html"):
         out = run_cli(["scan", str(log), "--catalog", str(cat), "--format", fmt, "--no-color"]).output
@@ -200,10 +264,16 @@ def test_catalog_text_is_never_a_template(tmp_path: Path) -> None:
 
 def test_placeholder_names_are_groups_only(tmp_path: Path) -> None:
     # a placeholder must name a group of the patterns
-    refused_at(tmp_path, ENTRY.replace("'data broke: {what}'", "'broke {__class__}'"), 10,
-               "placeholder '{__class__}' names no group of the patterns")
+    refused_at(
+        tmp_path,
+        ENTRY.replace("'data broke: {what}'", "'broke {__class__}'"),
+        10,
+        "placeholder '{__class__}' names no group of the patterns",
+    )
     # a group may be called __class__: it is filled with the matched text, nothing else
-    text = (ENTRY.replace("(?P<what>.+)", "(?P<__class__>.+)").replace("'data broke: {what}'", "'broke {__class__}'"))
+    text = ENTRY.replace("(?P<what>.+)", "(?P<__class__>.+)").replace(
+        "'data broke: {what}'", "'broke {__class__}'"
+    )
     cat = write(tmp_path, text)
     log = tmp_path / "job.log"
     log.write_text(LOG)

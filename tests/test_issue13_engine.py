@@ -69,7 +69,11 @@ def test_a_deep_recursion_keeps_its_innermost_frames_and_says_how_many_were_cut(
     assert tb["exception_type"] == "KeyError"
     assert len(tb["frames"]) == MAX_FRAMES and tb["frames_cut"] == printed - MAX_FRAMES
     assert tb["frames"][0]["function"] == "<module>"  # the outermost frames stay
-    assert tb["frames"][-1] == {"file": str(tmp_path / "job.py"), "line": 7, "function": "pong"}  # the innermost
+    assert tb["frames"][-1] == {
+        "file": str(tmp_path / "job.py"),
+        "line": 7,
+        "function": "pong",
+    }  # the innermost
     assert tb["innermost_user_frame"]["line"] == 7
 
     md = run_cli(["scan", str(log), "--format", "md"]).stdout
@@ -99,8 +103,11 @@ def test_a_thousand_identical_frames_keep_the_first_and_the_last() -> None:
     lines = ["Traceback (most recent call last):", '  File "/app/main.py", line 1, in <module>']
     for _ in range(1000):
         lines += ['  File "/app/walk.py", line 5, in walk', "    return walk(node.child)"]
-    lines += ['  File "/app/walk.py", line 9, in leaf', "    raise RecursionError('maximum recursion depth')",
-              "RecursionError: maximum recursion depth"]
+    lines += [
+        '  File "/app/walk.py", line 9, in leaf',
+        "    raise RecursionError('maximum recursion depth')",
+        "RecursionError: maximum recursion depth",
+    ]
     for i, text in enumerate(lines, 1):
         assembler.feed(normalizer.normalize(Line("x.log", i, text)))
     assembler.close_all()
@@ -112,6 +119,7 @@ def test_a_thousand_identical_frames_keep_the_first_and_the_last() -> None:
 
 # -- hostile catalogs ---------------------------------------------------------------------------------
 
+
 def write_catalog(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -121,7 +129,9 @@ def write_catalog(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:
 @pytest.mark.parametrize("length", [500, 1200, 5000])
 def test_a_very_long_keyword_is_no_crash(tmp_path: Path, length: int) -> None:
     keyword = "K" * (length - 1) + "Z"
-    cat = write_catalog(tmp_path, GOOD.replace("keywords: ['MyDataError']", f"keywords: ['MyDataError', '{keyword}']"))
+    cat = write_catalog(
+        tmp_path, GOOD.replace("keywords: ['MyDataError']", f"keywords: ['MyDataError', '{keyword}']")
+    )
     log = tmp_path / "job.log"
     log.write_text(f"INFO {keyword} seen\n[rank1]: MyDataError: bad row 7\n")
     result = run_cli(["scan", str(log), "--catalog", str(cat), "--format", "json"])
@@ -158,7 +168,9 @@ def _trie_reference(words: list[str]) -> str:
 def test_the_iterative_trie_is_the_recursive_one() -> None:
     rnd = random.Random(13)
     for _ in range(200):
-        words = ["".join(rnd.choice("ab.c") for _ in range(rnd.randint(1, 6))) for _ in range(rnd.randint(1, 12))]
+        words = [
+            "".join(rnd.choice("ab.c") for _ in range(rnd.randint(1, 6))) for _ in range(rnd.randint(1, 12))
+        ]
         assert trie_regex(words) == _trie_reference(words), words
     catalog_words = [k for e in load_catalog().entries for k in e.keywords]
     assert trie_regex(catalog_words) == _trie_reference(catalog_words)
@@ -175,7 +187,9 @@ def test_aliases_that_expand_past_the_limit_are_exit_2_with_file_and_line(tmp_pa
     lines = ["  xa: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     for prev, name in zip("abcdefg", "bcdefgh"):
         lines.append(f"  x{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
-    cat = write_catalog(tmp_path, GOOD.replace("  title: My failure", "  title: My failure\n" + "\n".join(lines)))
+    cat = write_catalog(
+        tmp_path, GOOD.replace("  title: My failure", "  title: My failure\n" + "\n".join(lines))
+    )
     log = tmp_path / "job.log"
     log.write_text("[rank1]: MyDataError: bad row 7\n")
     result = run_cli(["scan", str(log), "--catalog", str(cat)])
@@ -183,13 +197,16 @@ def test_aliases_that_expand_past_the_limit_are_exit_2_with_file_and_line(tmp_pa
     assert "mine.yaml:7: refused: YAML aliases expand this value to 111,111 values" in result.output
     # a few aliases that stay small are fine
     small = GOOD.replace("  title: My failure", "  title: My failure").replace(
-        "    fix: ['Fix the data.']", "    fix: &fix ['Fix the data.']\n    references: *fix")
+        "    fix: ['Fix the data.']", "    fix: &fix ['Fix the data.']\n    references: *fix"
+    )
     assert load_catalog([str(write_catalog(tmp_path, small, "small.yaml"))]).get("my-failure") is not None
 
 
 def test_a_catalog_of_many_entries_loads_entry_by_entry(tmp_path: Path) -> None:
-    text = "".join(GOOD.replace("my-failure", f"my-failure-{i}").replace("MyDataError", f"MyDataError{i}x")
-                   for i in range(300))
+    text = "".join(
+        GOOD.replace("my-failure", f"my-failure-{i}").replace("MyDataError", f"MyDataError{i}x")
+        for i in range(300)
+    )
     catalog = load_catalog([str(write_catalog(tmp_path, text))])
     entries = [e for e in catalog.entries if e.id.startswith("my-failure-")]
     size = GOOD.count("\n")
@@ -200,9 +217,12 @@ def test_a_catalog_of_many_entries_loads_entry_by_entry(tmp_path: Path) -> None:
 
 
 def test_a_regex_that_times_out_on_every_line_is_disabled_with_a_note(tmp_path: Path) -> None:
-    slow = GOOD.replace("my-failure", "my-slow-failure").replace(
-        "'MyDataError: (?P<what>.+)'", "'MyDataError: (?:[a-z]|[a-y])*!$'").replace(
-        "'data broke: {what}'", "'data broke'").replace("MyDataError: bad row 7", "MyDataError: abc!")
+    slow = (
+        GOOD.replace("my-failure", "my-slow-failure")
+        .replace("'MyDataError: (?P<what>.+)'", "'MyDataError: (?:[a-z]|[a-y])*!$'")
+        .replace("'data broke: {what}'", "'data broke'")
+        .replace("MyDataError: bad row 7", "MyDataError: abc!")
+    )
     cat = write_catalog(tmp_path, slow)
     lines = 400
     log = tmp_path / "job.log"
@@ -239,6 +259,7 @@ def test_a_fast_user_entry_that_matches_every_line_is_never_disabled(tmp_path: P
 
 # -- error.json nested 1,000 levels -------------------------------------------------------------------
 
+
 def nested_error_json(depth: int) -> str:
     return '{"message": ' + '{"a": ' * depth + '"x"' + "}" * depth + "}"
 
@@ -267,6 +288,7 @@ def test_a_deeply_nested_error_json_does_not_end_a_fleet(tmp_path: Path) -> None
 
 # -- dense error logs -----------------------------------------------------------------------------------
 
+
 def test_identical_error_lines_over_64_ranks_are_one_finding(tmp_path: Path) -> None:
     log = tmp_path / "dense.log"
     line = "[rank{r}]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
@@ -287,8 +309,10 @@ def test_twenty_thousand_ray_workers_are_not_twenty_thousand_remembered_streams(
     with open(log, "w") as fh:
         for n in range(3 * MAX_STREAMS):
             p = f"(WorkerDict pid={100000 + n}, ip=10.0.0.1) "
-            fh.write(f"{p}Traceback (most recent call last):\n{p}  File \"/app/m.py\", line 3, in f\n"
-                     f"{p}    g()\n{p}ValueError: bad batch {n}\n")
+            fh.write(
+                f'{p}Traceback (most recent call last):\n{p}  File "/app/m.py", line 3, in f\n'
+                f"{p}    g()\n{p}ValueError: bad batch {n}\n"
+            )
     scanner = Scanner(load_catalog())
     scanner.feed_inputs([str(log)])
     report = scanner.report()
@@ -299,10 +323,12 @@ def test_twenty_thousand_ray_workers_are_not_twenty_thousand_remembered_streams(
 
 
 def test_hits_that_wait_for_their_traceback_are_decided_as_it_closes(tmp_path: Path) -> None:
-    block = ('[rank{r}]: Traceback (most recent call last):\n'
-             '[rank{r}]:   File "/workspace/job/data.py", line 22, in __getitem__\n'
-             '[rank{r}]:     prompt = row["question"]\n'
-             "[rank{r}]: KeyError: 'question'\n")
+    block = (
+        "[rank{r}]: Traceback (most recent call last):\n"
+        '[rank{r}]:   File "/workspace/job/data.py", line 22, in __getitem__\n'
+        '[rank{r}]:     prompt = row["question"]\n'
+        "[rank{r}]: KeyError: 'question'\n"
+    )
     log = tmp_path / "tbs.log"
     log.write_text("".join(block.format(r=n % 8) for n in range(500)))
     report = json.loads(run_cli(["scan", str(log), "--format", "json"]).stdout)
@@ -333,8 +359,12 @@ def _pairwise(live: list[Choice], rules) -> list[Choice | None]:
     """choose()'s rule as it was: the first candidate that explains `c` and that `c` does not explain."""
     out = []
     for c in live:
-        out.append(next((o for o in live if o is not c and _explains(o, c, rules) and not _explains(c, o, rules)),
-                        None))
+        out.append(
+            next(
+                (o for o in live if o is not c and _explains(o, c, rules) and not _explains(c, o, rules)),
+                None,
+            )
+        )
     return out
 
 
@@ -360,11 +390,13 @@ def test_the_echo_index_is_the_pairwise_rule() -> None:
     exceptions, with and without timestamps close and far apart): EchoIndex finds the same explainer
     for every candidate as comparing each with every other."""
     rules = inference_rules()
-    kinds = [("cuda-oom", "cuda-oom", ("collective-timeout", "nccl-error")),
-             ("nccl-timeout", "collective-timeout", ()),
-             ("nccl-error", "nccl-error", ("nccl-error",)),  # explains its own category
-             ("host-oom", "host-oom", ("cuda-oom", "collective-timeout")),
-             ("loops", "data-error", ("host-oom",))]
+    kinds = [
+        ("cuda-oom", "cuda-oom", ("collective-timeout", "nccl-error")),
+        ("nccl-timeout", "collective-timeout", ()),
+        ("nccl-error", "nccl-error", ("nccl-error",)),  # explains its own category
+        ("host-oom", "host-oom", ("cuda-oom", "collective-timeout")),
+        ("loops", "data-error", ("host-oom",)),
+    ]
     entries = [_Entry(*k) for k in kinds]
     rnd = random.Random(13)
     for _ in range(300):

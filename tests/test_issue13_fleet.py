@@ -33,7 +33,9 @@ def stuck_job(tmp_path: Path) -> Path:
 
 def test_a_stuck_job_becomes_an_error_row_and_the_others_go_on(tmp_path: Path) -> None:
     stuck = stuck_job(tmp_path)
-    result = run_cli(["fleet", str(stuck), str(SAMPLE), "--jobs", "2", "--job-timeout", "2", "--format", "json"])
+    result = run_cli(
+        ["fleet", str(stuck), str(SAMPLE), "--jobs", "2", "--job-timeout", "2", "--format", "json"]
+    )
     assert result.exit_code == EXIT_FAILURE_FOUND, result.output
     data = json.loads(result.stdout)
     assert [r["status"] for r in data["jobs"]] == ["error", "failed"]
@@ -45,8 +47,20 @@ def test_a_stuck_job_becomes_an_error_row_and_the_others_go_on(tmp_path: Path) -
 
 def test_one_worker_runs_the_jobs_one_after_the_other_with_the_same_timeout(tmp_path: Path) -> None:
     stuck = stuck_job(tmp_path)
-    result = run_cli(["fleet", str(SAMPLE), str(stuck), str(SAMPLE.parent / "ray-healthy.log"), "--jobs", "1",
-                      "--job-timeout", "1", "--format", "json"])
+    result = run_cli(
+        [
+            "fleet",
+            str(SAMPLE),
+            str(stuck),
+            str(SAMPLE.parent / "ray-healthy.log"),
+            "--jobs",
+            "1",
+            "--job-timeout",
+            "1",
+            "--format",
+            "json",
+        ]
+    )
     assert result.exit_code == EXIT_FAILURE_FOUND
     assert [r["status"] for r in json.loads(result.stdout)["jobs"]] == ["failed", "error", "healthy"]
 
@@ -63,9 +77,25 @@ def _children(pid: int) -> list[int]:
 def test_sigterm_writes_the_rows_done_marked_incomplete(tmp_path: Path) -> None:
     stuck = stuck_job(tmp_path)
     out = tmp_path / "fleet.json"
-    p = subprocess.Popen(CLI + ["fleet", str(stuck), str(SAMPLE), "--jobs", "2", "--job-timeout", "0",
-                                "--format", "json", "-o", str(out)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        CLI
+        + [
+            "fleet",
+            str(stuck),
+            str(SAMPLE),
+            "--jobs",
+            "2",
+            "--job-timeout",
+            "0",
+            "--format",
+            "json",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # both jobs start; the sample's worker ends once its row is sent, the stuck one stays. The
         # sample's job can end before the first look (a warm start-up cache): one worker left, and
@@ -120,4 +150,6 @@ def test_an_analysis_that_crashes_is_an_error_row(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(fleet, "scan_paths", crash)
     row = analyse_job(str(SAMPLE), load_catalog())
     assert row.status is JobStatus.ERROR
-    assert row.message == f"{SAMPLE}: could not be analysed (RecursionError: maximum recursion depth exceeded)"
+    assert (
+        row.message == f"{SAMPLE}: could not be analysed (RecursionError: maximum recursion depth exceeded)"
+    )

@@ -40,8 +40,9 @@ def gz_variants() -> dict[str, tuple[bytes, int, str | None]]:
 
 @pytest.mark.parametrize("process", ["inline", "reader-process"])
 @pytest.mark.parametrize("case", sorted(gz_variants()))
-def test_gzip_members_padding_garbage_and_truncation(tmp_path: Path, case: str, process: str,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gzip_members_padding_garbage_and_truncation(
+    tmp_path: Path, case: str, process: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data, lines, note = gz_variants()[case]
     (tmp_path / "s.log.gz").write_bytes(data)
     env = READER_ON if process == "reader-process" else READER_OFF
@@ -85,8 +86,9 @@ def test_dev_zero_stops_with_a_note(tmp_path: Path) -> None:
     assert report["status"] == "empty"
     assert report["inputs"][0]["lines"] == 0
     assert report["inputs"][0]["bytes"] == reader.MAX_BINARY_RUN_BYTES
-    assert any("NUL or control bytes in a row with no text" in n and "stopped reading" in n
-               for n in report["notes"]), report["notes"]
+    assert any(
+        "NUL or control bytes in a row with no text" in n and "stopped reading" in n for n in report["notes"]
+    ), report["notes"]
     assert not any("NUL byte(s) dropped" in n for n in report["notes"])  # one note, not two
 
 

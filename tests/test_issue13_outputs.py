@@ -35,6 +35,7 @@ def copy_sample(tmp_path: Path, name: str = "job.log") -> Path:
 
 # -- --metrics-csv ------------------------------------------------------------------------------------
 
+
 def test_metrics_csv_refuses_to_overwrite_an_input(tmp_path: Path) -> None:
     log = copy_sample(tmp_path)
     os.link(log, tmp_path / "hard.log")
@@ -43,8 +44,9 @@ def test_metrics_csv_refuses_to_overwrite_an_input(tmp_path: Path) -> None:
     for target in (log, tmp_path / "hard.log", tmp_path / "link.log"):
         result = run_cli(["scan", str(log), "--metrics-csv", str(target)])
         assert result.exit_code == EXIT_ERROR, target
-        assert result.output.strip() == (f"verl-logscan: error: --metrics-csv {target} is one of the inputs; "
-                                          f"refusing to overwrite it")
+        assert result.output.strip() == (
+            f"verl-logscan: error: --metrics-csv {target} is one of the inputs; refusing to overwrite it"
+        )
     result = run_cli(["scan", str(tmp_path), "--metrics-csv", str(log)])  # a folder input holds the file
     assert result.exit_code == EXIT_ERROR and "refusing to overwrite" in result.output
     assert log.read_bytes() == before
@@ -58,8 +60,9 @@ def test_metrics_csv_and_output_cannot_be_one_file(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_metrics_csv_is_atomic_and_keeps_the_old_file_on_a_failed_write(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metrics_csv_is_atomic_and_keeps_the_old_file_on_a_failed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = copy_sample(tmp_path)
     target = tmp_path / "metrics.csv"
     target.write_text("previous metrics\n")
@@ -89,7 +92,9 @@ def test_metrics_csv_is_atomic_and_keeps_the_old_file_on_a_failed_write(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.log", "metrics.csv"]
 
 
-def test_metrics_csv_rename_failure_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metrics_csv_rename_failure_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = copy_sample(tmp_path)
     target = tmp_path / "metrics.csv"
     target.write_text("previous metrics\n")
@@ -106,6 +111,7 @@ def test_metrics_csv_rename_failure_keeps_the_old_file(tmp_path: Path, monkeypat
 
 # -- --tee whose reader goes away -----------------------------------------------------------------------
 
+
 def test_tee_reader_going_away_still_scans_and_writes_the_report(tmp_path: Path) -> None:
     """`... | verl-logscan scan --tee -o r.md | head -1`: head exits after one line; the scan reads
     the log to its end (the OOM at the end included) and writes the report, with a note."""
@@ -114,8 +120,12 @@ def test_tee_reader_going_away_still_scans_and_writes_the_report(tmp_path: Path)
     log.write_bytes(filler + SAMPLE.read_bytes())  # 8 MB: far more than a pipe holds
     out = tmp_path / "r.md"
     with open(log, "rb") as stdin:
-        p = subprocess.Popen(CLI + ["scan", "--tee", "-o", str(out), "--format", "md"], stdin=stdin,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen(
+            CLI + ["scan", "--tee", "-o", str(out), "--format", "md"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             first = p.stdout.readline()
             p.stdout.close()  # as `head -1` does once it has its line
@@ -146,11 +156,16 @@ def test_tee_stream_stops_passing_on_a_broken_pipe() -> None:
 
 # -- --follow of a file replaced or deleted ------------------------------------------------------------
 
+
 def test_follow_of_a_file_replaced_by_a_folder_keeps_what_was_read(tmp_path: Path) -> None:
     log = copy_sample(tmp_path)
     out = tmp_path / "r.json"
-    p = subprocess.Popen(CLI + ["scan", "--follow", str(log), "--format", "json", "-o", str(out)],
-                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen(
+        CLI + ["scan", "--follow", str(log), "--format", "json", "-o", str(out)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         read_until(p.stderr, "ALERT cuda-oom")  # the OOM line was read
         log.unlink()
@@ -202,10 +217,12 @@ def test_a_rotation_leaves_no_deletion_note(tmp_path: Path) -> None:
 
 # -- closed standard output or error -------------------------------------------------------------------
 
+
 def closed(*fds: int):
     def close() -> None:
         for fd in fds:
             os.close(fd)
+
     return close
 
 
@@ -213,7 +230,9 @@ def test_closed_stdout_without_output_is_exit_2_before_scanning(tmp_path: Path) 
     copy_sample(tmp_path)
     run = run_process(["scan", "job.log"], tmp_path, preexec=closed(1))
     assert run.rc == EXIT_ERROR
-    assert run.stderr.strip() == "verl-logscan: error: standard output is closed; write the report with -o FILE"
+    assert (
+        run.stderr.strip() == "verl-logscan: error: standard output is closed; write the report with -o FILE"
+    )
     run = run_process(["scan", "--tee", "-o", "r.md", "-"], tmp_path, preexec=closed(1))
     assert run.rc == EXIT_ERROR and "--tee has nowhere to pass the log through" in run.stderr
     run = run_process(["fleet", "job.log"], tmp_path, preexec=closed(1))
@@ -236,8 +255,14 @@ def test_closed_stderr_reports_on_stdout_with_the_verdicts_exit_code(tmp_path: P
     assert run.json()["root_cause"]["id"] == "cuda-oom"
     # live use: the ALERT line and the messages have nowhere to go; the report is the same
     with open(SAMPLE, "rb") as stdin:
-        proc = subprocess.run(CLI + ["scan", "--format", "json", "-"], stdin=stdin, stdout=subprocess.PIPE,
-                              preexec_fn=closed(2), timeout=300, check=False)
+        proc = subprocess.run(
+            CLI + ["scan", "--format", "json", "-"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            preexec_fn=closed(2),
+            timeout=300,
+            check=False,
+        )
     assert proc.returncode == EXIT_FAILURE_FOUND
     assert json.loads(proc.stdout)["root_cause"]["id"] == "cuda-oom"
 

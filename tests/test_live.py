@@ -13,8 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-OOM = ("(WorkerDict pid=7, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
-       "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n")
+OOM = (
+    "(WorkerDict pid=7, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+    "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n"
+)
 STEP = "(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64(0.1) - timing_s/step:1.5\n"
 CLI = [sys.executable, "-m", "logparse"]
 
@@ -40,9 +42,13 @@ def test_follow_survives_truncation_and_rotation_and_alerts(tmp_path: Path) -> N
     log = tmp_path / "job.log"
     log.write_text("".join(STEP.format(n=n) for n in range(1, 4)))
     out = tmp_path / "report.json"
-    p = subprocess.Popen(CLI + ["scan", "--follow", str(log), "--format", "json", "-o", str(out)],
-                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        CLI + ["scan", "--follow", str(log), "--format", "json", "-o", str(out)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         time.sleep(1.0)
         with log.open("a") as fh:  # growth
@@ -70,11 +76,18 @@ def test_follow_survives_truncation_and_rotation_and_alerts(tmp_path: Path) -> N
 
 def test_tee_passes_bytes_through_and_alerts_while_running(tmp_path: Path) -> None:
     out = tmp_path / "report.md"
-    p = subprocess.Popen(CLI + ["scan", "--tee", "--format", "md", "-o", str(out)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        CLI + ["scan", "--tee", "--format", "md", "-o", str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     sent = b""
-    lines = [STEP.format(n=n).encode() for n in range(1, 4)] + [b"\x1b[36mcolour\x1b[0m \rbar 1/3\rbar 2/3\n",
-                                                               b"bad utf8 \xff\n", OOM.encode()]
+    lines = [STEP.format(n=n).encode() for n in range(1, 4)] + [
+        b"\x1b[36mcolour\x1b[0m \rbar 1/3\rbar 2/3\n",
+        b"bad utf8 \xff\n",
+        OOM.encode(),
+    ]
     stderr_lines: list[bytes] = []
     alerted = threading.Event()
 

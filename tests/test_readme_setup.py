@@ -31,18 +31,28 @@ def test_set_up_starts_with_a_virtual_environment_or_pipx() -> None:
 
 def _modules_after(args: list[str], tmp_path: Path) -> set[str]:
     """The modules a CLI run imported (in a fresh interpreter, as a user's run would)."""
-    code = ("import sys\nfrom logparse.cli import main\nsys.argv = ['verl-logscan', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print(' '.join(sorted(m for m in sys.modules if m in ('pandas', 'numpy'))), file=sys.stderr)\n")
-    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
-                       timeout=120, check=False)
+    code = (
+        "import sys\nfrom logparse.cli import main\nsys.argv = ['verl-logscan', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(m for m in sys.modules if m in ('pandas', 'numpy'))), file=sys.stderr)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
     return set(p.stderr.strip().splitlines()[-1].split()) if p.stderr.strip() else set()
 
 
 def test_pandas_only_where_readme_says(tmp_path: Path) -> None:
     sample = str(SAMPLES / "ray-healthy.log")
     assert "pandas" not in _modules_after(["scan", sample, "--format", "json"], tmp_path)
-    assert "pandas" in _modules_after(["scan", sample, "--format", "json", "--metrics-csv", "m.csv"], tmp_path)
+    assert "pandas" in _modules_after(
+        ["scan", sample, "--format", "json", "--metrics-csv", "m.csv"], tmp_path
+    )
     assert (tmp_path / "m.csv").read_text().startswith("step,")
     assert "pandas" in _modules_after(["fleet", sample, "--format", "csv"], tmp_path)
     setup = _section("Set up")

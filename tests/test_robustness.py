@@ -32,8 +32,10 @@ from tests.conftest import ROOT, run_cli
 
 HANG_GUARD_S = 300.0  # a process still running after this is killed: a hang, not a slow machine
 RSS_LIMIT_MB = 300.0
-OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-       "capacity of 79.11 GiB of which 1.00 GiB is free.")
+OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.11 GiB of which 1.00 GiB is free."
+)
 
 
 # argv: HWM_FILE ARGS...; writes the process's peak RSS (kB) to HWM_FILE when it exits
@@ -76,19 +78,33 @@ class Run:
             assert self.rss_mb < RSS_LIMIT_MB, f"peak RSS {self.rss_mb:.0f} MB"
 
 
-def run_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNULL,
-                feed: Callable[[subprocess.Popen], None] | None = None, preexec: Callable[[], None] | None = None,
-                prefix: list[str] | None = None, timeout: float = HANG_GUARD_S) -> Run:
+def run_process(
+    args: list[str],
+    cwd: Path,
+    stdin: int | None = subprocess.DEVNULL,
+    feed: Callable[[subprocess.Popen], None] | None = None,
+    preexec: Callable[[], None] | None = None,
+    prefix: list[str] | None = None,
+    timeout: float = HANG_GUARD_S,
+) -> Run:
     """Run `verl-logscan ARGS`; stdout and stderr go to files (no pipe to drain). `feed(proc)` runs in a
     thread (a writer to its stdin)."""
     out_path, err_path, hwm_path = cwd / ".run.stdout", cwd / ".run.stderr", cwd / ".run.hwm"
     hwm_path.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [*(prefix or []), sys.executable, "-c", LAUNCH, hwm_path.name, *args]  # relative: a setpriv run cannot reach the tmp root
+    cmd = [
+        *(prefix or []),
+        sys.executable,
+        "-c",
+        LAUNCH,
+        hwm_path.name,
+        *args,
+    ]  # relative: a setpriv run cannot reach the tmp root
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdin=stdin, stdout=out, stderr=err, env=env,
-                                preexec_fn=preexec)
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdin=stdin, stdout=out, stderr=err, env=env, preexec_fn=preexec
+        )
         writer = threading.Thread(target=feed, args=(proc,), daemon=True) if feed else None
         if writer:
             writer.start()
@@ -108,8 +124,14 @@ def run_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNU
     if writer:
         writer.join(5)
     hwm = hwm_path.read_text() if hwm_path.exists() else ""
-    return Run(proc.returncode, out_path.read_bytes(), err_path.read_text(errors="replace"), seconds,
-               int(hwm) / 1024 if hwm.isdigit() else None, killed)
+    return Run(
+        proc.returncode,
+        out_path.read_bytes(),
+        err_path.read_text(errors="replace"),
+        seconds,
+        int(hwm) / 1024 if hwm.isdigit() else None,
+        killed,
+    )
 
 
 def scan_json(tmp_path: Path, *paths: str, **kw) -> Run:
@@ -131,6 +153,7 @@ def root_id(report: dict) -> str | None:
 
 
 # -- the bad-input matrix ----------------------------------------------------------------------------
+
 
 def test_empty_file(tmp_path: Path) -> None:
     (tmp_path / "empty.log").write_bytes(b"")
@@ -154,8 +177,16 @@ def core_dump(size: int = 2 << 20) -> bytes:
     process's memory (which hold log-like text: that must not become findings)."""
     rnd = random.Random(7)
     noise = bytes(rnd.getrandbits(8) for _ in range(64 << 10))
-    body = (b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8 + b"\x04\x00\x3e\x00" + noise
-            + b"\x00" * 4096 + OOM.encode() + b"\n" + b"\x00" * 4096)
+    body = (
+        b"\x7fELF\x02\x01\x01\x00"
+        + b"\x00" * 8
+        + b"\x04\x00\x3e\x00"
+        + noise
+        + b"\x00" * 4096
+        + OOM.encode()
+        + b"\n"
+        + b"\x00" * 4096
+    )
     return (body * (size // len(body) + 1))[:size]
 
 
@@ -194,7 +225,9 @@ def test_log_with_a_run_of_nul_bytes_is_still_read(tmp_path: Path) -> None:
 
 
 def test_invalid_utf8(tmp_path: Path) -> None:
-    (tmp_path / "bad.log").write_bytes(b"ok\n\xff\xfe\xfd bad \xc3\x28 \xed\xa0\x80\n" + OOM.encode() + b" \xff\n")
+    (tmp_path / "bad.log").write_bytes(
+        b"ok\n\xff\xfe\xfd bad \xc3\x28 \xed\xa0\x80\n" + OOM.encode() + b" \xff\n"
+    )
     run = scan_json(tmp_path, "bad.log")
     assert run.rc == 1
     run.check_clean()
@@ -239,7 +272,7 @@ LONG_TOKEN_LINES = {
     "repeated-between-blanks": OOM + " " * 50_000 + "[repeated 3x across cluster]" + " " * 50_000 + "end",
     # collectives.WORK_RE: `OpType=(?P<op>\w+)` backtracks into `.*?Timeout` one character at a time
     "watchdog-token": "[rank3]:[E808 04:21:41.190918398 ProcessGroupNCCL.cpp:655] [Rank 3] Watchdog caught "
-                      "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLRED" + "y" * 100_000,
+    "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLRED" + "y" * 100_000,
 }
 
 
@@ -283,7 +316,9 @@ def test_lone_cr_line_endings_only(tmp_path: Path) -> None:
 
 
 def test_truncated_gz_gives_what_it_holds_and_a_note(tmp_path: Path) -> None:
-    payload = (OOM + "\n").encode() + b"".join(f"INFO row {i} {random.random()}\n".encode() for i in range(50000))
+    payload = (OOM + "\n").encode() + b"".join(
+        f"INFO row {i} {random.random()}\n".encode() for i in range(50000)
+    )
     data = gzip.compress(payload)
     (tmp_path / "cut.log.gz").write_bytes(data[: len(data) // 2])
     run = scan_json(tmp_path, "cut.log.gz")
@@ -329,8 +364,17 @@ def test_permission_denied_real(tmp_path: Path) -> None:
     prefix = _as_nobody()
     if prefix is None:
         pytest.skip("running as root without setpriv: cannot drop privileges")
-    if prefix and subprocess.run([*prefix, sys.executable, "-c", "import logparse"], capture_output=True,
-                                 cwd="/", check=False, env=dict(os.environ, PYTHONPATH=str(ROOT))).returncode != 0:
+    if (
+        prefix
+        and subprocess.run(
+            [*prefix, sys.executable, "-c", "import logparse"],
+            capture_output=True,
+            cwd="/",
+            check=False,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        ).returncode
+        != 0
+    ):
         # e.g. a pyenv interpreter under /root whose libpython nobody may load
         pytest.skip("python (or the project) cannot be run by an unprivileged user here")
     tmp_path.chmod(0o777)
@@ -401,12 +445,14 @@ def test_stdin_that_is_closed_altogether(tmp_path: Path) -> None:
 
 
 def test_100000_tracebacks(tmp_path: Path) -> None:
-    block = ('[rank{r}]: Traceback (most recent call last):\n'
-             '[rank{r}]:   File "/app/train.py", line {n}, in main\n'
-             '[rank{r}]:     step(batch)\n'
-             '[rank{r}]:   File "/app/model.py", line 88, in step\n'
-             '[rank{r}]:     raise ValueError("bad batch {n}")\n'
-             '[rank{r}]: ValueError: bad batch {n}\n')
+    block = (
+        "[rank{r}]: Traceback (most recent call last):\n"
+        '[rank{r}]:   File "/app/train.py", line {n}, in main\n'
+        "[rank{r}]:     step(batch)\n"
+        '[rank{r}]:   File "/app/model.py", line 88, in step\n'
+        '[rank{r}]:     raise ValueError("bad batch {n}")\n'
+        "[rank{r}]: ValueError: bad batch {n}\n"
+    )
     with open(tmp_path / "tbs.log", "w") as fh:
         for n in range(100_000):
             fh.write(block.format(r=n % 8, n=n))
@@ -437,15 +483,23 @@ def test_stdout_closed_or_full(tmp_path: Path) -> None:
     if Path("/dev/full").exists():
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         with open("/dev/full", "wb") as full:
-            proc = subprocess.run([sys.executable, "-m", "logparse", "scan", "a.log"], cwd=tmp_path, env=env,
-                                  stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=60,
-                                  check=False)
+            proc = subprocess.run(
+                [sys.executable, "-m", "logparse", "scan", "a.log"],
+                cwd=tmp_path,
+                env=env,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                timeout=60,
+                check=False,
+            )
         assert proc.returncode == 2
         err = proc.stderr.decode()
         assert "Traceback" not in err and "cannot write the report" in err
 
 
 # -- output safety -----------------------------------------------------------------------------------
+
 
 def test_output_refuses_to_overwrite_an_input(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
@@ -468,7 +522,9 @@ def test_output_refuses_to_overwrite_an_input(tmp_path: Path) -> None:
         os.chdir(cwd)
 
 
-def test_output_is_atomic_and_keeps_the_old_file_on_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_output_is_atomic_and_keeps_the_old_file_on_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "job.log"
     log.write_text(OOM + "\n")
     report = tmp_path / "report.json"
@@ -525,10 +581,13 @@ def test_control_bytes_and_surrogates_give_valid_output(tmp_path: Path, fmt: str
     errdir = tmp_path / "rank1"
     errdir.mkdir()
     # JSON escapes in a torchrun error file decode to lone surrogates and control characters
-    callstack = ('Traceback (most recent call last):\n  File "/a.py", line 1, in f\n    g()\n'
-                 'RuntimeError: CUDA error: an illegal memory access was encountered \ud800 \x00 \x1b]0;x\x07')
-    (errdir / "error.json").write_text(json.dumps({"message": {"message": "x", "extraInfo": {
-        "py_callstack": callstack, "timestamp": "1"}}}))
+    callstack = (
+        'Traceback (most recent call last):\n  File "/a.py", line 1, in f\n    g()\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered \ud800 \x00 \x1b]0;x\x07"
+    )
+    (errdir / "error.json").write_text(
+        json.dumps({"message": {"message": "x", "extraInfo": {"py_callstack": callstack, "timestamp": "1"}}})
+    )
     for path in ("ctl.log", "rank1/error.json"):
         run = run_process(["scan", "--format", fmt, "--no-color", path], tmp_path)
         assert run.rc == 1, run.stderr
@@ -571,12 +630,30 @@ def test_long_lines_of_repeated_keywords_do_not_make_regexes_backtrack_for_ever(
     ` without `Init`, `: ` without `reward_fn(`), and a traceback frame whose function is 200 KB of `: `: the
     regexes of the catalog, the stage markers and the frame rules would backtrack quadratically on
     them. The scan finishes (a guard against a hang, not a speed test) with a report."""
-    frags = ["NCCL INFO ", "RuntimeError: ", "CUDA out of memory", "Traceback (most recent call last)", ": ",
-             "rank0]: ", "Error ", 'File "', "step:", "Saved model ", "ray::", "Timeout ", "ImportError ",
-             "Watchdog caught collective operation timeout", "in <module>"]
+    frags = [
+        "NCCL INFO ",
+        "RuntimeError: ",
+        "CUDA out of memory",
+        "Traceback (most recent call last)",
+        ": ",
+        "rank0]: ",
+        "Error ",
+        'File "',
+        "step:",
+        "Saved model ",
+        "ray::",
+        "Timeout ",
+        "ImportError ",
+        "Watchdog caught collective operation timeout",
+        "in <module>",
+    ]
     lines = [f * (200_000 // len(f)) for f in frags]
-    lines += ["Traceback (most recent call last):", '  File "/x.py", line 1, in ' + "rank0]: " * 25_000,
-              "    compute(x)", "RuntimeError: " + ": x" * 50_000]
+    lines += [
+        "Traceback (most recent call last):",
+        '  File "/x.py", line 1, in ' + "rank0]: " * 25_000,
+        "    compute(x)",
+        "RuntimeError: " + ": x" * 50_000,
+    ]
     log = tmp_path / "job.log"
     log.write_text("\n".join(lines) + "\n")
     run = scan_json(tmp_path, log.name)

@@ -32,9 +32,15 @@ def _sigint_default() -> None:
 
 def start(args: list[str], cwd: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "logparse", *args], cwd=cwd, stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            preexec_fn=_sigint_default)
+    return subprocess.Popen(
+        [sys.executable, "-m", "logparse", *args],
+        cwd=cwd,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=_sigint_default,
+    )
 
 
 def finish(proc: subprocess.Popen, sig: int) -> tuple[int, bytes, str]:
@@ -105,8 +111,9 @@ def test_signal_while_reading_slow_stdin_writes_the_output_file(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("exc,code,name", [(KeyboardInterrupt, 130, "SIGINT"), (Terminated, 143, "SIGTERM")])
-def test_interrupt_inside_the_scan_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              exc: type[BaseException], code: int, name: str) -> None:
+def test_interrupt_inside_the_scan_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: type[BaseException], code: int, name: str
+) -> None:
     log = tmp_path / "job.log"
     log.write_text("".join(f"INFO step {i}\n" for i in range(100)) + OOM + "\n" + "INFO more\n" * 100)
     real = Scanner.feed_record
@@ -119,13 +126,15 @@ def test_interrupt_inside_the_scan_in_process(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(Scanner, "feed_record", feed_then_stop)
     result = run_cli(["scan", str(log), "--format", "json"])
     assert result.exit_code == code
-    out = result.output[result.output.index("{"):]  # CliRunner mixes stderr in
+    out = result.output[result.output.index("{") :]  # CliRunner mixes stderr in
     check_partial_report(out, name)
     text = run_cli(["scan", str(log)]).output
     assert "incomplete" in text.lower() or "interrupted" in text.lower()
 
 
-def test_interrupt_outside_the_scan_is_130_not_click_abort(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_interrupt_outside_the_scan_is_130_not_click_abort(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
@@ -159,8 +168,9 @@ def test_forked_child_dies_of_sigterm_instead_of_raising(tmp_path: Path) -> None
         "print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.stdout.strip() == "True", proc.stderr
     assert "Traceback" not in proc.stderr
 

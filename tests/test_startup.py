@@ -16,23 +16,42 @@ from logparse import cli
 from tests.conftest import ROOT, SAMPLES
 
 # what a scan that writes JSON (and prints the text summary) must not import
-NOT_FOR_A_SCAN = ("logparse.fleet", "logparse.catalog_check", "multiprocessing", "jinja2", "pandas", "reports.layout",
-                  "logparse.live", "statistics")
+NOT_FOR_A_SCAN = (
+    "logparse.fleet",
+    "logparse.catalog_check",
+    "multiprocessing",
+    "jinja2",
+    "pandas",
+    "reports.layout",
+    "logparse.live",
+    "statistics",
+)
 
 
-def _modules_after(args: list[str], cwd: Path, cache: Path | None) -> tuple[set[str], subprocess.CompletedProcess]:
+def _modules_after(
+    args: list[str], cwd: Path, cache: Path | None
+) -> tuple[set[str], subprocess.CompletedProcess]:
     """The modules a CLI run imported; `cache`: the start-up cache folder (None: cache off)."""
-    code = ("import sys\nfrom logparse.cli import main\nsys.argv = ['verl-logscan', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-            "print('MODULES', ' '.join(sorted(sys.modules)), file=sys.stderr)\n")
+    code = (
+        "import sys\nfrom logparse.cli import main\nsys.argv = ['verl-logscan', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print('MODULES', ' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("VERL_LOGSCAN_CACHE", None)
     if cache is None:
         env["VERL_LOGSCAN_CACHE"] = "off"
     else:
         env["VERL_LOGSCAN_CACHE_DIR"] = str(cache)
-    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                       timeout=120, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("MODULES "), p.stderr
     return set(last.split()[1:]), p
@@ -53,8 +72,9 @@ def test_a_json_scan_imports_no_fleet_checker_or_templates(tmp_path: Path, cache
 
 
 def test_the_formats_that_need_templates_still_load_them(tmp_path: Path) -> None:
-    modules, _ = _modules_after(["scan", str(SAMPLES / "ray-actor-exception.log"), "-o", "r.md"], tmp_path,
-                                tmp_path / "cache")
+    modules, _ = _modules_after(
+        ["scan", str(SAMPLES / "ray-actor-exception.log"), "-o", "r.md"], tmp_path, tmp_path / "cache"
+    )
     assert "jinja2" in modules and (tmp_path / "r.md").read_text().startswith("#")
 
 

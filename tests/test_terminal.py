@@ -22,8 +22,10 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour c
 
 CLI = [sys.executable, "-m", "logparse"]
 STEP = "(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64(0.1) - timing_s/step:1.5\n"
-OOM = ("(WorkerDict pid=7, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
-       "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n")
+OOM = (
+    "(WorkerDict pid=7, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+    "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n"
+)
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 STATUS = "verl-logscan: "
 
@@ -52,16 +54,26 @@ def drain(fd: int, into: bytearray) -> threading.Thread:
     return t
 
 
-def run_live(tmp_path: Path, chunks: list[tuple[str, float]], columns: int, env: dict[str, str],
-             stdout_on_pty: bool = False) -> tuple[str, bytes, int]:
+def run_live(
+    tmp_path: Path,
+    chunks: list[tuple[str, float]],
+    columns: int,
+    env: dict[str, str],
+    stdout_on_pty: bool = False,
+) -> tuple[str, bytes, int]:
     """`scan --tee -o report.json` on stdin fed `chunks` (text, pause after); stderr on a pty of
     `columns`. Returns (what the pty showed, the bytes stdout got when it is a pipe, exit code)."""
     master, slave = open_pty(columns)
     base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
     base.update(TERM="xterm", **env)
-    p = subprocess.Popen(CLI + ["scan", "--tee", "-o", str(tmp_path / "report.json")],
-                         stdin=subprocess.PIPE, stdout=slave if stdout_on_pty else subprocess.PIPE,
-                         stderr=slave, env=base, cwd=tmp_path)
+    p = subprocess.Popen(
+        CLI + ["scan", "--tee", "-o", str(tmp_path / "report.json")],
+        stdin=subprocess.PIPE,
+        stdout=slave if stdout_on_pty else subprocess.PIPE,
+        stderr=slave,
+        env=base,
+        cwd=tmp_path,
+    )
     os.close(slave)
     shown = bytearray()
     reader = drain(master, shown)
@@ -158,8 +170,13 @@ def screen_lines(shown: str) -> list[str]:
 
 def test_teed_text_on_the_same_terminal_never_runs_into_the_status(tmp_path: Path) -> None:
     # the reported bug: `...0 finding(s)epoch 9 ok` on a terminal that shows both
-    chunks = [("epoch 1 ok\n", 0.6), ("epoch 2 ", 0.8), ("half a line, finished later\n", 0.6),
-              (OOM, 0.6), ("epoch 9 ok\n", 0.6)]
+    chunks = [
+        ("epoch 1 ok\n", 0.6),
+        ("epoch 2 ", 0.8),
+        ("half a line, finished later\n", 0.6),
+        (OOM, 0.6),
+        ("epoch 9 ok\n", 0.6),
+    ]
     shown, _, code = run_live(tmp_path, chunks, columns=80, env={"NO_COLOR": "1"}, stdout_on_pty=True)
     assert code == 1
     lines = [line for line in screen_lines(shown) if line]

@@ -9,6 +9,7 @@ Kept lines are byte-for-byte copies.
 
 Usage: collect_ray_session.py SESSION_LOGS_DIR OUT_DIR --pid N [--pid M ...]
 """
+
 import argparse
 import glob
 import os

@@ -70,8 +70,10 @@ def create_colocated_worker_cls():
             self.optim = torch.optim.AdamW(self.model.parameters(), lr=1e-6)
             if self.rank == 0:
                 print("Qwen2ForCausalLM contains 3.09B parameters")
-                print("Before Actor FSDP, memory allocated (GB): 0.00, memory reserved (GB): 0.00, "
-                      "device memory used/total (GB): 0.53/79.11")
+                print(
+                    "Before Actor FSDP, memory allocated (GB): 0.00, memory reserved (GB): 0.00, "
+                    "device memory used/total (GB): 0.53/79.11"
+                )
             print("Actor use_remove_padding=True")
             print(f"Total steps: {self.total_steps}, num_warmup_steps: 0")
             return True
@@ -86,9 +88,15 @@ def create_colocated_worker_cls():
 
         def _forward_micro_batch(self, x, step):
             if self.case == "oom" and step == self.fail_step:
-                raise torch.OutOfMemoryError(OOM_TEMPLATE.format(
-                    req="2.00 GiB", free=f"{1.25 - 0.06 * self.rank:.2f} GiB", used=f"{77.85 + 0.06 * self.rank:.2f} GiB",
-                    alloc="74.20 GiB", unalloc="2.13 GiB"))
+                raise torch.OutOfMemoryError(
+                    OOM_TEMPLATE.format(
+                        req="2.00 GiB",
+                        free=f"{1.25 - 0.06 * self.rank:.2f} GiB",
+                        used=f"{77.85 + 0.06 * self.rank:.2f} GiB",
+                        alloc="74.20 GiB",
+                        unalloc="2.13 GiB",
+                    )
+                )
             return self.model(x)
 
         def _update_policy(self, step):
@@ -126,7 +134,9 @@ class TaskRunner:
         WorkerDict = ray.remote(create_colocated_worker_cls())
         n = cfg.trainer.n_gpus_per_node
         workers = [
-            WorkerDict.options(num_cpus=0.25, name=f"Xk3QvbWorkerDict_0:{r}").remote(r, n, cfg.case, cfg.fail_step, total)
+            WorkerDict.options(num_cpus=0.25, name=f"Xk3QvbWorkerDict_0:{r}").remote(
+                r, n, cfg.case, cfg.fail_step, total
+            )
             for r in range(n)
         ]
         ray.get([w.actor_rollout_init_model.remote() for w in workers])
@@ -169,8 +179,13 @@ def run_ppo(config):
         ray_init_kwargs = {
             "num_cpus": 2,
             "include_dashboard": False,
-            "runtime_env": {"env_vars": {"TOKENIZERS_PARALLELISM": "true", "NCCL_DEBUG": "WARN",
-                                         "VLLM_LOGGING_LEVEL": "WARN"}},
+            "runtime_env": {
+                "env_vars": {
+                    "TOKENIZERS_PARALLELISM": "true",
+                    "NCCL_DEBUG": "WARN",
+                    "VLLM_LOGGING_LEVEL": "WARN",
+                }
+            },
         }
         print(f"ray init kwargs: {ray_init_kwargs}")
         ray.init(**ray_init_kwargs)

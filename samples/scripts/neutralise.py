@@ -12,6 +12,7 @@ Works on bytes: everything else (ANSI escapes, \\r, tabs, line order, emoji) is 
 
 Usage: neutralise.py [options] FILE...
 """
+
 import argparse
 import re
 import sys

@@ -140,8 +140,13 @@ def train_step(model, opt, shard, step, args, rank):
     elif args.case == "loader-worker-exit" and rank == 1:
         if step == 1:
             # 2 workers prefetch 2 batches each: the worker reads the bad row about when step --fail-step begins
-            args.loader = iter(torch.utils.data.DataLoader(ExitingDataset(bad=(args.fail_step + 3) * shard.batch_size),
-                                                           batch_size=shard.batch_size, num_workers=2))
+            args.loader = iter(
+                torch.utils.data.DataLoader(
+                    ExitingDataset(bad=(args.fail_step + 3) * shard.batch_size),
+                    batch_size=shard.batch_size,
+                    num_workers=2,
+                )
+            )
         x, y = next(args.loader)
     else:
         x, y = shard.batch(step)
@@ -194,7 +199,9 @@ def run(args):
     shard = SyntheticShard(rank, poison_step=poison)
     if rank == 0:
         n_params = sum(p.numel() for p in model.parameters())
-        log(f"world_size={world} backend={dist.get_backend()} model=Linear(16, 1) params={n_params} steps={args.steps}")
+        log(
+            f"world_size={world} backend={dist.get_backend()} model=Linear(16, 1) params={n_params} steps={args.steps}"
+        )
 
     t0 = time.time()
     for step in range(1, args.steps + 1):
@@ -222,9 +229,20 @@ def run(args):
 
 def parse():
     p = argparse.ArgumentParser()
-    p.add_argument("--case", default="healthy",
-                   choices=["healthy", "nan-guard", "sigkill", "hang", "interleaved", "record", "missing-key",
-                            "loader-worker-exit"])
+    p.add_argument(
+        "--case",
+        default="healthy",
+        choices=[
+            "healthy",
+            "nan-guard",
+            "sigkill",
+            "hang",
+            "interleaved",
+            "record",
+            "missing-key",
+            "loader-worker-exit",
+        ],
+    )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--fail-step", type=int, default=5)
     p.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
@@ -233,8 +251,12 @@ def parse():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--no-destroy", action="store_true")
     p.add_argument("--data-dir", default="data")
-    p.add_argument("--slow-stderr", type=float, default=0.0,
-                   help="pause this many seconds after each stderr line (interleaving fixture)")
+    p.add_argument(
+        "--slow-stderr",
+        type=float,
+        default=0.0,
+        help="pause this many seconds after each stderr line (interleaving fixture)",
+    )
     return p.parse_args()
 
 

@@ -18,7 +18,15 @@ from logparse.blocks import blocks_in_process, iter_blocks, reader_process_possi
 from logparse.metrics import StepParser, parse_step_line, wanted_key
 from logparse.normalize import Normalizer
 from logparse.prefilter import Prefilter
-from logparse.reader import InputStats, Line, TruncatedGzip, decode_line, gunzip_chunks, open_input, plain_chunks
+from logparse.reader import (
+    InputStats,
+    Line,
+    TruncatedGzip,
+    decode_line,
+    gunzip_chunks,
+    open_input,
+    plain_chunks,
+)
 from logparse.scan import ScanConfig, Scanner, scan_paths
 from patterns import load_builtin_catalog
 from reports.jsonreport import to_dict
@@ -43,7 +51,9 @@ def _reference(data: bytes, words: list[str]) -> list[tuple[int, set[str]]]:
 
 
 def _candidates(bl: list, pf: Prefilter) -> list[tuple[int, set[str]]]:
-    return [(n, {pf.keywords[i] for i in ids}) for b in bl for n, ids in zip(b.numbers, b.keywords, strict=True)]
+    return [
+        (n, {pf.keywords[i] for i in ids}) for b in bl for n, ids in zip(b.numbers, b.keywords, strict=True)
+    ]
 
 
 @pytest.mark.parametrize("numpy_after", [0, 1 << 40], ids=["numpy", "bytes.count"])
@@ -53,8 +63,10 @@ def test_candidate_line_numbers_match_a_line_by_line_reference(numpy_after: int,
     rnd = random.Random(7)
     pf = Prefilter(WORDS)
     for _ in range(30):
-        lines = [" ".join(rnd.choice(WORDS + ["x", "y z", ""]) for _ in range(rnd.randrange(0, 4)))
-                 for _ in range(rnd.randrange(1, 300))]
+        lines = [
+            " ".join(rnd.choice(WORDS + ["x", "y z", ""]) for _ in range(rnd.randrange(0, 4)))
+            for _ in range(rnd.randrange(1, 300))
+        ]
         data = "\n".join(lines).encode()
         cuts = sorted(rnd.sample(range(1, len(data) + 1), min(5, len(data))))
         chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True) if b > a]
@@ -68,7 +80,7 @@ def test_an_over_long_line_is_one_cut_line(monkeypatch) -> None:
     monkeypatch.setattr(blocks_mod, "MAX_LINE_BYTES", 100)
     pf = Prefilter(WORDS)
     data = b"a step: line\n" + b"NCCL" + b"x" * 500 + b"\nTraceback (most recent call last)\n"
-    chunks = [data[i:i + 64] for i in range(0, len(data), 64)]
+    chunks = [data[i : i + 64] for i in range(0, len(data), 64)]
     bl = list(iter_blocks(chunks, pf))
     assert [n for b in bl for n in b.numbers] == [1, 2, 3]
     assert sum(b.cut for b in bl) == 1
@@ -93,7 +105,7 @@ def test_the_reader_process_gives_the_same_blocks(big_log: Path) -> None:
     for b in blocks_in_process(lambda st: plain_chunks(fh, st), stats, pf):
         # a shared block is valid until the next is asked for: read it now, the lazy way and whole
         assert b.data is None and b.tail(100) == b.load()[-100:]
-        assert all(b.raw(i)[0] == b.data[s:b.data.index(b"\n", s)] for i, s in enumerate(b.starts))
+        assert all(b.raw(i)[0] == b.data[s : b.data.index(b"\n", s)] for i, s in enumerate(b.starts))
         forked.append(b)
     assert len(inline) >= 3
     same = [dataclasses.replace(b, steps=None, ends=None, ring=None, at=0) for b in forked]
@@ -121,8 +133,9 @@ def test_the_reader_process_gives_the_same_blocks(big_log: Path) -> None:
 
 
 @needs_fork
-@pytest.mark.parametrize("log", sorted(SAMPLES.glob("*.log")) + sorted((FIXTURES / "cascades").glob("*.log")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "log", sorted(SAMPLES.glob("*.log")) + sorted((FIXTURES / "cascades").glob("*.log")), ids=lambda p: p.name
+)
 def test_reports_are_the_same_with_a_reader_process(log: Path) -> None:
     inline = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(reader_process_bytes=None)))
     forked = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(reader_process_bytes=1)))
@@ -179,7 +192,10 @@ def test_a_step_line_parsed_from_the_text_is_used_only_for_the_same_message() ->
     normalizer = Normalizer()
     for text, fits in [
         ("(TaskRunner pid=7) step:3 - a:1 - b:np.float64(2.5)", True),
-        ("(TaskRunner pid=7) step:3 - a:1 - b:2 [repeated 2x across cluster]", False),  # message cut at the end
+        (
+            "(TaskRunner pid=7) step:3 - a:1 - b:2 [repeated 2x across cluster]",
+            False,
+        ),  # message cut at the end
         ("(TaskRunner pid=7) step:3 - a:1\rTraining Progress:  1%|| 3/9 [00:01<00:02, 1.0s/it]", False),
     ]:
         data = text.encode() + b"\n"
@@ -211,8 +227,13 @@ def test_the_reader_process_ends_when_the_scan_is_killed(big_log: Path, tmp_path
     root = Path(__file__).resolve().parents[2]
     log = tmp_path / "long.log"  # more blocks than the reader has slots: it must wait for one
     log.write_bytes(big_log.read_bytes() * 4)
-    proc = subprocess.Popen([sys.executable, "-c", code, str(log)], stdout=subprocess.PIPE, text=True,
-                            cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     reader = int(proc.stdout.readline())
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -222,10 +243,16 @@ def test_the_reader_process_ends_when_the_scan_is_killed(big_log: Path, tmp_path
             os.waitpid(reader, os.WNOHANG)  # (not our child: reaped by init; this only polls)
         except ChildProcessError:
             pass
-        if Path(f"/proc/{reader}/status").exists() and "State:\tZ" in Path(f"/proc/{reader}/status").read_text():
+        if (
+            Path(f"/proc/{reader}/status").exists()
+            and "State:\tZ" in Path(f"/proc/{reader}/status").read_text()
+        ):
             break  # a zombie has ended
         time.sleep(0.05)
-    alive = Path(f"/proc/{reader}/status").exists() and "State:\tZ" not in Path(f"/proc/{reader}/status").read_text()
+    alive = (
+        Path(f"/proc/{reader}/status").exists()
+        and "State:\tZ" not in Path(f"/proc/{reader}/status").read_text()
+    )
     if alive:
         os.kill(reader, signal.SIGKILL)
     assert not alive

@@ -13,12 +13,16 @@ from logparse.reader import Line
 from patterns import load_catalog
 from tests.conftest import run_cli
 
-OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-       "capacity of 79.11 GiB of which 1.00 GiB is free.\n")
+OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.11 GiB of which 1.00 GiB is free.\n"
+)
 # a watchdog line whose op name varies in letters (masking keeps letters), so every line is a new message
-WATCHDOG = ("[rank{rank}]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught "
-            "collective operation timeout: WorkNCCL(SeqNum={n}, OpType=ALLREDUCE_{word}, NumelIn=1, NumelOut=1, "
-            "Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n")
+WATCHDOG = (
+    "[rank{rank}]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum={n}, OpType=ALLREDUCE_{word}, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n"
+)
 
 
 def _varied_watchdog_log(path: Path, hits: int) -> None:
@@ -49,7 +53,9 @@ def test_collector_overflow_group_per_entry_is_bounded() -> None:
     collector = FindingCollector(max_groups=3)
     norm = Normalizer()
     for n in range(50):
-        rec = norm.normalize(Line("job.log", n + 1, WATCHDOG.format(rank=n % 4, n=n, word="x" * (n + 1)).strip()))
+        rec = norm.normalize(
+            Line("job.log", n + 1, WATCHDOG.format(rank=n % 4, n=n, word="x" * (n + 1)).strip())
+        )
         collector.add(Hit(entry, rec, {}, n, None, []))
     assert len(collector.groups) == 4  # three messages and one overflow group for the entry
     overflow = collector.groups[(entry.id, OVERFLOW_KEY)]

@@ -29,7 +29,9 @@ def scan_folder(folder: Path) -> tuple[Scanner, list, object]:
 def test_torchrun_log_dir_is_one_job_with_ranks_attributed() -> None:
     folder = FIXTURES / "torchrun" / "logdir"
     scanner, order, report = scan_folder(folder)
-    attributed = {Path(p).relative_to(folder).as_posix(): o.local_rank for p, o in scanner.attribution.items()}
+    attributed = {
+        Path(p).relative_to(folder).as_posix(): o.local_rank for p, o in scanner.attribution.items()
+    }
     for rank in range(4):
         for name in ("stdout.log", "stderr.log"):
             assert attributed[f"none_x3hri268/attempt_0/{rank}/{name}"] == rank
@@ -45,7 +47,9 @@ def test_torchrun_log_dir_is_one_job_with_ranks_attributed() -> None:
     # merged: the rank's error comes before the launcher's ChildFailedError summary
     seq = [(src, msg) for src, _, _, msg in order]
     err = next(i for i, (src, msg) in enumerate(seq) if "FileNotFoundError" in msg)
-    child = next(i for i, (src, msg) in enumerate(seq) if "ChildFailedError" in msg and src.endswith("console.log"))
+    child = next(
+        i for i, (src, msg) in enumerate(seq) if "ChildFailedError" in msg and src.endswith("console.log")
+    )
     assert err < child
 
 
@@ -57,8 +61,11 @@ def test_ray_session_folder_is_one_job_merged_by_time() -> None:
     assert by_name["gcs_server.out"].actor == "gcs_server"
     for name, origin in by_name.items():
         if name.startswith(("worker-", "python-core-worker-")):
-            pid = int(name.rsplit("-", 1)[-1].split(".")[0]) if name.startswith("worker-") else int(
-                name.rsplit("_", 1)[-1].split(".")[0])
+            pid = (
+                int(name.rsplit("-", 1)[-1].split(".")[0])
+                if name.startswith("worker-")
+                else int(name.rsplit("_", 1)[-1].split(".")[0])
+            )
             assert origin.pid == pid, name
     # records that carry a timestamp come out in time order across the files
     times = [t for _, _, t, _ in order if t is not None]
@@ -88,5 +95,5 @@ def test_interleaved_tracebacks_keep_one_rank_each() -> None:
     rc = report.root_cause
     assert rc.traceback is not None and rc.local_rank is not None
     prefix = f"[default{rc.local_rank}]:"
-    frames = [e for e in rc.evidence if "File \"" in e.text]
+    frames = [e for e in rc.evidence if 'File "' in e.text]
     assert frames and all(e.text.startswith(prefix) for e in frames)

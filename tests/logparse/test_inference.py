@@ -95,10 +95,14 @@ def test_remediation_quotes_the_jobs_own_values() -> None:
 
 
 def test_loss_turning_nan_is_reported_with_its_step(tmp_path: Path) -> None:
-    lines = [f"(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64({0.5 / n}) - actor/grad_norm:np.float64(1.{n})"
-             for n in range(1, 6)]
-    lines += [f"(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64(nan) - actor/grad_norm:np.float64(nan)"
-              for n in range(6, 9)]
+    lines = [
+        f"(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64({0.5 / n}) - actor/grad_norm:np.float64(1.{n})"
+        for n in range(1, 6)
+    ]
+    lines += [
+        f"(TaskRunner pid=1) step:{n} - actor/pg_loss:np.float64(nan) - actor/grad_norm:np.float64(nan)"
+        for n in range(6, 9)
+    ]
     log = tmp_path / "nan.log"
     log.write_text("\n".join(lines) + "\n")
     code, report = scan_json(log)

@@ -15,50 +15,60 @@ from logparse.tracebacks import parse_exception_line
 KEY = "'input_ids_j'"
 
 
-@pytest.mark.parametrize(("line", "fixed"), [
-    # four `python3 race.py` processes on one stderr, raising the same KeyError at the same moment
-    (f"KeyErrorKeyError: : {KEY}{KEY}", f"KeyError: {KEY}"),
-    (f"KeyErrorKeyError: : {KEY}", f"KeyError: {KEY}"),  # the other copy went to the next line
-    (f"KeyError: KeyError{KEY}: ", f"KeyError: {KEY}"),
-    (f"KeyError: {KEY}KeyError", f"KeyError: {KEY}"),
-    (f"~~~^^^^KeyError^^: ^{KEY}^", f"KeyError: {KEY}"),  # a caret line written one character at a time
-    # a dotted type, a message with `: ` inside, three processes
-    ("torch.OutOfMemoryErrortorch.OutOfMemoryError: : CUDA out of memory.CUDA out of memory.",
-     "torch.OutOfMemoryError: CUDA out of memory."),
-    ("RuntimeErrorRuntimeError: : CUDA error: out of memoryCUDA error: out of memory",
-     "RuntimeError: CUDA error: out of memory"),
-    ("ValueErrorValueErrorValueError: : : bad batch: bad batch: bad batch", "ValueError: bad batch"),
-    # four ranks under torchrun (tests/fixtures/torchrun/shared-stderr-keyerror.log and reruns): another
-    # rank's caret line, a character at a time, between the pieces
-    (f"    KeyError :  {KEY} ", f"KeyError: {KEY}"),
-    (f"     KeyError  :  {KEY} ", f"KeyError: {KEY}"),
-    (f"     KeyError : ~{KEY}^", f"KeyError: {KEY}"),
-    (f"    ~KeyError^: ^{KEY}^", f"KeyError: {KEY}"),
-    (f"^^^^^KeyError^: ^{KEY}^", f"KeyError: {KEY}"),
-])
+@pytest.mark.parametrize(
+    ("line", "fixed"),
+    [
+        # four `python3 race.py` processes on one stderr, raising the same KeyError at the same moment
+        (f"KeyErrorKeyError: : {KEY}{KEY}", f"KeyError: {KEY}"),
+        (f"KeyErrorKeyError: : {KEY}", f"KeyError: {KEY}"),  # the other copy went to the next line
+        (f"KeyError: KeyError{KEY}: ", f"KeyError: {KEY}"),
+        (f"KeyError: {KEY}KeyError", f"KeyError: {KEY}"),
+        (f"~~~^^^^KeyError^^: ^{KEY}^", f"KeyError: {KEY}"),  # a caret line written one character at a time
+        # a dotted type, a message with `: ` inside, three processes
+        (
+            "torch.OutOfMemoryErrortorch.OutOfMemoryError: : CUDA out of memory.CUDA out of memory.",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+        ),
+        (
+            "RuntimeErrorRuntimeError: : CUDA error: out of memoryCUDA error: out of memory",
+            "RuntimeError: CUDA error: out of memory",
+        ),
+        ("ValueErrorValueErrorValueError: : : bad batch: bad batch: bad batch", "ValueError: bad batch"),
+        # four ranks under torchrun (tests/fixtures/torchrun/shared-stderr-keyerror.log and reruns): another
+        # rank's caret line, a character at a time, between the pieces
+        (f"    KeyError :  {KEY} ", f"KeyError: {KEY}"),
+        (f"     KeyError  :  {KEY} ", f"KeyError: {KEY}"),
+        (f"     KeyError : ~{KEY}^", f"KeyError: {KEY}"),
+        (f"    ~KeyError^: ^{KEY}^", f"KeyError: {KEY}"),
+        (f"^^^^^KeyError^: ^{KEY}^", f"KeyError: {KEY}"),
+    ],
+)
 def test_interleaved_lines_read_as_one_process_wrote_them(line, fixed):
     assert unweave(line) == fixed
 
 
-@pytest.mark.parametrize("line", [
-    f"KeyError: {KEY}",
-    "RuntimeError: CUDA error: an illegal memory access was encountered",
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-    "AssertionError: expected no AssertionError",  # its own type at the end, as a word
-    "ValueError: ValueError raised by the reward function",  # ... and at the start of the message
-    "INFO: step 3 done",
-    "Errors: 3 of 10",
-    "step:3 - loss:0.5 - grad_norm:1.2",
-    "^^^^^^^^^^^^",
-    "~~~~^^^^",
-    "~/data: not found",
-    f"    KeyError: {KEY}",  # indented and whole: a quoted or nested exception line
-    '  File "/workspace/job/train.py", line 3, in main',
-    '    batch = {"input_ids": ids}',
-    "    label : str = 'x'",
-    "aError: bError: ",
-    "",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"KeyError: {KEY}",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "AssertionError: expected no AssertionError",  # its own type at the end, as a word
+        "ValueError: ValueError raised by the reward function",  # ... and at the start of the message
+        "INFO: step 3 done",
+        "Errors: 3 of 10",
+        "step:3 - loss:0.5 - grad_norm:1.2",
+        "^^^^^^^^^^^^",
+        "~~~~^^^^",
+        "~/data: not found",
+        f"    KeyError: {KEY}",  # indented and whole: a quoted or nested exception line
+        '  File "/workspace/job/train.py", line 3, in main',
+        '    batch = {"input_ids": ids}',
+        "    label : str = 'x'",
+        "aError: bError: ",
+        "",
+    ],
+)
 def test_lines_one_process_wrote_stay(line):
     assert unweave(line) is None
 
@@ -78,7 +88,7 @@ def _interleavings(pieces: list[str], k: int):
                         seen.add(out)
                         yield out
                     continue
-                yield from walk(pos[:p] + (pos[p] + 1,) + pos[p + 1:], out + piece)
+                yield from walk(pos[:p] + (pos[p] + 1,) + pos[p + 1 :], out + piece)
 
     yield from walk((0,) * k, "")
 
@@ -119,11 +129,12 @@ def test_the_normaliser_reads_them_apart_after_the_prefixes_and_counts_them():
     norm = Normalizer()
     rec = norm.normalize(Line("x.log", 7, f"[rank1]: KeyErrorKeyError: : {KEY}{KEY}"))
     assert rec.message == f"KeyError: {KEY}"
-    assert rec.line.text == f"[rank1]: KeyErrorKeyError: : {KEY}{KEY}"  # the evidence keeps the line as logged
+    assert (
+        rec.line.text == f"[rank1]: KeyErrorKeyError: : {KEY}{KEY}"
+    )  # the evidence keeps the line as logged
     assert rec.origin.rank == 1
     norm.normalize(Line("x.log", 8, f"KeyError: {KEY}"))
     assert (norm.unwoven, norm.first_unwoven.number) == (1, 7)
-
 
 
 def test_a_torchrun_log_of_ranks_failing_at_once_names_the_data_error():
@@ -140,5 +151,7 @@ def test_a_torchrun_log_of_ranks_failing_at_once_names_the_data_error():
     assert (rc.category, rc.id) == ("data-error", "key-error-in-data-pipeline")
     assert rc.error_line.line == 30 and rc.error_line.text == f"    KeyError :  {KEY} "
     assert (rc.summary, rc.message) == (f"KeyError {KEY} while reading a data sample", f"KeyError: {KEY}")
-    assert any(n.startswith("2 exception line(s) written by several processes at once were read apart")
-               for n in report.notes)
+    assert any(
+        n.startswith("2 exception line(s) written by several processes at once were read apart")
+        for n in report.notes
+    )

@@ -18,12 +18,27 @@ LOGDIR = FIXTURES / "torchrun" / "logdir"
 RAY = FIXTURES / "ray"
 
 
-@pytest.mark.parametrize("name, family", [
-    ("rank0.log", ""), ("rank_3.log", ""), ("local_rank0", ""), ("node1", ""), ("0", ""), ("stdout.log", ""),
-    ("driver.log", ""), ("train.log", ""), ("console.log", ""), ("worker-3.err", ""),
-    ("job_a.log", "a"), ("exp1", "exp1"), ("exp2", "exp2"), ("slurm-12345.out", "slurm-12345"),
-    ("train_20240601.log.gz", "20240601"), ("wandb", "wandb"),
-])
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("rank0.log", ""),
+        ("rank_3.log", ""),
+        ("local_rank0", ""),
+        ("node1", ""),
+        ("0", ""),
+        ("stdout.log", ""),
+        ("driver.log", ""),
+        ("train.log", ""),
+        ("console.log", ""),
+        ("worker-3.err", ""),
+        ("job_a.log", "a"),
+        ("exp1", "exp1"),
+        ("exp2", "exp2"),
+        ("slurm-12345.out", "slurm-12345"),
+        ("train_20240601.log.gz", "20240601"),
+        ("wandb", "wandb"),
+    ],
+)
 def test_name_family(name: str, family: str) -> None:
     assert name_family(name) == family
 
@@ -32,7 +47,9 @@ def groups_of(folder: Path) -> list:
     return jobs_in_folder(str(folder), expand_inputs([str(folder)]))
 
 
-@pytest.mark.parametrize("folder", [LOGDIR, RAY, LOGDIR / "none_x3hri268"], ids=["torchrun-logdir", "ray", "run"])
+@pytest.mark.parametrize(
+    "folder", [LOGDIR, RAY, LOGDIR / "none_x3hri268"], ids=["torchrun-logdir", "ray", "run"]
+)
 def test_one_job_layouts_are_one_job(folder: Path) -> None:
     assert not several_jobs(groups_of(folder))
 
@@ -73,8 +90,9 @@ def test_scan_of_a_several_job_folder_warns_and_notes_it(tmp_path: Path) -> None
     assert warning.startswith(f"verl-logscan: warning: {folder} looks like 4 jobs")
     assert "torchrun run none_x3hri268 (11 files)" in warning and "job job_a.log" in warning
     fleet = warning.split("verl-logscan fleet ", 1)[1].split()
-    assert sorted(fleet) == sorted(str(folder / n) for n in ("none_x3hri268", "none_k2p9q1aa", "job_a.log",
-                                                               "job_b.log"))
+    assert sorted(fleet) == sorted(
+        str(folder / n) for n in ("none_x3hri268", "none_k2p9q1aa", "job_a.log", "job_b.log")
+    )
     notes = json.loads(r.stdout)["notes"]
     assert notes[0] == warning.removeprefix("verl-logscan: warning: ")  # the report says it too
     # the suggested command works: one row per job

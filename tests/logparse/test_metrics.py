@@ -25,14 +25,18 @@ from logparse.normalize import Normalizer
 from logparse.reader import InputStats, Line, read_input, strip_ansi
 from tests.conftest import SAMPLES
 
-V03_LINE = ("(TaskRunner pid=1888103) step:1 - global_seqlen/min:85236.000 - actor/entropy_loss:0.436 - "
-            "critic/vf_loss:7.455 - critic/grad_norm:462.344 - actor/pg_loss:0.018 - actor/grad_norm:0.779 - "
-            "training/global_step:1.000 - critic/score/mean:0.004 - timing_s/step:61.209")
-V05_LINE = ("\x1b[36m(TaskRunner pid=3165)\x1b[0m step:71 - global_seqlen/min:69484 - actor/entropy:0.1194450631737709 - "
-            "critic/vf_loss:np.float64(0.007003280876688223) - critic/lr:np.float64(1e-05) - "
-            "actor/pg_loss:np.float64(-0.0006611689302644663) - training/global_step:71 - training/epoch:2 - "
-            "val-core/openai/gsm8k/reward/mean@1:0.4988627748294162 - response_length/mean:167.265625 - "
-            "perf/total_num_tokens:np.int64(69484) - timing_s/step:56.93468872085214")
+V03_LINE = (
+    "(TaskRunner pid=1888103) step:1 - global_seqlen/min:85236.000 - actor/entropy_loss:0.436 - "
+    "critic/vf_loss:7.455 - critic/grad_norm:462.344 - actor/pg_loss:0.018 - actor/grad_norm:0.779 - "
+    "training/global_step:1.000 - critic/score/mean:0.004 - timing_s/step:61.209"
+)
+V05_LINE = (
+    "\x1b[36m(TaskRunner pid=3165)\x1b[0m step:71 - global_seqlen/min:69484 - actor/entropy:0.1194450631737709 - "
+    "critic/vf_loss:np.float64(0.007003280876688223) - critic/lr:np.float64(1e-05) - "
+    "actor/pg_loss:np.float64(-0.0006611689302644663) - training/global_step:71 - training/epoch:2 - "
+    "val-core/openai/gsm8k/reward/mean@1:0.4988627748294162 - response_length/mean:167.265625 - "
+    "perf/total_num_tokens:np.int64(69484) - timing_s/step:56.93468872085214"
+)
 
 
 def feed(lines: list[str], tracker: MetricsTracker | None = None) -> MetricsTracker:
@@ -44,10 +48,19 @@ def feed(lines: list[str], tracker: MetricsTracker | None = None) -> MetricsTrac
     return tracker
 
 
-@pytest.mark.parametrize(("raw", "value"), [
-    ("0.123", 0.123), ("np.float64(0.1)", 0.1), ("np.int64(3)", 3.0), ("1e-06", 1e-06), ("7", 7.0),
-    ("-0.5", -0.5), (" 61.209", 61.209), ("np.float32(2.5)", 2.5),
-])
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("0.123", 0.123),
+        ("np.float64(0.1)", 0.1),
+        ("np.int64(3)", 3.0),
+        ("1e-06", 1e-06),
+        ("7", 7.0),
+        ("-0.5", -0.5),
+        (" 61.209", 61.209),
+        ("np.float32(2.5)", 2.5),
+    ],
+)
 def test_parse_value_numbers(raw: str, value: float) -> None:
     assert parse_value(raw) == value
 
@@ -79,7 +92,9 @@ def test_full_repr_era_line_and_keys_with_slashes_and_at() -> None:
 
 
 def test_split_on_last_colon_and_drop_non_numbers() -> None:
-    step, values = parse_step_line("step:5 - val/test_score/custom:ds:0.5 - note:hello - list:[1, 2] - loss:nan")
+    step, values = parse_step_line(
+        "step:5 - val/test_score/custom:ds:0.5 - note:hello - list:[1, 2] - loss:nan"
+    )
     assert step == 5
     assert values["val/test_score/custom:ds"] == 0.5
     assert "note" not in values and "list" not in values
@@ -101,22 +116,60 @@ def _reference_parse(message: str) -> tuple[int, dict[str, float]] | None:
 
 
 def _same(a: dict[str, float], b: dict[str, float]) -> bool:
-    return a.keys() == b.keys() and all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in
-                                        ((a[k], b[k]) for k in a))
+    return a.keys() == b.keys() and all(
+        x == y or (math.isnan(x) and math.isnan(y)) for x, y in ((a[k], b[k]) for k in a)
+    )
 
 
 PART = st.one_of(
-    st.sampled_from(["loss:0.5", "a/b:np.float64(1e-05)", "x:np.int64(3)", "k: nan ", "k:-inf", "k:1:2",
-                     "k:[1, 2]", "k:tensor(0.5)", "k:np.bool_(True)", " k :7", ":5", "k:", "k:np.float64(0.1))",
-                     "k:0.5,", "custom:ds:0.5", "k:np.float32( 2.5 )", "k:True", "k:1e3", "k:.5", "k:+1"]),
+    st.sampled_from(
+        [
+            "loss:0.5",
+            "a/b:np.float64(1e-05)",
+            "x:np.int64(3)",
+            "k: nan ",
+            "k:-inf",
+            "k:1:2",
+            "k:[1, 2]",
+            "k:tensor(0.5)",
+            "k:np.bool_(True)",
+            " k :7",
+            ":5",
+            "k:",
+            "k:np.float64(0.1))",
+            "k:0.5,",
+            "custom:ds:0.5",
+            "k:np.float32( 2.5 )",
+            "k:True",
+            "k:1e3",
+            "k:.5",
+            "k:+1",
+        ]
+    ),
     st.text(alphabet="ak:/ .-()np0123456789ef", max_size=14),
 )
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.lists(PART | st.sampled_from(["actor/pg_loss:0.25", "critic/score/mean:np.float64(3)",
-                                                 " grad_norm : 7", "loss:np.float64(nan)", "actor/pg_loss:x"]),
-                         max_size=6), min_size=1, max_size=4))
+@given(
+    st.lists(
+        st.lists(
+            PART
+            | st.sampled_from(
+                [
+                    "actor/pg_loss:0.25",
+                    "critic/score/mean:np.float64(3)",
+                    " grad_norm : 7",
+                    "loss:np.float64(nan)",
+                    "actor/pg_loss:x",
+                ]
+            ),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_step_parser_keeps_the_wanted_values_of_the_reference(lines: list[list[str]]) -> None:
     """Line after line (the parser reuses a line's shape): the wanted keys' values (every key's for a
     CSV) are the reference's, and the names are every key of the line."""
@@ -156,7 +209,9 @@ def test_step_parser_equals_the_reference_on_real_lines() -> None:
 
 
 def test_step_line_after_a_progress_bar() -> None:
-    t = feed(["[default0]:Training Progress:  67%|██████▋   | 2/3 [00:04<00:02,  2.01s/it]step:2 - train/loss:2.1"])
+    t = feed(
+        ["[default0]:Training Progress:  67%|██████▋   | 2/3 [00:04<00:02,  2.01s/it]step:2 - train/loss:2.1"]
+    )
     assert t.steps == [2] and t.frame().loc[2, "train/loss"] == 2.1
 
 
@@ -166,8 +221,14 @@ def test_not_step_lines() -> None:
 
 
 def test_later_line_for_the_same_step_merges() -> None:
-    t = feed(["step:0 - val-core/gsm8k/reward/mean@1:0.2", "step:1 - loss:3.0", "step:0 - loss:4.0",
-              "step:1 - loss:2.5"])
+    t = feed(
+        [
+            "step:0 - val-core/gsm8k/reward/mean@1:0.2",
+            "step:1 - loss:3.0",
+            "step:0 - loss:4.0",
+            "step:1 - loss:2.5",
+        ]
+    )
     df = t.frame()
     assert list(df.index) == [0, 1] and df.index.name == "step"
     assert df.loc[0, "loss"] == 4.0 and df.loc[0, "val-core/gsm8k/reward/mean@1"] == 0.2
@@ -198,12 +259,24 @@ def test_bounds_on_rows_and_keys() -> None:
     assert len(t.notes) == 2 and "limit 3 steps" in t.notes[0]
 
 
-@pytest.mark.parametrize(("key", "family"), [
-    ("actor/pg_loss", "loss"), ("critic/vf_loss", "loss"), ("actor/kl_loss", "loss"), ("loss", "loss"),
-    ("train/loss", "loss"), ("actor/grad_norm", "grad-norm"), ("grad_norm", "grad-norm"),
-    ("critic/score/mean", "watched"), ("actor/entropy_loss", "watched"), ("actor/ppo_kl", "watched"),
-    ("critic/values/mean", None), ("critic/vf_explained_var", None), ("perf/throughput", None),
-])
+@pytest.mark.parametrize(
+    ("key", "family"),
+    [
+        ("actor/pg_loss", "loss"),
+        ("critic/vf_loss", "loss"),
+        ("actor/kl_loss", "loss"),
+        ("loss", "loss"),
+        ("train/loss", "loss"),
+        ("actor/grad_norm", "grad-norm"),
+        ("grad_norm", "grad-norm"),
+        ("critic/score/mean", "watched"),
+        ("actor/entropy_loss", "watched"),
+        ("actor/ppo_kl", "watched"),
+        ("critic/values/mean", None),
+        ("critic/vf_explained_var", None),
+        ("perf/throughput", None),
+    ],
+)
 def test_key_families(key: str, family: str | None) -> None:
     assert key_family(key) == family
 
@@ -231,8 +304,11 @@ def test_nan_that_stays_is_fatal_even_without_a_failure() -> None:
 
 
 def test_nan_in_watched_keys_is_not_fatal_and_harmless_keys_are_ignored() -> None:
-    t = series("actor/entropy", [0.5, float("nan")], {"critic/values/mean": float("nan"),
-                                                       "critic/vf_explained_var": float("nan")})
+    t = series(
+        "actor/entropy",
+        [0.5, float("nan")],
+        {"critic/values/mean": float("nan"), "critic/vf_explained_var": float("nan")},
+    )
     (a,) = t.anomalies(failed=True)
     assert (a.key, a.fatal) == ("actor/entropy", False)
 
@@ -322,7 +398,9 @@ def test_a_later_line_for_a_step_wins_and_rows_keep_their_keys() -> None:
     t.add(2, {"a": 3.0})
     t.add(1, {"b": 5.0, "c": 6.0})  # a restart printing step 1 again
     assert t.steps == [1, 2] and t.keys == ["a", "b", "c"]
-    assert t.series("a") == [(1, 1.0), (2, 3.0)] and t.series("b") == [(1, 5.0)] and t.series("c") == [(1, 6.0)]
+    assert (
+        t.series("a") == [(1, 1.0), (2, 3.0)] and t.series("b") == [(1, 5.0)] and t.series("c") == [(1, 6.0)]
+    )
     df = t.frame()
     assert math.isnan(df.loc[2, "b"]) and df.loc[1, "b"] == 5.0
 
@@ -372,8 +450,13 @@ def _reference_reward_collapse(series: list[tuple[int, float]]):
     """The reward-collapse rule as stated, with the changes' median taken at every step."""
     import statistics
 
-    from logparse.metrics import (REWARD_DROP_FRACTION, REWARD_DROP_WITHIN, REWARD_MIN_HISTORY,
-                                  REWARD_NOISE_FACTOR, REWARD_STAY_STEPS)
+    from logparse.metrics import (
+        REWARD_DROP_FRACTION,
+        REWARD_DROP_WITHIN,
+        REWARD_MIN_HISTORY,
+        REWARD_NOISE_FACTOR,
+        REWARD_STAY_STEPS,
+    )
 
     points = [(s, v) for s, v in series if math.isfinite(v)]
     values = [v for _, v in points]
@@ -382,10 +465,10 @@ def _reference_reward_collapse(series: list[tuple[int, float]]):
         spread = hi - lo
         if spread <= 0:
             continue
-        drop = max(values[max(0, i - REWARD_DROP_WITHIN):i]) - values[i]
-        noise = statistics.median([abs(b - a) for a, b in zip(values[:i - 1], values[1:i], strict=True)])
+        drop = max(values[max(0, i - REWARD_DROP_WITHIN) : i]) - values[i]
+        noise = statistics.median([abs(b - a) for a, b in zip(values[: i - 1], values[1:i], strict=True)])
         if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * noise:
-            held = values[i:i + REWARD_STAY_STEPS]
+            held = values[i : i + REWARD_STAY_STEPS]
             if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
                 return points[i]
     return None
@@ -400,12 +483,47 @@ def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
     assert (got[0].step, got[0].value) == want if want else got == []
 
 
-TRICKY_VALUES = ["1.5", " 2", "np.float64(3.25)", "np.float64( 4)", "np.float64(5 )", "nan", "inf", "-inf",
-                 "1e-06", "np.int64(7)", "x", "", "True", "np.float64()", "np.float64(nan)", "1_0", "١٢",
-                 " nan ", "np.float64(1)x", "[1, 2]", "Infinity", "+.5", ".", "-", "np.float64(np.int64(3))",
-                 "np.float32(2)", "np.float64(\u2003 1)", "1\u2003", "np.float64(1)\u2003", "\x0b1", "1\x1c",
-                 "np.float64(\x1f2)", "np.float64(1)\t", "-inf", "+1e3", "0x10", "1e", "np.float64(inf)",
-                 "np.float64(1\n)"]
+TRICKY_VALUES = [
+    "1.5",
+    " 2",
+    "np.float64(3.25)",
+    "np.float64( 4)",
+    "np.float64(5 )",
+    "nan",
+    "inf",
+    "-inf",
+    "1e-06",
+    "np.int64(7)",
+    "x",
+    "",
+    "True",
+    "np.float64()",
+    "np.float64(nan)",
+    "1_0",
+    "١٢",
+    " nan ",
+    "np.float64(1)x",
+    "[1, 2]",
+    "Infinity",
+    "+.5",
+    ".",
+    "-",
+    "np.float64(np.int64(3))",
+    "np.float32(2)",
+    "np.float64(\u2003 1)",
+    "1\u2003",
+    "np.float64(1)\u2003",
+    "\x0b1",
+    "1\x1c",
+    "np.float64(\x1f2)",
+    "np.float64(1)\t",
+    "-inf",
+    "+1e3",
+    "0x10",
+    "1e",
+    "np.float64(inf)",
+    "np.float64(1\n)",
+]
 
 
 @pytest.mark.parametrize("all_keys", [False, True])
@@ -413,12 +531,21 @@ def test_step_parser_reads_the_values_of_a_repeated_shape_as_parse_value_does(al
     """Lines of one shape (the same keys, read without splitting every part) with every kind of value
     at the wanted keys (all of them for a CSV): the values are parse_value's."""
     rnd = random.Random(1)
-    keys = ["actor/pg_loss", "actor/grad_norm", "critic/score/mean", "timing_s/step", "response_length/mean",
-            "foo", "bar/baz"]
+    keys = [
+        "actor/pg_loss",
+        "actor/grad_norm",
+        "critic/score/mean",
+        "timing_s/step",
+        "response_length/mean",
+        "foo",
+        "bar/baz",
+    ]
     for _ in range(3000):
         parser = StepParser(all_keys)
         for _ in range(3):
-            line = f"step:{rnd.randrange(100)} - " + " - ".join(f"{k}:{rnd.choice(TRICKY_VALUES)}" for k in keys)
+            line = f"step:{rnd.randrange(100)} - " + " - ".join(
+                f"{k}:{rnd.choice(TRICKY_VALUES)}" for k in keys
+            )
             step, kept, values, _ = parser.parse(line)
             want_step, want = _reference_parse(line)
             assert step == want_step
@@ -452,11 +579,16 @@ def test_add_rows_equals_add_row_in_turn(seed: int) -> None:
             steps.append(step)
         values = array("d", [rnd.random() for _ in range(rows * len(keys))])
         for i, s in enumerate(steps):
-            one.add_row(s, keys, values[i * len(keys):(i + 1) * len(keys)], names)
+            one.add_row(s, keys, values[i * len(keys) : (i + 1) * len(keys)], names)
         many.add_rows(steps, keys, values, names)
     for t in (one, many):
         assert (t.steps, t.keys, t.valued_keys, t.notes, t._rows) == (
-            one.steps, one.keys, one.valued_keys, one.notes, one._rows)
+            one.steps,
+            one.keys,
+            one.valued_keys,
+            one.notes,
+            one._rows,
+        )
         assert [t.series(k) for k in "abcdef"] == [one.series(k) for k in "abcdef"]
     assert many._ordered == one._ordered
     one._ordered = False  # (the dict-and-sort way)

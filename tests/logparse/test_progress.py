@@ -33,12 +33,16 @@ START = [
     "(TaskRunner pid=3165) \rTraining Progress:   0%|          | 0/4 [00:00<?, ?it/s]",
     "(TaskRunner pid=3165) step:1 - actor/pg_loss:np.float64(0.01) - timing_s/step:50.0 - training/global_step:1",
     "(TaskRunner pid=3165) \rTraining Progress:  25%|██▌       | 1/4 [00:50<02:30, 50.00s/it]",
-    ("(TaskRunner pid=3165) step:2 - actor/pg_loss:np.float64(0.02) - timing_s/step:np.float64(60.0) - "
-    "training/global_step:2"),
+    (
+        "(TaskRunner pid=3165) step:2 - actor/pg_loss:np.float64(0.02) - timing_s/step:np.float64(60.0) - "
+        "training/global_step:2"
+    ),
     "(TaskRunner pid=3165) \rTraining Progress:  50%|█████     | 2/4 [01:50<01:50, 55.00s/it]",
     "(TaskRunner pid=3165) local_global_step_folder: checkpoints/demo/global_step_2",
-    ("(WorkerDict pid=3588) INFO:2025-08-22 23:08:37,898:[Rank 0] Saved model to "
-    "/ckpt/global_step_2/actor/model_world_size_1_rank_0.pt"),
+    (
+        "(WorkerDict pid=3588) INFO:2025-08-22 23:08:37,898:[Rank 0] Saved model to "
+        "/ckpt/global_step_2/actor/model_world_size_1_rank_0.pt"
+    ),
 ]
 FINISH = [
     "(TaskRunner pid=3165) step:3 - actor/pg_loss:np.float64(0.03) - timing_s/step:70.0",
@@ -65,11 +69,20 @@ def seq_of(lines: list[str], needle: str) -> int:
 
 def test_timeline_in_order_of_first_appearance() -> None:
     p = feed(START).progress()
-    assert [s.stage for s in p.timeline] == ["launch", "config", "data-load", "distributed-init", "model-load",
-                                             "training", "checkpoint"]
+    assert [s.stage for s in p.timeline] == [
+        "launch",
+        "config",
+        "data-load",
+        "distributed-init",
+        "model-load",
+        "training",
+        "checkpoint",
+    ]
     launch = p.timeline[0]
     assert (launch.first_source, launch.first_line, launch.last_line) == ("job.log", 1, 3)
-    assert launch.first_time is not None and launch.first_time == launch.last_time  # only Ray's line has a time
+    assert (
+        launch.first_time is not None and launch.first_time == launch.last_time
+    )  # only Ray's line has a time
     config = p.timeline[1]
     assert (config.first_line, config.last_line) == (4, 7)
     assert p.timeline[-1].last_line == len(START) and p.timeline[-1].last_time is not None
@@ -127,8 +140,10 @@ def test_stopped_without_error_note() -> None:
 
 def test_step_line_glued_to_progress_bar() -> None:
     lines = [
-        ("[default0]:Training Progress:  33%|███▎      | 1/3 [00:02<00:04,  2.01s/it]step:1 - train/loss:2.5 - "
-        "train/lr(1e-3):0.001"),
+        (
+            "[default0]:Training Progress:  33%|███▎      | 1/3 [00:02<00:04,  2.01s/it]step:1 - train/loss:2.5 - "
+            "train/lr(1e-3):0.001"
+        ),
         "[default0]:Training Progress:  67%|██████▋   | 2/3 [00:04<00:02,  2.01s/it]step:2 - train/loss:2.1",
     ]
     p = feed(lines).progress()
@@ -177,7 +192,9 @@ def test_attempts_restart_and_progress_per_attempt() -> None:
 
 
 def test_completion_belongs_to_its_attempt() -> None:
-    lines = START + FINISH + ["ray init kwargs: {'num_cpus': None}", "(TaskRunner pid=9) Training from scratch"]
+    lines = (
+        START + FINISH + ["ray init kwargs: {'num_cpus': None}", "(TaskRunner pid=9) Training from scratch"]
+    )
     t = feed(lines)
     assert t.progress().completed is False
     assert t.progress().stage_reached == "training"  # a new attempt: stages count again
@@ -192,33 +209,50 @@ def test_repeated_sampling_kwargs_mean_rollout() -> None:
 
 
 def test_ray_dedup_copies_move_no_stage() -> None:
-    lines = [*START[:13], "(WorkerDict pid=3588) Actor use_remove_padding=True", *START[13:18],
-             ("(WorkerDict pid=3590) Actor use_remove_padding=True [repeated 3x across cluster] "
-              "(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication.)")]
+    lines = [
+        *START[:13],
+        "(WorkerDict pid=3588) Actor use_remove_padding=True",
+        *START[13:18],
+        (
+            "(WorkerDict pid=3590) Actor use_remove_padding=True [repeated 3x across cluster] "
+            "(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication.)"
+        ),
+    ]
     assert feed(lines).stage_at(len(lines)) == "training"
 
 
 def test_dedup_copy_counts_in_an_excerpt_without_the_first_copy() -> None:
-    lines = ["(TaskRunner pid=3165) step:59 - actor/pg_loss:0.1",
-             ("(WorkerDict pid=3590) [rank-0]: Saving model to /ckpt/global_step_60/actor/"
-              "model_world_size_4_rank_0.pt [repeated 3x across cluster]")]
+    lines = [
+        "(TaskRunner pid=3165) step:59 - actor/pg_loss:0.1",
+        (
+            "(WorkerDict pid=3590) [rank-0]: Saving model to /ckpt/global_step_60/actor/"
+            "model_world_size_4_rank_0.pt [repeated 3x across cluster]"
+        ),
+    ]
     assert feed(lines).stage_at(2) == "checkpoint"
 
 
 def test_a_bar_counting_fewer_steps_than_the_checkpoint_being_written_is_a_late_redraw() -> None:
     """verl saves step 60's checkpoint inside step 60, before its bar counts 60: a bar at 59/60 printed
     after the save began is the bar as it stood (flushed late), so the job is still in the checkpoint."""
-    lines = ["(TaskRunner pid=3165) step:59 - actor/pg_loss:0.1",
-             ("(WorkerDict pid=3590) [rank-0]: Saving model to /ckpt/global_step_60/actor/"
-              "model_world_size_4_rank_0.pt [repeated 3x across cluster]"),
-             "(TaskRunner pid=3165) \rTraining Progress:  98%|█████████▊| 59/60 [10:03:47<10:14, 614.03s/it]"]
+    lines = [
+        "(TaskRunner pid=3165) step:59 - actor/pg_loss:0.1",
+        (
+            "(WorkerDict pid=3590) [rank-0]: Saving model to /ckpt/global_step_60/actor/"
+            "model_world_size_4_rank_0.pt [repeated 3x across cluster]"
+        ),
+        "(TaskRunner pid=3165) \rTraining Progress:  98%|█████████▊| 59/60 [10:03:47<10:14, 614.03s/it]",
+    ]
     t = feed(lines)
     assert t.stage_at(3) == "checkpoint" and t.progress().last_step == 59
     # once the bar counts the step, the loop goes on
     done = "(TaskRunner pid=3165) \rTraining Progress: 100%|██████████| 60/60 [10:13:47<00:00, 614.03s/it]"
     assert feed([*lines, done]).stage_at(4) == "training"
     # a checkpoint that names no step, or an earlier one, says nothing about the bar: the loop went on
-    assert feed([lines[0], "(TaskRunner pid=3165) Saving checkpoint to /ckpt/latest", lines[2]]).stage_at(3) == "training"
+    assert (
+        feed([lines[0], "(TaskRunner pid=3165) Saving checkpoint to /ckpt/latest", lines[2]]).stage_at(3)
+        == "training"
+    )
     earlier = lines[1].replace("global_step_60", "global_step_50")
     assert feed([lines[0], earlier, lines[2]]).stage_at(3) == "training"
     # another stage in between ends the checkpoint: a bar after it is no redraw of the checkpoint's step
@@ -267,7 +301,14 @@ def run_sample(name: str) -> StageTracker:
 def test_sample_ray_healthy() -> None:
     p = run_sample("ray-healthy.log").progress()
     assert (p.last_step, p.total_steps, p.completed, p.stage_reached) == (5, 5, True, "shutdown")
-    assert [s.stage for s in p.timeline] == ["launch", "config", "data-load", "model-load", "training", "shutdown"]
+    assert [s.stage for s in p.timeline] == [
+        "launch",
+        "config",
+        "data-load",
+        "model-load",
+        "training",
+        "shutdown",
+    ]
     assert p.seconds_per_step == pytest.approx(1.52, abs=0.01)
     assert p.note is None
 
@@ -308,8 +349,9 @@ class _ListMarks:
         return any(items and items[-1][0] > seq for items in (self.steps, self.bars))
 
     def started_before(self, seq: int) -> bool:
-        return (any(items and items[0][0] < seq for items in (self.steps, self.bars))
-                or (self.first is not None and self.first < seq))
+        return any(items and items[0][0] < seq for items in (self.steps, self.bars)) or (
+            self.first is not None and self.first < seq
+        )
 
     def progress(self, begin: int, end: int, time_window: int) -> tuple:
         steps = [s for s in self.steps if begin <= s[0] <= end]
@@ -364,10 +406,23 @@ def _marks(marks) -> tuple:
 def _state(tracker: StageTracker) -> tuple:
     """Everything a StageTracker holds, comparable."""
     spans = {stage: (s.first, s.last, s.first_time, s.last_time) for stage, s in tracker._spans.items()}
-    return (spans, tracker._transition_seqs, tracker._transition_stages, tracker._transition_at,
-            tracker._last_at, _marks(tracker._steps), _marks(tracker._bars), sorted(tracker._seen_in_attempt),
-            tracker._progress_since_start, tracker._completed, sorted(tracker._dropped), tracker.last_seq,
-            tracker.progress(), tracker.segments(), tracker.notes)
+    return (
+        spans,
+        tracker._transition_seqs,
+        tracker._transition_stages,
+        tracker._transition_at,
+        tracker._last_at,
+        _marks(tracker._steps),
+        _marks(tracker._bars),
+        sorted(tracker._seen_in_attempt),
+        tracker._progress_since_start,
+        tracker._completed,
+        sorted(tracker._dropped),
+        tracker.last_seq,
+        tracker.progress(),
+        tracker.segments(),
+        tracker.notes,
+    )
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -378,8 +433,9 @@ def test_apply_run_equals_apply_line_by_line(seed: int) -> None:
     from logparse.progress import MarkerHit, ProgressLine
 
     rnd = random.Random(seed)
-    config = StageTrackerConfig(max_marks=rnd.choice([3, 10, 100_000]),
-                                max_transitions=rnd.choice([2, 5, 10_000]))
+    config = StageTrackerConfig(
+        max_marks=rnd.choice([3, 10, 100_000]), max_transitions=rnd.choice([2, 5, 10_000])
+    )
     one, many = StageTracker(config=config), StageTracker(config=config)
     plain = [i for i, m in enumerate(one.matcher.markers) if one.plain_marker(i)]
     stages = {one.matcher.markers[i].stage for i in plain}
@@ -411,11 +467,23 @@ def test_apply_run_equals_apply_line_by_line(seed: int) -> None:
             step, seconds, marker = cols["steps"][j], cols["seconds"][j], cols["markers"][j]
             rate = cols["rate"][j]
             bar = (cols["n"][j], cols["total"][j], None if math.isnan(rate) else rate)
-            line = ProgressLine(MarkerHit(one.matcher.markers[marker], {}) if marker >= 0 else None,
-                                step if step >= 0 else None, None if math.isnan(seconds) else seconds,
-                                bar if bar[0] >= 0 else None)
+            line = ProgressLine(
+                MarkerHit(one.matcher.markers[marker], {}) if marker >= 0 else None,
+                step if step >= 0 else None,
+                None if math.isnan(seconds) else seconds,
+                bar if bar[0] >= 0 else None,
+            )
             one.apply(seq + 1 + j, "a.log", cols["numbers"][j], None, 1, line)
-        many.apply_run(seq + 1, "a.log", cols["numbers"], cols["steps"], cols["seconds"], cols["markers"],
-                       cols["n"], cols["total"], cols["rate"])
+        many.apply_run(
+            seq + 1,
+            "a.log",
+            cols["numbers"],
+            cols["steps"],
+            cols["seconds"],
+            cols["markers"],
+            cols["n"],
+            cols["total"],
+            cols["rate"],
+        )
         seq += m
         assert _state(many) == _state(one)

@@ -28,7 +28,8 @@ def test_crlf_invalid_utf8_and_ansi() -> None:
 def test_progress_bar_carriage_returns_are_kept_in_text() -> None:
     # the normaliser, not the reader, keeps the last \r segment (after the Ray prefix)
     assert lines_of(b"x \rTraining Progress: 1/4\rTraining Progress: 2/4\n") == [
-        "x \rTraining Progress: 1/4\rTraining Progress: 2/4"]
+        "x \rTraining Progress: 1/4\rTraining Progress: 2/4"
+    ]
 
 
 def test_lines_span_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,8 +82,14 @@ def test_folder_expansion_is_recursive_sorted_and_log_like(tmp_path: Path) -> No
 
 
 @settings(max_examples=2000, deadline=None)
-@given(st.lists(st.sampled_from(["\x1b[36m", "\x1b[0m", "\x1b", "[31m", "\x1b[1;31m", "(TaskRunner pid=7) ", "x", "[", "0m"]),
-                max_size=10))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["\x1b[36m", "\x1b[0m", "\x1b", "[31m", "\x1b[1;31m", "(TaskRunner pid=7) ", "x", "[", "0m"]
+        ),
+        max_size=10,
+    )
+)
 def test_strip_ansi_fast_path_equals_the_regex(pieces: list[str]) -> None:
     text = "".join(pieces)
     assert strip_ansi(text) == ANSI_RE.sub("", text)

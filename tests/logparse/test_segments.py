@@ -73,7 +73,9 @@ def test_sparse_recurring_stage_keeps_its_stretches() -> None:
 
 def test_sample_with_a_late_dedup_flush() -> None:
     """ray-actor-exception ends with Ray's dedup copies of model-load lines, 44 lines after the error."""
-    report = json.loads(run_cli(["scan", str(SAMPLES / "ray-actor-exception.log"), "--format", "json"]).stdout)
+    report = json.loads(
+        run_cli(["scan", str(SAMPLES / "ray-actor-exception.log"), "--format", "json"]).stdout
+    )
     segments = report["progress"]["segments"]
     assert [s["stage"] for s in segments] == ["launch", "config", "data-load", "model-load", "training"]
     for a, b in pairwise(segments):
@@ -87,14 +89,22 @@ def test_timeline_chart_draws_the_progression(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text("\n".join(lines) + "\n")
     html = run_cli(["scan", str(log), "--format", "html"]).stdout
-    rows = dict(re.findall(r'<g class="stage" data-stage="([^"]+)" data-stretches="\d+">(.*?)</g>', html, re.DOTALL))
+    rows = dict(
+        re.findall(r'<g class="stage" data-stage="([^"]+)" data-stretches="\d+">(.*?)</g>', html, re.DOTALL)
+    )
     assert list(rows) == ["launch", "model-load", "training"]
 
     def bars(stage: str) -> list[tuple[float, float]]:
-        return [(float(x), float(w)) for x, w in re.findall(r'<rect class="stage-bar[^"]*" x="([\d.]+)" y="[\d.]+" '
-                                                            r'width="([\d.]+)"', rows[stage])]
+        return [
+            (float(x), float(w))
+            for x, w in re.findall(
+                r'<rect class="stage-bar[^"]*" x="([\d.]+)" y="[\d.]+" '
+                r'width="([\d.]+)"',
+                rows[stage],
+            )
+        ]
 
-    (model_x, model_w), = bars("model-load")
-    (train_x, train_w), = bars("training")
+    ((model_x, model_w),) = bars("model-load")
+    ((train_x, train_w),) = bars("training")
     assert abs(model_x + model_w - train_x) <= 0.2  # it ends where training begins
     assert model_w < train_w / 10  # two lines against training's 99: a sliver, not a bar across the run

@@ -26,9 +26,14 @@ def test_interleaved_ranks_reassemble_per_rank() -> None:
     lines = []
     for r in (0, 1):
         pass
-    a = ['Traceback (most recent call last):', '  File "/workspace/job/train.py", line 10, in <module>',
-         '    main()', '  File "/workspace/job/train.py", line 7, in main', '    step(x)',
-         'ValueError: rank {r} bad batch']
+    a = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/job/train.py", line 10, in <module>',
+        "    main()",
+        '  File "/workspace/job/train.py", line 7, in main',
+        "    step(x)",
+        "ValueError: rank {r} bad batch",
+    ]
     for i in range(len(a)):
         for r in (0, 1, 2):
             lines.append(f"[rank{r}]: " + a[i].format(r=r))
@@ -45,16 +50,18 @@ def test_interleaved_ranks_reassemble_per_rank() -> None:
 
 
 def test_ray_task_error_inner_exception_and_task() -> None:
-    asm = feed([
-        "Traceback (most recent call last):",
-        '  File "/opt/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 2771, in get',
-        "    raise value.as_instanceof_cause()",
-        "ray.exceptions.RayTaskError(KeyError): ray::WorkerDict.actor_rollout_generate_sequences() "
-        "(pid=77, ip=10.0.0.9, actor_id=abc, repr=<x>)",
-        '  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 5, in generate_sequences',
-        "    out = self.rollout.generate(prompts)",
-        "KeyError: 'raw_prompt_ids'",
-    ])
+    asm = feed(
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 2771, in get',
+            "    raise value.as_instanceof_cause()",
+            "ray.exceptions.RayTaskError(KeyError): ray::WorkerDict.actor_rollout_generate_sequences() "
+            "(pid=77, ip=10.0.0.9, actor_id=abc, repr=<x>)",
+            '  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 5, in generate_sequences',
+            "    out = self.rollout.generate(prompts)",
+            "KeyError: 'raw_prompt_ids'",
+        ]
+    )
     (tb,) = asm.kept()
     assert tb.task == "WorkerDict.actor_rollout_generate_sequences"
     assert (tb.task_pid, tb.task_node) == (77, "10.0.0.9")
@@ -65,17 +72,19 @@ def test_ray_task_error_inner_exception_and_task() -> None:
 
 
 def test_chained_exceptions_link_to_their_cause() -> None:
-    asm = feed([
-        "Traceback (most recent call last):",
-        '  File "/workspace/job/a.py", line 1, in load',
-        "KeyError: 'prompt'",
-        "",
-        "The above exception was the direct cause of the following exception:",
-        "",
-        "Traceback (most recent call last):",
-        '  File "/workspace/job/a.py", line 9, in main',
-        "RuntimeError: could not build dataset",
-    ])
+    asm = feed(
+        [
+            "Traceback (most recent call last):",
+            '  File "/workspace/job/a.py", line 1, in load',
+            "KeyError: 'prompt'",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "/workspace/job/a.py", line 9, in main',
+            "RuntimeError: could not build dataset",
+        ]
+    )
     tbs = asm.kept()
     assert [t.final.type for t in tbs] == ["KeyError", "RuntimeError"]
     assert tbs[1].chained_from is tbs[0]
@@ -83,16 +92,18 @@ def test_chained_exceptions_link_to_their_cause() -> None:
 
 
 def test_multiline_exception_message_is_kept() -> None:
-    asm = feed([
-        "Traceback (most recent call last):",
-        '  File "/opt/venv/bin/torchrun", line 8, in <module>',
-        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-        "============================================================",
-        "train.py FAILED",
-        "Root Cause (first observed failure):",
-        "  exitcode  : -9 (pid: 1234)",
-        "============================================================",
-    ])
+    asm = feed(
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/venv/bin/torchrun", line 8, in <module>',
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+            "============================================================",
+            "train.py FAILED",
+            "Root Cause (first observed failure):",
+            "  exitcode  : -9 (pid: 1234)",
+            "============================================================",
+        ]
+    )
     (tb,) = asm.kept()
     assert tb.final.short_type == "ChildFailedError"
     assert "  exitcode  : -9 (pid: 1234)".strip() in tb.final.extra
@@ -101,12 +112,18 @@ def test_multiline_exception_message_is_kept() -> None:
 def test_frame_lines_are_not_matchable() -> None:
     n = Normalizer()
     asm = TracebackAssembler()
-    roles = [asm.feed(n.normalize(Line("x", i, t), i)) for i, t in enumerate([
-        "Traceback (most recent call last):",
-        '  File "/workspace/job/a.py", line 1, in f',
-        '    raise RuntimeError("CUDA out of memory")',
-        "RuntimeError: boom",
-    ], 1)]
+    roles = [
+        asm.feed(n.normalize(Line("x", i, t), i))
+        for i, t in enumerate(
+            [
+                "Traceback (most recent call last):",
+                '  File "/workspace/job/a.py", line 1, in f',
+                '    raise RuntimeError("CUDA out of memory")',
+                "RuntimeError: boom",
+            ],
+            1,
+        )
+    ]
     assert roles == [LineRole.START, LineRole.FRAME, LineRole.FRAME, LineRole.EXCEPTION]
 
 
@@ -149,8 +166,11 @@ def test_state_is_kept_for_open_tracebacks_and_a_bounded_number_of_idle_streams(
             pid = 100_000 + i
             asm.feed(n.normalize(Line("x", i, f"(WorkerDict pid={pid}) step:{i} - a:1"), i))
             if i % 2000 == 0:  # a caught error, from a process that then prints nothing more
-                for text in ("Traceback (most recent call last):", '  File "/w/up.py", line 3, in put',
-                             "ConnectionResetError: [Errno 104] Connection reset by peer"):
+                for text in (
+                    "Traceback (most recent call last):",
+                    '  File "/w/up.py", line 3, in put',
+                    "ConnectionResetError: [Errno 104] Connection reset by peer",
+                ):
                     asm.feed(n.normalize(Line("x", i, f"(WorkerDict pid={pid}) {text}"), i))
                 asm.expire("x", i)
 
@@ -186,15 +206,24 @@ def test_a_chain_marker_links_across_many_interleaved_streams() -> None:
         seq += 1
         asm.feed(n.normalize(Line("x", seq, f"(WorkerDict pid={pid}) {text}"), seq))
 
-    for text in ("Traceback (most recent call last):", '  File "/w/a.py", line 1, in load', "KeyError: 'prompt'", ""):
+    for text in (
+        "Traceback (most recent call last):",
+        '  File "/w/a.py", line 1, in load',
+        "KeyError: 'prompt'",
+        "",
+    ):
         feed(1, text)
     for pid in range(2, MAX_IDLE_STREAMS // 2):
         feed(pid, "Traceback (most recent call last):")
         feed(pid, "ValueError: other")
         feed(pid, "")
-    for text in ("The above exception was the direct cause of the following exception:", "",
-                 "Traceback (most recent call last):", '  File "/w/a.py", line 9, in main',
-                 "RuntimeError: could not build dataset"):
+    for text in (
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/w/a.py", line 9, in main',
+        "RuntimeError: could not build dataset",
+    ):
         feed(1, text)
     asm.close_all()
     (last,) = [tb for tb in asm.kept() if tb.final.type == "RuntimeError"]

@@ -36,7 +36,9 @@ class Builder:
 RULES = InferenceRules(frozenset({"cuda-oom"}), 5.0, (25, 50, 75))
 
 
-def get(build: Builder, parts: list[bytes] | None = None, check=lambda v: isinstance(v, InferenceRules)) -> object:
+def get(
+    build: Builder, parts: list[bytes] | None = None, check=lambda v: isinstance(v, InferenceRules)
+) -> object:
     return cached("test", parts or [b"one"], build, (InferenceRules,), check)
 
 
@@ -160,14 +162,22 @@ def test_what_the_cache_gives_is_what_parsing_gives(folder: Path) -> None:
     def fresh() -> tuple:
         for f in (stages.builtin_stage_markers, fallback.fallback_rules, inference.inference_rules):
             f.cache_clear()
-        return (load_builtin_catalog(), stages.builtin_stage_markers(), fallback.fallback_rules(),
-                inference.inference_rules())
+        return (
+            load_builtin_catalog(),
+            stages.builtin_stage_markers(),
+            fallback.fallback_rules(),
+            inference.inference_rules(),
+        )
 
     built = fresh()
     kinds = {p.name.split("-")[0] for p in folder.iterdir()}
     assert {"catalog", "stage", "fallback", "inference"} <= kinds
     assert fresh() == built
-    words = [k for e in built[0].entries for k in e.keywords] + ["step:", "Training Progress", "Training Progress:"]
+    words = [k for e in built[0].entries for k in e.keywords] + [
+        "step:",
+        "Training Progress",
+        "Training Progress:",
+    ]
     block = Path(__file__).resolve().parents[2].joinpath("samples", "ray-actor-exception.log").read_bytes()
     first = Prefilter(words)
     assert any(p.name.startswith("prefilter-") for p in folder.iterdir())

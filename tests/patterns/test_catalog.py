@@ -32,8 +32,18 @@ def test_entry_is_complete(entry_id: str) -> None:
 def test_catalog_size_and_required_failures() -> None:
     assert len(CATALOG.entries) >= 20
     categories = {e.category for e in CATALOG.entries if e.role == Role.CAUSE}
-    for needed in ("cuda-oom", "import-error", "nccl-error", "collective-timeout", "rendezvous-failure",
-                   "host-oom", "shm-exhausted", "tokenizer-error", "reward-error", "timeout"):
+    for needed in (
+        "cuda-oom",
+        "import-error",
+        "nccl-error",
+        "collective-timeout",
+        "rendezvous-failure",
+        "host-oom",
+        "shm-exhausted",
+        "tokenizer-error",
+        "reward-error",
+        "timeout",
+    ):
         assert needed in categories, needed
     roles = {e.role for e in CATALOG.entries}
     assert Role.WRAPPER in roles and Role.SYMPTOM in roles
@@ -49,6 +59,9 @@ def test_explain_has_no_empty_section(entry_id: str) -> None:
         assert f"\n{name}\n" in out, name
     body = out.split("\nWhat it is\n", 1)[1]
     for name, nxt in zip(sections, sections[1:]):
-        text = body.split(f"\n{nxt}\n", 1)[0] if name == "What it is" else \
-            out.split(f"\n{name}\n", 1)[1].split(f"\n{nxt}\n", 1)[0]
+        text = (
+            body.split(f"\n{nxt}\n", 1)[0]
+            if name == "What it is"
+            else out.split(f"\n{name}\n", 1)[1].split(f"\n{nxt}\n", 1)[0]
+        )
         assert text.strip(), f"section {name!r} is empty"

@@ -62,9 +62,10 @@ def test_every_category_has_a_fix() -> None:
 
 
 def test_a_wrong_example_is_caught() -> None:
-    text = (fallback_text()
-            .replace("        - \"RuntimeError: loss is nan at step 12\"\n",
-                     "        - \"RuntimeError: loss is fine at step 12\"\n"))
+    text = fallback_text().replace(
+        '        - "RuntimeError: loss is nan at step 12"\n',
+        '        - "RuntimeError: loss is fine at step 12"\n',
+    )
     count, failures = check_fallback_examples(load_fallback_rules(text))
     assert [(f.rule, f.kind) for f in failures] == [("phrase-nan-loss", "match")]
 

@@ -50,11 +50,13 @@ def test_later_source_overrides_builtin_by_id(tmp_path: Path) -> None:
 
 
 def test_every_problem_reported_with_line_and_help(tmp_path: Path) -> None:
-    bad = (GOOD.replace("category: data-error", "category: data-eror")
-               .replace("role: cause", "role: reason")
-               .replace("priority: 70", "priority: 700")
-               .replace("'data broke: {what}'", "'data broke: {nope}'")
-               .replace("  keywords:", "  keywrds: ['x']\n  keywords:"))
+    bad = (
+        GOOD.replace("category: data-error", "category: data-eror")
+        .replace("role: cause", "role: reason")
+        .replace("priority: 70", "priority: 700")
+        .replace("'data broke: {what}'", "'data broke: {nope}'")
+        .replace("  keywords:", "  keywrds: ['x']\n  keywords:")
+    )
     path = write(tmp_path, bad)
     with pytest.raises(CatalogError) as err:
         load_catalog([str(path)])
@@ -79,13 +81,24 @@ def test_invalid_yaml_and_bad_regex(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match=r"invalid YAML"):
         load_catalog([str(write(tmp_path, "- id: [unclosed\n", "a.yaml"))])
     with pytest.raises(CatalogError, match=r"does not compile"):
-        load_catalog([str(write(tmp_path, GOOD.replace("'MyDataError: (?P<what>.+)'", "'MyDataError: (?P<what>.+'"),
-                                "b.yaml"))])
+        load_catalog(
+            [
+                str(
+                    write(
+                        tmp_path,
+                        GOOD.replace("'MyDataError: (?P<what>.+)'", "'MyDataError: (?P<what>.+'"),
+                        "b.yaml",
+                    )
+                )
+            ]
+        )
 
 
 def test_catastrophic_regex_rejected(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="nests unbounded quantifiers"):
-        load_catalog([str(write(tmp_path, GOOD.replace("'MyDataError: (?P<what>.+)'", "'MyDataError: (a+)+$'")))])
+        load_catalog(
+            [str(write(tmp_path, GOOD.replace("'MyDataError: (?P<what>.+)'", "'MyDataError: (a+)+$'")))]
+        )
 
 
 def test_catalog_check_cli_fails_clearly_on_broken_example(tmp_path: Path) -> None:
@@ -100,12 +113,16 @@ def test_catalog_check_cli_fails_clearly_on_broken_example(tmp_path: Path) -> No
 def test_catalog_check_refuses_a_match_example_a_scan_never_tries(tmp_path: Path) -> None:
     """A traceback's header line (`... hit an exception: Traceback (most recent call last):`) matches the
     pattern, but a scan tries no entry on it: the check says so, and how to write the entry instead."""
-    header = GOOD.replace("'[rank1]: MyDataError: bad row 7'",
-                          "'[rank1]: MyDataError: loader hit an exception: Traceback (most recent call last):'")
+    header = GOOD.replace(
+        "'[rank1]: MyDataError: bad row 7'",
+        "'[rank1]: MyDataError: loader hit an exception: Traceback (most recent call last):'",
+    )
     result = run_cli(["catalog", "check", str(write(tmp_path, header))])
     assert result.exit_code == 2
-    assert "entry 'my-failure': match example matches, but a scan reads the line as a traceback's start line" \
+    assert (
+        "entry 'my-failure': match example matches, but a scan reads the line as a traceback's start line"
         in result.output
+    )
     assert "`block:` example" in result.output
 
 

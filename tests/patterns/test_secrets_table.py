@@ -16,11 +16,30 @@ KINDS = secret_kinds()
 
 def test_the_table_loads_with_every_kind_the_issue_lists() -> None:
     ids = {k.id for k in KINDS}
-    assert {"gitlab-token", "slack-token", "google-api-key", "azure-account-key", "azure-sas-signature", "jwt",
-            "authorization-header", "bearer-token", "private-key", "cli-secret-flag", "config-secret",
-            "env-secret", "wandb-api-key", "aws-access-key-id", "aws-secret-access-key", "aws-session-token",
-            "url-password", "hf-token", "openai-api-key", "anthropic-api-key", "github-token",
-            "email"} <= ids
+    assert {
+        "gitlab-token",
+        "slack-token",
+        "google-api-key",
+        "azure-account-key",
+        "azure-sas-signature",
+        "jwt",
+        "authorization-header",
+        "bearer-token",
+        "private-key",
+        "cli-secret-flag",
+        "config-secret",
+        "env-secret",
+        "wandb-api-key",
+        "aws-access-key-id",
+        "aws-secret-access-key",
+        "aws-session-token",
+        "url-password",
+        "hf-token",
+        "openai-api-key",
+        "anthropic-api-key",
+        "github-token",
+        "email",
+    } <= ids
     assert all(k.match and k.no_match for k in KINDS)
 
 
@@ -63,17 +82,20 @@ def test_a_good_table_parses() -> None:
     assert kind.id == "demo-token" and kind.values("x dt_abcdefgh") == [(2, 13)]
 
 
-@pytest.mark.parametrize("change,reason", [
-    (("'(?P<v>dt_[a-z]{8})'", "'dt_[a-z]{8}'"), "no group (?P<v>"),
-    (("'(?P<v>dt_[a-z]{8})'", "'(?P<v>(dt_[a-z]+)+)'"), "nests unbounded quantifiers"),
-    (("'(?P<v>dt_[a-z]{8})'", "'(?P<v>dt_[a-z'"), "does not compile"),
-    (("secret: 'abcdefgh'", "secret: 'zzz'"), "is not in its line"),
-    (("line: 'dt_short'", "line: 'dt_abcdefgh'"), "a no_match line is masked"),
-    (("hints: ['dt_']", "hints: ['xx_']"), "no hint occurs"),
-    (("hints: ['dt_']", "hints: ['DT_']"), "lower case"),
-    (("  title: a demo token\n", "  title: a demo token\n  colour: red\n"), "unknown field 'colour'"),
-    (("- id: demo-token", "- id: Demo Token"), "kebab-case"),
-])
+@pytest.mark.parametrize(
+    "change,reason",
+    [
+        (("'(?P<v>dt_[a-z]{8})'", "'dt_[a-z]{8}'"), "no group (?P<v>"),
+        (("'(?P<v>dt_[a-z]{8})'", "'(?P<v>(dt_[a-z]+)+)'"), "nests unbounded quantifiers"),
+        (("'(?P<v>dt_[a-z]{8})'", "'(?P<v>dt_[a-z'"), "does not compile"),
+        (("secret: 'abcdefgh'", "secret: 'zzz'"), "is not in its line"),
+        (("line: 'dt_short'", "line: 'dt_abcdefgh'"), "a no_match line is masked"),
+        (("hints: ['dt_']", "hints: ['xx_']"), "no hint occurs"),
+        (("hints: ['dt_']", "hints: ['DT_']"), "lower case"),
+        (("  title: a demo token\n", "  title: a demo token\n  colour: red\n"), "unknown field 'colour'"),
+        (("- id: demo-token", "- id: Demo Token"), "kebab-case"),
+    ],
+)
 def test_a_bad_table_is_refused_with_file_and_line(change: tuple[str, str], reason: str) -> None:
     text = GOOD.replace(*change)
     with pytest.raises(CatalogError) as exc:
@@ -92,7 +114,7 @@ def test_duplicate_ids_and_every_problem_at_once() -> None:
 
 def test_the_readme_table_lists_every_kind() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Redaction and escaping"):readme.index("## How it decides")]
+    section = readme[readme.index("## Redaction and escaping") : readme.index("## How it decides")]
     for kind in KINDS:
         assert f"| `{kind.id}` |" in section, kind.id
     assert f"({len(KINDS)} kinds" in readme
@@ -109,8 +131,17 @@ def test_the_loaded_table_is_the_parsed_one_with_regexes_compiled_on_first_use()
 
     def shape(kind):
         block = tuple(p.pattern for p in kind.block) if kind.block else None
-        return (kind.id, kind.title, tuple(p.pattern for p in kind.patterns), kind.hints, kind.prefixes, block,
-                kind.match, kind.no_match, kind.line)
+        return (
+            kind.id,
+            kind.title,
+            tuple(p.pattern for p in kind.patterns),
+            kind.hints,
+            kind.prefixes,
+            block,
+            kind.match,
+            kind.no_match,
+            kind.line,
+        )
 
     assert [shape(k) for k in KINDS] == [shape(k) for k in parsed]
     lazy = LazyRe(r"token=(?P<v>\w+)")

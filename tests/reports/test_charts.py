@@ -20,8 +20,10 @@ from reports.html import DRAW_MAX_POINTS, MARKER_MAX_POINTS, chart, charts, smoo
 from tests.conftest import run_cli
 from tests.reports.test_html import _load, browser  # noqa: F401 - the headless Chromium fixture
 
-STEP_LINE = ("(TaskRunner pid=4242) step:{n} - actor/pg_loss:np.float64({loss}) - actor/grad_norm:np.float64({grad}) "
-             "- critic/score/mean:{score} - response_length/mean:{length} - timing_s/step:{seconds}\n")
+STEP_LINE = (
+    "(TaskRunner pid=4242) step:{n} - actor/pg_loss:np.float64({loss}) - actor/grad_norm:np.float64({grad}) "
+    "- critic/score/mean:{score} - response_length/mean:{length} - timing_s/step:{seconds}\n"
+)
 SPIKE_STEP = 3217
 SPIKE_SECONDS = 41.5  # one slow step among ~1.5 s steps (no anomaly rule reads timing)
 GRAD_PEAK_STEP = 1234
@@ -36,9 +38,16 @@ def long_run_log(path: Path, steps: int = 5_000) -> Path:
         for n in range(1, steps + 1):
             seconds = SPIKE_SECONDS if n == SPIKE_STEP else 1.5 + rng.uniform(-0.2, 0.2)
             grad = GRAD_PEAK if n == GRAD_PEAK_STEP else 1.0 + rng.uniform(-0.3, 0.3)
-            fh.write(STEP_LINE.format(n=n, loss=0.5 * math.exp(-n / 2000) + rng.gauss(0, 0.02), grad=grad,
-                                      score=min(1.0, n / 4000) + rng.uniform(-0.05, 0.05),
-                                      length=400 + rng.uniform(-30, 30), seconds=seconds))
+            fh.write(
+                STEP_LINE.format(
+                    n=n,
+                    loss=0.5 * math.exp(-n / 2000) + rng.gauss(0, 0.02),
+                    grad=grad,
+                    score=min(1.0, n / 4000) + rng.uniform(-0.05, 0.05),
+                    length=400 + rng.uniform(-30, 30),
+                    seconds=seconds,
+                )
+            )
     return path
 
 
@@ -97,9 +106,17 @@ def test_downsample_equals_the_point_by_point_rule(seed: int) -> None:
     rng = random.Random(seed)
     pool = [0.0, -0.0, 1.0, 1.0, 2.5, -3.0, None, float("nan"), float("inf"), -float("inf")]
     odd = rng.random() < 0.5
-    points = [(i, rng.choice(pool) if odd and rng.random() < 0.1
-               else rng.choice(pool[:6]) if rng.random() < 0.5 else rng.random())
-              for i in range(rng.randrange(1, 3000))]
+    points = [
+        (
+            i,
+            rng.choice(pool)
+            if odd and rng.random() < 0.1
+            else rng.choice(pool[:6])
+            if rng.random() < 0.5
+            else rng.random(),
+        )
+        for i in range(rng.randrange(1, 3000))
+    ]
     for max_points in (5, 50, 2000):
         got, want = downsample(points, max_points), _reference_downsample(points, max_points)
         assert [(s, repr(v)) for s, v in got] == [(s, repr(v)) for s, v in want]
@@ -149,8 +166,10 @@ def test_five_thousand_step_run_charts_are_readable(long_run: Path) -> None:
         assert len(vertices) == c.drawn <= DRAW_MAX_POINTS
         assert len(c.points) == 0  # no markers on 5,000 points (no NaN, no anomaly in this run)
         assert c.ema_path and len(_vertices(c.ema_path)) <= DRAW_MAX_POINTS + 1
-    for key, step, value in (("timing_s/step", SPIKE_STEP, SPIKE_SECONDS), ("actor/grad_norm", GRAD_PEAK_STEP,
-                                                                               GRAD_PEAK)):
+    for key, step, value in (
+        ("timing_s/step", SPIKE_STEP, SPIKE_SECONDS),
+        ("actor/grad_norm", GRAD_PEAK_STEP, GRAD_PEAK),
+    ):
         c = drawn[key]
         left, _, right, _ = c.plot
         top_x, _ = min(_vertices(c.path), key=lambda v: v[1])  # the highest point drawn
@@ -164,8 +183,11 @@ def test_long_run_html_through_the_cli(long_run: Path, tmp_path: Path) -> None:
     r = run_cli(["scan", str(long_run), "-o", str(page), "-o", str(tmp_path / "long.json")])
     assert r.exit_code == 0
     html = page.read_text()
-    figures = re.findall(r'<figure class="metric-chart has-ema" data-key="([^"]+)" data-points="(\d+)" '
-                         r'data-markers="(\d+)"', html)
+    figures = re.findall(
+        r'<figure class="metric-chart has-ema" data-key="([^"]+)" data-points="(\d+)" '
+        r'data-markers="(\d+)"',
+        html,
+    )
     assert len(figures) == 5 and all(int(p) <= DRAW_MAX_POINTS and m == "0" for _, p, m in figures)
     assert html.count("<circle") == 0
     assert 'id="smooth"' in html and html.count('class="ema"') == 5
@@ -185,14 +207,20 @@ def test_long_run_charts_in_chromium(browser, long_run: Path, tmp_path: Path) ->
                   circles: c.querySelectorAll('circle').length, ema: !!c.querySelector('path.ema'),
                   emaShown: c.querySelector('path.ema').checkVisibility(), height: box.height};
         });""")
-    assert [c["key"] for c in drawn] == ["actor/pg_loss", "actor/grad_norm", "critic/score/mean",
-                                         "response_length/mean", "timing_s/step"]
+    assert [c["key"] for c in drawn] == [
+        "actor/pg_loss",
+        "actor/grad_norm",
+        "critic/score/mean",
+        "response_length/mean",
+        "timing_s/step",
+    ]
     for c in drawn:
         assert 0 < c["vertices"] <= DRAW_MAX_POINTS and c["circles"] == 0 and c["emaShown"], c
     # the smoothed line is optional: unticking the box hides it (no script: a CSS :checked rule)
     browser.execute_script("document.getElementById('smooth').click()")
     assert browser.execute_script(
-        "return Array.from(document.querySelectorAll('path.ema')).every(function (p) { return !p.checkVisibility(); })")
+        "return Array.from(document.querySelectorAll('path.ema')).every(function (p) { return !p.checkVisibility(); })"
+    )
     browser.execute_script("document.getElementById('smooth').click()")
     browser.execute_script("document.getElementById('metrics').scrollIntoView()")
     shot = tmp_path / "long-run-charts.png"

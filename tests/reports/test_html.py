@@ -56,44 +56,92 @@ def handmade_report(evil: str = "", steps: int = 6, failure_step: int = 5) -> Re
     tb = TracebackView(
         exception_type="RuntimeError",
         exception_message=f"loss is nan at step {failure_step} {evil}",
-        frames=(("/opt/venv/lib/python3.11/site-packages/torch/x.py", 5, "wrapper"),
-                ("/workspace/train.py", 10, f"main{evil}"),
-                ("/opt/venv/lib/python3.11/site-packages/torch/y.py", 7, "inner")),
+        frames=(
+            ("/opt/venv/lib/python3.11/site-packages/torch/x.py", 5, "wrapper"),
+            ("/workspace/train.py", 10, f"main{evil}"),
+            ("/opt/venv/lib/python3.11/site-packages/torch/y.py", 7, "inner"),
+        ),
         innermost_user_frame=("/workspace/train.py", 10, f"main{evil}"),
         task=None,
         chain=(f"ValueError: earlier {evil}",),
     )
     rc = RootCause(
-        id="loss-is-nan", category="numerical-instability", title="Loss became NaN",
-        summary=f"The loss became nan {evil}", message=f"RuntimeError: loss is nan {evil}", evidence=evidence,
-        rank=2, local_rank=2, pid=4242, actor=None, node="10.0.0.7", stage="actor-update", confidence=0.85,
-        remediation=Fix("Find the bad batch.", "NaN spreads.", ("Lower `actor_rollout_ref.actor.optim.lr`.",),
-                        ("https://verl.readthedocs.io/",)),
-        error_line=error, traceback=tb, explanation=(f"Chosen: loss-is-nan {evil}",),
+        id="loss-is-nan",
+        category="numerical-instability",
+        title="Loss became NaN",
+        summary=f"The loss became nan {evil}",
+        message=f"RuntimeError: loss is nan {evil}",
+        evidence=evidence,
+        rank=2,
+        local_rank=2,
+        pid=4242,
+        actor=None,
+        node="10.0.0.7",
+        stage="actor-update",
+        confidence=0.85,
+        remediation=Fix(
+            "Find the bad batch.",
+            "NaN spreads.",
+            ("Lower `actor_rollout_ref.actor.optim.lr`.",),
+            ("https://verl.readthedocs.io/",),
+        ),
+        error_line=error,
+        traceback=tb,
+        explanation=(f"Chosen: loss-is-nan {evil}",),
     )
     step_rows = tuple(range(1, steps + 1))
     loss = tuple(float("nan") if s == failure_step else 2.0 / s for s in step_rows)
     grad = tuple(None if s == 2 else 1.0 + s for s in step_rows)
-    symptom = FindingView("nccl-watchdog-timeout", "collective-timeout", f"NCCL watchdog {evil}", "symptom", 7,
-                          (0, 1, 2, 3, 5, 6, 7), ("node-a",), Evidence(src, 130, f"watchdog {evil}"))
-    finding = FindingView("loss-is-nan", "numerical-instability", "Loss became NaN", "cause", 1, (2,), (),
-                          error)
+    symptom = FindingView(
+        "nccl-watchdog-timeout",
+        "collective-timeout",
+        f"NCCL watchdog {evil}",
+        "symptom",
+        7,
+        (0, 1, 2, 3, 5, 6, 7),
+        ("node-a",),
+        Evidence(src, 130, f"watchdog {evil}"),
+    )
+    finding = FindingView(
+        "loss-is-nan", "numerical-instability", "Loss became NaN", "cause", 1, (2,), (), error
+    )
     return Report(
-        status="failed", root_cause=rc, symptoms=(symptom,), findings=(finding, symptom),
-        inputs=(InputInfo(src, 200, 12345),), notes=(f"a note {evil}",),
+        status="failed",
+        root_cause=rc,
+        symptoms=(symptom,),
+        findings=(finding, symptom),
+        inputs=(InputInfo(src, 200, 12345),),
+        notes=(f"a note {evil}",),
         progress=Progress(
-            stage_reached="training", last_step=steps, total_steps=10, completed=False, seconds_per_step=12.5,
-            timeline=(StageSpan("launch", src, 1, src, 5), StageSpan("model-load", src, 6, src, 40),
-                      StageSpan("training", src, 41, src, 130)),
+            stage_reached="training",
+            last_step=steps,
+            total_steps=10,
+            completed=False,
+            seconds_per_step=12.5,
+            timeline=(
+                StageSpan("launch", src, 1, src, 5),
+                StageSpan("model-load", src, 6, src, 40),
+                StageSpan("training", src, 41, src, 130),
+            ),
             failure_step=failure_step,
         ),
-        metrics=Metrics(steps=steps, keys=("actor/pg_loss", "actor/grad_norm"),
-                        series=(MetricSeries("actor/pg_loss", step_rows, loss),
-                                MetricSeries("actor/grad_norm", step_rows, grad)),
-                        anomalies=(Anomaly("nan-inf", failure_step, "actor/pg_loss", float("nan"),
-                                           f"loss is nan {evil}", True),)),
-        environment={"torch": "2.4.0", "world_size": 8, "hosts": ["node-a", f"node-b{evil}"],
-                     "config": {"actor_rollout_ref.actor.optim.lr": 1e-06}},
+        metrics=Metrics(
+            steps=steps,
+            keys=("actor/pg_loss", "actor/grad_norm"),
+            series=(
+                MetricSeries("actor/pg_loss", step_rows, loss),
+                MetricSeries("actor/grad_norm", step_rows, grad),
+            ),
+            anomalies=(
+                Anomaly("nan-inf", failure_step, "actor/pg_loss", float("nan"), f"loss is nan {evil}", True),
+            ),
+        ),
+        environment={
+            "torch": "2.4.0",
+            "world_size": 8,
+            "hosts": ["node-a", f"node-b{evil}"],
+            "config": {"actor_rollout_ref.actor.optim.lr": 1e-06},
+        },
     )
 
 
@@ -142,16 +190,28 @@ def test_every_sample_renders_a_self_contained_page(sample: Path) -> None:
 
 def test_handmade_report_has_every_section() -> None:
     html = render(handmade_report(), "html")
-    for section in ("verdict", "root-cause", "traceback", "fix", "progress", "metrics", "symptoms", "environment",
-                    "findings", "inputs"):
+    for section in (
+        "verdict",
+        "root-cause",
+        "traceback",
+        "fix",
+        "progress",
+        "metrics",
+        "symptoms",
+        "environment",
+        "findings",
+        "inputs",
+    ):
         assert f'id="{section}"' in html, section
     assert 'class="user innermost"' in html and "innermost user frame" in html
     assert html.count('class="metric-chart"') == 2
     assert "0-3, 5-7" in html  # symptom ranks, compact
     # the root cause's stage (actor-update) has no span: the span around the error line is marked
-    assert re.findall(r'data-stage="([^"]+)" data-stretches="\d+">\s*<title>[^<]*</title>\s*'
-                      r'<text class="stage-label failed"', html) == [
-        "training"]
+    assert re.findall(
+        r'data-stage="([^"]+)" data-stretches="\d+">\s*<title>[^<]*</title>\s*'
+        r'<text class="stage-label failed"',
+        html,
+    ) == ["training"]
     assert "nan-inf" in html  # the anomaly list
 
 
@@ -186,8 +246,10 @@ def _browser_available() -> bool:
 def browser() -> Iterator[object]:
     if not _browser_available():
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {CHROMIUM} / {CHROMEDRIVER} are missing: .ci/run installs them "
-                        "(apt-get install chromium chromium-driver)")
+            pytest.fail(
+                f"CI=true but {CHROMIUM} / {CHROMEDRIVER} are missing: .ci/run installs them "
+                "(apt-get install chromium chromium-driver)"
+            )
         pytest.skip("headless Chromium not installed (apt-get install chromium chromium-driver)")
     try:
         from selenium import webdriver
@@ -200,9 +262,18 @@ def browser() -> Iterator[object]:
     profile = tempfile.mkdtemp(prefix="verl-logscan-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                f"--user-data-dir={profile}", "--window-size=1280,2000"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1280,2000",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -252,7 +323,8 @@ def test_handmade_report_in_chromium(browser, tmp_path: Path) -> None:
     # the planted markup stayed text: one script (ours), no <b>, one <details>, and the text is shown
     counts = browser.execute_script(
         "return [document.scripts.length, document.querySelectorAll('b').length,"
-        " document.querySelectorAll('details').length, document.body.innerText]")
+        " document.querySelectorAll('details').length, document.body.innerText]"
+    )
     assert counts[:3] == [1, 0, 1]
     assert "<script>alert(1)</script>" in counts[3]
     assert browser.execute_script("return document.querySelectorAll('li.innermost').length") == 1
@@ -303,8 +375,10 @@ def _first_screen(driver, page: Path, shot: Path) -> dict:
     """Load `page` in a 1400x900 viewport (the window's chrome not counted), screenshot it to `shot`,
     and return the bounding rects of what must be seen without scrolling."""
     width, height = FIRST_SCREEN
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
     try:
         assert _load(driver, page) == []
         rects = driver.execute_script("""
@@ -330,8 +404,16 @@ def _on_screen(rect: dict | None, height: int) -> bool:
     return rect is not None and 0 <= rect["top"] and rect["bottom"] <= height and rect["bottom"] > rect["top"]
 
 
-@pytest.mark.parametrize("name", ["ray-actor-exception", "torchrun-sigkill", "torchrun-rank-exception",
-                                  "ray-import-error", "torchrun-gloo-timeout"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ray-actor-exception",
+        "torchrun-sigkill",
+        "torchrun-rank-exception",
+        "ray-import-error",
+        "torchrun-gloo-timeout",
+    ],
+)
 def test_first_screen_shows_the_verdict_the_error_line_and_where(browser, tmp_path: Path, name: str) -> None:
     page = tmp_path / f"{name}.html"
     assert run_cli(["scan", str(SAMPLES / f"{name}.log"), "-o", str(page)]).exit_code == 1
@@ -343,7 +425,7 @@ def test_first_screen_shows_the_verdict_the_error_line_and_where(browser, tmp_pa
     assert rects["verdict"]["text"] == "FAILED" and _on_screen(rects["verdict"], height)
     assert _on_screen(rects["summary"], height)
     # where: the error line's file:line, fully on the first screen
-    assert f'{rc["error_line"]["source"]}:{rc["error_line"]["line"]}' in rects["location"]["text"]
+    assert f"{rc['error_line']['source']}:{rc['error_line']['line']}" in rects["location"]["text"]
     assert _on_screen(rects["location"], height)
     assert _on_screen(rects["error"], height)
     # the error line itself, in the log's own words with the lines before it, starts on the first screen
@@ -363,10 +445,16 @@ def test_first_screen_with_a_long_traceback_and_evidence(browser, tmp_path: Path
     lib = "/opt/venv/lib/python3.11/site-packages"
     frames = tuple((f"{lib}/torch/nn/modules/module.py", 1500 + i, "_call_impl") for i in range(30))
     frames += (("/workspace/train.py", 10, "main"),)
-    evidence = tuple(Evidence("job.log", 60 + i, f'  File "{lib}/torch/nn/modules/module.py", line {1500 + i}')
-                     for i in range(59)) + (rc.error_line,)
-    report = dataclasses.replace(base, root_cause=dataclasses.replace(
-        rc, evidence=evidence, traceback=dataclasses.replace(rc.traceback, frames=frames)))
+    evidence = tuple(
+        Evidence("job.log", 60 + i, f'  File "{lib}/torch/nn/modules/module.py", line {1500 + i}')
+        for i in range(59)
+    ) + (rc.error_line,)
+    report = dataclasses.replace(
+        base,
+        root_cause=dataclasses.replace(
+            rc, evidence=evidence, traceback=dataclasses.replace(rc.traceback, frames=frames)
+        ),
+    )
     page = tmp_path / "long.html"
     page.write_text(render(report, "html"), encoding="utf-8")
     rects = _first_screen(browser, page, tmp_path / "first-screen-long.png")
@@ -376,12 +464,14 @@ def test_first_screen_with_a_long_traceback_and_evidence(browser, tmp_path: Path
     # the 30 torch frames are one folded line that opens on a click (as Sentry folds library frames)
     folded = browser.execute_script(
         "return Array.from(document.querySelectorAll('#traceback li.folded')).map(function (li) {"
-        " return [li.querySelector('summary').textContent, li.querySelector('li').checkVisibility()]; })")
+        " return [li.querySelector('summary').textContent, li.querySelector('li').checkVisibility()]; })"
+    )
     assert folded == [["30 library frame(s) (torch)", False]]
     browser.execute_script("document.querySelector('#traceback li.folded summary').click()")
     opened = browser.execute_script(
         "var lis = document.querySelectorAll('#traceback li.folded li');"
-        " return [lis.length, lis[0].checkVisibility(), lis[0].textContent, lis[0].title]")
+        " return [lis.length, lis[0].checkVisibility(), lis[0].textContent, lis[0].title]"
+    )
     assert opened[0] == 30 and opened[1] is True
     assert opened[2] == "torch/nn/modules/module.py:1500 in _call_impl"  # shortened; the full path on hover
     assert opened[3] == f"{lib}/torch/nn/modules/module.py"

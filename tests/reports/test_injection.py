@@ -21,9 +21,11 @@ from markdown_it import MarkdownIt
 from reports.escape import JOINER, csv_cell, md_code, md_html, md_inline, md_text, neutralise, terminal_text
 from tests.conftest import SAMPLES, run_cli
 
-PAYLOAD = ("` </details><img src=x onerror=alert(1)> ![i](https://evil.example/i.png) [l](https://evil.example/l) "
-           "<https://evil.example/a> https://evil.example/b www.evil.example @evilmention #4242 `` ``` "
-           "</summary> |x| &#64;evilentity mailto:evil@evil.example")
+PAYLOAD = (
+    "` </details><img src=x onerror=alert(1)> ![i](https://evil.example/i.png) [l](https://evil.example/l) "
+    "<https://evil.example/a> https://evil.example/b www.evil.example @evilmention #4242 `` ``` "
+    "</summary> |x| &#64;evilentity mailto:evil@evil.example"
+)
 WORD = "</details><img/src/onerror>@evilmention#4242<www.evil.example>"  # no space, for names and paths
 # where each payload goes in samples/ray-actor-exception.log
 PLANTS = [
@@ -33,8 +35,14 @@ PLANTS = [
     ("in _forward_micro_batch", f"in _forward_{WORD}"),
     ("ray::WorkerDict.actor_rollout_update_actor()", "ray::WorkerDict<img>.actor_rollout_update_actor()"),
     ("(TaskRunner pid=11798)\x1b[0m Unhandled error", f"({WORD} pid=11798)\x1b[0m Unhandled error"),
-    ("Training from scratch", f'Training from scratch\n(TaskRunner pid=11798) "transformers_version": "4.51.1 {PAYLOAD}"'),
-    ("- actor/pg_clipfrac:np.float64(0.0)", f"- actor/{WORD}/pg_loss:np.float64(nan) - actor/pg_clipfrac:np.float64(0.0)"),
+    (
+        "Training from scratch",
+        f'Training from scratch\n(TaskRunner pid=11798) "transformers_version": "4.51.1 {PAYLOAD}"',
+    ),
+    (
+        "- actor/pg_clipfrac:np.float64(0.0)",
+        f"- actor/{WORD}/pg_loss:np.float64(nan) - actor/pg_clipfrac:np.float64(0.0)",
+    ),
 ]
 MD = MarkdownIt("commonmark", {"linkify": True}).enable(["table", "linkify"])  # GitHub autolinks bare URLs
 OUR_HTML = re.compile(r"</?(?:details|summary)>")
@@ -139,7 +147,9 @@ def test_html_report_has_no_tag_or_attribute_from_the_log(hostile_log: Path) -> 
 
 
 # -- the escaping helpers on their own -----------------------------------------------------------------
-@pytest.mark.parametrize("text", [PAYLOAD, WORD, "a\n\nb", "``` x", "`", "| a | b |", "-- ---", "&amp; &#x40;x"])
+@pytest.mark.parametrize(
+    "text", [PAYLOAD, WORD, "a\n\nb", "``` x", "`", "| a | b |", "-- ---", "&amp; &#x40;x"]
+)
 def test_markdown_helpers_keep_any_text_inert(text: str) -> None:
     for rendered in (md_text(text), md_code(text), md_inline(text), f"`{md_inline('`' + text + '`')}`"):
         assert not any(_live_constructs(rendered).values()), rendered
@@ -156,23 +166,39 @@ def test_html_in_the_markdown_summary_is_escaped() -> None:
 
 def test_neutralise_only_touches_what_github_links() -> None:
     assert neutralise("user@host mean@1 issue #12 see https://a.b www.c.d x#y") == (
-        f"user@{JOINER}host mean@{JOINER}1 issue #{JOINER}12 see https:{JOINER}//a.b www{JOINER}.c.d x#y")
+        f"user@{JOINER}host mean@{JOINER}1 issue #{JOINER}12 see https:{JOINER}//a.b www{JOINER}.c.d x#y"
+    )
 
 
 # -- CSV ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("value,expected", [
-    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+1+1", "'+1+1"), ("-2+3", "'-2+3"),
-    ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("\rx", "'\rx"), ("plain", "plain"), (-0.5, -0.5), (3, 3),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ('=HYPERLINK("http://x")', '\'=HYPERLINK("http://x")'),
+        ("+1+1", "'+1+1"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("plain", "plain"),
+        (-0.5, -0.5),
+        (3, 3),
+        (None, None),
+    ],
+)
 def test_csv_cell(value: object, expected: object) -> None:
     assert csv_cell(value) == expected
 
 
 def test_metrics_csv_escapes_keys_and_keeps_negative_numbers(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
-    log.write_text("".join(f"(TaskRunner pid=1) step:{s} - actor/pg_loss:{-0.5 * s} - =cmd|' /C calc'!A0:1.0 - "
-                           f"@SUM(A1):2.0 - -x:3.0 - +y:4.0\n" for s in (1, 2)))
+    log.write_text(
+        "".join(
+            f"(TaskRunner pid=1) step:{s} - actor/pg_loss:{-0.5 * s} - =cmd|' /C calc'!A0:1.0 - "
+            f"@SUM(A1):2.0 - -x:3.0 - +y:4.0\n"
+            for s in (1, 2)
+        )
+    )
     out = tmp_path / "m.csv"
     run_cli(["scan", str(log), "--metrics-csv", str(out)])
     rows = list(csv.reader(out.open()))
@@ -185,7 +211,9 @@ def test_metrics_csv_escapes_keys_and_keeps_negative_numbers(tmp_path: Path) -> 
 def test_fleet_csv_escapes_formula_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     job = tmp_path / "=HYPERLINK(evil)"
     job.mkdir()
-    (job / "job.log").write_text("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    (job / "job.log").write_text(
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
     monkeypatch.chdir(tmp_path)
     result = run_cli(["fleet", "=HYPERLINK(evil)", "--format", "csv", "--jobs", "1"])
     rows = list(csv.DictReader(io.StringIO(result.stdout)))

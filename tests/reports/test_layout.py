@@ -20,17 +20,20 @@ SITE = "/opt/venv/lib/python3.11/site-packages"
 MD = MarkdownIt("commonmark").enable("table")
 
 
-@pytest.mark.parametrize("path, kind", [
-    ("/opt/venv/bin/torchrun", FrameKind.LAUNCHER),
-    ("/usr/local/bin/ray", FrameKind.LAUNCHER),
-    ("/usr/lib/python3.10/runpy.py", FrameKind.LAUNCHER),
-    ("<string>", FrameKind.LAUNCHER),
-    (f"{SITE}/torch/distributed/run.py", FrameKind.LIBRARY),
-    ("/usr/lib/python3.10/threading.py", FrameKind.LIBRARY),
-    (f"{SITE}/verl/trainer/ppo/ray_trainer.py", FrameKind.USER),  # verl is the user's framework
-    ("/workspace/job/main_ppo.py", FrameKind.USER),
-    ("/home/me/project/bin/train.py", FrameKind.USER),  # a script in a bin/ folder is still user code
-])
+@pytest.mark.parametrize(
+    "path, kind",
+    [
+        ("/opt/venv/bin/torchrun", FrameKind.LAUNCHER),
+        ("/usr/local/bin/ray", FrameKind.LAUNCHER),
+        ("/usr/lib/python3.10/runpy.py", FrameKind.LAUNCHER),
+        ("<string>", FrameKind.LAUNCHER),
+        (f"{SITE}/torch/distributed/run.py", FrameKind.LIBRARY),
+        ("/usr/lib/python3.10/threading.py", FrameKind.LIBRARY),
+        (f"{SITE}/verl/trainer/ppo/ray_trainer.py", FrameKind.USER),  # verl is the user's framework
+        ("/workspace/job/main_ppo.py", FrameKind.USER),
+        ("/home/me/project/bin/train.py", FrameKind.USER),  # a script in a bin/ folder is still user code
+    ],
+)
 def test_frame_kind(path: str, kind: FrameKind) -> None:
     assert frame_kind(path) is kind
 
@@ -48,14 +51,24 @@ def _tb(frames: list[tuple[str, int, str]], innermost: tuple[str, int, str] | No
 def test_fold_frames_folds_runs_of_library_frames_only() -> None:
     user = ("/w/train.py", 10, "main")
     inner = ("/w/model.py", 5, "forward")
-    frames = [("/opt/venv/bin/torchrun", 8, "<module>"), (f"{SITE}/torch/run.py", 1, "main"), user,
-              (f"{SITE}/torch/nn/module.py", 1, "_call"), inner, (f"{SITE}/torch/nn/module.py", 2, "_call"),
-              (f"{SITE}/torch/functional.py", 3, "f"), (f"{SITE}/ray/worker.py", 4, "g")]
+    frames = [
+        ("/opt/venv/bin/torchrun", 8, "<module>"),
+        (f"{SITE}/torch/run.py", 1, "main"),
+        user,
+        (f"{SITE}/torch/nn/module.py", 1, "_call"),
+        inner,
+        (f"{SITE}/torch/nn/module.py", 2, "_call"),
+        (f"{SITE}/torch/functional.py", 3, "f"),
+        (f"{SITE}/ray/worker.py", 4, "g"),
+    ]
     folded = fold_frames(_tb(frames, inner))
     kinds = [type(f).__name__ for f in folded]
     # a run of two (launcher + torch) folds, a lone library frame between user frames stays in place
     assert kinds == ["FoldedFrames", "FrameLine", "FrameLine", "FrameLine", "FoldedFrames"]
-    assert folded[0].packages == ("launcher", "torch") and folded[0].label == "2 library frame(s) (launcher, torch)"
+    assert (
+        folded[0].packages == ("launcher", "torch")
+        and folded[0].label == "2 library frame(s) (launcher, torch)"
+    )
     assert folded[4].packages == ("torch", "ray") and len(folded[4].frames) == 3
     assert isinstance(folded[3], FrameLine) and folded[3].innermost and folded[3].kind == "user"
     assert folded[2].short == "torch/nn/module.py" and folded[2].file == f"{SITE}/torch/nn/module.py"
@@ -71,7 +84,12 @@ def test_error_window_is_the_error_line_and_three_lines_before_it() -> None:
     assert rc is not None and rc.error_line is not None
     lines = [Evidence("job.log", n, f"line {n}") for n in range(50, 60)]
     lines += [Evidence("job.log", 60, "           ^^^^^^^^^^"), Evidence("job.log", 61, "")]
-    evidence = (Evidence("other.log", 1, "elsewhere"), *lines, rc.error_line, Evidence("job.log", 121, "after"))
+    evidence = (
+        Evidence("other.log", 1, "elsewhere"),
+        *lines,
+        rc.error_line,
+        Evidence("job.log", 121, "after"),
+    )
     window = error_window(dataclasses.replace(rc, evidence=evidence))
     assert [e.line for e in window.lines] == [57, 58, 59, 120]  # carets and blank lines skipped
     assert window.error_index == 3 and window.hidden == len(evidence) - 4
@@ -79,10 +97,15 @@ def test_error_window_is_the_error_line_and_three_lines_before_it() -> None:
 
 def test_evidence_locations_do_not_repeat_the_file() -> None:
     one = [Evidence("/very/long/path/job.log", n, "x") for n in (1, 2)]
-    assert evidence_locations(one) == ("/very/long/path/job.log", {("/very/long/path/job.log", 1): "1",
-                                                                   ("/very/long/path/job.log", 2): "2"})
+    assert evidence_locations(one) == (
+        "/very/long/path/job.log",
+        {("/very/long/path/job.log", 1): "1", ("/very/long/path/job.log", 2): "2"},
+    )
     two = [Evidence("/a/rank0.log", 1, "x"), Evidence("/a/rank1.log", 2, "y")]
-    assert evidence_locations(two)[1] == {("/a/rank0.log", 1): "rank0.log:1", ("/a/rank1.log", 2): "rank1.log:2"}
+    assert evidence_locations(two)[1] == {
+        ("/a/rank0.log", 1): "rank0.log:1",
+        ("/a/rank1.log", 2): "rank1.log:2",
+    }
     same_name = [Evidence("/a/x/stdout.log", 1, "x"), Evidence("/a/y/stdout.log", 2, "y")]
     assert evidence_locations(same_name)[1][("/a/x/stdout.log", 1)] == "/a/x/stdout.log:1"
 

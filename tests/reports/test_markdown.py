@@ -44,8 +44,16 @@ def test_sample_markdown_structure(sample: Path) -> None:
 
 def test_handmade_markdown_sections() -> None:
     text = render(handmade_report(), "md")
-    for heading in ("### Error line", "### What to do", "### Why this cause", "### Progress", "### Environment",
-                    "### Symptoms", "**Metric anomalies:**", "<details><summary>All findings (2)</summary>"):
+    for heading in (
+        "### Error line",
+        "### What to do",
+        "### Why this cause",
+        "### Progress",
+        "### Environment",
+        "### Symptoms",
+        "**Metric anomalies:**",
+        "<details><summary>All findings (2)</summary>",
+    ):
         assert heading in text, heading
     assert "| Last step | 6 of 10 |" in text and "| Failure after step | 5 |" in text
     assert "| Seconds per step | 12.5 |" in text
@@ -88,10 +96,12 @@ def _distinct_errors_log(path: Path, n: int = 10_000) -> Path:
     for i in range(n):
         word = "".join(rng.choice(string.ascii_lowercase) for _ in range(12))
         if i % 2:
-            lines += ["Traceback (most recent call last):",
-                      f'  File "/workspace/job/mod_{word}.py", line {i + 1}, in handler_{word}',
-                      f"    run_{word}()",
-                      f"{word.capitalize()}Error: field {word} is not valid for stage {word[::-1]} ```"]
+            lines += [
+                "Traceback (most recent call last):",
+                f'  File "/workspace/job/mod_{word}.py", line {i + 1}, in handler_{word}',
+                f"    run_{word}()",
+                f"{word.capitalize()}Error: field {word} is not valid for stage {word[::-1]} ```",
+            ]
         else:
             lines.append(f"[rank{i % 8}]: ModuleNotFoundError: No module named 'pkg_{word}'")
     path.write_text("\n".join(lines) + "\n")
@@ -116,14 +126,32 @@ def test_every_list_is_trimmed_in_order_when_huge() -> None:
     rc = base.root_cause
     assert rc is not None and rc.traceback is not None
     big = "x" * 5_000  # lines are clipped, not dropped
-    evidence = tuple(Evidence("job.log", i, f"context line {i} {big}") for i in range(1, 60)) + (rc.error_line,)
-    frames = tuple((f"/workspace/f{i}.py", i, f"fn{i}") for i in range(3_000)) + (rc.traceback.innermost_user_frame,)
-    findings = tuple(FindingView(f"entry-{i}", "unknown", f"title {i}", "cause", 1, (i,), (),
-                                 Evidence("job.log", i + 1, f"error {i}")) for i in range(5_000))
+    evidence = tuple(Evidence("job.log", i, f"context line {i} {big}") for i in range(1, 60)) + (
+        rc.error_line,
+    )
+    frames = tuple((f"/workspace/f{i}.py", i, f"fn{i}") for i in range(3_000)) + (
+        rc.traceback.innermost_user_frame,
+    )
+    findings = tuple(
+        FindingView(
+            f"entry-{i}",
+            "unknown",
+            f"title {i}",
+            "cause",
+            1,
+            (i,),
+            (),
+            Evidence("job.log", i + 1, f"error {i}"),
+        )
+        for i in range(5_000)
+    )
     report = dataclasses.replace(
-        base, findings=findings, symptoms=findings[:3_000],
-        root_cause=dataclasses.replace(rc, evidence=evidence,
-                                       traceback=dataclasses.replace(rc.traceback, frames=frames)),
+        base,
+        findings=findings,
+        symptoms=findings[:3_000],
+        root_cause=dataclasses.replace(
+            rc, evidence=evidence, traceback=dataclasses.replace(rc.traceback, frames=frames)
+        ),
         inputs=tuple(InputInfo(f"logs/rank{i}.log", 10, 100) for i in range(2_000)),
     )
     text = render(report, "md")

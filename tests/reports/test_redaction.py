@@ -128,20 +128,23 @@ def test_conflicting_options_are_a_usage_error(secret_log: Path) -> None:
 
 
 # -- the redactor on its own -------------------------------------------------------------------------
-@pytest.mark.parametrize("text,kind", [
-    ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEF1234", Kind.HF_TOKEN),
-    ("wandb login --relogin 0123456789abcdef0123456789abcdef0123456e", Kind.WANDB_KEY),
-    ("'WANDB_API_KEY': '0123456789abcdef0123456789abcdef0123456e'", Kind.WANDB_KEY),
-    ("key sk-abcdefghijklmnopqrstuvwx1234 end", Kind.OPENAI_KEY),
-    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", Kind.AWS_SECRET_KEY),
-    ("ASIAIOSFODNN7EXAMPLE", Kind.AWS_ACCESS_KEY),
-    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", Kind.GITHUB_TOKEN),
-    ("gho_abcdefghijklmnopqrstuvwxyz0123456789", Kind.GITHUB_TOKEN),
-    ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", Kind.GITHUB_TOKEN),
-    ("authorization=Bearer abc.def-ghi_jkl", Kind.BEARER_TOKEN),
-    ("redis://:hunter2pass@cache:6379/0", Kind.URL_PASSWORD),
-    ("mail ops@lab.example.org now", Kind.EMAIL),
-])
+@pytest.mark.parametrize(
+    "text,kind",
+    [
+        ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEF1234", Kind.HF_TOKEN),
+        ("wandb login --relogin 0123456789abcdef0123456789abcdef0123456e", Kind.WANDB_KEY),
+        ("'WANDB_API_KEY': '0123456789abcdef0123456789abcdef0123456e'", Kind.WANDB_KEY),
+        ("key sk-abcdefghijklmnopqrstuvwx1234 end", Kind.OPENAI_KEY),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", Kind.AWS_SECRET_KEY),
+        ("ASIAIOSFODNN7EXAMPLE", Kind.AWS_ACCESS_KEY),
+        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", Kind.GITHUB_TOKEN),
+        ("gho_abcdefghijklmnopqrstuvwxyz0123456789", Kind.GITHUB_TOKEN),
+        ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", Kind.GITHUB_TOKEN),
+        ("authorization=Bearer abc.def-ghi_jkl", Kind.BEARER_TOKEN),
+        ("redis://:hunter2pass@cache:6379/0", Kind.URL_PASSWORD),
+        ("mail ops@lab.example.org now", Kind.EMAIL),
+    ],
+)
 def test_each_secret_kind(text: str, kind: str) -> None:
     r = Redactor()
     out = r.text(text)
@@ -149,14 +152,17 @@ def test_each_secret_kind(text: str, kind: str) -> None:
     assert r.counts() == {kind: 1}
 
 
-@pytest.mark.parametrize("text", [
-    "c10d::ProcessGroupNCCL::WorkNCCL c10d::add at 18:37:01.832 std::vector",
-    "see https://docs.pytorch.org/docs/stable/notes/cuda.html and https://verl.readthedocs.io/en/latest/",
-    "host = os.environ['MASTER_ADDR']; def f(host: str): threading.local",
-    "torch 2.4.0+cu121 nccl 2.21.5 task-abcdefghijklmnopqrstuvwxyz sk-short",
-    "git@github.com:volcengine/verl.git 127.0.0.1:29500 0.0.0.0 localhost",
-    "actor/pg_loss:np.float64(-3.4e-05) - step:3 - timing_s/step:1.51",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "c10d::ProcessGroupNCCL::WorkNCCL c10d::add at 18:37:01.832 std::vector",
+        "see https://docs.pytorch.org/docs/stable/notes/cuda.html and https://verl.readthedocs.io/en/latest/",
+        "host = os.environ['MASTER_ADDR']; def f(host: str): threading.local",
+        "torch 2.4.0+cu121 nccl 2.21.5 task-abcdefghijklmnopqrstuvwxyz sk-short",
+        "git@github.com:volcengine/verl.git 127.0.0.1:29500 0.0.0.0 localhost",
+        "actor/pg_loss:np.float64(-3.4e-05) - step:3 - timing_s/step:1.51",
+    ],
+)
 def test_look_alikes_stay(text: str) -> None:
     r = Redactor(RedactConfig(hosts=True))
     r.learn(text)
@@ -166,9 +172,13 @@ def test_look_alikes_stay(text: str) -> None:
 
 def test_host_placeholders_are_stable_and_in_order() -> None:
     r = Redactor(RedactConfig(hosts=True))
-    lines = ["gpu0301:842624:842624 [0] NCCL INFO Bootstrap", "  host      : trainer-7.corp.internal",
-             "(WorkerDict pid=1, ip=10.0.0.2) x", "fe80::1ff:fe23:4567:890a and 2001:db8::7",
-             "trainer-7 talks to gpu0301 at 10.0.0.2 from /Users/alice/x and /home/alice/y"]
+    lines = [
+        "gpu0301:842624:842624 [0] NCCL INFO Bootstrap",
+        "  host      : trainer-7.corp.internal",
+        "(WorkerDict pid=1, ip=10.0.0.2) x",
+        "fe80::1ff:fe23:4567:890a and 2001:db8::7",
+        "trainer-7 talks to gpu0301 at 10.0.0.2 from /Users/alice/x and /home/alice/y",
+    ]
     for line in lines:
         r.learn(line)
     out = [r.text(line) for line in lines]
@@ -208,7 +218,15 @@ Traceback (most recent call last):
     fetch()
 RuntimeError: job of jdoe failed on ip-10-1-2-3 (MAC 0c:42:a1:7b:9e:10) talking to node17.cluster.local
 """
-SITE_VALUES = ("jdoe", "gpu-node-17", "ip-10-1-2-3", "ip-172-31-9-9", "node17", "cache-7", "0c:42:a1:7b:9e:10")
+SITE_VALUES = (
+    "jdoe",
+    "gpu-node-17",
+    "ip-10-1-2-3",
+    "ip-172-31-9-9",
+    "node17",
+    "cache-7",
+    "0c:42:a1:7b:9e:10",
+)
 
 
 @pytest.mark.parametrize("fmt", ["text", "md", "html", "json"])
@@ -234,12 +252,20 @@ def test_redact_hosts_covers_users_prompts_ec2_urls_and_macs(tmp_path: Path, fmt
 
 def test_generic_accounts_and_short_names_are_not_masked_everywhere() -> None:
     r = Redactor(RedactConfig(hosts=True))
-    lines = ["/home/root/x USER=ubuntu /scratch/al/y", "root cause: ubuntu image; al is a word; Al",
-             "[bob@login-3 verl]$ ls", "bob's job on login-3"]
+    lines = [
+        "/home/root/x USER=ubuntu /scratch/al/y",
+        "root cause: ubuntu image; al is a word; Al",
+        "[bob@login-3 verl]$ ls",
+        "bob's job on login-3",
+    ]
     for line in lines:
         r.learn(line)
-    assert [r.text(line) for line in lines] == ["/home/root/x USER=ubuntu /scratch/user-1/y", lines[1],
-                                                "[user-2@node-1 verl]$ ls", "user-2's job on node-1"]
+    assert [r.text(line) for line in lines] == [
+        "/home/root/x USER=ubuntu /scratch/user-1/y",
+        lines[1],
+        "[user-2@node-1 verl]$ ls",
+        "user-2's job on node-1",
+    ]
 
 
 def test_a_line_of_many_url_schemes_is_redacted_in_linear_time() -> None:

@@ -33,7 +33,7 @@ def job_log(ex: SecretExample) -> str:
     """Three lines of one stream: the example's own launcher prefix when it has one (evidence is taken
     from the error line's stream), else `[rank0]:`."""
     own = LINE_PREFIX.match(ex.line).group(0)
-    prefix, line = (own, ex.line[len(own):]) if own.strip() else ("[rank0]: ", ex.line)
+    prefix, line = (own, ex.line[len(own) :]) if own.strip() else ("[rank0]: ", ex.line)
     lines = [f"{prefix}loading the model", prefix + line]
     lines.append(f"{prefix}{ERROR}{ex.line if inline(ex) else 'Tried to allocate 2.00 GiB.'}")
     return "\n".join(lines) + "\n"
@@ -94,7 +94,7 @@ def test_pem_block_spanning_lines_is_masked_on_every_line(tmp_path: Path, fmt: s
         evidence = [e["text"] for e in json.loads(out)["root_cause"]["evidence"]]
         masked = [t for t in evidence if t.endswith("[redacted:private-key]")]
         assert all(t.startswith("(WorkerDict pid=812) ") for t in masked)  # the launcher prefix stays
-        assert len(masked) == len(PEM_BODY[max(start, 1):4])
+        assert len(masked) == len(PEM_BODY[max(start, 1) : 4])
 
 
 @pytest.mark.parametrize("invisible", ["\x1b[0m", "\x08", "\u200b", "\u200d", "\u00ad", "\ufeff", "\x1b"])
@@ -115,7 +115,9 @@ def test_invisible_character_inside_a_token(tmp_path: Path, invisible: str, fmt:
     assert "[redacted:hf-token]" in out
 
 
-@pytest.mark.parametrize("prefix", ["hf_abc", "ghp_aB3", "sk-proj-Q1", "glpat-x", "xoxb-12", "AKIAIOSF", "eyJhbGci"])
+@pytest.mark.parametrize(
+    "prefix", ["hf_abc", "ghp_aB3", "sk-proj-Q1", "glpat-x", "xoxb-12", "AKIAIOSF", "eyJhbGci"]
+)
 def test_a_token_cut_at_the_line_limit_is_masked(tmp_path: Path, prefix: str) -> None:
     """A line longer than MAX_LINE_BYTES is cut; the cut lands inside a token, whose start is left."""
     head = f"[rank0]: {ERROR}payload "

@@ -29,10 +29,22 @@ def test_sample_summary_is_short_and_plain_when_piped(sample: Path) -> None:
 
 def test_summary_of_a_huge_report_stays_within_25_lines() -> None:
     base = handmade_report(evil="line one\nline two\r\n" + "y" * 10_000)
-    many = tuple(FindingView(f"entry-{i}", "unknown", f"title {i}", "symptom", i + 1, tuple(range(i % 64)), (),
-                             Evidence("job.log", i + 1, "z" * 1000)) for i in range(10_000))
-    report = dataclasses.replace(base, symptoms=many, findings=many,
-                                 notes=tuple(f"note {i}\nwith a newline" for i in range(500)))
+    many = tuple(
+        FindingView(
+            f"entry-{i}",
+            "unknown",
+            f"title {i}",
+            "symptom",
+            i + 1,
+            tuple(range(i % 64)),
+            (),
+            Evidence("job.log", i + 1, "z" * 1000),
+        )
+        for i in range(10_000)
+    )
+    report = dataclasses.replace(
+        base, symptoms=many, findings=many, notes=tuple(f"note {i}\nwith a newline" for i in range(500))
+    )
     text = render(report, "text")
     lines = text.splitlines()
     assert len(lines) <= SUMMARY_MAX_LINES
@@ -75,7 +87,9 @@ def test_output_file_gets_the_report_and_stderr_the_summary(tmp_path: Path, fmt:
 
 
 def test_healthy_summary_shows_progress() -> None:
-    report = dataclasses.replace(handmade_report(), status="healthy", root_cause=None, symptoms=(), findings=())
+    report = dataclasses.replace(
+        handmade_report(), status="healthy", root_cause=None, symptoms=(), findings=()
+    )
     text = render(report, "text")
     assert text.startswith("HEALTHY  no failure found in 200 line(s)")
     assert "progress training, step 6 of 10" in text

@@ -4,6 +4,7 @@
 2. apply_chat_template on a tokenizer that has no chat template.
 Each error is raised for real and its traceback printed by Python's default handler.
 """
+
 import sys
 import traceback
 
