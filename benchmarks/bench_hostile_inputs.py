@@ -67,8 +67,10 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
     long_lines = {
         "error-line-token": OOM + " " + "y" * 100_000,
         "repeated-between-blanks": OOM + " " * 50_000 + "[repeated 3x across cluster]" + " " * 50_000 + "end",
-        "watchdog-token": "[rank3]:[E808 04:21:41.190918398 ProcessGroupNCCL.cpp:655] [Rank 3] Watchdog caught "
-        "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLRED" + "y" * 100_000,
+        "watchdog-token": (
+            "[rank3]:[E808 04:21:41.190918398 ProcessGroupNCCL.cpp:655] [Rank 3] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLRED" + "y" * 100_000
+        ),
     }
     for name, line in long_lines.items():
         (work / f"{name}.log").write_text("start\n" + line + "\n")
@@ -131,7 +133,7 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
     )
 
     lines = ["  xa: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    for prev, name in zip("abcdefgh", "bcdefghi"):
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
         lines.append(f"  x{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
     laughs = ENTRY.format(pattern="(?P<what>.+)", example="x").replace(
         "  title: My slow failure", "  title: My slow failure\n" + "\n".join(lines)

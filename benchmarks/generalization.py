@@ -33,9 +33,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logparse.reader import expand_inputs
-from logparse.scan import Scanner
-from patterns import Catalog, Role, load_builtin_catalog
+# run as a script from anywhere: the repository root must be on sys.path before these imports
+from logparse.reader import expand_inputs  # noqa: E402
+from logparse.scan import Scanner  # noqa: E402
+from patterns import Catalog, Role, load_builtin_catalog  # noqa: E402
 
 TRAINING_STAGES = {
     "training",
@@ -170,7 +171,8 @@ def main() -> int:
     sets = list(dict.fromkeys(c.set for c in cases))
     print(f"leave-one-entry-out{' (strict: every entry that fired disabled)' if a.strict else ''}")
     print(
-        f"{'cases':18} {'n':>4}  {'full catalog':>14}  {'detected':>14}  {'category kept':>14}  {'stage kept':>14}"
+        f"{'cases':18} {'n':>4}  {'full catalog':>14}  {'detected':>14}  "
+        f"{'category kept':>14}  {'stage kept':>14}"
     )
     for s in sets:
         rows = [o for o in outcomes if o.case.set == s]

@@ -81,21 +81,23 @@ def chatter(rnd: random.Random, step: int) -> list[str]:
     choice = rnd.random()
     if choice < 0.55:
         return [
-            f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Channel {rnd.randrange(32):02d}/0 : {r}[{r % 4}] -> "
-            f"{(r + 1) % 8}[{(r + 1) % 4}] via P2P/IPC/read"
+            f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Channel {rnd.randrange(32):02d}/0 : "
+            f"{r}[{r % 4}] -> {(r + 1) % 8}[{(r + 1) % 4}] via P2P/IPC/read"
         ]
     if choice < 0.62:
         return [f"{w}{host}:{pid}:{pid + 17} [{r % 4}] NCCL INFO Connected all rings, use ring PXN 0 GDR 1"]
     if choice < 0.74:
         return [
-            f"{w}WARNING 05-07 21:12:03 [scheduler.py:1754] Sequence group {rnd.randrange(999)} is preempted by "
-            f"PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
-            f"end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV "
-            f"cache memory. total_num_cumulative_preemption={rnd.randrange(99)}"
+            f"{w}WARNING 05-07 21:12:03 [scheduler.py:1754] Sequence group {rnd.randrange(999)} "
+            f"is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. "
+            f"This can affect the end-to-end performance. Increase gpu_memory_utilization or "
+            f"tensor_parallel_size to provide more KV cache memory. "
+            f"total_num_cumulative_preemption={rnd.randrange(99)}"
         ]
     if choice < 0.84:
         return [
-            f"{w}/opt/venv/lib/python3.10/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py:690: "
+            f"{w}/opt/venv/lib/python3.10/site-packages/torch/distributed/fsdp/"
+            f"fully_sharded_data_parallel.py:690: "
             f"FutureWarning: FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated.",
             f"{w}  warnings.warn(",
         ]
@@ -105,9 +107,9 @@ def chatter(rnd: random.Random, step: int) -> list[str]:
             f"[repeated {rnd.randrange(2, 8)}x across cluster]"
         ]
     return [
-        f"{w}INFO {rnd.randrange(1, 13):02d}-{rnd.randrange(10, 29)} 12:00:{rnd.randrange(60):02d} [metrics.py:455] "
-        f"Avg prompt throughput: {rnd.random() * 900:.1f} tokens/s, Avg generation throughput: "
-        f"{rnd.random() * 3000:.1f} tokens/s, Running: {rnd.randrange(64)} reqs"
+        f"{w}INFO {rnd.randrange(1, 13):02d}-{rnd.randrange(10, 29)} 12:00:{rnd.randrange(60):02d} "
+        f"[metrics.py:455] Avg prompt throughput: {rnd.random() * 900:.1f} tokens/s, "
+        f"Avg generation throughput: {rnd.random() * 3000:.1f} tokens/s, Running: {rnd.randrange(64)} reqs"
     ]
 
 
@@ -120,29 +122,42 @@ def step_block(step: int, rnd: random.Random) -> list[str]:
         for r in range(8):
             for what in ("model", "optim", "extra_state"):
                 lines.append(
-                    f"{worker(r)}INFO:2025-08-22 23:08:{rnd.randrange(60):02d},898:[Rank {r}] Saved {what} to "
-                    f"/workspace/job/checkpoints/global_step_{step}/actor/{what}_world_size_8_rank_{r}.pt"
+                    f"{worker(r)}INFO:2025-08-22 23:08:{rnd.randrange(60):02d},898:[Rank {r}] "
+                    f"Saved {what} to /workspace/job/checkpoints/global_step_{step}/actor/"
+                    f"{what}_world_size_8_rank_{r}.pt"
                 )
     return lines
 
 
-CASCADE = """\
-{w3}Traceback (most recent call last):
-{w3}  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 466, in update_actor
-{w3}    metrics = self.actor.update_policy(data=data)
-{w3}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.56 GiB. GPU 3 has a total capacity of 79.33 GiB of which 2.10 GiB is free. Including non-PyTorch memory, this process has 77.21 GiB memory in use.
-{w0}[rank0]:[E1003 18:37:01.833011111 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800021 milliseconds before timing out.
-{w1}[rank1]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out.
-Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'data.train_batch_size=256']
-Traceback (most recent call last):
-  File "/opt/venv/lib/python3.10/site-packages/verl/trainer/main_ppo.py", line 64, in main
-    run_ppo(config)
-ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor() (pid=400003, ip=10.0.0.1, actor_id=87523c02ec964b128fbc710001000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7edde69d7850>)
-  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 466, in update_actor
-    metrics = self.actor.update_policy(data=data)
-torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.56 GiB. GPU 3 has a total capacity of 79.33 GiB of which 2.10 GiB is free.
-Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
-"""
+CASCADE = (
+    "{w3}Traceback (most recent call last):\n"
+    '{w3}  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 466, '
+    "in update_actor\n"
+    "{w3}    metrics = self.actor.update_policy(data=data)\n"
+    "{w3}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.56 GiB. GPU 3 has a total "
+    "capacity of 79.33 GiB of which 2.10 GiB is free. Including non-PyTorch memory, this process "
+    "has 77.21 GiB memory in use.\n"
+    "{w0}[rank0]:[E1003 18:37:01.833011111 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=1800000) ran for 1800021 milliseconds before timing out.\n"
+    "{w1}[rank1]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out.\n"
+    "Error executing job with overrides: ['algorithm.adv_estimator=grpo', "
+    "'data.train_batch_size=256']\n"
+    "Traceback (most recent call last):\n"
+    '  File "/opt/venv/lib/python3.10/site-packages/verl/trainer/main_ppo.py", line 64, in main\n'
+    "    run_ppo(config)\n"
+    "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor() "
+    "(pid=400003, ip=10.0.0.1, actor_id=87523c02ec964b128fbc710001000000, "
+    "repr=<verl.single_controller.ray.base.WorkerDict object at 0x7edde69d7850>)\n"
+    '  File "/opt/venv/lib/python3.10/site-packages/verl/workers/fsdp_workers.py", line 466, '
+    "in update_actor\n"
+    "    metrics = self.actor.update_policy(data=data)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.56 GiB. GPU 3 has a total "
+    "capacity of 79.33 GiB of which 2.10 GiB is free.\n"
+    "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+)
 
 
 CAUGHT = """\
@@ -158,7 +173,10 @@ CAUGHT = """\
 
 def random_worker(rnd: random.Random) -> str:
     """A process of a run with tens of thousands of them (Ray restarts workers, rollouts fork)."""
-    return f"{CYAN}(WorkerDict pid={rnd.randrange(10_000, 4_000_000)}, ip=10.0.{rnd.randrange(4)}.{rnd.randrange(1, 255)}){RESET} "
+    return (
+        f"{CYAN}(WorkerDict pid={rnd.randrange(10_000, 4_000_000)}, "
+        f"ip=10.0.{rnd.randrange(4)}.{rnd.randrange(1, 255)}){RESET} "
+    )
 
 
 def dense_block(step: int, rnd: random.Random) -> list[str]:
@@ -195,7 +213,8 @@ def mix_block(step: int, rnd: random.Random, pool: list[str]) -> list[str]:
             lines.append(step_line(step, rnd))
         elif i % 3 == 0:
             lines.append(
-                f"{w}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 [1:10:40<6:31:06, 64.47s/it]"
+                f"{w}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 "
+                "[1:10:40<6:31:06, 64.47s/it]"
             )
         else:
             lines.extend(_from(w, chatter(rnd, step)))
@@ -220,7 +239,8 @@ def generate(
     pool = [random_worker(rnd) for _ in range(300)] if kind == "mix" else []
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
         head = [
-            "2025-04-30 20:59:12,200\tINFO worker.py:1832 -- Started a local Ray instance. View the dashboard at 127.0.0.1:8265",
+            "2025-04-30 20:59:12,200\tINFO worker.py:1832 -- Started a local Ray instance. "
+            "View the dashboard at 127.0.0.1:8265",
             DRIVER + "{'actor_rollout_ref': {'actor': {'ppo_micro_batch_size_per_gpu': 8,",
             DRIVER + "                                 'strategy': 'fsdp'},",
             DRIVER + "                       'rollout': {'gpu_memory_utilization': 0.6, 'name': 'vllm'}},",

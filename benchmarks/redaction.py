@@ -67,7 +67,8 @@ def leaks(src: Path) -> None:
     kinds = sorted({k for k, _ in cases})
     print(f"{len(kinds)} kinds, {len(cases)} examples x {len(FORMATS)} outputs = {len(results)} cases")
     print(
-        f"leaking cases: {sum(leaked for *_, leaked in results)}; kinds leaking somewhere: {len(leaked_kinds)}"
+        f"leaking cases: {sum(leaked for *_, leaked in results)}; "
+        f"kinds leaking somewhere: {len(leaked_kinds)}"
     )
     for kind in kinds:
         if kind in leaked_kinds:
@@ -134,8 +135,9 @@ def cost(lines: int, log: Path | None) -> None:
     evidence = []
     for i in range(lines):
         text = (
-            f"(WorkerDict pid={i}, ip=10.0.{i % 250}.{i % 200 + 1}) step:{i} - actor/pg_loss:np.float64(-0.0{i}) "
-            f"- File /home/jdoe/verl/workers/actor_{i}.py line {i} commit 3f786850e387550fdab836ed7e6dc881de23001b"
+            f"(WorkerDict pid={i}, ip=10.0.{i % 250}.{i % 200 + 1}) step:{i} - "
+            f"actor/pg_loss:np.float64(-0.0{i}) - File /home/jdoe/verl/workers/actor_{i}.py line {i} "
+            "commit 3f786850e387550fdab836ed7e6dc881de23001b"
         )
         if i % 10 == 0:
             text += f" export HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz{i:010d}"

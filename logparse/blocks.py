@@ -230,10 +230,12 @@ def iter_blocks(
                 carry = data
             continue
         # one copy at most: the carried partial line joined to the chunk's whole lines
-        if cut == len(chunk):
-            data = carry + chunk if carry else chunk
-        else:
+        if cut != len(chunk):
             data = carry + memoryview(chunk)[:cut]
+        elif carry:
+            data = carry + chunk
+        else:
+            data = chunk
         carry = chunk[cut:]
         b = block(data)
         yield b
@@ -358,7 +360,7 @@ def _reader_main(
         end = ("oserror", exc.strerror or str(exc))
     except EOFError:  # the scanner is gone
         return
-    except Exception as exc:  # noqa: BLE001 - told to the scanner, which reports it as an input error
+    except Exception as exc:
         end = ("oserror", f"{type(exc).__name__}: {exc}")
     try:
         out.send(("stats", stats.bytes, stats.notes[known:]))

@@ -19,7 +19,8 @@ class ExampleFailure:
 
     def __str__(self) -> str:
         return (
-            f"{self.entry.source}:{self.entry.line}: entry '{self.entry.id}': {self.kind} example {self.reason}\n"
+            f"{self.entry.source}:{self.entry.line}: entry '{self.entry.id}': "
+            f"{self.kind} example {self.reason}\n"
             f"    line: {self.line}"
         )
 

@@ -60,7 +60,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _default_signals() -> None:
     """After the first interrupt, a second one ends the process at once (the report is written
     atomically, so that leaves no half-written file)."""
-    if _MAIN_PID == os.getpid():
+    if os.getpid() == _MAIN_PID:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 

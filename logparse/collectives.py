@@ -24,7 +24,8 @@ MAX_RANKS = 4096
 
 # (LazyRe: compiled when a log first shows a collective timeout)
 WORK_RE = LazyRe(
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w++)(?:, NumelIn=(?P<numel>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w++)(?:, NumelIn=(?P<numel>\d+))?"
+    r".*?Timeout\(ms\)=(?P<timeout>\d+)\)"
     r"(?: ran for (?P<ran>\d+) milliseconds)?",
     engine="regex",
 )
@@ -32,7 +33,8 @@ STATUS_OLD_RE = LazyRe(
     r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)", engine="regex"
 )
 STATUS_NEW_RE = LazyRe(
-    r"work sequence id: (?P<at>\d+) PG status: last enqueued work: (?P<enq>-?\d+), last completed work: (?P<done>-?\d+)",
+    r"work sequence id: (?P<at>\d+) PG status: last enqueued work: (?P<enq>-?\d+), "
+    r"last completed work: (?P<done>-?\d+)",
     engine="regex",
 )
 RANK_IN_MSG = LazyRe(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]", engine="regex")

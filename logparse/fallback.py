@@ -399,7 +399,10 @@ class FallbackExampleFailure:
     reason: str
 
     def __str__(self) -> str:
-        return f"patterns/fallback.yaml: rule '{self.rule}': {self.kind} example {self.reason}\n    line: {self.text}"
+        return (
+            f"patterns/fallback.yaml: rule '{self.rule}': {self.kind} example {self.reason}\n"
+            f"    line: {self.text}"
+        )
 
 
 def example_evidence(text: str, block: bool) -> FailureEvidence | None:
@@ -422,7 +425,7 @@ def example_evidence(text: str, block: bool) -> FailureEvidence | None:
     found = detector.detect(rec)
     if found is None:
         return FailureEvidence(None, rec.message.strip())
-    kind, exc_type, message = found
+    _kind, exc_type, message = found
     return FailureEvidence(exc_type, message)
 
 

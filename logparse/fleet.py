@@ -154,7 +154,7 @@ def analyse_job(job: str, catalog: Catalog) -> JobRow:
         return JobRow(job=job, status=JobStatus.ERROR, message=str(exc))
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:  # noqa: BLE001 - a bug or a resource limit in one job must not end the fleet
+    except BaseException as exc:
         return error_row(job, f"could not be analysed ({type(exc).__name__}: {exc})")
     return job_row(job, report)
 
@@ -368,7 +368,7 @@ def run_ray(
                 index, _ = running.pop(ref)
                 try:
                     row = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - the task's worker died, or Ray lost it
+                except Exception as exc:
                     row = error_row(jobs[index], f"its Ray task failed ({type(exc).__name__}: {exc})")
                 yield index, row
             now = time.monotonic()

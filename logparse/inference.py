@@ -857,10 +857,7 @@ def infer(
     echo_of = describe(choice) if choice.kind in ("cause", "unknown", "bare") else None
     symptoms = []
     for g in merge_by_entry([g for g in groups if g is not choice.group and g.entry.role != Role.CONTEXT]):
-        if g.entry.role in (Role.SYMPTOM, Role.WRAPPER):
-            cause = echo_of
-        else:
-            cause = explained_by.get(g.entry.id)
+        cause = echo_of if g.entry.role in (Role.SYMPTOM, Role.WRAPPER) else explained_by.get(g.entry.id)
         symptoms.append(finding_view(g, explained_by=cause))
     return Verdict(root, tuple(symptoms), findings, notes, choice.record.seq)
 

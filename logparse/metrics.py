@@ -231,7 +231,7 @@ class StepParser:
                             if part.startswith(NP_FLOAT64, cut) and part[-1] == ")"
                             else part[cut:]
                         )
-                        for part, cut in zip(map(parts.__getitem__, at), cuts)
+                        for part, cut in zip(map(parts.__getitem__, at), cuts, strict=True)
                     ]
                 except ValueError:
                     pass

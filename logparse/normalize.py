@@ -54,7 +54,8 @@ VLLM = LazyRe(
     engine="regex",
 )
 PY_LOGGING = LazyRe(
-    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:",
+    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):"
+    r"(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:",
     engine="regex",
 )
 # ISO-ish timestamp at line start, optionally bracketed (SGLang, NCCL WARN, Hydra), optionally followed by

@@ -155,7 +155,7 @@ class Prefilter:
             serialized, self._containing = cached("prefilter", parts, self._compile, (), _compiled_shape)
             try:
                 self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
-            except Exception:  # noqa: BLE001 - a database Hyperscan refuses (another CPU): compile it here
+            except Exception:
                 serialized, self._containing = self._compile()
                 self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
             self._scratch = _hs.Scratch(self._db)

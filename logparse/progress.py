@@ -4,9 +4,9 @@
 the Scanner sets them). One `re` alternation of the stage markers' keywords plus `step:` and
 `Training Progress` (factored as a trie, `keyword_pattern`) rejects almost every line with a single
 C-level search; only the lines it accepts are examined (`keywords` lists those literals, for a
-scanner that prefilters raw chunks before decoding lines): the stage markers of patterns/stages.yaml (through `MarkerMatcher`), verl's
-step line (`step:N - key:value - ...`, found anywhere in the message because it can be glued to a
-tqdm bar) and the `Training Progress` tqdm bar.
+scanner that prefilters raw chunks before decoding lines): the stage markers of
+patterns/stages.yaml (through `MarkerMatcher`), verl's step line (`step:N - key:value - ...`, found
+anywhere in the message because it can be glued to a tqdm bar) and the `Training Progress` tqdm bar.
 
 Rules that come from how the logs are written (reference §1.5, §1.8, §4.2):
 * Ray's dedup summaries (`... [repeated 3x across cluster]`, `Origin.repeat > 1`) arrive seconds
@@ -662,12 +662,14 @@ class StageTracker:
         which bounds each stage to about max_per_stage stretches."""
         if not self._transition_seqs or self._last_at is None:
             return ()
-        ends = [(seq, *at) for seq, at in zip(self._transition_seqs[1:], self._transition_at[1:])]
+        ends = [
+            (seq, *at) for seq, at in zip(self._transition_seqs[1:], self._transition_at[1:], strict=True)
+        ]
         ends.append(self._last_at)
         raw = [
             (stage, (seq, *at), end)
             for stage, seq, at, end in zip(
-                self._transition_stages, self._transition_seqs, self._transition_at, ends
+                self._transition_stages, self._transition_seqs, self._transition_at, ends, strict=True
             )
         ]
         gap = (self._last_at[0] - self._transition_seqs[0]) / max(1, max_per_stage)

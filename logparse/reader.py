@@ -52,7 +52,7 @@ class InputError(Exception):
 class Line:
     """One log line: where it came from and its text (decoded, ANSI codes removed, no newline)."""
 
-    __slots__ = ("source", "number", "text", "truncated")
+    __slots__ = ("number", "source", "text", "truncated")
 
     def __init__(self, source: str, number: int, text: str, truncated: bool = False):
         self.source = source
@@ -363,11 +363,9 @@ def iter_raw_lines(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
 
 
 def iter_lines(stream: BinaryIO, source: str, stats: InputStats, gz: bool = False) -> Iterator[Line]:
-    number = 0
     truncated_count = 0
     chunks = gunzip_chunks(stream, stats) if gz else plain_chunks(stream, stats)
-    for raw, truncated in iter_raw_lines(chunks):
-        number += 1
+    for number, (raw, truncated) in enumerate(iter_raw_lines(chunks), 1):
         stats.lines = number
         if truncated:
             truncated_count += 1

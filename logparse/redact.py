@@ -114,7 +114,10 @@ HOME_USER = (
     r"(?P<home>/home/|/homes/|/Users/|/users/|/scratch/|/u/|[A-Za-z]:\\Users\\)"
     r"(?P<user>[A-Za-z0-9._-]{1,64})(?=[/\\]|\b)"
 )
-MAC = r"(?<![0-9A-Fa-f:-])[0-9A-Fa-f]{2}(?P<macsep>[:-])[0-9A-Fa-f]{2}(?:(?P=macsep)[0-9A-Fa-f]{2}){4}(?![:-]?\w)"
+MAC = (
+    r"(?<![0-9A-Fa-f:-])[0-9A-Fa-f]{2}(?P<macsep>[:-])[0-9A-Fa-f]{2}"
+    r"(?:(?P=macsep)[0-9A-Fa-f]{2}){4}(?![:-]?\w)"
+)
 # Where a log names a user: `USER=jdoe`, `SLURM_JOB_USER=jdoe`, a shell prompt `jdoe@gpu-7:~$` /
 # `[jdoe@gpu-7 verl]$` (which names the host too), and the folders of HOME_USER.
 USER_CONTEXTS = LazyRe(
@@ -180,7 +183,8 @@ URL_HOST = LazyRe(
 _HOST_VALUE = r"['\"]?(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?=$|[\s,;)'\"\]>]|:\d)"
 STRONG_HOST_CONTEXTS = LazyRe(
     # (the lookahead lets the engine skip positions where no context can start: 2.5x faster)
-    r"(?=[TtHhIiMmWwSs\s-])(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip=|\bMASTER_ADDR\s*[:=]\s*"
+    r"(?=[TtHhIiMmWwSs\s-])(?:TaskRunner hostname:\s*|\bhostname\s*[:=]\s*|^\s*host\s+:\s*|\bip="
+    r"|\bMASTER_ADDR\s*[:=]\s*"
     r"|--master[_-]addr(?:\s+|=)|\bmaster_addr\s*[:=]\s*|Worker IP address:\s*|Memory on the node \(IP:\s*"
     r"|\bSLURMD_NODENAME=|\bSLURM_SUBMIT_HOST=|\bSLURM_LAUNCH_NODE_IPADDR=)" + _HOST_VALUE,
     re.IGNORECASE,
@@ -534,7 +538,7 @@ class Redactor:
             masked = self.lines(texts)
             items = [
                 m if isinstance(i, str) else (i if m == i.text else dataclasses.replace(i, text=m))
-                for i, m in zip(items, masked)
+                for i, m in zip(items, masked, strict=True)
             ]
         return [self.value(v) for v in items]
 

@@ -1048,8 +1048,9 @@ class Scanner:
             notes.append(
                 f"catalog entry '{entry_id}' ({entry.source}:{entry.line}) was disabled at "
                 f"{self._disabled_at.get(entry_id, 'the end')}: its slow pattern searches took "
-                f"{self.matcher.spent.get(entry_id, 0.0):.1f} s ({self.matcher.entry_timeouts.get(entry_id, 0)} "
-                f"timed out; budget {ENTRY_BUDGET_S:g} s a scan), so later lines were not matched against it"
+                f"{self.matcher.spent.get(entry_id, 0.0):.1f} s "
+                f"({self.matcher.entry_timeouts.get(entry_id, 0)} timed out; budget {ENTRY_BUDGET_S:g} s a "
+                f"scan), so later lines were not matched against it"
             )
         notes += self.stages.notes + self.metrics.notes
         if len(self.metrics.steps) > MAX_CHART_POINTS:

@@ -7,11 +7,11 @@ and multi-line exception messages (ChildFailedError's summary, ActorDiedError's 
 Bounds: a traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
 MAX_FRAMES frames (the HEAD_FRAMES outermost and the innermost rest: a deep recursion's innermost
 frame is where it failed; `frames_cut` says how many went); an exception message keeps at most
-MAX_MESSAGE_LINES continuation lines; at most MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most recent half). State is
-kept only for the streams with an open traceback, and for at most MAX_IDLE_STREAMS idle streams that
-hold something a later line needs (the traceback a chain marker links to, a pending chain, context
-lines): a log from a million processes costs what its open tracebacks cost. Expiry visits the open
-tracebacks of a source only.
+MAX_MESSAGE_LINES continuation lines; at most MAX_KEPT_TRACEBACKS closed tracebacks are kept (the
+first half and the most recent half). State is kept only for the streams with an open traceback,
+and for at most MAX_IDLE_STREAMS idle streams that hold something a later line needs (the traceback
+a chain marker links to, a pending chain, context lines): a log from a million processes costs what
+its open tracebacks cost. Expiry visits the open tracebacks of a source only.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ EXC_NAME_RE = LazyRe(rf"(?:{'|'.join(NAME_ENDINGS)})\)?$", engine="regex")
 RAY_TASK_RE = regex.compile(
     r"ray::(?P<task>[\w.<>]+)\(\)(?:\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?)?"
 )
-# A Ray task header printed without a "Traceback" line: `Unhandled error (suppress with ...): ray::X.m() (pid=..`
-# or the driver's `ray.exceptions.RayTaskError(E): ray::X.m() (pid=...` when Ray prints the error alone.
+# A Ray task header printed without a "Traceback" line:
+# `Unhandled error (suppress with ...): ray::X.m() (pid=..` or the driver's
+# `ray.exceptions.RayTaskError(E): ray::X.m() (pid=...` when Ray prints the error alone.
 RAY_HEADER_RE = regex.compile(
     r"(?:^|: )ray::(?P<task>[\w.<>]+)\(\)\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?"
 )
@@ -375,7 +376,7 @@ class TracebackAssembler:
         if tb is None:
             return
         tb.closed = True
-        for i, exc in enumerate(tb.exceptions):
+        for exc in tb.exceptions:
             if exc.short_type == "ChildFailedError":
                 records = tb.all_records()
                 start = next((k for k, r in enumerate(records) if r is exc.record), 0)
@@ -477,7 +478,8 @@ class TracebackAssembler:
             etype, emsg = parsed
             tb.exceptions.append(RaisedException(etype, emsg, rec))
             if "RayTaskError" in etype:
-                # nested task errors (TaskRunner.run -> WorkerDict.update_actor): the innermost names the worker
+                # nested task errors (TaskRunner.run -> WorkerDict.update_actor): the innermost names the
+                # worker
                 m = RAY_TASK_RE.search(emsg)
                 if m:
                     tb.task = m.group("task")

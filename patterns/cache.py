@@ -146,14 +146,14 @@ def _read(path: Path, key: str, allowed: Iterable[type], check: Callable[[Any], 
     try:
         value = _Unpickler(payload, classes).load()
         return value if check(value) else _MISSING
-    except Exception:  # noqa: BLE001 - whatever a damaged or foreign file raises: rebuild instead
+    except Exception:
         return _MISSING
 
 
 def _write(folder: Path, path: Path, key: str, value: Any) -> None:
     try:
         payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - an object that cannot be pickled is simply not cached
+    except Exception:
         return
     data = MAGIC + key.encode() + hashlib.sha256(payload).digest() + payload
     if len(data) > MAX_BYTES:

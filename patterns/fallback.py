@@ -148,9 +148,7 @@ class FrameCategoryRule:
             return False
         if self.file is not None and not _search(self.file, file or ""):
             return False
-        if self.code is not None and not (code and _search(self.code, code)):
-            return False
-        return True
+        return self.code is None or bool(code and _search(self.code, code))
 
 
 @dataclass(frozen=True)
@@ -164,9 +162,9 @@ class BareLineRules:
     structured: tuple[regex.Pattern, ...] = ()  # data lines: only a failure phrase makes them candidates
     markers: tuple[regex.Pattern, ...] = ()  # lines that show a process failed without naming an error
     # markers after which a program prints nothing of its own: the failure's text is before them
-    message_markers: tuple["MessageMarker", ...] = ()
+    message_markers: tuple[MessageMarker, ...] = ()
 
-    def message_marker(self, text: str) -> "MessageMarker | None":
+    def message_marker(self, text: str) -> MessageMarker | None:
         """The message marker (a `markers` mapping) that `text` is, or None."""
         return next((m for m in self.message_markers if _search(m.pattern, text)), None)
 

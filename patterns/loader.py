@@ -618,7 +618,7 @@ def _load_file(
 
     try:
         if lazy:  # the built-in catalog: composed whole by libyaml, the quickest start
-            data = yaml.load(text, Loader=LineLoader)  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(text, Loader=LineLoader)
             documents: Iterator[tuple[bool, Any]] = iter(() if data is None else ((False, data),))
         else:  # a user's: one entry at a time, aliases bounded
             documents = user_documents(text)

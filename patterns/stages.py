@@ -499,7 +499,7 @@ def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
     frames = [
         (file[:cap], (function or "")[:cap], code[:cap] if code else code) for file, function, code in frames
     ]
-    for file, function, code in reversed(frames):
+    for _file, function, code in reversed(frames):
         if function in tasks:
             return tasks[function]
         if code:

@@ -168,8 +168,10 @@ def _text_table(frame: pd.DataFrame, width: int | None = None) -> str:
     right = [c in _NUMERIC_COLUMNS for c in columns]
 
     def line(values: list[str]) -> str:
-        values = [_cut(v, w, sides.get(c, "right")) for v, w, c in zip(values, widths, columns)]
-        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)).rstrip()
+        values = [_cut(v, w, sides.get(c, "right")) for v, w, c in zip(values, widths, columns, strict=True)]
+        return "  ".join(
+            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
+        ).rstrip()
 
     return "\n".join([line(columns)] + [line(list(r)) for r in cells.itertuples(index=False)])
 
@@ -181,7 +183,8 @@ def render_fleet_text(summary: FleetSummary, width: int | None = None) -> str:
     frame = jobs_frame(summary, messages=False).rename(columns=_TEXT_HEADERS)
     table = _text_table(frame, width).split("\n")
     lines = table[:1]
-    for row, body in zip(summary.jobs, table[1:]):
+    # (strict=False: a job name holding a line break spans more than one line of the table)
+    for row, body in zip(summary.jobs, table[1:], strict=False):
         lines.append(body)
         if row.message:
             note = "    " + _text_cell(" ".join(row.message.split()))
@@ -214,7 +217,7 @@ def _md_table(frame: pd.DataFrame) -> str:
         + "|",
     ]
     for record in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(cell(c, v) for c, v in zip(frame.columns, record)) + " |")
+        lines.append("| " + " | ".join(cell(c, v) for c, v in zip(frame.columns, record, strict=True)) + " |")
     return "\n".join(lines)
 
 

@@ -386,7 +386,7 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
 
     # what is drawn: at most DRAW_MAX_POINTS points (the extremes of each stretch of steps kept, so the
     # highest spike is always on the line); markers only where a point is worth a look on its own
-    pairs = list(zip(steps, values))
+    pairs = list(zip(steps, values, strict=False))
     drawn_pairs = downsample(pairs, DRAW_MAX_POINTS)
     every_point = len(drawn_pairs) <= MARKER_MAX_POINTS
     points = []
@@ -412,7 +412,7 @@ def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int
     weight = smoothing_weight(len(finite))
     ema_path = ""
     if weight is not None:
-        smoothed = [(st, sv) for st, sv in zip(steps, ema(values, weight)) if sv is not None]
+        smoothed = [(st, sv) for st, sv in zip(steps, ema(values, weight), strict=False) if sv is not None]
         # one point per pixel column is all a line needs: the smoothed value at the end of each stretch
         stride = max(1, -(-len(smoothed) // DRAW_MAX_POINTS))
         kept = smoothed[stride - 1 :: stride]

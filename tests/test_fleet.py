@@ -170,7 +170,7 @@ def test_csv_parses_one_row_per_job(expected: list[dict[str, Any]]) -> None:
     assert r.exit_code == EXIT_FAILURE_FOUND
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [row["job"] for row in rows] == jobs()
-    for row, exp in zip(rows, expected):
+    for row, exp in zip(rows, expected, strict=True):
         assert row["status"] == exp["status"]
         assert row["root_cause"] == (exp["root_cause"] or "")
         assert row["error_line"] == ("" if exp["error_line"] is None else str(exp["error_line"]))

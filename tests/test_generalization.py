@@ -151,7 +151,7 @@ def test_stage_from_the_task_rays_memory_monitor_names() -> None:
         "name=WorkerDict.actor_rollout_compute_log_prob, pid=91085, memory used=24.99GB) was running was "
         "32.62GB / 33.28GB (0.980175), which exceeds the memory usage threshold of 0.96.\n"
     )
-    report, code = scan(D + "step:3 - actor/pg_loss:0.01\n" + line)
+    report, _code = scan(D + "step:3 - actor/pg_loss:0.01\n" + line)
     rc = report["root_cause"]
     assert rc["category"] == "host-oom"
     assert (rc["stage"], rc["stage_source"]) == ("old-log-prob", "memory-monitor")

@@ -208,7 +208,7 @@ def test_billion_laughs_is_refused_quickly_with_a_short_message(tmp_path: Path) 
     # 9 aliases of 9 aliases ... of 9 values: 387 million values from 10 lines. Refused where the
     # expansion passes the limit (the line of `xf`, 9**6 values), before anything is built from it
     lines = ["  xa: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    for prev, name in zip("abcdefgh", "bcdefghi"):
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
         lines.append(f"  x{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
     text = ENTRY.replace("  title: My failure", "  title: My failure\n" + "\n".join(lines))
     text = text.replace("  priority: 70", "  priority: *i")

@@ -185,7 +185,7 @@ def test_a_yaml_alias_inside_its_own_value_is_refused(tmp_path: Path) -> None:
 
 def test_aliases_that_expand_past_the_limit_are_exit_2_with_file_and_line(tmp_path: Path) -> None:
     lines = ["  xa: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    for prev, name in zip("abcdefg", "bcdefgh"):
+    for prev, name in zip("abcdefg", "bcdefgh", strict=True):
         lines.append(f"  x{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
     cat = write_catalog(
         tmp_path, GOOD.replace("  title: My failure", "  title: My failure\n" + "\n".join(lines))

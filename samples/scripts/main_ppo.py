@@ -18,13 +18,12 @@ Cases (config `case=`):
   healthy       runs total_training_steps steps and exits 0
 """
 
+import numbers
 import os
 import pprint
 import signal
 import socket
-import sys
 import time
-import numbers
 
 import hydra
 import numpy as np
@@ -128,7 +127,7 @@ class TaskRunner:
         print("dataset len: 7473")
         print("dataset len: 1319")
         total = cfg.trainer.total_training_steps
-        print(f"Size of train dataloader: 29, Size of val dataloader: 1")
+        print("Size of train dataloader: 29, Size of val dataloader: 1")
         print(f"Total training steps: {total}")
 
         WorkerDict = ray.remote(create_colocated_worker_cls())
@@ -141,7 +140,10 @@ class TaskRunner:
         ]
         ray.get([w.actor_rollout_init_model.remote() for w in workers])
 
-        ckpt = f"/workspace/job/checkpoints/{cfg.trainer.project_name}/{cfg.trainer.experiment_name}/latest_checkpointed_iteration.txt"
+        ckpt = (
+            f"/workspace/job/checkpoints/{cfg.trainer.project_name}/{cfg.trainer.experiment_name}/"
+            "latest_checkpointed_iteration.txt"
+        )
         print(f"Checkpoint tracker file does not exist: {ckpt}")
         print("Training from scratch")
         progress_bar = tqdm(total=total, initial=0, desc="Training Progress")

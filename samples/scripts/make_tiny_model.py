@@ -4,6 +4,7 @@ python make_tiny_model.py OUT_DIR    (capture.sh, group verl)
 """
 
 import sys
+
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
@@ -12,7 +13,10 @@ words = ["<pad>", "<eos>", "<unk>", "user", "assistant", "system"] + [f"w{i}" fo
 tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
 tok.pre_tokenizer = pre_tokenizers.Whitespace()
 fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-fast.chat_template = "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}{% if add_generation_prompt %}assistant {% endif %}"
+fast.chat_template = (
+    "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}assistant {% endif %}"
+)
 fast.save_pretrained(out)
 cfg = Qwen2Config(
     vocab_size=len(words),

@@ -107,7 +107,8 @@ class ExitingDataset(torch.utils.data.Dataset):
 def check_loss(loss, step, rank):
     if not torch.isfinite(loss):
         raise RuntimeError(
-            f"Loss is {loss.item()} at step {step} (rank {rank}); aborting to avoid writing a corrupt checkpoint"
+            f"Loss is {loss.item()} at step {step} (rank {rank}); "
+            "aborting to avoid writing a corrupt checkpoint"
         )
 
 
@@ -139,7 +140,8 @@ def train_step(model, opt, shard, step, args, rank):
         x, y = prepare_batch(shard, step)
     elif args.case == "loader-worker-exit" and rank == 1:
         if step == 1:
-            # 2 workers prefetch 2 batches each: the worker reads the bad row about when step --fail-step begins
+            # 2 workers prefetch 2 batches each: the worker reads the bad row about when step
+            # --fail-step begins
             args.loader = iter(
                 torch.utils.data.DataLoader(
                     ExitingDataset(bad=(args.fail_step + 3) * shard.batch_size),
@@ -191,16 +193,17 @@ def run(args):
 
     model = DDP(torch.nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-    scaler = None
     if args.case == "healthy":
-        # a common pattern in scripts written for GPUs; on a CPU-only host it only warns
-        scaler = torch.cuda.amp.GradScaler()
+        # a common pattern in scripts written for GPUs; on a CPU-only host it only warns (and only
+        # the warning is wanted: the scaler is never used)
+        _scaler = torch.cuda.amp.GradScaler()
     poison = args.fail_step if (args.case == "nan-guard" and rank == 2) else None
     shard = SyntheticShard(rank, poison_step=poison)
     if rank == 0:
         n_params = sum(p.numel() for p in model.parameters())
         log(
-            f"world_size={world} backend={dist.get_backend()} model=Linear(16, 1) params={n_params} steps={args.steps}"
+            f"world_size={world} backend={dist.get_backend()} model=Linear(16, 1) params={n_params} "
+            f"steps={args.steps}"
         )
 
     t0 = time.time()

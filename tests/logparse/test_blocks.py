@@ -4,9 +4,9 @@ the same blocks and the same reports as reading inline, and stops when the scan 
 from __future__ import annotations
 
 import dataclasses
-import os
 import gzip
 import multiprocessing
+import os
 import random
 import sys
 from pathlib import Path
@@ -33,7 +33,7 @@ from reports.jsonreport import to_dict
 from tests.conftest import FIXTURES, SAMPLES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from generate_log import generate  # noqa: E402
+from generate_log import generate
 
 CATALOG = load_builtin_catalog()
 WORDS = ["CUDA out of memory", "step:", "Traceback (most recent call last)", "NCCL"]

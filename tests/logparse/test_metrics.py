@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -202,7 +203,7 @@ def test_selective_tracker_keeps_chart_and_anomaly_keys_and_names_the_rest() -> 
 
 def test_step_parser_equals_the_reference_on_real_lines() -> None:
     for line in (V03_LINE, strip_ansi(V05_LINE)):
-        step, keys, values, names = StepParser(all_keys=True).parse(line)
+        step, keys, values, _names = StepParser(all_keys=True).parse(line)
         ref = _reference_parse(line)
         assert step == ref[0] and _same(dict(zip(keys, values, strict=True)), ref[1]) and len(keys) >= 9
         assert parse_step_line(line) == ref
@@ -466,7 +467,7 @@ def _reference_reward_collapse(series: list[tuple[int, float]]):
         if spread <= 0:
             continue
         drop = max(values[max(0, i - REWARD_DROP_WITHIN) : i]) - values[i]
-        noise = statistics.median([abs(b - a) for a, b in zip(values[: i - 1], values[1:i], strict=True)])
+        noise = statistics.median([abs(b - a) for a, b in pairwise(values[:i])])
         if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * noise:
             held = values[i : i + REWARD_STAY_STEPS]
             if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:

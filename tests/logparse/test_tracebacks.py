@@ -24,8 +24,6 @@ def feed(lines: list[str]) -> TracebackAssembler:
 
 def test_interleaved_ranks_reassemble_per_rank() -> None:
     lines = []
-    for r in (0, 1):
-        pass
     a = [
         "Traceback (most recent call last):",
         '  File "/workspace/job/train.py", line 10, in <module>',

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from logparse.catalog_check import check_examples
@@ -58,7 +60,7 @@ def test_explain_has_no_empty_section(entry_id: str) -> None:
     for name in sections:
         assert f"\n{name}\n" in out, name
     body = out.split("\nWhat it is\n", 1)[1]
-    for name, nxt in zip(sections, sections[1:]):
+    for name, nxt in pairwise(sections):
         text = (
             body.split(f"\n{nxt}\n", 1)[0]
             if name == "What it is"

@@ -66,7 +66,7 @@ def test_a_wrong_example_is_caught() -> None:
         '        - "RuntimeError: loss is nan at step 12"\n',
         '        - "RuntimeError: loss is fine at step 12"\n',
     )
-    count, failures = check_fallback_examples(load_fallback_rules(text))
+    _count, failures = check_fallback_examples(load_fallback_rules(text))
     assert [(f.rule, f.kind) for f in failures] == [("phrase-nan-loss", "match")]
 
 

@@ -358,7 +358,7 @@ def test_sample_report_in_chromium(browser, tmp_path: Path, name: str) -> None:
         if failure is None:
             failure = max(rows)
         assert [c["key"] for c in charts] == [s["key"] for s in metrics["series"]]
-        for c, s in zip(charts, metrics["series"]):
+        for c, s in zip(charts, metrics["series"], strict=True):
             assert c["points"] == len(rows) == len(s["steps"]), c["key"]
             assert c["steps"] == rows
             assert c["failure"] == failure and c["markerVisible"]
@@ -401,7 +401,7 @@ def _first_screen(driver, page: Path, shot: Path) -> dict:
 
 
 def _on_screen(rect: dict | None, height: int) -> bool:
-    return rect is not None and 0 <= rect["top"] and rect["bottom"] <= height and rect["bottom"] > rect["top"]
+    return rect is not None and rect["top"] >= 0 and rect["bottom"] <= height and rect["bottom"] > rect["top"]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ Each error is raised for real and its traceback printed by Python's default hand
 """
 
 import sys
-import traceback
 
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
