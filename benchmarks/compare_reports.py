@@ -216,9 +216,10 @@ def main() -> int:
         if ref_codes.get(key) != new_codes.get(key):
             diffs.append(f"exit code of {key}: {ref_codes.get(key)} -> {new_codes.get(key)}")
     runs = len(items) * len(OPTION_SETS)
+    scans = f"{len(items)} inputs x {len(OPTION_SETS)} option sets = {runs} scans"
     print(
-        f"{len(items)} inputs x {len(OPTION_SETS)} option sets = {runs} scans, "
-        f"{len(REPORT_FILES)} files each; {len(FLEET_FORMATS)} fleet formats; explain of {len(ids)} entries; reference {args.ref}"
+        f"{scans}, {len(REPORT_FILES)} files each; {len(FLEET_FORMATS)} fleet formats; "
+        f"explain of {len(ids)} entries; reference {args.ref}"
     )
     if diffs:
         print("\n".join(diffs))
