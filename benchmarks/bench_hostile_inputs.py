@@ -1,7 +1,8 @@
 """How long the hostile cases of the test matrix take: the timings that used to be assertions in tests.
 
-The tests (tests/test_robustness.py, tests/test_hostile_catalogs.py, tests/test_issue13_*.py) check what
-each case does (a report, a note, an exit code, no traceback) and only guard against a hang; a shared,
+The tests (tests/test_robustness.py, tests/test_hostile_catalogs.py, tests/test_deep_and_dense_inputs.py,
+tests/test_binary_and_compressed_inputs.py, tests/test_outputs_are_never_lost.py,
+tests/test_fleet_failures.py) check what each case does (a report, a note, an exit code, no traceback) and only guard against a hang; a shared,
 busy machine made their wall-clock limits fail. This script times the same cases, each as a user runs
 it (`python -m logparse ...` in a fresh process), and prints the seconds and peak RSS of each:
 
@@ -76,7 +77,7 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
         (work / f"{name}.log").write_text("start\n" + line + "\n")
         cases.append((f"100 KB token: {name}", ["scan", "--format", "json", str(work / f"{name}.log")]))
     # lines of about 1 MB that look like exception lines interleaved by several processes
-    # (logparse.interleave): 400,000 separators; a caret run; the type written 100,000 times
+    # (logparse.read.interleave): 400,000 separators; a caret run; the type written 100,000 times
     woven = {
         "separators": "KeyError: " + ": " * 400_000 + "KeyError",
         "carets": "^~" * 400_000 + "KeyError: 'k'",

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # run as a script from anywhere: the repository root must be on sys.path before these imports
-from logparse.reader import expand_inputs  # noqa: E402
+from logparse.read.sources import expand_inputs  # noqa: E402
 from logparse.scan import Scanner  # noqa: E402
 from patterns import Catalog, Role, load_builtin_catalog  # noqa: E402
 

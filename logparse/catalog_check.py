@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logparse.matcher import Matcher
-from logparse.normalize import Normalizer
-from logparse.reader import Line, strip_ansi
+from logparse.observe.matcher import Matcher
+from logparse.read.normalize import Normalizer
+from logparse.read.sources import Line, strip_ansi
 from patterns import Catalog, Entry
 
 
@@ -49,8 +49,8 @@ def example_matches(matcher: Matcher, entry: Entry, text: str) -> tuple[bool, st
 def unmatched_role(text: str) -> str | None:
     """The role of a raw log line that a scan tries no entry on (a traceback's header, frame or
     source line), or None."""
+    from logparse.observe.tracebacks import TracebackAssembler
     from logparse.scan import UNMATCHED_ROLES
-    from logparse.tracebacks import TracebackAssembler
 
     role = TracebackAssembler().feed(Normalizer().normalize(Line("<example>", 1, strip_ansi(text))))
     return role.name.lower() if role in UNMATCHED_ROLES else None

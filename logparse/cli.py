@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from logparse.inference import UNKNOWN_FIX
-from logparse.layout import jobs_in_folder, several_jobs
-from logparse.reader import InputError, expand_inputs
+from logparse.decide.verdict import UNKNOWN_FIX
+from logparse.read.layout import jobs_in_folder, several_jobs
+from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
 from logparse.scan import ScanConfig, Scanner
 from patterns import CatalogError, load_catalog
@@ -555,7 +555,7 @@ _GROUP_KIND = {"torchrun": "torchrun run", "ray": "Ray session", "name": "job"}
 
 
 def _several_jobs_note(folder: str, files: list[str]) -> str | None:
-    """A sentence when `folder` looks like several jobs (logparse.layout.jobs_in_folder), else None."""
+    """A sentence when `folder` looks like several jobs (logparse.read.layout.jobs_in_folder), else None."""
     groups = jobs_in_folder(folder, files)
     if not several_jobs(groups):
         return None
@@ -835,7 +835,7 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 def catalog_check(path: str | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
     from logparse.catalog_check import check_examples  # here: a scan needs none of it
-    from logparse.fallback import check_fallback_examples
+    from logparse.decide.classify import check_fallback_examples
     from patterns.fallback import fallback_rules
 
     catalog = _load((path,) if path else ())

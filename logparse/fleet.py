@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
 from logparse.model import Report
-from logparse.reader import InputError, expand_inputs
+from logparse.read.sources import InputError, expand_inputs
 from logparse.scan import scan_paths
 from patterns import Catalog, load_catalog
 

@@ -197,7 +197,7 @@ class Alerts:
         self.seen: set[str] = set()
         self.first_alert_at: float | None = None
 
-    def __call__(self, hit) -> None:  # hit: logparse.findings.Hit
+    def __call__(self, hit) -> None:  # hit: logparse.observe.hits.Hit
         entry = hit.entry
         if entry.id in self.seen:
             return

@@ -131,7 +131,7 @@ class Progress:
     failure_step: int | None = None  # the last step seen before the root-cause line
     note: str | None = None  # e.g. "stopped at step N in rollout with no error: ..."
     # the job's progression: each stretch in one stage, ending where the next stage began (see
-    # logparse.progress.StageTracker.segments); what the timeline chart draws
+    # logparse.observe.progress.StageTracker.segments); what the timeline chart draws
     segments: tuple[StageSpan, ...] = ()
 
 

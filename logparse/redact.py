@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from logparse.model import Evidence, Report
-from logparse.reader import MAX_LINE_BYTES
+from logparse.read.sources import MAX_LINE_BYTES
 from patterns.schema import LazyRe
 from patterns.secrets import SecretKind, secret_kinds
 

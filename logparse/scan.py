@@ -25,20 +25,21 @@ from dataclasses import dataclass, field
 import regex
 
 from logparse import model
-from logparse.blocks import Block, blocks_in_process, iter_blocks, reader_process_possible
-from logparse.collectives import CollectiveAnalyzer
-from logparse.environment import EnvironmentTracker
-from logparse.fallback import BareLine, BareLineDetector
-from logparse.findings import FindingCollector, Hit
-from logparse.inference import Verdict, infer
-from logparse.layout import file_origin
-from logparse.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S, Matcher
-from logparse.metrics import CHART_KEYS, STEP_KEYWORD, MetricsTracker, StepParser, downsample
+from logparse.decide.classify import BareLine, BareLineDetector
+from logparse.decide.verdict import Verdict, infer
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
-from logparse.normalize import Normalizer, Origin, Record
-from logparse.prefilter import STRUCTURAL_KEYWORDS, Prefilter
-from logparse.progress import TQDM_KEYWORD, MarkerHit, StageTracker, step_seconds, stopped_note
-from logparse.progress_lines import (
+from logparse.observe.collectives import CollectiveAnalyzer
+from logparse.observe.environment import EnvironmentTracker
+from logparse.observe.hits import FindingCollector, Hit
+from logparse.observe.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S, Matcher
+from logparse.observe.metrics import CHART_KEYS, STEP_KEYWORD, MetricsTracker, StepParser, downsample
+from logparse.observe.progress import TQDM_KEYWORD, MarkerHit, StageTracker, step_seconds, stopped_note
+from logparse.observe.tracebacks import FRAME_RE, TB_START, LineRole, TracebackAssembler
+from logparse.read.blocks import Block, blocks_in_process, iter_blocks, reader_process_possible
+from logparse.read.layout import file_origin
+from logparse.read.normalize import Normalizer, Origin, Record
+from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter
+from logparse.read.progress_lines import (
     BAR_N,
     BAR_RATE,
     BAR_TOTAL,
@@ -56,7 +57,7 @@ from logparse.progress_lines import (
     ProgressLineParser,
     ProgressTables,
 )
-from logparse.reader import (
+from logparse.read.sources import (
     MAX_LINE_BYTES,
     InputError,
     InputStats,
@@ -70,7 +71,6 @@ from logparse.reader import (
     plain_chunks,
     read_input,
 )
-from logparse.tracebacks import FRAME_RE, TB_START, LineRole, TracebackAssembler
 from patterns import Catalog, Role, Severity
 from patterns.fallback import MessageMarker
 from patterns.inference import inference_rules
@@ -132,12 +132,12 @@ class ScanConfig:
     # prefilter engine: hyperscan (default when installed) or re; VERL_LOGSCAN_ENGINE overrides
     engine: str | None = field(default_factory=lambda: os.environ.get("VERL_LOGSCAN_ENGINE") or None)
     # a file at least this large is read (gunzipped, prefiltered) by a reader process while the scan
-    # works on the blocks before (logparse.blocks); None: never. VERL_LOGSCAN_READER_MB overrides.
+    # works on the blocks before (logparse.read.blocks); None: never. VERL_LOGSCAN_READER_MB overrides.
     reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
     # keep the values of every metric key (for --metrics-csv), not only those a report charts or checks
     all_metrics: bool = False
     # apply the progress lines of an input read alone without making records of them
-    # (logparse.progress_lines); False: every line worth a look is a record (the reference that the
+    # (logparse.read.progress_lines); False: every line worth a look is a record (the reference that the
     # tests compare reports with)
     progress_lines: bool = True
 
@@ -248,7 +248,7 @@ class Scanner:
     def _chunk_records(
         self, path: str, stats: InputStats, default: Origin | None, alone: bool = True
     ) -> Iterator[Record]:
-        """Records of one input read in blocks (logparse.blocks). `alone`: no other input is read at
+        """Records of one input read in blocks (logparse.read.blocks). `alone`: no other input is read at
         the same time, so a large file may be read by a reader process (config.reader_process)."""
         source = stats.path
         fh = open_input(path)
@@ -525,7 +525,7 @@ class Scanner:
     ) -> bool:
         """Apply progress line `k` of `columns` (candidate `idx` of `block`, line `number` of `source`)
         as feed_record would its record, when nothing the columns do not tell bears on it
-        (logparse.progress_lines); False: it needs its record."""
+        (logparse.read.progress_lines); False: it needs its record."""
         fields = columns.ints
         at = k * INT_FIELDS
         step = fields[at + STEP]
@@ -831,7 +831,7 @@ class Scanner:
 
     def _progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:
         """For a line with prefilter keyword ids `ids` that may be a progress line applied without a
-        record (logparse.progress_lines): (its stage tracker keywords, whether it has an environment
+        record (logparse.read.progress_lines): (its stage tracker keywords, whether it has an environment
         keyword, which only a step line may have). None when it has neither `step:` nor the bar's
         keyword, or a keyword that rules it out: a catalog entry's, patterns/fallback.yaml's, or the
         traceback structure's (but `step:` and the bar's).

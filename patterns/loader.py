@@ -2,7 +2,7 @@
 
 YAML is read with a SafeLoader subclass only (no tags, no code: patterns/yamlfile.py, imported only
 when a file is parsed); no field is ever evaluated as code or as a template. Regexes are compiled with
-the `regex` module; matching runs with a timeout (see logparse.matcher), so a pathological pattern
+the `regex` module; matching runs with a timeout (see logparse.observe.matcher), so a pathological pattern
 cannot hang a scan.
 """
 

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from logparse.metrics import downsample, ema
 from logparse.model import Evidence, FindingView, MetricSeries, Report
+from logparse.observe.metrics import downsample, ema
 from reports.escape import CODE_SPAN
 from reports.layout import (
     FoldedFrames,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import regex
 
 from logparse.model import Evidence, RootCause, TracebackView
-from logparse.tracebacks import FrameKind, frame_kind
+from logparse.observe.tracebacks import FrameKind, frame_kind
 
 CONTEXT_BEFORE = 3  # lines shown before the error line; the full evidence folds
 MIN_FOLD = 2  # a single library frame between user frames stays in place (a fold of one hides nothing)
@@ -32,7 +32,7 @@ class FrameLine:
     short: str  # the same file, its library root cut off (`torch/distributed/run.py`)
     line: int
     function: str
-    kind: str  # user | library | launcher (logparse.tracebacks.FrameKind)
+    kind: str  # user | library | launcher (logparse.observe.tracebacks.FrameKind)
     innermost: bool
 
 

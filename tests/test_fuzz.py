@@ -10,11 +10,11 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logparse import reader
-from logparse.normalize import Normalizer
-from logparse.reader import InputStats, Line, iter_lines, iter_raw_lines, sniff, strip_ansi
+from logparse.observe.tracebacks import TracebackAssembler
+from logparse.read import sources as reader
+from logparse.read.normalize import Normalizer
+from logparse.read.sources import InputStats, Line, iter_lines, iter_raw_lines, sniff, strip_ansi
 from logparse.scan import Scanner
-from logparse.tracebacks import TracebackAssembler
 from patterns import load_catalog
 from reports import render
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from logparse import reader
 from logparse.cli import EXIT_NO_INPUT
+from logparse.read import sources as reader
 from tests.conftest import ROOT, run_cli
 
 HANG_GUARD_S = 300.0  # a process still running after this is killed: a hang, not a slow machine

@@ -156,7 +156,7 @@ def test_at_most_max_files_are_kept(folder: Path) -> None:
 def test_what_the_cache_gives_is_what_parsing_gives(folder: Path) -> None:
     """The built-in catalog, stage markers, fallback and inference rules, and the prefilter: read back
     from the cache, equal to their parse (and the cache files are there)."""
-    from logparse.prefilter import Prefilter
+    from logparse.read.prefilter import Prefilter
     from patterns import fallback, inference, load_builtin_catalog, stages
 
     def fresh() -> tuple:

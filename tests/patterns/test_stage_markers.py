@@ -7,7 +7,7 @@ import functools
 
 import pytest
 
-from logparse.progress import MarkerMatcher, bare_message, check_marker_examples
+from logparse.observe.progress import MarkerMatcher, bare_message, check_marker_examples
 from patterns import STAGES, CatalogError
 from patterns.loader import slow_probe
 from patterns.stages import StageMarker, builtin_stage_markers, load_stage_markers, stage_of_task, task_stages

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from logparse.metrics import downsample, ema
 from logparse.model import MetricSeries
+from logparse.observe.metrics import downsample, ema
 from logparse.scan import MAX_CHART_POINTS, scan_paths
 from patterns import load_catalog
 from reports.html import DRAW_MAX_POINTS, MARKER_MAX_POINTS, chart, charts, smoothing_weight, y_range

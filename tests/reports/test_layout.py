@@ -11,7 +11,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from logparse.model import Evidence, TracebackView
-from logparse.tracebacks import FrameKind, frame_kind
+from logparse.observe.tracebacks import FrameKind, frame_kind
 from reports.layout import FrameLine, error_window, evidence_locations, fold_frames, short_path
 from tests.conftest import SAMPLES, run_cli
 from tests.reports.test_html import handmade_report

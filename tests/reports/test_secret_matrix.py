@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.reader import MAX_LINE_BYTES
+from logparse.read.sources import MAX_LINE_BYTES
 from logparse.redact import LINE_PREFIX, Redactor
 from patterns.secrets import SecretExample, secret_kinds
 from tests.conftest import run_cli

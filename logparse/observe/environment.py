@@ -1,0 +1,790 @@
+"""What a log tells about its environment: versions, GPUs, topology, the verl era, key config values.
+
+`EnvironmentTracker.feed(rec)` is called for every record; one `re` alternation of literal keywords
+rejects almost every line, and only the lines it accepts are examined (plus two attribute reads per
+record: the Ray actor name, for the era, and the node of the prefix, for `hosts`).
+
+Sources (reference §9): `NCCL version 2.21.5+cuda12.4`; `NCCL INFO cudaDriverVersion 12080`;
+`Initializing a V1 LLM engine (v0.8.5)`; `"transformers_version": "4.51.1"`; `/lib/python3.11/
+site-packages` in traceback paths; torch OOM `GPU 0 has a total capacity of 79.11 GiB` and verl's
+`device memory used/total (GB): 0.51/79.33`; pasted nvidia-smi / `torch.utils.collect_env` / `pip
+freeze` / `pip list` lines; Ray `ip=` and NCCL `host:pid:tid` prefixes, ChildFailedError `host :`;
+verl's pprinted config dump (a Python dict repr over many prefixed lines, whose nesting is followed
+by column: pprint starts the keys of a dict one column after its `{`), Hydra's `Error executing job
+with overrides: [...]` and `key=value` command-line arguments. torch and Ray print no version in a
+normal run; their message styles (§4.4, §5.5) give an approximate range, marked `(log style)`. verl
+never prints its version: the era comes from the marker table of §9, intersected; markers that
+disagree (a main-branch build between two releases) give "between A and B".
+
+fingerprint() is a flat dict (values str, int, float, bool or list[str]); keys, each omitted when
+unknown: torch, cuda, cuda_driver, nvidia_driver, nccl, vllm, vllm_engine, sglang, ray, python,
+transformers, flash_attn, wandb, verl, verl_era, verl_era_evidence, gpu_model, gpu_memory_gib,
+world_size, hosts, model_path, rollout_engine, and `config.<dotted.path>` for each config value seen
+(a dotted path when the nesting is known, else the bare leaf name; None values left out).
+
+Bounds: hosts at most MAX_HOSTS (64), config values at most MAX_CONFIG (256), era evidence at most
+one per rule (about 30), Ray actor names remembered at most MAX_ACTORS (64); one config dump is
+followed for at most MAX_DUMP_LINES (5,000) lines of its stream; value-format checks run on the
+first STEP_FORMAT_LINES (3) verl step lines only.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from logparse.observe.metrics import STEP_KEYWORD, split_step_line
+from logparse.observe.progress import keyword_pattern
+from logparse.read.normalize import Record
+from patterns.schema import LazyRe
+
+MAX_HOSTS = 64
+MAX_CONFIG = 256
+MAX_ACTORS = 64
+MAX_DUMP_LINES = 5_000
+STEP_FORMAT_LINES = 3
+
+# Config leaves worth reporting. Ambiguous leaves count only under the parent named here.
+CONFIG_LEAVES = frozenset(
+    {
+        "path",
+        "partial_pretrain",
+        "train_batch_size",
+        "micro_batch_size",
+        "micro_batch_size_per_gpu",
+        "ppo_mini_batch_size",
+        "ppo_micro_batch_size",
+        "ppo_micro_batch_size_per_gpu",
+        "log_prob_micro_batch_size",
+        "log_prob_micro_batch_size_per_gpu",
+        "forward_micro_batch_size_per_gpu",
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "ulysses_sequence_parallel_size",
+        "gpu_memory_utilization",
+        "param_offload",
+        "optimizer_offload",
+        "grad_offload",
+        "n_gpus_per_node",
+        "nnodes",
+        "name",
+        "mode",
+        "n",
+        "strategy",
+        "adv_estimator",
+        "max_prompt_length",
+        "max_response_length",
+        "total_training_steps",
+        "total_epochs",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "use_dynamic_bsz",
+        "ppo_max_token_len_per_gpu",
+        "enable_gradient_checkpointing",
+        "use_remove_padding",
+        "use_kl_loss",
+        "free_cache_engine",
+        "enforce_eager",
+        "lr",
+    }
+)
+AMBIGUOUS_PARENTS = {"path": "model", "name": "rollout", "mode": "rollout", "n": "rollout", "lr": "optim"}
+
+PIP_PACKAGES = {
+    "torch": "torch",
+    "vllm": "vllm",
+    "transformers": "transformers",
+    "ray": "ray",
+    "sglang": "sglang",
+    "flash-attn": "flash_attn",
+    "flash_attn": "flash_attn",
+    "verl": "verl",
+    "wandb": "wandb",
+}
+# (LazyRe: each compiled when a log first shows what it reads; most logs show few of them)
+PIP_RE = LazyRe(
+    r"^(?:\[(?:pip3?|conda)\]\s+)?(?P<pkg>torch|vllm|transformers|ray|sglang|flash[-_]attn|verl|wandb|"
+    r"nvidia-nccl-cu\d+)(?:==|\s{2,})(?P<ver>\d+\.\d+[\w.+-]*)\s*$"
+)
+TORCH_BUILD_RE = LazyRe(r"\+cu(\d+)(\d)\b")
+NCCL_VERSION_RE = LazyRe(r"NCCL version (?P<nccl>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>\d+\.\d+))?")
+CUDA_DRIVER_RE = LazyRe(r"cudaDriverVersion (\d+)")
+SMI_HEADER_RE = LazyRe(r"Driver Version: (?P<driver>[\d.]+)\s+CUDA Version: (?P<cuda>\d+\.\d+)")
+COLLECT_ENV_RE = LazyRe(
+    r"^(?P<field>PyTorch version|CUDA used to build PyTorch|Python version|Nvidia driver version|"
+    r"CUDA runtime version): (?P<value>\S+)"
+)
+VLLM_VERSION_RE = LazyRe(
+    r"Initializing (?:a V1|an) LLM engine \(v(?P<ver>[^)\s]+)\)|"
+    r"vLLM API server version (?P<api>\d[\w.+-]*)"
+)
+RAY_VERSION_RE = LazyRe(r"\b[Rr]ay,? version:? v?(\d+\.\d+(?:\.\d+)?)\b")
+TRANSFORMERS_RE = LazyRe(r'"transformers_version": "([^"]+)"')
+WANDB_RE = LazyRe(r"Tracking run with wandb version (\S+)")
+PYTHON_PATH_RE = LazyRe(r"python(3\.\d+)/(?:site|dist)-packages/")
+GPU_TOTAL_RE = LazyRe(
+    r"has a total capac(?:i)?ty of (?P<a>[\d.]+) GiB|\(GPU \d+; (?P<b>[\d.]+) GiB total capacity|"
+    r"device memory used/total \(GB\): [\d.]+/(?P<c>[\d.]+)|"
+    r"Free memory on device \S* ?\([\d.]+/(?P<d>[\d.]+) GiB\)"
+)
+GPU_MODEL_RE = LazyRe(
+    r"\b(?P<model>(?:NVIDIA|Tesla|Quadro)(?: Tesla| Quadro)? "
+    r"(?:(?:GeForce |TITAN |RTX )+[A-Z]{0,3}\d[\w-]*|[A-Z]{1,3}\d[\w-]*)"
+    r"(?: (?:\d+GB|HBM\w*|PCIe|NVL|SXM\w*|Ti|SUPER|Ada Generation))*)"
+)
+WORLD_SIZE_RE = LazyRe(r"\b(?:world_size|WORLD_SIZE)'?\s*[=:]\s*(\d+)")
+CKPT_WORLD_RE = LazyRe(r"_world_size_(\d+)_rank_\d+")
+NRANKS_RE = LazyRe(r"\bnranks (\d+)\b")
+HOST_RES = (
+    re.compile(r"TaskRunner hostname: ([^\s,]+)"),
+    re.compile(r"^\s*host\s+: (\S+)"),
+    re.compile(r"\bip=(\d{1,3}(?:\.\d{1,3}){3})\b"),
+    re.compile(r"Worker IP address: (\S+)"),
+    re.compile(r"Memory on the node \(IP: ([^,)\s]+)"),
+)
+OVERRIDE_ITEM_RE = LazyRe(r"'([^'=\s]+)=([^']*)'")
+CMDLINE_ITEM_RE = LazyRe(r"(?:^|\s)[+~]*((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)=(\S+)")
+DUMP_START = "{'actor_rollout_ref':"
+DUMP_TOKEN_RE = LazyRe(
+    r"'(?P<key>[^'\\]*)': |(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|(?P<open>\{)|(?P<close>\})"
+)
+SCALAR_RE = LazyRe(
+    r"'(?P<s1>(?:[^'\\]|\\.)*)'|\"(?P<s2>(?:[^\"\\]|\\.)*)\"|"
+    r"(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(?=[,}\s]|$)|(?P<word>True|False|None|true|false|null)\b"
+)
+THREE_DECIMALS_RE = LazyRe(r"^-?\d+\.\d{3}$")
+LONG_NUMBER_RE = LazyRe(r"^-?(?:\d+|\d+\.\d{4,}|\d+(?:\.\d+)?[eE][-+]?\d+)$")
+PIP_LIST_NAMES = (
+    "torch ",
+    "vllm ",
+    "transformers ",
+    "ray ",
+    "sglang ",
+    "flash-attn ",
+    "flash_attn ",
+    "verl ",
+    "wandb ",
+)
+VERL_STEP_KEYS = ("timing_s/", "timing/", "actor/", "critic/", "global_seqlen/", "response_length/")
+
+ConfigValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class EraRule:
+    """A marker and the verl minor versions (0.lo - 0.hi; None: open) it implies (reference §9)."""
+
+    label: str
+    lo: int | None
+    hi: int | None
+
+
+# Literal substrings of messages (the same substring is the dispatch keyword and the evidence label).
+MESSAGE_ERA_RULES: dict[str, EraRule] = {
+    r.label: r
+    for r in (
+        EraRule("timing/gen:", 1, 1),
+        EraRule("val/test_score/", None, 3),
+        EraRule("Checkpoint tracker file does not exist: %s ", None, 3),
+        EraRule("TaskRunner hostname:", 4, None),
+        EraRule("val-core/", 4, None),
+        EraRule("timing_s/reward", 4, None),
+        EraRule("timing_s/start_profile", 5, None),
+        EraRule("ray init kwargs:", 6, None),
+        EraRule("AgentLoopManager: [", 6, 7),
+        EraRule("timing_s/update_weights", 7, None),
+        EraRule("LLMServerManager: [", 8, None),
+        EraRule("all initialize finished, ready to fit", 9, 9),
+        EraRule("actor/perf/max_memory_allocated_gb", 7, None),
+        EraRule("colocated worker base class", 4, None),
+        EraRule("Waiting for register center actor", 4, 5),
+        EraRule("Using dataset class:", 4, None),
+        EraRule("len reward_extra_infos_dict['reward']", 4, 5),
+        EraRule("_merge_validation_results validate result will be merged", 7, None),
+        EraRule("train and validate dataloader initialized", 9, 9),
+        EraRule("Legacy trainer `main_ppo_v0.py` is deprecated", 9, 9),
+    )
+}
+STEP_ERA_KEYS = (
+    "timing/gen:",
+    "val/test_score/",
+    "val-core/",
+    "timing_s/reward",
+    "timing_s/start_profile",
+    "timing_s/update_weights",
+    "actor/perf/max_memory_allocated_gb",
+)
+# Ray actor prefixes, looked up in the raw line once per new actor name.
+ACTOR_ERA_RULES = {
+    "main_task": EraRule("(main_task pid=", 1, 2),
+    "TaskRunner": EraRule("(TaskRunner pid=", 3, None),
+    "TaskRunnerV1": EraRule("(TaskRunnerV1 pid=", 9, 9),
+    "AsyncvLLMServer": EraRule("(AsyncvLLMServer pid=", 4, 5),
+    "vLLMHttpServer": EraRule("(vLLMHttpServer pid=", 6, None),
+}
+RANK0_SAVE_RULE = EraRule("[rank-0]: Saving model to", None, 3)
+RANK_SAVED_RULE = EraRule("[Rank N] Saved model to", 4, None)
+CKPT_TRACKER_FSTRING_RULE = EraRule("Checkpoint tracker file does not exist: <path>", 4, None)
+THREE_DECIMALS_RULE = EraRule("step values with exactly 3 decimals", None, 4)
+FULL_REPR_RULE = EraRule("step values as np.float64(...) or full floats", 5, None)
+
+# Style markers of torch / Ray (no version printed in a normal run); boundaries are approximate.
+TORCH_STYLES = (("[PG ID ", ">=2.5 (log style)"), ("[PG 0 (", "<=2.4 (log style)"))
+RAY_STYLES = (
+    ("were killed due to the node running low on memory", ">=2.55 (log style, approximate)"),
+    ("Task was killed due to the node running low on memory", "<2.55 (log style, approximate)"),
+    ("Lease ID:", ">=2.55 (log style, approximate)"),
+    ("RayTask ID:", "<2.55 (log style, approximate)"),
+)
+VLLM_V1 = ("GPU KV cache size", "Initializing a V1 LLM engine", "Maximum concurrency for")
+VLLM_V0 = ("# GPU blocks:", "Falling back to V0", "Initializing an LLM engine")
+SGLANG_MARKS = (
+    "Init torch distributed begin",
+    "Scheduler hit an exception",
+    "Load weight begin",
+    "mem-fraction-static",
+    "The server is fired up and ready to roll",
+)
+
+
+def _scalar(text: str) -> ConfigValue:
+    """A config value's Python / Hydra literal as a value: 8, 0.6, True, None, 'fsdp'."""
+    t = text.strip().strip('"').strip("'")
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null", "~"):
+        return None
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        return float(t)
+    except ValueError:
+        return t
+
+
+def _dump_value(text: str) -> tuple[bool, ConfigValue]:
+    """(found, value) of the scalar that starts `text` in a dict repr; lists and dicts are not scalars."""
+    m = SCALAR_RE.match(text)
+    if m is None:
+        return False, None
+    if m.group("s1") is not None:
+        return True, m.group("s1")
+    if m.group("s2") is not None:
+        return True, m.group("s2")
+    return True, _scalar(m.group("num") or m.group("word"))
+
+
+def _minor(text: str) -> str:
+    """`12080` (cudaDriverVersion) -> `12.8`."""
+    n = int(text)
+    return f"{n // 1000}.{(n % 1000) // 10}"
+
+
+COMMON_KEYWORDS = frozenset(
+    {
+        "==",
+        "version",
+        "-packages/",
+        "ip=",
+        "host ",
+        "world_size",
+        "nranks ",
+        "NVIDIA ",
+        "Tesla ",
+        "Quadro ",
+        "WORLD_SIZE",
+    }
+)
+
+
+class EnvironmentTracker:
+    """Bounded collector of environment facts; `fingerprint()` reports them."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, str] = {}  # first value seen wins (torch, cuda, nccl, ...)
+        self.gpu_memory_gib: float | None = None
+        self.hosts: set[str] = set()
+        self.config: dict[str, tuple[int, ConfigValue]] = {}  # dotted key -> (priority, value)
+        self.era: dict[str, EraRule] = {}
+        self.world_sizes: dict[str, int] = {}  # explicit / checkpoint / nranks
+        self.engines: set[str] = set()
+        self._actors: set[str] = set()
+        self._step_lines = 0
+        self._dump_stream: tuple | None = None
+        self._dump_openers: dict[int, tuple[str, ...]] = {}
+        self._dump_lines = 0
+        self._handlers = self._make_handlers()
+        # A line without any of these changes nothing, except config-dump continuation lines (the
+        # lines after `{'actor_rollout_ref':` of the same stream) and the Ray actor / node of a prefix.
+        self.keywords: tuple[str, ...] = tuple(sorted(self._handlers))
+        # what a scanner that skips lines should look for: the keywords that are rare in a log. The
+        # common ones (Ray's `ip=` prefix, `version`, site-packages paths) are read from the lines the
+        # scanner reads anyway (tracebacks, markers, errors); a skipping scan sees fewer of them.
+        self.scan_keywords: tuple[str, ...] = tuple(k for k in self.keywords if k not in COMMON_KEYWORDS)
+        self._common = tuple(k for k in self.keywords if k in COMMON_KEYWORDS)
+        self._order = {k: i for i, k in enumerate(self._handlers)}
+
+    def _make_handlers(self) -> dict[str, list[Callable[[Record, str], None]]]:
+        """keyword -> the handlers to run on a message that contains it."""
+        h: list[tuple[str, Callable[[Record, str], None]]] = [
+            ("==", self._pip),
+            ("NCCL version", self._nccl),
+            ("cudaDriverVersion", self._cuda_driver),
+            ("Driver Version:", self._smi_header),
+            ("version", self._collect_env),
+            ("CUDA used to build PyTorch", self._collect_env),
+            ("version", self._misc_versions),
+            ("LLM engine", self._misc_versions),
+            ("transformers_version", self._transformers),
+            ("-packages/", self._python),
+            ("total capac", self._gpu_memory),
+            ("memory used/total", self._gpu_memory),
+            ("Free memory on device", self._gpu_memory),
+            ("NVIDIA ", self._gpu_model),
+            ("Tesla ", self._gpu_model),
+            ("Quadro ", self._gpu_model),
+            ("world_size", self._world_size),
+            ("WORLD_SIZE", self._world_size),
+            ("nranks ", self._world_size),
+            ("TaskRunner hostname:", self._hosts),
+            ("host ", self._hosts),
+            ("ip=", self._hosts),
+            ("Worker IP address:", self._hosts),
+            ("Memory on the node (IP:", self._hosts),
+            ("Error executing job with overrides:", self._overrides),
+            (DUMP_START, self._dump_start),
+            (STEP_KEYWORD, self._step_line),
+            ("Saving model to", self._saving),
+            ("Saved model to", self._saved),
+            ("Checkpoint tracker file does not exist:", self._tracker_missing),
+        ]
+        h += [(style, self._styles) for style, _ in TORCH_STYLES + RAY_STYLES]
+        h += [(mark, self._engine) for mark in VLLM_V1 + VLLM_V0 + SGLANG_MARKS]
+        h += [(label, self._era_literal) for label in MESSAGE_ERA_RULES]
+        h += [(f"{leaf}=", self._cmdline) for leaf in sorted(CONFIG_LEAVES) if len(leaf) > 2]
+        table: dict[str, list[Callable[[Record, str], None]]] = {}
+        for keyword, handler in h:
+            table.setdefault(keyword, []).append(handler)
+        return table
+
+    @functools.cached_property
+    def _prefilter(self) -> re.Pattern[str]:
+        """The keywords as one trie alternation, compiled on first use (only a record fed without its
+        prefilter keywords needs it)."""
+        return keyword_pattern(self.keywords)
+
+    # -- feeding ---------------------------------------------------------------------------------
+    def dump_open(self) -> bool:
+        """A config dump is being read (every record fed meanwhile counts towards its limit)."""
+        return self._dump_stream is not None
+
+    def step_format_known(self) -> bool:
+        """Has the step-line format been read (a later step line tells nothing more)?"""
+        return self._step_lines >= STEP_FORMAT_LINES
+
+    def ignores(self, message: str) -> bool:
+        """Would `feed` learn nothing from a record with this message, given that its keywords hold
+        no scan keyword but `step:`, its actor and node were noted (note_process), no config dump is
+        open and, for a message that starts with a step line, the format is known? Depends on the
+        message alone (logparse.read.progress_lines asks it where the lines are read)."""
+        if message.startswith(STEP_KEYWORD):
+            return True
+        return (
+            not message.startswith(PIP_LIST_NAMES)
+            and STEP_KEYWORD not in message
+            and not self._common_pattern.search(message)
+        )
+
+    @functools.cached_property
+    def _common_pattern(self) -> re.Pattern[str]:
+        return keyword_pattern(self._common)
+
+    def note_process(self, actor: str | None, node: str | None) -> bool:
+        """What `feed` notes of a record's Ray actor and node, for a line fed without its record:
+        False, noting nothing, when the actor is new (its era rules read the raw line: feed the record
+        instead)."""
+        if actor is not None and actor not in self._actors and len(self._actors) < MAX_ACTORS:
+            return False
+        if node is not None and len(self.hosts) < MAX_HOSTS:
+            self.hosts.add(node)
+        return True
+
+    def dump_open_in(self, source: str) -> bool:
+        """A config dump of `source` is being read: its continuation lines carry no keyword."""
+        return self._dump_stream is not None and self._dump_stream[0] == source
+
+    def feed(self, rec: Record, keywords: Iterable[str] | None = None) -> None:
+        """`keywords`: those of `self.scan_keywords` that a scanner's prefilter found in the raw line
+        (None: not known, the message is searched for all keywords)."""
+        origin = rec.origin
+        if not self.note_process(origin.actor, origin.node):
+            self._actors.add(origin.actor)
+            text = rec.line.text  # nested prefixes: the outer actor is only in the raw text
+            for rule in ACTOR_ERA_RULES.values():
+                if rule.label in text:
+                    self._era(rule)
+            self.note_process(origin.actor, origin.node)
+        message = rec.message
+        if self._dump_stream is not None and self._dump_continues(rec, message):
+            return
+        if message.startswith(PIP_LIST_NAMES):
+            self._pip(rec, message)
+        if self._step_lines >= STEP_FORMAT_LINES and message.startswith(STEP_KEYWORD):
+            return  # the step-line format is known; a step line's ~2 KB of metrics tells nothing more
+        if keywords is None:
+            if not self._prefilter.search(message):
+                return
+            found = [k for k in self._handlers if k in message]
+        else:  # the rare keywords the prefilter found, and the common ones it does not look for
+            found = [k for k in keywords if k in message and k in self._order]
+            found += [k for k in self._common if k in message]
+            if not found:
+                return
+            found.sort(key=self._order.__getitem__)
+        done: set[Callable[[Record, str], None]] = set()
+        for keyword in found:
+            for handler in self._handlers[keyword]:
+                if handler not in done:
+                    done.add(handler)
+                    handler(rec, message)
+
+    def _fact(self, key: str, value: str) -> None:
+        self.facts.setdefault(key, value)
+
+    def _era(self, rule: EraRule) -> None:
+        self.era.setdefault(rule.label, rule)
+
+    # -- versions --------------------------------------------------------------------------------
+    def _pip(self, rec: Record, message: str) -> None:
+        m = PIP_RE.match(message.strip())
+        if m:
+            self._package(m.group("pkg"), m.group("ver"))
+
+    def _package(self, pkg: str, version: str) -> None:
+        if pkg.startswith("nvidia-nccl"):
+            self._fact("nccl", version)
+            return
+        key = PIP_PACKAGES[pkg]
+        self.facts[key] = version  # an installed version beats a style guess
+        if key == "torch":
+            m = TORCH_BUILD_RE.search(version)
+            if m:
+                self._fact("cuda", f"{m.group(1)}.{m.group(2)}")
+
+    def _nccl(self, rec: Record, message: str) -> None:
+        m = NCCL_VERSION_RE.search(message)
+        if m:
+            self._fact("nccl", m.group("nccl"))
+            if m.group("cuda"):
+                self.facts["cuda"] = m.group("cuda")  # what NCCL was built for: the best CUDA fact
+
+    def _cuda_driver(self, rec: Record, message: str) -> None:
+        m = CUDA_DRIVER_RE.search(message)
+        if m:
+            self._fact("cuda_driver", _minor(m.group(1)))
+
+    def _smi_header(self, rec: Record, message: str) -> None:
+        m = SMI_HEADER_RE.search(message)
+        if m:
+            self._fact("nvidia_driver", m.group("driver"))
+            self._fact("cuda_driver", m.group("cuda"))
+
+    def _collect_env(self, rec: Record, message: str) -> None:
+        m = COLLECT_ENV_RE.match(message.strip())
+        if not m:
+            return
+        field, value = m.group("field"), m.group("value")
+        if field == "PyTorch version":
+            self._package("torch", value)
+        elif field in ("CUDA used to build PyTorch", "CUDA runtime version"):
+            self._fact("cuda", ".".join(value.split(".")[:2]))
+        elif field == "Python version":
+            self._fact("python", ".".join(value.split(".")[:2]))
+        elif field == "Nvidia driver version":
+            self._fact("nvidia_driver", value)
+
+    def _misc_versions(self, rec: Record, message: str) -> None:
+        m = VLLM_VERSION_RE.search(message)
+        if m:
+            self._fact("vllm", m.group("ver") or m.group("api"))
+        m = RAY_VERSION_RE.search(message)
+        if m:
+            self._fact("ray", m.group(1))
+        m = WANDB_RE.search(message)
+        if m:
+            self._fact("wandb", m.group(1))
+
+    def _transformers(self, rec: Record, message: str) -> None:
+        m = TRANSFORMERS_RE.search(message)
+        if m:
+            self._fact("transformers", m.group(1))
+
+    def _python(self, rec: Record, message: str) -> None:
+        if "python" not in self.facts:
+            m = PYTHON_PATH_RE.search(message)
+            if m:
+                self._fact("python", m.group(1))
+
+    def _styles(self, rec: Record, message: str) -> None:
+        for marker, value in TORCH_STYLES:
+            if marker in message:
+                self._fact("torch_style", value)
+        for marker, value in RAY_STYLES:
+            if marker in message:
+                self._fact("ray_style", value)
+
+    def _engine(self, rec: Record, message: str) -> None:
+        if any(m in message for m in VLLM_V1):
+            self._fact("vllm_engine", "V1")
+            self.engines.add("vllm")
+        elif any(m in message for m in VLLM_V0):
+            self._fact("vllm_engine", "V0")
+            self.engines.add("vllm")
+        elif any(m in message for m in SGLANG_MARKS):
+            self.engines.add("sglang")
+
+    # -- hardware and topology -------------------------------------------------------------------
+    def _gpu_memory(self, rec: Record, message: str) -> None:
+        m = GPU_TOTAL_RE.search(message)
+        if m:
+            value = float(next(g for g in m.groups() if g is not None))
+            if self.gpu_memory_gib is None or value > self.gpu_memory_gib:
+                self.gpu_memory_gib = value
+
+    def _gpu_model(self, rec: Record, message: str) -> None:
+        if "gpu_model" not in self.facts:
+            m = GPU_MODEL_RE.search(message)
+            if m:
+                self._fact("gpu_model", m.group("model").strip())
+
+    def _world_size(self, rec: Record, message: str) -> None:
+        # each regex needs its literal: without it the search is skipped (checkpoint paths hold
+        # `_world_size_8_rank_0` on every rank's every save)
+        explicit = "world_size" in message or "WORLD_SIZE" in message
+        for key, needed, regex in (
+            ("explicit", explicit, WORLD_SIZE_RE),
+            ("checkpoint", "_world_size_" in message, CKPT_WORLD_RE),
+            ("nranks", "nranks " in message, NRANKS_RE),
+        ):
+            m = regex.search(message) if needed else None
+            if m:
+                value = int(m.group(1))
+                self.world_sizes[key] = max(value, self.world_sizes.get(key, 0))
+
+    def _hosts(self, rec: Record, message: str) -> None:
+        for regex in HOST_RES:
+            if len(self.hosts) >= MAX_HOSTS:
+                return
+            for m in regex.finditer(message):
+                self.hosts.add(m.group(1))
+
+    # -- verl era --------------------------------------------------------------------------------
+    def _era_literal(self, rec: Record, message: str) -> None:
+        for label, rule in MESSAGE_ERA_RULES.items():
+            if label not in self.era and label in message:
+                self._era(rule)
+
+    def _saving(self, rec: Record, message: str) -> None:
+        if "[rank-" in rec.line.text:  # the prefix the normaliser strips from v0.2/v0.3 saves
+            self._era(RANK0_SAVE_RULE)
+
+    def _saved(self, rec: Record, message: str) -> None:
+        if "[Rank " in message:
+            self._era(RANK_SAVED_RULE)
+
+    def _tracker_missing(self, rec: Record, message: str) -> None:
+        if "does not exist: %s " not in message:
+            self._era(CKPT_TRACKER_FSTRING_RULE)
+
+    def _step_line(self, rec: Record, message: str) -> None:
+        if not any(k in message for k in VERL_STEP_KEYS):
+            return  # a non-verl script's step line says nothing about verl
+        for key in STEP_ERA_KEYS:
+            if key not in self.era and key in message:
+                self._era(MESSAGE_ERA_RULES[key])
+        if self._step_lines >= STEP_FORMAT_LINES:
+            return
+        split = split_step_line(message)
+        if split is None:
+            return
+        self._step_lines += 1
+        raws = [raw.strip() for _, raw in split[1]]
+        if any(r.startswith(("np.float", "np.int")) for r in raws) or any(
+            LONG_NUMBER_RE.match(r) for r in raws
+        ):
+            self._era(FULL_REPR_RULE)
+        elif len(raws) >= 3 and all(THREE_DECIMALS_RE.match(r) for r in raws):
+            self._era(THREE_DECIMALS_RULE)
+
+    # -- configuration ---------------------------------------------------------------------------
+    def _set_config(
+        self, path: tuple[str, ...], parent_known: bool, value: ConfigValue, priority: int
+    ) -> None:
+        leaf = path[-1]
+        if leaf not in CONFIG_LEAVES:
+            return
+        needed = AMBIGUOUS_PARENTS.get(leaf)
+        if needed is not None and (not parent_known or len(path) < 2 or path[-2] != needed):
+            return
+        key = ".".join(path) if parent_known else leaf
+        old = self.config.get(key)
+        if old is not None and old[0] > priority:
+            return
+        if old is None and len(self.config) >= MAX_CONFIG:
+            return
+        self.config[key] = (priority, value)
+
+    def _overrides(self, rec: Record, message: str) -> None:
+        for m in OVERRIDE_ITEM_RE.finditer(message):
+            self._set_config(tuple(m.group(1).lstrip("+~").split(".")), True, _scalar(m.group(2)), 1)
+
+    def _cmdline(self, rec: Record, message: str) -> None:
+        for m in CMDLINE_ITEM_RE.finditer(message):
+            value = m.group(2).rstrip("\\")
+            if value and not value.startswith("["):
+                self._set_config(tuple(m.group(1).split(".")), True, _scalar(value), 0)
+
+    def _dump_start(self, rec: Record, message: str) -> None:
+        if message.startswith(DUMP_START):
+            self._dump_stream = rec.stream
+            self._dump_openers = {}
+            self._dump_lines = 0
+            self._dump_line(message)
+
+    def _dump_continues(self, rec: Record, message: str) -> bool:
+        """Feed a line of the open config dump; False when the line is not part of it. Every record
+        seen while a dump is open counts towards MAX_DUMP_LINES, so an unfinished dump costs little."""
+        self._dump_lines += 1
+        if self._dump_lines > MAX_DUMP_LINES:
+            self._end_dump()
+            return False
+        if rec.stream != self._dump_stream:
+            return False
+        if not message.startswith(" "):
+            self._end_dump()
+            return False
+        self._dump_line(message)
+        return True
+
+    def _end_dump(self) -> None:
+        self._dump_stream = None
+        self._dump_openers = {}
+
+    def _dump_line(self, message: str) -> None:
+        """One line of pprint's dict repr. pprint starts the keys of a dict one column after its `{`, so
+        the first key of a line finds its parent by its column; braces within the line nest the keys after."""
+        stack: list[tuple[str, ...] | None] = []
+        pending: tuple[str, ...] | None = None  # the path of a key whose value is the next `{`
+        for index, m in enumerate(DUMP_TOKEN_RE.finditer(message)):
+            key = m.group("key")
+            if key is not None:
+                if index == 0:
+                    stack = [self._dump_openers.get(m.start())]
+                parent = stack[-1] if stack else None
+                path = (*parent, key) if parent is not None else (key,)
+                rest = message[m.end() :]
+                pending = path if parent is not None and rest.startswith("{") else None
+                found, value = _dump_value(rest)
+                if found:
+                    self._set_config(path, parent is not None, value, 2)
+            elif m.group("open") is not None:
+                opened = pending if pending is not None else (() if index == 0 else None)
+                stack.append(opened)
+                if opened is not None:
+                    self._dump_openers[m.end()] = opened
+                pending = None
+            elif m.group("close") is not None and stack:
+                stack.pop()
+
+    # -- the report ------------------------------------------------------------------------------
+    def verl_era(self) -> str | None:
+        if not self.era:
+            return None
+        lows = [r.lo for r in self.era.values() if r.lo is not None]
+        highs = [r.hi for r in self.era.values() if r.hi is not None]
+        lo, hi = (max(lows) if lows else None), (min(highs) if highs else None)
+        if lo is not None and hi is not None:
+            if lo == hi:
+                return f"0.{lo}"
+            if lo < hi:
+                return f"0.{lo}-0.{hi}"
+            return f"between 0.{hi} and 0.{lo} (markers of both: a main-branch build between releases)"
+        return f">=0.{lo}" if lo is not None else f"<=0.{hi}"
+
+    def config_values(self) -> dict[str, ConfigValue]:
+        return {k: v for k, (_, v) in sorted(self.config.items())}
+
+    def _config_leaf(self, leaf: str, under: str | None = None) -> ConfigValue:
+        for key, (_, value) in sorted(self.config.items()):
+            parts = key.split(".")
+            if parts[-1] == leaf and (under is None or under in parts[:-1]):
+                return value
+        return None
+
+    def fingerprint(self) -> dict[str, object]:
+        """What is known; keys with unknown values are omitted (see the module docstring)."""
+        f = self.facts
+        out: dict[str, object] = {}
+        for key in (
+            "torch",
+            "cuda",
+            "cuda_driver",
+            "nvidia_driver",
+            "nccl",
+            "vllm",
+            "vllm_engine",
+            "sglang",
+            "ray",
+            "python",
+            "transformers",
+            "flash_attn",
+            "wandb",
+            "verl",
+        ):
+            if key in f:
+                out[key] = f[key]
+        if "torch" not in out and "torch_style" in f:
+            out["torch"] = f["torch_style"]
+        if "ray" not in out and "ray_style" in f:
+            out["ray"] = f["ray_style"]
+        era = self.verl_era()
+        if era is not None:
+            out["verl_era"] = era
+            out["verl_era_evidence"] = list(self.era)
+        if "gpu_model" in f:
+            out["gpu_model"] = f["gpu_model"]
+        if self.gpu_memory_gib is not None:
+            out["gpu_memory_gib"] = self.gpu_memory_gib
+        world = self._world()
+        if world is not None:
+            out["world_size"] = world
+        if self.hosts:
+            out["hosts"] = sorted(self.hosts)
+        model = self._config_leaf("path", "model") or self._config_leaf("partial_pretrain")
+        if model is not None:
+            out["model_path"] = model
+        engine = self._config_leaf("name", "rollout")
+        if engine is None and len(self.engines) == 1:
+            engine = next(iter(self.engines))
+        if engine is not None:
+            out["rollout_engine"] = engine
+        for key, value in self.config_values().items():
+            if value is not None:
+                out[f"config.{key}"] = value
+        return out
+
+    def _world(self) -> int | None:
+        for key in ("explicit", "checkpoint"):
+            if key in self.world_sizes:
+                return self.world_sizes[key]
+        nodes = self._config_leaf("nnodes", "trainer") or self._config_leaf("nnodes")
+        gpus = self._config_leaf("n_gpus_per_node", "trainer") or self._config_leaf("n_gpus_per_node")
+        if isinstance(nodes, int) and isinstance(gpus, int):
+            return nodes * gpus
+        return self.world_sizes.get("nranks")

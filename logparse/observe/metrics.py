@@ -1,0 +1,779 @@
+"""Per-step metrics from verl's step lines, and the training anomalies they show.
+
+verl prints one line per step (reference §1.3): `step:N - key:value - key:value ...`, the keys in
+dict order, values as `0.123` (v0.1-v0.4), the full repr (v0.5+: `np.float64(0.1)`, `np.int64(3)`,
+`nan`, `inf`, `1e-06`, plain ints). The line is split on ` - ` and each part on its LAST `:` (data-source
+names inside keys may hold anything); values that are not numbers are dropped. The step line may
+follow a tqdm bar on the same line, so `step:N - ` is searched, not anchored.
+
+Bounds: one row per step (a later line for the same step merges into the row); at most
+`MetricsConfig.max_keys_per_row` (512) keys in a row and `max_rows` (100,000) rows, the oldest row
+dropped first; what was dropped is counted and reported in `notes`.
+
+Anomaly thresholds (all on the rows sorted by step; the constants below):
+* nan-inf: the first step at which a watched key is NaN or +-Inf. Watched: loss keys (any key ending
+  in `loss`, e.g. `actor/pg_loss`, `critic/vf_loss`, `actor/kl_loss`, `loss`; not `actor/entropy_loss`),
+  grad norms (`grad_norm`, `*/grad_norm`) and `critic/score/mean`, `critic/rewards/mean`,
+  `actor/ppo_kl`, `actor/entropy`, `actor/entropy_loss`. Never `critic/values/*` or
+  `critic/vf_explained_var`, which print `nan` harmlessly when the response mask is empty. `fatal` when
+  the key is a loss or grad norm AND the job failed or the key is still non-finite at its last step.
+* grad-norm-spike: a grad norm above SPIKE_FACTOR (10) x the median of its previous finite values
+  (the last SPIKE_WINDOW = 20, at least SPIKE_MIN_HISTORY = 5 of them).
+* response-length-collapse: `response_length/mean` below LENGTH_COLLAPSE_FRACTION (20%) of its running
+  max, after at least LENGTH_MIN_HISTORY (5) steps.
+* clip-ratio-blowup: `response_length/clip_ratio` above CLIP_RATIO_HIGH (0.9) after an earlier step
+  below CLIP_RATIO_LOW (0.5).
+* reward-collapse: `critic/score/mean` or `critic/rewards/mean`, after at least REWARD_MIN_HISTORY (5)
+  steps, falls from the highest of the previous REWARD_DROP_WITHIN (3) steps by more than
+  REWARD_DROP_FRACTION (50%) of its range so far AND by more than REWARD_NOISE_FACTOR (5) x the median
+  step-to-step change so far (so noise is no collapse), and stays down: the mean of this and the next
+  two steps is still below (max so far - 50% of the range).
+Each kind is reported once per key (its first step); a detail sentence gives the step and values.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import math
+import operator
+import re
+from array import array
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from logparse.read.normalize import Record
+
+if TYPE_CHECKING:
+    import pandas
+
+STEP_KEYWORD = "step:"
+# `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
+STEP_RE = re.compile(r"(?<![\w/])step:(\d+) - ")
+NUMPY_SCALAR_RE = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")
+NP_FLOAT64 = "np.float64("
+NUMBER_FIRST = frozenset("0123456789+-.niNI")  # what a number's text may start with (after stripping)
+
+SPIKE_FACTOR = 10.0
+SPIKE_WINDOW = 20
+SPIKE_MIN_HISTORY = 5
+LENGTH_KEY = "response_length/mean"
+LENGTH_COLLAPSE_FRACTION = 0.2
+LENGTH_MIN_HISTORY = 5
+CLIP_RATIO_KEY = "response_length/clip_ratio"
+CLIP_RATIO_HIGH = 0.9
+CLIP_RATIO_LOW = 0.5
+REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
+REWARD_MIN_HISTORY = 5
+REWARD_DROP_WITHIN = 3
+REWARD_DROP_FRACTION = 0.5
+REWARD_NOISE_FACTOR = 5.0
+REWARD_STAY_STEPS = 3
+
+WATCHED_KEYS = frozenset(
+    {"critic/score/mean", "critic/rewards/mean", "actor/ppo_kl", "actor/entropy", "actor/entropy_loss"}
+)
+HARMLESS_NAN_PREFIXES = ("critic/values/",)
+HARMLESS_NAN_KEYS = frozenset({"critic/vf_explained_var"})
+
+
+class AnomalyKind(str, Enum):
+    NAN_INF = "nan-inf"
+    GRAD_NORM_SPIKE = "grad-norm-spike"
+    RESPONSE_LENGTH_COLLAPSE = "response-length-collapse"
+    CLIP_RATIO_BLOWUP = "clip-ratio-blowup"
+    REWARD_COLLAPSE = "reward-collapse"
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: AnomalyKind
+    step: int
+    key: str
+    value: float
+    detail: str  # one sentence with the step and the values
+    fatal: bool = False  # NaN/Inf in a loss or grad norm, and the job then failed or stayed non-finite
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    max_rows: int = 100_000
+    max_keys_per_row: int = 512
+
+
+def parse_value(text: str) -> float | None:
+    """`0.123`, `np.float64(0.1)`, `np.int64(3)`, `nan`, `inf`, `-inf`, `1e-06`, `7` -> float; else None."""
+    t = text.strip()
+    if t.startswith("np."):
+        if t.startswith(NP_FLOAT64) and t.endswith(")") and "\n" not in t:
+            t = t[len(NP_FLOAT64) : -1].strip()  # what NUMPY_SCALAR_RE takes from the commonest form
+        else:
+            m = NUMPY_SCALAR_RE.match(t)
+            if m:
+                t = m.group(1).strip()
+    if not t or t[0] not in NUMBER_FIRST:  # fast reject of words, lists, tensors, True/False
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
+    """(step, [(key, raw value), ...]) of a step line anywhere in `message`, or None."""
+    m = STEP_RE.search(message)
+    if not m:
+        return None
+    pairs = []
+    for part in message[m.end() :].split(" - "):
+        key, sep, value = part.rpartition(":")
+        key = key.strip()
+        if sep and key:
+            pairs.append((key, value))
+    return int(m.group(1)), pairs
+
+
+def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
+    """(step, {key: value}) with the numeric values of a step line (parse_value over
+    split_step_line; a later key wins), or None if there is none."""
+    split = split_step_line(message)
+    if split is None:
+        return None
+    step, pairs = split
+    values = {}
+    for key, raw in pairs:
+        value = parse_value(raw)
+        if value is not None:
+            values[key] = value
+    return step, values
+
+
+# The key training metrics charted in reports, when the log has them (first found first).
+CHART_KEYS = (
+    "actor/pg_loss",
+    "actor/loss",
+    "loss",
+    "critic/vf_loss",
+    "actor/grad_norm",
+    "grad_norm",
+    "critic/grad_norm",
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "response_length/mean",
+    "actor/entropy",
+    "actor/ppo_kl",
+    "actor/kl_loss",
+    "timing_s/step",
+)
+
+
+def wanted_key(key: str) -> bool:
+    """Does a report use this key's values (a chart or an anomaly rule)? The others are kept only
+    when all values are asked for (--metrics-csv)."""
+    return (
+        key in CHART_KEYS
+        or key in (LENGTH_KEY, CLIP_RATIO_KEY)
+        or key in REWARD_KEYS
+        or key_family(key) is not None
+    )
+
+
+class StepParser:
+    """Step lines -> (step, keys, values, names): the numeric values of the wanted keys (of all keys
+    when `all_keys`), and `names`, every key of the line.
+
+    A run prints the same keys in every step line, so the line's shape (its keys, which of them are
+    wanted: all with `all_keys`) is worked out once and reused while the keys stay the same: only the
+    wanted values are converted. The result equals parse_step_line's restricted to the wanted keys
+    (tested)."""
+
+    def __init__(self, all_keys: bool = False):
+        self.all_keys = all_keys
+        self._keys: list[str] | None = None  # the raw keys of the last shape
+        # the last shape: (positions of the wanted keys, their names, every name, each raw key + ':',
+        # the length of that for the wanted ones)
+        self._shape: (
+            tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[int, ...]] | None
+        ) = None
+
+    def parse(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
+        """(step, kept keys, their values, names) or None. `names`: every key of the line (stripped,
+        in order), whatever its value; the same tuple object while the shape stays the same."""
+        m = STEP_RE.search(message)
+        if not m:
+            return None
+        tail = message[m.end() :]
+        parts = tail.split(" - ")
+        shape = self._shape
+        if (
+            shape is not None
+            and len(parts) == len(shape[3])
+            and tail.count(":") == len(parts)
+            and all(map(str.startswith, parts, shape[3]))
+        ):
+            # the last line's keys again, each part holding one colon (the one after its key): what
+            # the split below would find, without splitting every part
+            at, wanted, names, _, cuts = shape
+            plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
+            if plain and tail.isascii():
+                # each wanted value `np.float64(x)` or `x` at once: where float() reads an ASCII x,
+                # parse_value reads the same number (what float() accepts starts, past the whitespace
+                # both drop, with a character of NUMBER_FIRST, and `np.` is no number)
+                try:
+                    values = [
+                        float(
+                            part[cut + len(NP_FLOAT64) : -1]
+                            if part.startswith(NP_FLOAT64, cut) and part[-1] == ")"
+                            else part[cut:]
+                        )
+                        for part, cut in zip(map(parts.__getitem__, at), cuts, strict=True)
+                    ]
+                except ValueError:
+                    pass
+                else:
+                    return int(m.group(1)), wanted, values, names
+            kept = []
+            values = []
+            for j, key, cut in zip(at, wanted, cuts, strict=True):
+                raw = parts[j][cut:]
+                # parse_value, for a value with nothing around it to strip: `np.float64(x)` or `x`
+                t = raw[len(NP_FLOAT64) : -1] if raw.startswith(NP_FLOAT64) and raw.endswith(")") else raw
+                if plain and t[:1] in NUMBER_FIRST and not t.startswith("np."):
+                    try:
+                        value = float(t)
+                    except ValueError:  # (also a value ending in whitespace float() keeps and strip() drops)
+                        value = parse_value(raw)
+                else:
+                    value = parse_value(raw)
+                if value is not None:
+                    kept.append(key)
+                    values.append(value)
+            return int(m.group(1)), tuple(kept), values, names
+        if tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
+            return self._general(message)
+        # every part holds exactly one colon: the pieces alternate key, value
+        pieces = tail.replace(" - ", ":").split(":")
+        keys = pieces[0::2]
+        if keys != self._keys:
+            names = [k.strip() for k in keys]
+            if "" in names or len(set(names)) != len(names):
+                self._keys = self._shape = None
+                return self._general(message)
+            take = tuple(i for i, name in enumerate(names) if self.all_keys or wanted_key(name))
+            self._keys = keys
+            self._shape = (
+                take,
+                tuple(names[i] for i in take),
+                tuple(names),
+                tuple(k + ":" for k in keys),
+                tuple(len(keys[i]) + 1 for i in take),
+            )
+        take, wanted, names = self._shape[:3]
+        kept: list[str] = []
+        values: list[float] = []
+        for i, key in zip(take, wanted, strict=True):
+            value = parse_value(pieces[2 * i + 1])
+            if value is not None:
+                kept.append(key)
+                values.append(value)
+        return int(m.group(1)), tuple(kept), values, names
+
+    def _general(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
+        """parse_step_line's values (of the wanted keys), from one split of the line."""
+        split = split_step_line(message)
+        if split is None:
+            return None
+        step, pairs = split
+        keep: dict[str, float] = {}
+        for key, raw in pairs:
+            if self.all_keys or wanted_key(key):
+                value = parse_value(raw)
+                if value is not None:
+                    keep[key] = value
+        return step, tuple(keep), list(keep.values()), tuple(dict.fromkeys(k for k, _ in pairs))
+
+
+def key_family(key: str) -> str | None:
+    """`loss`, `grad-norm`, `watched` (NaN there is worth reporting) or None (not watched)."""
+    if key in HARMLESS_NAN_KEYS or key.startswith(HARMLESS_NAN_PREFIXES):
+        return None
+    if key in WATCHED_KEYS:
+        return "watched"
+    if key == "grad_norm" or key.endswith("/grad_norm"):
+        return "grad-norm"
+    if key.endswith("loss"):
+        return "loss"
+    return None
+
+
+def _fmt(value: float) -> str:
+    return repr(value) if not math.isfinite(value) else f"{value:.4g}"
+
+
+class _Segment:
+    """Consecutive step rows with the same keys: their steps, and their values row after row."""
+
+    __slots__ = ("index", "keys", "source_keys", "steps", "take", "values")
+
+    def __init__(self, source_keys: tuple[str, ...], keys: tuple[str, ...], take: tuple[int, ...] | None):
+        self.source_keys = source_keys  # the keys of the step lines
+        self.keys = keys  # those kept (all, unless beyond max_keys_per_row)
+        self.take = take  # positions of the kept keys in source_keys, None for all
+        self.index = {key: i for i, key in enumerate(keys)}
+        self.steps: list[int] = []
+        self.values = array("d")
+
+
+class MetricsTracker:
+    """Rows of step metrics (bounded), a DataFrame / CSV of them, and the anomalies they show."""
+
+    keywords: tuple[str, ...] = (STEP_KEYWORD,)  # a line without any of these changes nothing
+
+    def __init__(self, config: MetricsConfig | None = None, all_keys: bool = False):
+        """`all_keys`: keep every numeric value (for a CSV of them all); by default only the values
+        of the keys a report uses (wanted_key) are kept, and the other keys are only named."""
+        self.config = config or MetricsConfig()
+        self.parser = StepParser(all_keys)
+        # Rows in arrival order, grouped in segments of consecutive rows with the same keys (a run
+        # prints the same keys every step): a row costs one array extend, 8 bytes a value, so
+        # 100,000 steps of 60 keys stay near 50 MB. A later row for a step already seen wins.
+        self._segments: deque[_Segment] = deque()
+        self._rows = 0
+        self._known: dict[str, None] = {}  # every key with values kept, in order of first appearance
+        self._names: dict[str, None] = {}  # every key of the step lines, in order of first appearance
+        self._last_names: tuple[str, ...] | None = None
+        self._schemas: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
+        self.dropped_rows = 0
+        self.dropped_keys = 0
+        # every row so far has a higher step than the one before (as a run prints them): then a key's
+        # series is its values in arrival order, without a dict and a sort
+        self._ordered = True
+        self._top: int | None = None  # the step of the last row, while ordered
+
+    def feed(self, rec: Record) -> None:
+        """A record's step line; `rec.step_line`, when a reader process parsed it (logparse.read.blocks),
+        is used if it is this message's."""
+        message = rec.message
+        pre = rec.step_line
+        if pre is not None and pre.fits(rec.line.text, message):
+            self.add_row(pre.step, pre.keys, pre.values, pre.names)
+            return
+        if STEP_KEYWORD not in message:
+            return
+        parsed = self.parser.parse(message)
+        if parsed is not None:
+            step, keys, values, names = parsed
+            self.add_row(step, keys, array("d", values), names)
+
+    def add(self, step: int, values: dict[str, float]) -> None:
+        keys = tuple(values)
+        self.add_row(step, keys, array("d", values.values()), keys)
+
+    def add_row(self, step: int, keys: tuple[str, ...], values: array, names: tuple[str, ...]) -> None:
+        """One step line's values (distinct keys, values in their order); `names`: all its keys."""
+        if self._ordered:
+            self._ordered = self._top is None or step > self._top
+            self._top = step
+        if names is not self._last_names:
+            self._last_names = names
+            for name in names:
+                if name not in self._names and len(self._names) < self.config.max_keys_per_row:
+                    self._names[name] = None
+        if self._rows >= self.config.max_rows:
+            self._drop_oldest(max(1, self._rows // 2))
+        last = self._segments[-1] if self._segments else None
+        if last is None or keys != last.source_keys:
+            last = self._new_segment(keys)
+        if last.take is not None:
+            self.dropped_keys += len(keys) - len(last.take)
+            values = array("d", [values[i] for i in last.take])
+        last.steps.append(step)
+        last.values.extend(values)
+        self._rows += 1
+
+    def add_rows(
+        self, steps: Sequence[int], keys: tuple[str, ...], values: array, names: tuple[str, ...]
+    ) -> None:
+        """add_row of rows that share their keys and names, in turn: row i is step steps[i] with the
+        values values[i * len(keys):(i + 1) * len(keys)]. A row costs a part of two extends."""
+        if not steps:
+            return
+        if names is not self._last_names:
+            self.add_row(steps[0], keys, values[: len(keys)], names)
+            steps, values = steps[1:], values[len(keys) :]
+        width = len(keys)
+        done, n = 0, len(steps)
+        while done < n:
+            if self._rows >= self.config.max_rows:
+                self._drop_oldest(max(1, self._rows // 2))
+            last = self._segments[-1] if self._segments else None
+            if last is None or keys != last.source_keys:
+                last = self._new_segment(keys)
+            if last.take is not None:  # keys past max_keys_per_row: row by row
+                for i in range(done, n):
+                    self.add_row(steps[i], keys, values[i * width : (i + 1) * width], names)
+                return
+            end = done + min(n - done, self.config.max_rows - self._rows)
+            if self._ordered:
+                self._ordered = (self._top is None or steps[done] > self._top) and all(
+                    map(operator.lt, steps[done : end - 1], steps[done + 1 : end])
+                )
+                self._top = steps[end - 1]
+            last.steps.extend(steps[done:end])
+            last.values.extend(values[done * width : end * width])
+            self._rows += end - done
+            done = end
+
+    def _new_segment(self, keys: tuple[str, ...]) -> _Segment:
+        schema = self._schemas.get(keys)
+        if schema is None:  # keys beyond max_keys_per_row distinct ones are dropped (and counted)
+            room = self.config.max_keys_per_row - len(self._known)
+            take = []
+            for i, key in enumerate(keys):
+                if key in self._known:
+                    take.append(i)
+                elif room > 0:
+                    self._known[key] = None
+                    room -= 1
+                    take.append(i)
+            kept = tuple(keys[i] for i in take)
+            schema = (kept, None if len(take) == len(keys) else tuple(take))
+            if len(self._schemas) < 4096:
+                self._schemas[keys] = schema
+        seg = _Segment(keys, *schema)
+        self._segments.append(seg)
+        return seg
+
+    def _drop_oldest(self, n: int) -> None:
+        """Drop the n rows that arrived first (whole segments, then the head of one)."""
+        self.dropped_rows += n
+        self._rows -= n
+        while n > 0 and self._segments:
+            seg = self._segments[0]
+            if len(seg.steps) <= n:
+                n -= len(seg.steps)
+                self._segments.popleft()
+            else:
+                seg.steps = seg.steps[n:]
+                seg.values = seg.values[n * len(seg.keys) :]
+                n = 0
+
+    @property
+    def steps(self) -> list[int]:
+        if self._ordered:
+            return list(itertools.chain.from_iterable(seg.steps for seg in self._segments))
+        return sorted({step for seg in self._segments for step in seg.steps})
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key of the step lines, in order of first appearance (at most max_keys_per_row)."""
+        return list(self._names)
+
+    @property
+    def valued_keys(self) -> list[str]:
+        """The keys with values in the rows kept, in order of first appearance."""
+        present = {key for seg in self._segments if seg.steps for key in seg.keys}
+        return [k for k in self._known if k in present]
+
+    @property
+    def notes(self) -> list[str]:
+        notes = []
+        if self.dropped_rows:
+            notes.append(
+                f"{self.dropped_rows} oldest step row(s) were dropped (limit {self.config.max_rows} steps)"
+            )
+        if self.dropped_keys:
+            notes.append(
+                f"{self.dropped_keys} metric value(s) were dropped beyond {self.config.max_keys_per_row} keys"
+            )
+        return notes
+
+    def series(self, key: str) -> list[tuple[int, float]]:
+        """(step, value) of one key, sorted by step (a later row for a step wins)."""
+        if self._ordered:  # (each step once, in order)
+            out: list[tuple[int, float]] = []
+            for seg in self._segments:
+                i = seg.index.get(key)
+                if i is not None:
+                    out.extend(zip(seg.steps, seg.values[i :: len(seg.keys)], strict=True))
+            return out
+        by_step: dict[int, float] = {}
+        for seg in self._segments:
+            i = seg.index.get(key)
+            if i is not None:
+                by_step.update(zip(seg.steps, seg.values[i :: len(seg.keys)], strict=True))
+        return sorted(by_step.items())
+
+    def frame(self) -> pandas.DataFrame:
+        """One row per step (index `step`, sorted), one column per key (NaN where a step lacks it)."""
+        import pandas as pd  # imported here: a scan that needs no table does not pay for pandas
+
+        steps = self.steps
+        nan = float("nan")
+        data = {}
+        for key in self.valued_keys:
+            values = dict(self.series(key))
+            data[key] = [values.get(step, nan) for step in steps]
+        return pd.DataFrame(data, index=pd.Index(steps, name="step"))
+
+    def to_csv(self, path: str | Path, transform=None) -> None:
+        """`transform(frame) -> frame` before writing (the CLI escapes spreadsheet formulas)."""
+        frame = self.frame()
+        (transform(frame) if transform is not None else frame).to_csv(path)
+
+    # -- anomalies -------------------------------------------------------------------------------
+    def anomalies(self, failed: bool) -> list[Anomaly]:
+        """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed."""
+        found: list[Anomaly] = []
+        for key in self.valued_keys:
+            family = key_family(key)
+            if family is None and key not in (LENGTH_KEY, CLIP_RATIO_KEY):
+                continue
+            series = self.series(key)
+            if family is not None:
+                found.extend(self._nan_inf(key, family, series, failed))
+            if family == "grad-norm":
+                found.extend(self._grad_norm_spike(key, series))
+            if key == LENGTH_KEY:
+                found.extend(self._length_collapse(key, series))
+            if key == CLIP_RATIO_KEY:
+                found.extend(self._clip_ratio_blowup(key, series))
+            if key in REWARD_KEYS:
+                found.extend(self._reward_collapse(key, series))
+        return sorted(found, key=lambda a: (a.step, not a.fatal, a.kind.value, a.key))
+
+    @staticmethod
+    def _nan_inf(key: str, family: str, series: list[tuple[int, float]], failed: bool) -> list[Anomaly]:
+        last_finite = None
+        for step, value in series:
+            if math.isfinite(value):
+                last_finite = (step, value)
+                continue
+            last_step, last_value = series[-1]
+            persists = not math.isfinite(last_value)
+            fatal = family in ("loss", "grad-norm") and (failed or persists)
+            before = (
+                f"; the last finite value was {_fmt(last_finite[1])} at step {last_finite[0]}"
+                if last_finite
+                else ""
+            )
+            if not persists:
+                after = f"; finite again at the last logged step, {last_step}"
+            elif last_step != step:
+                after = f"; still {_fmt(last_value)} at step {last_step}, the last logged"
+            else:
+                after = " (the last logged step)"
+            return [
+                Anomaly(
+                    AnomalyKind.NAN_INF,
+                    step,
+                    key,
+                    value,
+                    f"{key} is {_fmt(value)} at step {step}{before}{after}.",
+                    fatal,
+                )
+            ]
+        return []
+
+    @staticmethod
+    def _grad_norm_spike(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        history: deque[float] = deque()  # the last SPIKE_WINDOW finite values, in order
+        window: list[float] = []  # the same, sorted (the median without sorting at every step)
+        first = None
+        count = 0
+        isfinite = math.isfinite
+        for step, value in series:
+            if not isfinite(value):
+                continue
+            n = len(window)
+            if n >= SPIKE_MIN_HISTORY:
+                mid = n // 2
+                median = window[mid] if n % 2 else (window[mid - 1] + window[mid]) / 2
+                if median > 0 and value > SPIKE_FACTOR * median:
+                    count += 1
+                    if first is None:
+                        first = (step, value, median, n)
+            history.append(value)
+            bisect.insort(window, value)
+            if n >= SPIKE_WINDOW:
+                del window[bisect.bisect_left(window, history.popleft())]
+        if first is None:
+            return []
+        step, value, median, n = first
+        more = f" ({count} such spikes in all)" if count > 1 else ""
+        return [
+            Anomaly(
+                AnomalyKind.GRAD_NORM_SPIKE,
+                step,
+                key,
+                value,
+                f"{key} jumped to {_fmt(value)} at step {step}, {value / median:.1f}x the median "
+                f"{_fmt(median)} of the previous {n} steps{more}.",
+            )
+        ]
+
+    @staticmethod
+    def _length_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        peak = None
+        seen = 0
+        for step, value in series:
+            if not math.isfinite(value):
+                continue
+            if seen >= LENGTH_MIN_HISTORY and peak is not None and value < LENGTH_COLLAPSE_FRACTION * peak[1]:
+                return [
+                    Anomaly(
+                        AnomalyKind.RESPONSE_LENGTH_COLLAPSE,
+                        step,
+                        key,
+                        value,
+                        f"{key} fell to {_fmt(value)} at step {step}, below "
+                        f"{LENGTH_COLLAPSE_FRACTION:.0%} of its running max {_fmt(peak[1])} "
+                        f"(step {peak[0]}).",
+                    )
+                ]
+            if peak is None or value > peak[1]:
+                peak = (step, value)
+            seen += 1
+        return []
+
+    @staticmethod
+    def _clip_ratio_blowup(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        low = None
+        for step, value in series:
+            if not math.isfinite(value):
+                continue
+            if low is not None and value > CLIP_RATIO_HIGH:
+                return [
+                    Anomaly(
+                        AnomalyKind.CLIP_RATIO_BLOWUP,
+                        step,
+                        key,
+                        value,
+                        f"{key} rose to {_fmt(value)} at step {step} (above {CLIP_RATIO_HIGH}) from "
+                        f"{_fmt(low[1])} at step {low[0]}: most responses hit the length limit.",
+                    )
+                ]
+            if value < CLIP_RATIO_LOW and low is None:
+                low = (step, value)
+        return []
+
+    @staticmethod
+    def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+        """One pass: running max/min, and the running median of the step-to-step changes (two heaps,
+        inline: the lower half negated, a max-heap with one more when the count is odd; the upper half)."""
+        points = [(s, v) for s, v in series if math.isfinite(v)]
+        values = [v for _, v in points]
+        if len(points) <= REWARD_MIN_HISTORY:
+            return []
+        hi = max(values[:REWARD_MIN_HISTORY])
+        lo = min(values[:REWARD_MIN_HISTORY])
+        low: list[float] = []
+        high: list[float] = []
+        push, pushpop = heapq.heappush, heapq.heappushpop
+        for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY]):
+            x = abs(b - a)
+            if len(low) == len(high):
+                push(low, -pushpop(high, x))
+            else:
+                push(high, -pushpop(low, -x))
+        last = values[REWARD_MIN_HISTORY - 1]
+        for i in range(REWARD_MIN_HISTORY, len(points)):
+            v = values[i]
+            spread = hi - lo
+            if spread > 0:
+                recent = max(values[i - REWARD_DROP_WITHIN : i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
+                drop = recent - v
+                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * (
+                    -low[0] if len(low) > len(high) else (-low[0] + high[0]) / 2
+                ):
+                    held = values[i : i + REWARD_STAY_STEPS]
+                    if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
+                        step, value = points[i]
+                        return [
+                            Anomaly(
+                                AnomalyKind.REWARD_COLLAPSE,
+                                step,
+                                key,
+                                value,
+                                f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
+                                f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
+                                f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.",
+                            )
+                        ]
+            x = abs(v - last)
+            if len(low) == len(high):
+                push(low, -pushpop(high, x))
+            else:
+                push(high, -pushpop(low, -x))
+            last = v
+            if v > hi:  # (max(hi, v) and min(lo, v))
+                hi = v
+            elif v < lo:
+                lo = v
+        return []
+
+
+def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[tuple[int, float | None]]:
+    """At most `max_points` of `points` (step, value; in step order) that keep the series' shape: the
+    first and the last point, and in each of (max_points - 2) // 3 buckets of consecutive steps its
+    lowest and its highest finite value (so no spike and no dip is ever dropped, unlike every k-th
+    point) and its first non-finite value (a NaN or Inf is news). Missing values (None) are dropped
+    once the series is reduced. Order is kept; a series short enough is returned as it is."""
+    n = len(points)
+    if n <= max_points:
+        return list(points)
+    buckets = max(1, (max_points - 2) // 3)
+    keep = {0, n - 1}
+    inner = n - 2
+    values = list(map(operator.itemgetter(1), points))
+    isfinite = math.isfinite
+    for b in range(buckets):
+        lo = 1 + b * inner // buckets
+        hi = 1 + (b + 1) * inner // buckets
+        if hi > lo:
+            bucket = values[lo:hi]
+            try:
+                plain = all(map(isfinite, bucket))
+            except TypeError:  # a None
+                plain = False
+            if plain:  # (min and max give the first lowest and highest, as the loop below)
+                keep.add(lo + bucket.index(min(bucket)))
+                keep.add(lo + bucket.index(max(bucket)))
+                continue
+        low = high = odd = None
+        for i in range(lo, hi):
+            v = points[i][1]
+            if v is None:
+                continue
+            if not math.isfinite(v):
+                if odd is None:
+                    odd = i
+                continue
+            if low is None or v < points[low][1]:
+                low = i
+            if high is None or v > points[high][1]:
+                high = i
+        keep.update(i for i in (low, high, odd) if i is not None)
+    return [points[i] for i in sorted(keep)]
+
+
+def ema(values: list[float | None], weight: float) -> list[float | None]:
+    """The debiased exponential moving average W&B and TensorBoard draw as a smoothed line:
+    s_t = weight * s_(t-1) + (1 - weight) * x_t, divided by (1 - weight^t) so the start is not pulled
+    towards zero. Missing and non-finite values are skipped (their smoothed value is None)."""
+    out: list[float | None] = []
+    acc = 0.0
+    count = 0
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(None)
+            continue
+        count += 1
+        acc = weight * acc + (1 - weight) * v
+        out.append(acc / (1 - weight**count) if weight < 1 else v)
+    return out

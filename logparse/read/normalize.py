@@ -1,0 +1,349 @@
+"""Strip the prefixes that launchers put before a log message, and keep what they say.
+
+Real prefixes (see ../shared/reference/verl-log-formats.md): Ray `(WorkerDict pid=1, ip=10.0.0.2)`
+(nested for vLLM workers), `(raylet)`, torch.distributed `[rank3]:`, torchrun --tee `[default0]:`,
+c10 glog `[E314 14:33:45.172185860 ProcessGroupNCCL.cpp:607]`, torch's logging formatter
+`W0731 10:50:07.575000 3247964 api.py:897]`, vLLM `INFO 03-14 14:33:45 [file.py:123]`, Python
+logging `INFO:2025-08-22 23:08:37,898:`, Ray's own `2025-04-30 20:59:12,200\tINFO worker.py:1832 --`,
+SGLang `[2025-11-20 01:13:05 TP0]`, NCCL `host:pid:tid [0]`; and Ray's `[repeated 7x across cluster]`.
+"""
+
+from __future__ import annotations
+
+import calendar
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import regex
+
+from logparse.read.interleave import NAME_ENDINGS, NOISE, unweave
+from logparse.read.sources import Line
+from patterns.schema import LazyRe
+
+MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
+CACHE_SIZE = 4096  # entries of each Normalizer cache (cleared when full)
+# what the first characters must be for a prefix regex to be worth trying (see normalize)
+_GLOG_LEVELS = frozenset("IWEF")
+_TEE_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
+
+RAY_ACTOR = regex.compile(
+    r"\((?:(?P<actor>[^()\s,=]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
+)
+# (LazyRe: compiled on the first line that may carry the prefix; many logs carry none of these)
+RAY_DAEMON = LazyRe(
+    r"\((?P<daemon>raylet|autoscaler|gcs_server|monitor|dashboard(?:_agent)?|log_monitor)"
+    r"(?: \+[0-9hms.]+)?(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?",
+    engine="regex",
+)
+RANK = LazyRe(r"\[rank(?P<rank>\d+)\]: ?", engine="regex")
+TEE = regex.compile(r"\[(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<lr>\d+)\]: ?")
+GLOG = LazyRe(
+    r"\[(?P<lvl>[IWEF])(?P<mon>1[0-2]|0?[1-9])(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?"
+    r"(?: \d+)? (?P<loc>[^\]\s]+:\d+)\] ?",
+    engine="regex",
+)
+TORCH_LOG = LazyRe(
+    r"(?P<lvl>[VIWEC])(?P<mon>[01]\d)(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ (?P<pid>\d+) "
+    r"(?P<loc>\S+:\d+)\] ?",
+    engine="regex",
+)
+VLLM = LazyRe(
+    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>[01]\d)-(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)"
+    r"(?:\.\d+)? (?:\[(?P<loc>[^\]\s]+:\d+)\]|(?P<loc2>[^\]\s]+:\d+)\]) ?",
+    engine="regex",
+)
+PY_LOGGING = LazyRe(
+    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):"
+    r"(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:",
+    engine="regex",
+)
+# ISO-ish timestamp at line start, optionally bracketed (SGLang, NCCL WARN, Hydra), optionally followed by
+# bracketed fields (a bracketed level, `[ERROR]`, is read as the level: DeepSpeed's and other loggers'
+# `[date] [LEVEL] [file:line:func]` layout), a level and Ray's ` file.py:N -- ` or a ` - name - LEVEL - `
+# logging layout.
+STAMPED = regex.compile(
+    r"\[?(?P<date>\d{4}-\d\d-\d\d)[ T_](?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"(?: (?:TP|DP|PP|EP)\d+(?: ?(?:TP|DP|PP|EP)\d+)*)?\]?"
+    r"(?:\[[^\]]*\])*"
+    r"(?:\s*\[(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\](?:\s*\[[\w.-]+:\d+(?::\w+)?\])?)?"
+    r"(?:(?:\s+|\s*[-|]\s*)(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b)?"
+    r"(?:\s+[\w.-]+\.py:\d+ --|\s*-\s*[\w.]+\s*-)?"
+    r"(?:\s+|\s*-\s+|:\s*|$)"
+)
+NCCL_HOST = regex.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ?")
+MESSAGE_RANK = regex.compile(r"\[(?:Rank |rank-)(?P<rank>\d+)\]")
+REPEATED = regex.compile(
+    r"\[repeated (?P<n>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*+$"
+)
+
+
+class Origin(NamedTuple):
+    """Where a line came from, as far as its prefixes tell. (A named tuple: one is built for every
+    line read, and a frozen dataclass took three times as long to build.)"""
+
+    rank: int | None = None
+    local_rank: int | None = None
+    pid: int | None = None
+    node: str | None = None
+    actor: str | None = None
+    time: float | None = None  # seconds since the epoch, naive (no time zone)
+    level: str | None = None
+    repeat: int = 1  # 1 + the copies Ray folded into `[repeated Nx across cluster]`
+
+    def stream_key(self, source: str) -> tuple:
+        """One process's output: traceback lines of one process share this key."""
+        if self.pid is not None and self.actor is not None:
+            return (source, "pid", self.node, self.pid)
+        if self.local_rank is not None:
+            return (source, "local", self.node, self.local_rank)
+        if self.rank is not None:
+            return (source, "rank", self.rank)
+        if self.pid is not None:
+            return (source, "pid", self.node, self.pid)
+        return (source,)
+
+    def where(self) -> str:
+        parts = []
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.local_rank is not None:
+            parts.append(f"local rank {self.local_rank}")
+        if self.actor:
+            parts.append(self.actor)
+        if self.pid is not None:
+            parts.append(f"pid {self.pid}")
+        if self.node:
+            parts.append(f"node {self.node}")
+        return ", ".join(parts)
+
+
+@dataclass(slots=True)
+class Record:
+    """A line with its prefixes understood: `message` is what patterns run on."""
+
+    line: Line
+    origin: Origin
+    message: str
+    seq: int = 0  # position in the whole scan (all inputs), for ordering
+    keywords: frozenset | None = None  # prefilter keyword ids found in the raw line (None: not prefiltered)
+    step_line: object | None = (
+        None  # its step line as a reader process parsed it (logparse.read.blocks.StepLine)
+    )
+    _stream: tuple | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def stream(self) -> tuple:
+        """One process's output (Origin.stream_key); computed once (origin and line do not change)."""
+        key = self._stream
+        if key is None:
+            key = self._stream = self.origin.stream_key(self.line.source)
+        return key
+
+
+class Normalizer:
+    """Stateful only for time: year-less timestamps take the year of the last full date seen."""
+
+    def __init__(self, default_year: int = 2000):
+        self.year = default_year
+        # timestamps read so far: a line whose prefixes read none neither used nor changed `year`, so
+        # another Normalizer gives it the same origin (logparse.read.progress_lines relies on that)
+        self.clock_reads = 0
+        # exception lines read back from several processes' interleaved writes (logparse.read.interleave):
+        # how many, and where the first one is
+        self.unwoven = 0
+        self.first_unwoven: Line | None = None
+        self._node_of_source: dict[str, str] = {}
+        # caches (a log repeats a few Ray prefixes and a few dates on millions of lines)
+        self._days: dict[tuple[int, int, int], float | None] = {}  # (y, m, d) -> epoch of its midnight
+        self._dates: dict[str, tuple[int, int, int]] = {}
+        self._ray: dict[str, tuple | None] = {}  # `(...)` prefix -> what RAY_ACTOR / RAY_DAEMON read in it
+
+    def _stamp(self, year: int, mon: int, day: int, hms: str) -> float | None:
+        self.clock_reads += 1
+        key = (year, mon, day)
+        base = self._days.get(key, False)
+        if base is False:
+            base = (
+                float(calendar.timegm((year, mon, day, 0, 0, 0, 0, 0, 0)))
+                if 1 <= mon <= 12 and 1 <= day <= 31
+                else None
+            )
+            if len(self._days) >= CACHE_SIZE:
+                self._days.clear()
+            self._days[key] = base
+        if base is None:
+            return None
+        h, m, s = int(hms[0:2]), int(hms[3:5]), int(hms[6:8])  # hms is always \d\d:\d\d:\d\d here
+        if h < 24 and m < 60 and s < 62:
+            return base + (h * 3600 + m * 60 + s)
+        return None
+
+    def _full(self, date: str, hms: str) -> float | None:
+        self.clock_reads += 1
+        ymd = self._dates.get(date)
+        if ymd is None:
+            ymd = (int(date[0:4]), int(date[5:7]), int(date[8:10]))  # date is always \d{4}-\d\d-\d\d
+            if len(self._dates) >= CACHE_SIZE:
+                self._dates.clear()
+            self._dates[date] = ymd
+        self.year = ymd[0]
+        return self._stamp(ymd[0], ymd[1], ymd[2], hms)
+
+    def _ray_prefix(self, text: str, pos: int) -> tuple[int, int | None, str | None, str | None] | None:
+        """What a Ray `(...)` prefix at `pos` says: (end, pid, actor, ip), the actor being the daemon's
+        name for `(raylet)` and the like (pid None then), or None. Neither regex can match past the
+        first `)`, so the text up to it is the cache key."""
+        close = text.find(")", pos)
+        if close < 0:
+            return None
+        key = text[pos : close + 1]
+        found = self._ray.get(key, False)
+        if found is False:
+            found = None
+            m = RAY_ACTOR.match(key)
+            if m and m.end() == len(key):
+                found = (int(m.group("pid")), m.group("actor"), m.group("ip"))
+            else:
+                m = RAY_DAEMON.match(key)
+                if m and m.end() == len(key):
+                    found = (None, m.group("daemon"), m.group("ip"))
+            if len(self._ray) >= CACHE_SIZE:
+                self._ray.clear()
+            self._ray[key] = found
+        if found is None:
+            return None
+        return (close + 2 if text.startswith(" ", close + 1) else close + 1, *found)
+
+    def normalize(self, line: Line, seq: int = 0, default: Origin | None = None) -> Record:
+        """Strip the prefixes of `line`; `default` (from the file's place in a log folder) fills what
+        the line's own prefixes do not say."""
+        text = line.text
+        pos = 0
+        rank = local_rank = pid = None
+        node = actor = level = None
+        time = None
+        repeat = 1
+        if "[repeated " in text:
+            m = REPEATED.search(text)
+            if m:
+                repeat = 1 + int(m.group("n"))
+                text = text[: m.start()].rstrip()
+        for _ in range(MAX_PREFIXES):
+            if pos >= len(text):
+                break
+            c = text[pos]
+            m = None
+            if c == "(":
+                ray = self._ray_prefix(text, pos)
+                if ray is None:
+                    break
+                pos, ray_pid, ray_actor, ray_ip = ray
+                if ray_pid is None:  # a daemon: (raylet), (autoscaler), ...
+                    actor = ray_actor
+                else:
+                    pid = ray_pid
+                    actor = ray_actor or actor
+                if ray_ip:
+                    node = ray_ip
+                continue
+            elif c == "[":
+                # (each regex is tried only where the character after `[` lets it match)
+                nxt = text[pos + 1 : pos + 2]
+                m = RANK.match(text, pos) if nxt == "r" else None
+                if m:
+                    rank = int(m.group("rank"))
+                else:
+                    m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
+                    if m:
+                        level = m.group("lvl")
+                        time = self._stamp(
+                            self.year, int(m.group("mon")), int(m.group("day")), m.group("hms")
+                        )
+                    else:
+                        m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
+                        if m and m.group("role") != "rank":
+                            local_rank = int(m.group("lr"))
+                        else:
+                            m = STAMPED.match(text, pos) if nxt.isdigit() else None
+                            if m:
+                                time = self._full(m.group("date"), m.group("hms"))
+                                level = m.group("lvl") or level
+            elif c.isdigit():
+                m = STAMPED.match(text, pos) if text[pos + 4 : pos + 5] == "-" else None
+                if m:
+                    time = self._full(m.group("date"), m.group("hms"))
+                    level = m.group("lvl") or level
+                else:
+                    m = NCCL_HOST.match(text, pos)
+                    if m:
+                        pid = pid or int(m.group("pid"))
+                        node = node or m.group("host")
+            elif c in "VIWEC" or c in "DF":
+                m = (
+                    TORCH_LOG.match(text, pos)
+                    if c in "VIWEC" and text[pos + 1 : pos + 2] in ("0", "1")
+                    else None
+                )
+                if m:
+                    level = m.group("lvl")
+                    time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+                    pid = pid or int(m.group("pid"))
+                else:
+                    m = None
+                    if text.startswith(
+                        _LEVELS, pos
+                    ):  # vLLM puts a space after the level, Python logging a colon
+                        after = text[pos + 4 : pos + 9]
+                        if " " in after:
+                            m = VLLM.match(text, pos)
+                        if m is None and ":" in after:
+                            m = PY_LOGGING.match(text, pos)
+                    if m:
+                        level = m.group("lvl")
+                        if "date" in m.groupdict():
+                            time = self._full(m.group("date"), m.group("hms"))
+                        else:
+                            time = self._stamp(
+                                self.year, int(m.group("mon")), int(m.group("day")), m.group("hms")
+                            )
+                    else:
+                        m = NCCL_HOST.match(text, pos)
+                        if m:
+                            pid = pid or int(m.group("pid"))
+                            node = node or m.group("host")
+            elif c.isalpha():
+                m = NCCL_HOST.match(text, pos)
+                if m:
+                    pid = pid or int(m.group("pid"))
+                    node = node or m.group("host")
+            if not m or m.end() == pos:
+                break
+            pos = m.end()
+        message = text[pos:] if pos else text
+        if "\r" in message:
+            segments = [s for s in message.split("\r") if s.strip()]
+            message = segments[-1] if segments else ""
+        # several processes' exception lines run together (logparse.read.interleave): each holds one
+        # process's whole `: ` write, after a type's ending (whose first characters come again later)
+        # or after another process's caret line
+        i = message.find(": ")
+        if i > 0 and (
+            (message.endswith(NAME_ENDINGS, 0, i) and message.find(message[:4], 1) > 0) or message[0] in NOISE
+        ):
+            fixed = unweave(message)
+            if fixed is not None:
+                message = fixed
+                self.unwoven += 1
+                if self.first_unwoven is None:
+                    self.first_unwoven = line
+        if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
+            rank = int(m.group("rank"))
+        if default is not None:
+            rank = default.rank if rank is None else rank
+            local_rank = default.local_rank if local_rank is None else local_rank
+            pid = default.pid if pid is None else pid
+            node = node or default.node
+            actor = actor or default.actor
+        origin = Origin(rank, local_rank, pid, node, actor, time, level, repeat)
+        return Record(line, origin, message, seq)

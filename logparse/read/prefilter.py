@@ -1,0 +1,230 @@
+"""Find the lines worth a look in a chunk of raw bytes, without visiting the others in Python.
+
+A line is a candidate when it contains one of the keywords: the catalog's, the stage markers', the
+environment tracker's, and the structural ones the traceback assembler and trackers need. The
+fast engine is Hyperscan (one literal database, scanned over megabyte chunks at hundreds of MB/s);
+without it, the same keywords as one trie-factored `re` alternation give the same candidate lines,
+more slowly. Matching is on the raw bytes of a line (before ANSI codes are removed), so a keyword
+must appear contiguously in the raw line.
+
+A keyword that contains another (`Training Progress:` holds `Training Progress`, `CUDA error: out of
+memory` holds `error:`) is left out of the Hyperscan database: each match calls back into Python,
+and a bar would call twice. A line the shorter one marks is then searched for the longer ones, so
+the keywords found in a line are the same. (Not for a keyword held in many: `Error` is in 34, and
+every line with it would be searched 34 times; those longer keywords stay in the database.)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Sequence
+
+from patterns.cache import cached, source_of
+
+try:  # an optional, faster engine; results are identical without it
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover - exercised by forcing engine="re"
+    _hs = None
+
+# What the traceback assembler, the trackers and the scanner itself look for, beyond the catalog.
+STRUCTURAL_KEYWORDS = (
+    "Traceback (most recent call last)",
+    'File "',
+    "The above exception was the direct cause",
+    "During handling of the above exception",
+    "ray::",
+    "Fatal Python error",
+    "hit an exception",
+    "step:",
+    "Training Progress",
+    ":actor_name:",
+    "[prompt]",
+    "[response]",
+    "[ground_truth]",
+    "[score]",
+    "WorkNCCL(",
+    "last enqueued",
+    "Root Cause",
+    "exitcode",
+    "ChildFailedError",
+)
+
+
+def available_engines() -> list[str]:
+    return (["hyperscan"] if _hs is not None else []) + ["re"]
+
+
+def trie_regex(keywords: Iterable[str]) -> str:
+    """One regex alternation that finds any of the literal `keywords`, factored as a trie
+    (`a(?:bc|xy)`): at each position only the branch of its first character is tried, several times
+    faster than a flat `kw1|kw2|...` for a few hundred keywords. Used for str and (encoded) bytes.
+    Built without recursion: a keyword is a path as long as itself (a user's may be thousands)."""
+    trie: dict = {}
+    for word in keywords:
+        if not word:
+            continue
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}  # a keyword ends here: whatever follows needs no check
+    if not trie:
+        return r"(?!)"
+    built: dict[int, str] = {}  # id(node) -> its regex, children before parents
+    stack: list[tuple[dict, bool]] = [(trie, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if "" in node:
+            built[id(node)] = ""
+        elif not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in node.values())
+        else:
+            branches = [re.escape(ch) + built.pop(id(node[ch])) for ch in sorted(node)]
+            built[id(node)] = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return built[id(trie)]
+
+
+def compile_keywords(keywords: Iterable[str], as_bytes: bool = False) -> re.Pattern:
+    """trie_regex(keywords) compiled (for bytes: encoded as UTF-8). Keywords that branch at every
+    character nest the trie's groups as deep as they are long, past what `re`'s parser can recurse
+    into: then one flat alternation, longest keyword first (the same lines are found, more slowly)."""
+    words = sorted({k for k in keywords if k}, key=len, reverse=True)
+    try:
+        pattern = trie_regex(words)
+        return re.compile(pattern.encode("utf-8") if as_bytes else pattern)
+    except (RecursionError, OverflowError):
+        flat = "|".join(re.escape(k) for k in words) or r"(?!)"
+        return re.compile(flat.encode("utf-8") if as_bytes else flat)
+
+
+def _compiled_shape(value: object) -> bool:
+    """Is a cached value (serialized database, containing) shaped as Prefilter._compile makes it?"""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], bytes)
+        and isinstance(value[1], dict)
+        and all(
+            isinstance(k, int) and isinstance(v, tuple) and all(isinstance(i, int) for i in v)
+            for k, v in value[1].items()
+        )
+    )
+
+
+def containing(keywords: Sequence[str]) -> dict[int, tuple[int, ...]]:
+    """Index of a keyword -> the indices of the other keywords that contain it (none with a newline:
+    a match is one line's). Only keywords no other contains need to be searched for."""
+    order = sorted(range(len(keywords)), key=lambda i: len(keywords[i]))
+    out: dict[int, list[int]] = {}
+    for n, i in enumerate(order):
+        word = keywords[i]
+        if "\n" in word:
+            continue
+        for j in order[n + 1 :]:
+            if word in keywords[j] and "\n" not in keywords[j] and len(keywords[j]) > len(word):
+                out.setdefault(i, []).append(j)
+    return {i: tuple(js) for i, js in out.items()}
+
+
+MAX_SEARCHED = 4  # a keyword held in more keywords than this leaves them in the Hyperscan database
+
+
+class Prefilter:
+    """`lines(block)` -> the lines of `block` that contain a keyword, with the keywords found."""
+
+    def __init__(self, keywords: Iterable[str], engine: str | None = None):
+        self.keywords = tuple(sorted({k for k in keywords if k}))
+        if engine is None:
+            engine = available_engines()[0]
+        if engine == "hyperscan" and _hs is None:
+            raise ValueError("the hyperscan engine is not installed (pip install hyperscan)")
+        if engine not in ("hyperscan", "re"):
+            raise ValueError(f"unknown prefilter engine {engine!r}")
+        self.engine = engine
+        self._encoded = [k.encode("utf-8") for k in self.keywords]
+        if engine == "hyperscan":
+            # keyword id -> the ids of the keywords that contain it (those are not in the database);
+            # the database compiled, or as an earlier run compiled it for the same keywords
+            parts = [
+                b"\0".join(self._encoded),
+                _hs.__version__.encode(),
+                sys.platform.encode(),
+                *source_of("logparse.read.prefilter"),
+            ]
+            serialized, self._containing = cached("prefilter", parts, self._compile, (), _compiled_shape)
+            try:
+                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
+            except Exception:
+                serialized, self._containing = self._compile()
+                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
+            self._scratch = _hs.Scratch(self._db)
+        else:
+            self._re = compile_keywords(self.keywords, as_bytes=True)
+
+    def _compile(self) -> tuple[bytes, dict[int, tuple[int, ...]]]:
+        """The Hyperscan database, serialized, and which keywords a line's match of another is to be
+        searched for: a keyword held in at most MAX_SEARCHED others is in the database alone, and a
+        line it marks is searched for those; the keywords holding one held in more (`Error` is in 34)
+        are in the database themselves (a callback each costs less than 34 searches of every line
+        with `Error`)."""
+        inside = containing(self.keywords)
+        inside = {i: js for i, js in inside.items() if len(js) <= MAX_SEARCHED}
+        outer = {i for ids in inside.values() for i in ids}
+        compiled = [i for i in range(len(self.keywords)) if i not in outer]
+        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        exprs = [re.escape(self._encoded[i]) for i in compiled]
+        db.compile(expressions=exprs, ids=compiled, elements=len(exprs), flags=[0] * len(exprs))
+        return _hs.dumpb(db), inside
+
+    def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
+        """(line start, ids of the keywords in that line) for every line of `block` with a keyword;
+        ids index `self.keywords`."""
+        out: list[tuple[int, frozenset[int]]] = []
+        if self.engine == "hyperscan":
+            ids: set[int] = set()
+            line_end = -1
+            start = -1
+
+            containing = self._containing
+            encoded = self._encoded
+
+            def done() -> frozenset[int]:
+                """The ids of the line's keywords: those matched, and the longer ones holding them."""
+                if not containing.keys().isdisjoint(ids):
+                    for kw in [kw for kw in ids if kw in containing]:
+                        for other in containing[kw]:
+                            if block.find(encoded[other], start, line_end) >= 0:
+                                ids.add(other)
+                return frozenset(ids)
+
+            def on_match(kw: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                nonlocal line_end, start, ids
+                if to > line_end:
+                    if start >= 0:
+                        out.append((start, done()))
+                    start = block.rfind(b"\n", 0, to) + 1
+                    end = block.find(b"\n", to)
+                    line_end = end if end >= 0 else len(block)
+                    ids = set()
+                ids.add(kw)
+
+            self._db.scan(block, match_event_handler=on_match, scratch=self._scratch)
+            if start >= 0:
+                out.append((start, done()))
+            return out
+        pos = 0
+        search = self._re.search
+        find, rfind = block.find, block.rfind
+        encoded = self._encoded
+        while True:
+            m = search(block, pos)
+            if m is None:
+                return out
+            start = rfind(b"\n", 0, m.start()) + 1
+            end = find(b"\n", m.end())
+            line = block[start : end if end >= 0 else len(block)]
+            out.append((start, frozenset(i for i, k in enumerate(encoded) if k in line)))
+            if end < 0:
+                return out
+            pos = end + 1

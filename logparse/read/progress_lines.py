@@ -1,0 +1,480 @@
+"""Progress lines (verl's step lines, tqdm's `Training Progress` bars) understood without a record.
+
+A run that logs every step prints a step line (about 3 KB of metrics) and a bar per step, often from
+many processes: a quarter of its lines. Through the per-record pipeline (decode, normalise, the four
+trackers, the matcher) each cost 30-60 us, though all it changes is the stage tracker's marks and
+spans, one metrics row, the last step, and the environment's note of its Ray actor and node. So
+where the blocks are made (the reader process, or the scanner itself) `ProgressLineParser` parses the
+candidate lines that can only be that into `ProgressColumns` (arrays: no object per line crosses
+the process boundary), and the scanner applies each in order, with the same functions its records
+go through (StageTracker.apply, MetricsTracker.add_row, EnvironmentTracker.note_process), instead of
+making a record of it.
+
+A line qualifies when what the pipeline would do with it is fully told by its columns:
+* its prefilter keywords are the stage tracker's only (`step:`, the bar, stage markers): no catalog
+  entry, fallback, environment or traceback keyword;
+* its prefixes read no clock (the normaliser's year state is neither used nor changed), and carry no
+  level, rank or Ray repeat count; its message is the text after them (no `\\r` segments before a
+  step line), with no common environment keyword (`ip=`, `version`, ...);
+* a stage marker it matches starts no attempt and has no named groups; a line with `step:` is a step
+  line (its message starts with it).
+The scanner adds what only it knows, line by line: no traceback, message or config dump of the
+line's stream is open (it normalises the line to tell its stream while one is open), the step-line
+format is known to the environment tracker, and the line's actor is not new to it. Anything else takes
+the usual way, so reports are the same (tests/logparse/test_progress_lines.py compares them on every
+sample, fixture and generated log).
+
+Bounds: distinct (actor, node) pairs at most MAX_PROCESSES, metric shapes at most MAX_SHAPES, cached
+prefixes at most MAX_PREFIXES, remembered keyword sets at most MAX_KINDS, per input; a line past a
+bound takes the usual way (a keyword set past its bound is worked out again).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from logparse.observe.environment import EnvironmentTracker
+from logparse.observe.metrics import STEP_KEYWORD, StepParser
+from logparse.observe.progress import (
+    TQDM_KEYWORD,
+    MarkerHit,
+    ProgressLine,
+    StageTracker,
+    bar_seconds,
+    step_seconds,
+)
+from logparse.read.normalize import Normalizer, Origin
+from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line, strip_ansi
+
+# a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
+# message_at)
+DEFERRED = -2
+MAX_PROCESSES = 65_536
+MAX_SHAPES = 1024
+MAX_PREFIXES = 4096
+MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Scanner._progress_words' bound)
+INT64_MAX = (1 << 63) - 1
+STEP_BYTES = STEP_KEYWORD.encode()
+# what StageTracker.parse finds of a step line at the start of a plain ASCII message (metrics.STEP_RE
+# there: its lookbehind holds at the start, and \d is [0-9] in ASCII)
+STEP_HEAD = re.compile(rb"step:([0-9]+) - ")
+TQDM_BYTES = TQDM_KEYWORD.encode()
+# a step line's metrics are read from its bytes when its prefixes end before `step:` within this many
+# bytes (a Ray prefix is ~50); the rest of a long line is then decoded without the prefix regexes
+PREFIX_BYTES = 512
+# The Ray prefix of nearly every line of a Ray job, `\x1b[36m(WorkerDict pid=123, ip=10.0.0.1)\x1b[0m `,
+# read straight from the bytes: what the normaliser makes of it is known (logparse.read.normalize: one
+# RAY_ACTOR prefix, the actor and ip from it, nothing else) when what follows it stops the prefix loop
+# (`step:`, or the `\r` of a progress bar). Anything else is normalised.
+RAY_PREFIX = re.compile(
+    rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=[0-9]+(?:, ip=([0-9A-Za-z.:_-]+))?\)(?:\x1b\[0m)? ?"
+)
+# A whole tqdm `Training Progress` line behind that prefix, of the characters tqdm prints (its bar's
+# blocks, digits, the times and the rate): the normaliser's message is group 3 (the prefix and `\r`
+# gone, decode_line's final CR too), TQDM_RE finds in it groups 4-6, and no environment keyword can
+# be in it. Any other bar is normalised and parsed the usual way.
+BAR_HEAD = "Training Progress:"  # what RAY_BAR's message (group 3) starts with
+RAY_BAR = re.compile(
+    RAY_PREFIX.pattern + rb"\r(Training Progress:[ \t]*[0-9]+%\|(?:\xe2\x96[\x88-\x8f]|[ #])*"
+    rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?"
+)
+
+
+# the int fields of a progress line in ProgressColumns.ints, in this order
+INDEX, STEP, MARKER, BAR_N, BAR_TOTAL, PROCESS, SHAPE, MESSAGE_AT, OFFSET = range(9)
+INT_FIELDS = 9
+SECONDS, BAR_RATE = range(2)  # its float fields in ProgressColumns.floats
+FLOAT_FIELDS = 2
+
+
+@dataclass
+class ProgressColumns:
+    """The progress lines of one block that a scanner may apply without a record, as flat arrays
+    (one `extend` a line; 88 bytes a line, plus 8 a metric value). Line k's int fields are
+    ints[k * INT_FIELDS + F] for F in INDEX (its candidate index in the block), STEP (-1: none),
+    MARKER (the stage marker it matches, in StageTracker.matcher.markers; -1: none), BAR_N (-1: no
+    bar), BAR_TOTAL, PROCESS (its (actor, node), in ProgressTables), SHAPE (its metrics row's keys, in
+    ProgressTables; -1: no row; DEFERRED), MESSAGE_AT (where its message starts in the line's bytes,
+    -1: not a plain slice), OFFSET (where its values start in `values`); its float fields
+    floats[k * FLOAT_FIELDS + F] for SECONDS (timing_s/step) and BAR_RATE (seconds per step), NaN
+    for none."""
+
+    ints: array = field(default_factory=lambda: array("q"))
+    floats: array = field(default_factory=lambda: array("d"))
+    values: array = field(default_factory=lambda: array("d"))  # the step lines' metric values in turn
+    new_processes: list[tuple[str | None, str | None]] = field(default_factory=list)  # ids go on in order
+    new_shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ints) // INT_FIELDS
+
+    @property
+    def index(self) -> array:
+        """The candidate index of each line, in order."""
+        return self.ints[INDEX::INT_FIELDS]
+
+
+class ProgressTables:
+    """A scanner's copy of what the parser of one input numbered: (actor, node) pairs and metric
+    shapes ((kept keys, all names): the same tuple objects every time, as MetricsTracker expects)."""
+
+    def __init__(self) -> None:
+        self.processes: list[tuple[str | None, str | None]] = []
+        self.shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        self.noted = bytearray()  # process id -> 1: the scanner noted it (EnvironmentTracker.note_process)
+
+    def learn(self, columns: ProgressColumns) -> None:
+        self.processes.extend(columns.new_processes)
+        self.shapes.extend(columns.new_shapes)
+        self.noted.extend(bytes(len(columns.new_processes)))
+
+    def line(self, columns: ProgressColumns, k: int) -> ProgressLine:
+        """What line `k` of `columns` says to the stage tracker (its marker hit is made by the scanner)."""
+        ints = columns.ints
+        at = k * INT_FIELDS
+        step = ints[at + STEP]
+        n = ints[at + BAR_N]
+        seconds = columns.floats[k * FLOAT_FIELDS + SECONDS]
+        rate = columns.floats[k * FLOAT_FIELDS + BAR_RATE]
+        bar = (n, ints[at + BAR_TOTAL], None if math.isnan(rate) else rate) if n >= 0 else None
+        return ProgressLine(None, step if step >= 0 else None, None if math.isnan(seconds) else seconds, bar)
+
+
+class ProgressLineParser:
+    """Finds the progress lines among a block's candidates and parses them into ProgressColumns.
+    Runs where the blocks are made: in a reader process it is that process's copy (its normaliser,
+    caches and tables are its own).
+
+    `words(ids)`: for a line with prefilter keyword ids `ids` that may be a progress line, its stage
+    tracker keywords and whether it has an environment keyword (then only a step line qualifies);
+    None when its keywords rule it out (the scanner knows which keywords feed what)."""
+
+    def __init__(
+        self,
+        words: Callable[[frozenset[int]], tuple[tuple[str, ...], bool] | None],
+        stages: StageTracker,
+        step_parser: StepParser,
+        env: EnvironmentTracker,
+    ) -> None:
+        self.words = words
+        self.stages = stages
+        self.step_parser = step_parser
+        self.env = env
+        # parse the step lines' metrics here; a reader process that runs behind the scanner leaves
+        # them to it (DEFERRED), so that neither waits for the other
+        self.rows_here = True
+        self.normalizer = Normalizer()
+        self._marker_index = {id(m): i for i, m in enumerate(stages.matcher.markers)}
+        self._candidates = stages.matcher.candidates
+        self._bar_markers: dict[tuple[str, ...], list | None] = {}  # words -> _bar_candidates
+        self._kinds: dict[frozenset[int], tuple[tuple[str, ...], bool, bool] | None] = {}  # ids -> _kind
+        self._processes: dict[tuple[str | None, str | None], int] = {}
+        self._shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+        self._prefixes: dict[bytes, Origin | None] = {}  # a step line's raw prefix -> its origin (None: no)
+        self._ray_origins: dict[tuple[bytes, bytes | None], Origin] = {}  # RAY_PREFIX's (actor, ip) -> origin
+        self._ray_processes: dict[tuple[bytes, bytes | None], int] = {}  # ... -> its process id
+        self._new_processes: list[tuple[str | None, str | None]] = []  # numbered since the last block
+        self._new_shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+    def parse(self, data: bytes, found: list[tuple[int, frozenset[int]]]) -> ProgressColumns | None:
+        """The progress lines among the candidates `found` ((line start, keyword ids)) of `data`."""
+        cols = ProgressColumns()
+        ints, floats, values = cols.ints, cols.floats, cols.values
+        kinds, marker_index = self._kinds, self._marker_index
+        nan = math.nan
+        for i, (start, ids) in enumerate(found):
+            kind = kinds.get(ids, False)
+            if kind is False:
+                kind = self._kind(ids)
+            if kind is None:
+                continue
+            words, env_keyword, step_keyword = kind
+            end = data.find(b"\n", start)
+            if end < 0:
+                end = len(data)
+            if end - start > MAX_LINE_BYTES:
+                continue  # a cut line: the scanner counts it
+            if step_keyword:
+                plain = self._plain_step(data, start, end)
+                if plain is not None:
+                    # what the way below finds for it: the message is the ASCII tail from `step:N - `,
+                    # which the environment tracker ignores and the stage tracker reads as a step line
+                    # with no marker and no bar
+                    origin, at, step, tail = plain
+                    if step > INT64_MAX:
+                        continue
+                    seconds = row = None
+                    shape = DEFERRED
+                    if self.rows_here:
+                        message = tail.decode("ascii")
+                        seconds = step_seconds(message)
+                        row = self.step_parser.parse(message)
+                        shape = self._shape_id(row[1], row[3])
+                        if shape is None:
+                            continue
+                    process = self._process_id(origin.actor, origin.node)
+                    if process is None:
+                        continue
+                    ints.extend((i, step, -1, -1, -1, process, shape, at - start, len(values)))
+                    floats.extend((nan if seconds is None else seconds, nan))
+                    if row is not None:
+                        values.extend(row[2])
+                    continue
+            bar = None if env_keyword or step_keyword else RAY_BAR.fullmatch(data, start, end)
+            if bar is not None:
+                # a plain bar: what StageTracker.parse would find in its message, from its groups
+                actor, ip, text, n, total, bracket = bar.groups()
+                marker = self._marker(text.decode("utf-8"), words, self._bar_candidates(words))
+                n, total = int(n), int(total)
+                if marker is None or n > INT64_MAX or total > INT64_MAX:
+                    continue
+                process = self._ray_process(actor, ip)
+                if process is None:
+                    continue
+                seconds = bar_seconds(bracket.decode("ascii"))
+                ints.extend((i, -1, marker, n, total, process, -1, -1, len(values)))
+                floats.extend((nan, nan if seconds is None else seconds))
+                continue
+            got = self._message(data, start, end, step_keyword)
+            if got is None:
+                continue
+            origin, message, message_at = got
+            if not self.env.ignores(message) or (env_keyword and not message.startswith(STEP_KEYWORD)):
+                continue
+            line = self.stages.parse(message, words)
+            hit = line.hit
+            if hit is not None and not _plain_hit(hit):
+                continue
+            if line.step is not None and not message.startswith(STEP_KEYWORD):
+                continue
+            if line.step is None and STEP_KEYWORD in message:
+                continue  # `step:` that is no step line: the environment tracker reads it
+            step = line.step if line.step is not None else -1
+            bar = line.bar or (-1, -1, None)
+            if step > INT64_MAX or max(bar[0], bar[1]) > INT64_MAX:
+                continue
+            row = None
+            shape = -1
+            if line.step is not None:
+                if self.rows_here or message_at < 0:
+                    row = self.step_parser.parse(message)
+                    shape = self._shape_id(row[1], row[3])
+                    if shape is None:
+                        continue
+                else:
+                    shape = DEFERRED
+            process = self._process_id(origin.actor, origin.node)
+            if process is None:
+                continue
+            ints.extend(
+                (
+                    i,
+                    step,
+                    -1 if hit is None else marker_index[id(hit.marker)],
+                    bar[0],
+                    bar[1],
+                    process,
+                    shape,
+                    message_at,
+                    len(values),
+                )
+            )
+            seconds = nan if line.seconds is None or shape == DEFERRED else line.seconds
+            floats.extend((seconds, nan if bar[2] is None else bar[2]))
+            if row is not None:
+                values.extend(row[2])
+        if self._new_processes or self._new_shapes:
+            # the entries numbered in this block go with it (a line that numbered one may still have
+            # been left to the usual way: the numbering goes on regardless)
+            cols.new_processes, cols.new_shapes = self._new_processes, self._new_shapes
+            self._new_processes, self._new_shapes = [], []
+        return cols if ints or cols.new_processes or cols.new_shapes else None
+
+    def _kind(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool, bool] | None:
+        """(stage tracker keywords, an environment keyword, `step:`) of a line with the prefilter
+        keyword ids `ids` that may be a progress line (`words`; an environment keyword: only a step
+        line may have one), else None; remembered per set."""
+        got = self.words(ids)
+        kind = None
+        if got is not None and (not got[1] or STEP_KEYWORD in got[0]):
+            kind = (*got, STEP_KEYWORD in got[0])
+        if len(self._kinds) < MAX_KINDS:
+            self._kinds[ids] = kind
+        return kind
+
+    def _bar_candidates(self, words: tuple[str, ...]) -> list | None:
+        """MarkerMatcher.candidates of a RAY_BAR message with the keywords `words`, when they are all
+        in what starts every such message (BAR_HEAD); else None (they are looked for in the message)."""
+        markers = self._bar_markers.get(words, False)
+        if markers is False:
+            markers = self._candidates(BAR_HEAD, words) if all(w in BAR_HEAD for w in words) else None
+            if len(self._bar_markers) < MAX_SHAPES:
+                self._bar_markers[words] = markers
+        return markers
+
+    def _marker(self, message: str, words: tuple[str, ...], candidates: list | None = None) -> int | None:
+        """The stage marker StageTracker.parse finds in `message` (MarkerMatcher.match; `candidates`:
+        its candidates, when known): its index in the tracker's markers, -1 for none, None when the
+        hit is not plain (_plain_hit)."""
+        for marker in self._candidates(message, words) if candidates is None else candidates:
+            groups = marker.search(message)
+            if groups is not None:
+                if marker.attempt_start or any(v is not None for v in groups.values()):
+                    return None
+                return self._marker_index[id(marker)]
+        return -1
+
+    def _ray_process(self, actor: bytes, ip: bytes | None) -> int | None:
+        """The process id of the (actor, ip) of a RAY_PREFIX match."""
+        key = (actor, ip)
+        process = self._ray_processes.get(key)
+        if process is None:
+            origin = self._ray_origin(actor, ip)
+            process = self._process_id(origin.actor, origin.node)
+            if process is not None and len(self._ray_processes) < MAX_PREFIXES:
+                self._ray_processes[key] = process
+        return process
+
+    def _process_id(self, actor: str | None, node: str | None) -> int | None:
+        key = (actor, node)
+        pid = self._processes.get(key)
+        if pid is None:
+            if len(self._processes) >= MAX_PROCESSES:
+                return None
+            pid = self._processes[key] = len(self._processes)
+            self._new_processes.append(key)
+        return pid
+
+    def _shape_id(self, keys: tuple[str, ...], names: tuple[str, ...]) -> int | None:
+        key = (keys, names)
+        sid = self._shapes.get(key)
+        if sid is None:
+            if len(self._shapes) >= MAX_SHAPES:
+                return None
+            sid = self._shapes[key] = len(self._shapes)
+            self._new_shapes.append(key)
+        return sid
+
+    def _message(self, data: bytes, start: int, end: int, step: bool) -> tuple[Origin, str, int] | None:
+        """(origin, message, where the message starts in the line's bytes or -1) of the line, as the
+        scanner's normaliser would make them, when its prefixes read no clock and carry no level, rank
+        or repeat count; else None."""
+        m = RAY_PREFIX.match(data, start, end)
+        if m is not None:
+            at = m.end()
+            if step and data.startswith(STEP_BYTES, at):
+                tail = self._plain_tail(data, at, end)
+                if tail is not None:
+                    return self._ray_origin(*m.group(1, 2)), tail.decode("ascii"), at - start
+            elif (
+                data.startswith(b"\r", at)
+                and b"\x1b" not in data[at:end]
+                and b"[repeated " not in data[at:end]
+            ):
+                # a bar: the message is the last non-blank `\r` segment (decode_line drops a final CR)
+                rest = data[at : end - 1] if data.endswith(b"\r", at, end) else data[at:end]
+                segments = [x for x in rest.decode("utf-8", errors="replace").split("\r") if x.strip()]
+                message = segments[-1] if segments else ""
+                if not message.startswith("["):  # (a `[Rank N]` there would be the line's rank)
+                    return self._ray_origin(*m.group(1, 2)), message, -1
+        elif step:
+            at = data.find(STEP_BYTES, start, min(end, start + PREFIX_BYTES))
+            if at >= 0:
+                # a step line: the prefixes are normalised on their own and the metrics decoded without
+                # the prefix regexes, if the rest is plain text
+                tail = self._plain_tail(data, at, end)
+                if tail is not None:
+                    origin = self._cached_prefix_origin(data[start:at])
+                    return None if origin is None else (origin, tail.decode("ascii"), at - start)
+        text = decode_line(data[start:end])
+        reads = self.normalizer.clock_reads
+        rec = self.normalizer.normalize(Line("", 0, text))
+        if self.normalizer.clock_reads != reads or not _plain(rec.origin):
+            return None
+        return rec.origin, rec.message, -1
+
+    def _plain_step(self, data: bytes, start: int, end: int) -> tuple[Origin, int, int, bytes] | None:
+        """(origin, where `step:` starts, the step, the bytes from there to the end of the line) of a
+        step line whose message `_message` makes the bytes from `step:` (a Ray prefix, or prefixes
+        normalised apart, before it; plain text after it) and that holds no bar; else None (then the
+        way of any line tells)."""
+        m = RAY_PREFIX.match(data, start, end)
+        if m is not None:
+            at = m.end()
+            if not data.startswith(STEP_BYTES, at):
+                return None
+        else:
+            at = data.find(STEP_BYTES, start, min(end, start + PREFIX_BYTES))
+            if at < 0:
+                return None
+        tail = self._plain_tail(data, at, end)
+        if tail is None:
+            return None
+        head = STEP_HEAD.match(tail)
+        if head is None or TQDM_BYTES in tail:
+            return None
+        if m is not None:
+            origin = self._ray_origin(*m.group(1, 2))
+        else:
+            origin = self._cached_prefix_origin(data[start:at])
+        return None if origin is None else (origin, at, int(head.group(1)), tail)
+
+    def _cached_prefix_origin(self, prefix: bytes) -> Origin | None:
+        origin = self._prefixes.get(prefix, False)
+        if origin is False:
+            origin = self._prefix_origin(prefix)
+            if len(self._prefixes) >= MAX_PREFIXES:
+                self._prefixes.clear()
+            self._prefixes[prefix] = origin
+        return origin
+
+    @staticmethod
+    def _plain_tail(data: bytes, at: int, end: int) -> bytes | None:
+        """The bytes from `at` to the end of the line if decoding and ANSI stripping leave them as
+        they are and the normaliser cuts nothing from them (no escape, CR, dedup suffix or non-ASCII
+        byte), else None."""
+        tail = data[at:end]
+        if tail.isascii() and b"\x1b" not in tail and b"\r" not in tail and b"[repeated " not in tail:
+            return tail
+        return None
+
+    def _ray_origin(self, actor: bytes, ip: bytes | None) -> Origin:
+        key = (actor, ip)
+        origin = self._ray_origins.get(key)
+        if origin is None:
+            # (the pid is left out: only the actor and node matter here, and the scanner, when it needs
+            # the line's stream, normalises the line)
+            origin = Origin(actor=actor.decode("ascii"), node=None if ip is None else ip.decode("ascii"))
+            if len(self._ray_origins) >= MAX_PREFIXES:
+                self._ray_origins.clear()
+            self._ray_origins[key] = origin
+        return origin
+
+    def _prefix_origin(self, prefix: bytes) -> Origin | None:
+        """The origin of a line made of `prefix` and then a step line, if normalising `prefix`
+        followed by `step:` leaves just `step:`: then the whole line normalises to the same origin
+        and its message is the rest of the line (what the prefix regexes see past the prefix is
+        `step:` either way). An OSC escape in the prefix could swallow the rest of the line: no."""
+        if b"\x1b]" in prefix:
+            return None
+        reads = self.normalizer.clock_reads
+        rec = self.normalizer.normalize(
+            Line("", 0, strip_ansi(prefix.decode("utf-8", errors="replace")) + STEP_KEYWORD)
+        )
+        if self.normalizer.clock_reads != reads or rec.message != STEP_KEYWORD or not _plain(rec.origin):
+            return None
+        return rec.origin
+
+
+def _plain_hit(hit: MarkerHit) -> bool:
+    """A stage marker hit a progress line may carry: it starts no attempt and has no named groups."""
+    return not hit.marker.attempt_start and all(v is None for v in hit.groups.values())
+
+
+def _plain(origin: Origin) -> bool:
+    """No clock, level, rank or Ray repeat count."""
+    return origin.time is None and origin.level is None and origin.rank is None and origin.repeat == 1

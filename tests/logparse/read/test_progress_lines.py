@@ -1,0 +1,371 @@
+"""Progress lines applied without a record give the reports every line as a record gives: on every
+sample and fixture, on the benchmark generators' logs, and on random logs made of the lines that could
+tell them apart (prefixes with a clock, a level, a rank or a dedup count, escapes, CR segments, model
+text, open tracebacks and config dumps, new actors and hosts, restarts, huge step numbers), read in
+one process and by a reader process, with every value kept (--metrics-csv) and without."""
+
+from __future__ import annotations
+
+import gc
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from logparse.observe.metrics import MetricsConfig
+from logparse.observe.progress import StageTrackerConfig
+from logparse.read.blocks import reader_process_possible
+from logparse.read.progress_lines import ProgressLineParser
+from logparse.scan import ScanConfig, Scanner, _collector_paused
+from patterns import load_builtin_catalog
+from reports import FORMATS, render
+from tests.conftest import FIXTURES, SAMPLES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from generate_log import chatter, generate, step_line, worker
+
+CATALOG = load_builtin_catalog()
+LOGS = (
+    sorted(SAMPLES.glob("*.log"))
+    + sorted(FIXTURES.rglob("*.log"))
+    + [
+        FIXTURES / "ray" / "session_logs",
+        FIXTURES / "torchrun" / "logdir",
+        FIXTURES / "torchrun" / "record-error.json",
+    ]
+)
+
+
+def outputs(path: Path, tmp: Path, small_bounds: bool = False, **config) -> dict[str, str]:
+    """Every report format of a scan, and its metrics CSV when every value is kept. `small_bounds`: the
+    stage tracker keeps few marks and the metrics few rows (what a long log does to them)."""
+    scanner = Scanner(CATALOG, ScanConfig(**config))
+    if small_bounds:
+        scanner.stages.config = StageTrackerConfig(max_marks=700, max_transitions=50)
+        scanner.metrics.config = MetricsConfig(max_rows=300)
+    scanner.feed_inputs([str(p) for p in sorted(path.iterdir())] if path.is_dir() else [str(path)])
+    report = scanner.report()
+    out = {fmt: render(report, fmt) for fmt in FORMATS}
+    if config.get("all_metrics"):
+        csv = tmp / "metrics.csv"
+        scanner.metrics.to_csv(csv)
+        out["csv"] = csv.read_text()
+    return out
+
+
+def assert_same_reports(path: Path, tmp: Path, all_metrics: bool = False, small_bounds: bool = False) -> None:
+    reference = outputs(
+        path, tmp, small_bounds, progress_lines=False, reader_process_bytes=None, all_metrics=all_metrics
+    )
+    assert outputs(path, tmp, small_bounds, reader_process_bytes=None, all_metrics=all_metrics) == reference
+    if reader_process_possible() and path.is_file():
+        assert outputs(path, tmp, small_bounds, reader_process_bytes=1, all_metrics=all_metrics) == reference
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_samples_and_fixtures(path: Path, tmp_path: Path) -> None:
+    assert_same_reports(path, tmp_path)
+
+
+@pytest.mark.parametrize("kind,caught", [("realistic", None), ("dense", None), ("dense", 0), ("mix", None)])
+def test_benchmark_logs(kind: str, caught: int | None, tmp_path: Path) -> None:
+    log = tmp_path / f"{kind}.log"
+    generate(str(log), 1.5, kind=kind, caught_every=caught)
+    assert_same_reports(log, tmp_path, all_metrics=kind == "dense")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_step_lines_left_to_the_scanner(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader process that runs behind leaves the step lines' metrics and timing to the scanner
+    (DEFERRED): the reports are the same (here every block is parsed so)."""
+    parse = ProgressLineParser.parse
+
+    def behind(self: ProgressLineParser, data: bytes, found: list) -> object:
+        self.rows_here = False
+        return parse(self, data, found)
+
+    log = tmp_path / "log.log"
+    if seed == 0:
+        _few_processes(log)  # (runs of lines)
+    elif seed == 1:
+        generate(str(log), 1.0, kind="dense", caught_every=0)  # (a new process on most lines: one by one)
+    else:
+        rnd = random.Random(seed)
+        lines = [_line(rnd, step // 3 + 1, 6) for step in range(3000)]
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    reference = outputs(log, tmp_path, progress_lines=False, reader_process_bytes=None, all_metrics=seed == 2)
+    monkeypatch.setattr(ProgressLineParser, "parse", behind)
+    assert outputs(log, tmp_path, reader_process_bytes=None, all_metrics=seed == 2) == reference
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_step_lines_read_from_their_bytes_as_any_line(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The columns of step lines read straight from their bytes (_plain_step) are those the way of any
+    line gives them, whether the rows are parsed there or left to the scanner."""
+    from logparse.observe.metrics import StepParser
+    from logparse.read.blocks import iter_blocks
+    from logparse.read.sources import InputStats, plain_chunks
+
+    rnd = random.Random(seed)
+    log = tmp_path / "log.log"
+    lines = [_line(rnd, step // 3 + 1, 6) for step in range(3000)]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+
+    def columns(rows_here: bool) -> list:
+        scanner = Scanner(CATALOG, ScanConfig())
+        parser = ProgressLineParser(scanner._progress_words, scanner.stages, StepParser(), scanner.env)
+        parser.rows_here = rows_here
+        out = []
+        with open(log, "rb") as fh:
+            chunks = plain_chunks(fh, InputStats(str(log)))
+            for block in iter_blocks(chunks, scanner.prefilter, progress=parser):
+                c = block.progress
+                out.append(
+                    None
+                    if c is None
+                    else (
+                        c.ints.tobytes(),
+                        c.floats.tobytes(),
+                        c.values.tobytes(),
+                        c.new_processes,
+                        c.new_shapes,
+                    )
+                )
+        return out
+
+    for rows_here in (True, False):
+        fast = columns(rows_here)
+        with monkeypatch.context() as m:
+            m.setattr(ProgressLineParser, "_plain_step", lambda *_: None)
+            assert fast == columns(rows_here)
+
+
+def _few_processes(log: Path) -> None:
+    """A dense log of a few processes: long runs of step lines and bars (from the eight ranks of the
+    realistic log, and the driver), now and then a line that needs its record."""
+    rnd = random.Random(3)
+    lines = []
+    for step in range(1, 800):
+        lines.append(step_line(step, rnd))
+        for _ in range(rnd.randrange(3)):
+            lines.append(
+                f"{worker(rnd.randrange(8))}\rTraining Progress:  {step % 100:2d}%|███       | "
+                f"{step}/5000 [1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]"
+            )
+        if step % 97 == 0:
+            lines.extend(chatter(rnd, step))
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_bounded_marks_and_rows(tmp_path: Path) -> None:
+    """Past the stage tracker's bound on marks and the metrics' bound on rows (progress lines applied a
+    run at a time drop what line by line drops)."""
+    log = tmp_path / "dense.log"
+    _few_processes(log)
+    assert_same_reports(log, tmp_path, all_metrics=True, small_bounds=True)
+
+
+# -- random logs of the lines that could tell the two ways apart ----------------------------------------
+CYAN, RESET = "\x1b[36m", "\x1b[0m"
+
+
+def _prefix(rnd: random.Random, hosts: int) -> str:
+    pid = rnd.choice([7, 8, 9, rnd.randrange(10, 10**6)])
+    actor = rnd.choice(["TaskRunner", "WorkerDict", f"Actor{rnd.randrange(90)}"])
+    ip = f", ip=10.0.0.{rnd.randrange(hosts)}" if rnd.random() < 0.5 else ""
+    return rnd.choice(
+        [
+            f"{CYAN}({actor} pid={pid}{ip}){RESET} ",
+            f"({actor} pid={pid}{ip}) ",
+            f"({actor} pid={pid})",
+            "",
+            f"[rank{rnd.randrange(4)}]: ",
+            f"[default{rnd.randrange(4)}]:",
+            f"(A pid=1) ({actor} pid={pid}) ",
+            "INFO 05-07 21:12:03 [metrics.py:455] ",
+            "INFO:2025-08-22 23:08:02,898:",
+            "2025-13-45 10:00:00 ",
+            "\x1b]0;title\x07",
+            f"{CYAN}({actor} pid={pid}){RESET}\x1b[1m ",
+            "W0731 10:50:07.575000 3247964 api.py:897] ",
+            f"node-{rnd.randrange(hosts)}:{pid}:{pid + 1} [0] ",
+            "\x1b[31",
+            "(raylet) ",
+        ]
+    )
+
+
+def _value(rnd: random.Random) -> str:
+    return rnd.choice(
+        [
+            "0.5",
+            f"np.float64({rnd.random()!r})",
+            "nan",
+            "inf",
+            "np.int64(3)",
+            " 2",
+            "x",
+            "",
+            "1e-06",
+            "np.float64( 4)",
+            "é",
+            "[1, 2]",
+            "1_0",
+            "-0.0",
+            f"{rnd.random() * 1e6:.3f}",
+        ]
+    )
+
+
+def _line(rnd: random.Random, step: int, hosts: int) -> str:
+    p = _prefix(rnd, hosts)
+    kind = rnd.random()
+    keys = [
+        "actor/pg_loss",
+        "actor/grad_norm",
+        "critic/score/mean",
+        "timing_s/step",
+        "response_length/mean",
+        "training/global_step",
+        "foo/bar",
+        "timing_s/reward",
+        "actor/entropy",
+    ]
+    if kind < 0.3:
+        n = rnd.choice([step, step, step, 10**30 + step, 0])
+        parts = " - ".join(f"{k}:{_value(rnd)}" for k in rnd.sample(keys, rnd.randrange(1, len(keys))))
+        tail = rnd.choice(
+            [
+                "",
+                "",
+                " [repeated 3x across cluster]",
+                "\r",
+                "\x1b[0m",
+                " é",
+                f" Training Progress: {step % 100:3d}%|#  | {step}/435 [00:01<00:02, 1.5s/it]",
+            ]
+        )
+        return f"{p}step:{n} - {parts}{tail}"
+    if kind < 0.55:
+        rate = rnd.choice(["64.47s/it", "1.52it/s", "?it/s", "0.00it/s"])
+        bar = f"Training Progress: {step % 100:3d}%|███       | {step}/{rnd.choice([435, 10**25])} [1:10:40<6:31:06, {rate}]"
+        return rnd.choice(
+            [
+                f"{p}\r{bar}",
+                f"{p}{bar}",
+                f"{p}\r{bar}\r",
+                f"{p}\rfoo\r{bar}",
+                f"{p}\r[Rank 3] {bar}",
+                f"{p}\r{bar} step:{step} - a:1",
+                f"{p}\r{bar}{RESET}",
+                f"{p}\rTraining Progress: soon",
+                f"{p}\r{bar} step:x actor/pg_loss timing_s/reward",
+                f"{p}\r{bar} version 2 ip=172.16.{step}.1",
+                f"{p}\r{bar} NVIDIA A100-SXM4-80GB",
+            ]
+        )
+    if kind < 0.62:
+        return p + rnd.choice(
+            [
+                "[prompt] what is 2+2?",
+                "[response] 4 Training Progress: 5%|",
+                "[score] 1.0",
+                "[ground_truth] 4",
+            ]
+        )
+    if kind < 0.7:
+        return p + rnd.choice(
+            [
+                "Traceback (most recent call last):",
+                '  File "/w/x.py", line 3, in f',
+                "    y = g()",
+                "ValueError: bad value",
+                "",
+                "RuntimeError: CUDA out of memory.",
+            ]
+        )
+    if kind < 0.74:
+        return p + rnd.choice(
+            [
+                "{'actor_rollout_ref': {'actor': {'strategy': 'fsdp',",
+                "  'rollout': {'n': 4}},",
+                " 'trainer': {'nnodes': 2}}",
+            ]
+        )
+    if kind < 0.78:
+        return p + rnd.choice(
+            [
+                "ray init kwargs: {'num_cpus': None}",
+                "Final validation metrics: {'a': 1}",
+                "Total training steps: 435",
+                "Training from scratch",
+                "Setting global step to 40",
+                f"[rank-0]: Saving model to /ckpt/global_step_{step + rnd.choice([0, 1, 5])}/actor/m.pt",
+                f"local_global_step_folder: checkpoints/x/global_step_{step + 1}",
+            ]
+        )
+    if kind < 0.82:
+        return p + rnd.choice(
+            [
+                "ERROR: something failed",
+                "KeyError: 'x'",
+                "torch 2.4.0",
+                "vllm 0.6.3",
+                "NCCL version 2.21.5+cuda12.4",
+                "host node-3 ip=10.9.9.9 version 3",
+            ]
+        )
+    return p + rnd.choice(
+        [
+            "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
+            "loading weights",
+            "WARNING: low disk",
+            "  continuation line",
+            "",
+        ]
+    )
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_logs(seed: int, tmp_path: Path) -> None:
+    rnd = random.Random(seed)
+    hosts = 200 if seed % 4 == 3 else 6  # (past 64 hosts the environment notes no more)
+    lines = [_line(rnd, step // 3 + 1, hosts) for step in range(3000)]
+    log = tmp_path / "random.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    assert_same_reports(log, tmp_path, all_metrics=seed % 2 == 0)
+
+
+def test_progress_lines_make_no_records(tmp_path: Path) -> None:
+    """On a dense log nearly every step line and bar is applied without a record."""
+    log = tmp_path / "dense.log"
+    generate(str(log), 2.0, kind="dense", caught_every=0)
+    scanner = Scanner(CATALOG, ScanConfig(reader_process_bytes=None))
+    fed = 0
+    feed = scanner.feed_record
+
+    def counting(rec) -> None:
+        nonlocal fed
+        fed += 1
+        feed(rec)
+
+    scanner.feed_record = counting
+    scanner.feed_inputs([str(log)])
+    assert scanner.seq > 900 and fed < scanner.seq / 20
+
+
+def test_the_collector_is_paused_while_feeding_and_restored() -> None:
+    assert gc.isenabled()
+    with _collector_paused():
+        assert not gc.isenabled() and gc.get_freeze_count() > 0
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        with _collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
