@@ -2,9 +2,10 @@
 
 The tests (tests/test_robustness.py, tests/test_hostile_catalogs.py, tests/test_deep_and_dense_inputs.py,
 tests/test_binary_and_compressed_inputs.py, tests/test_outputs_are_never_lost.py,
-tests/test_fleet_failures.py) check what each case does (a report, a note, an exit code, no traceback) and only guard against a hang; a shared,
-busy machine made their wall-clock limits fail. This script times the same cases, each as a user runs
-it (`python -m logparse ...` in a fresh process), and prints the seconds and peak RSS of each:
+tests/test_fleet_failures.py) check what each case does (a report, a note, an exit code, no
+traceback) and only guard against a hang; a shared, busy machine made their wall-clock limits fail.
+This script times the same cases, each as a user runs it (`python -m logparse ...` in a fresh
+process), and prints the seconds and peak RSS of each:
 
 * three lines of a single 100 KB token reaching the trackers (they once backtracked for minutes);
 * three lines of about 1 MB that look like interleaved exception lines (one took 5.8 s, quadratic);

@@ -1,4 +1,5 @@
-"""Run every catalog entry's examples through the same normaliser and matcher as a real scan."""
+"""Run every catalog entry's examples, and the stage markers' own, through the same normaliser and
+matcher as a real scan."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from dataclasses import dataclass
 
 from logparse.observe.matcher import Matcher
 from logparse.read.normalize import Normalizer
+from logparse.read.progress_syntax import MarkerMatcher
 from logparse.read.sources import Line, strip_ansi
 from patterns import Catalog, Entry
+from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,79 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
                 failures.append(
                     ExampleFailure(
                         entry, "todo_match", ex.line, "now matches: move it from todo_match to match"
+                    )
+                )
+    return count, failures
+
+
+# -- the stage markers' own examples, through the real normaliser ----------------------------------------
+@dataclass(frozen=True)
+class MarkerExampleFailure:
+    marker: StageMarker
+    kind: str  # match | no_match | pattern
+    line: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.marker.source}:{self.marker.line}: marker '{self.marker.id}': {self.kind} example "
+            f"{self.reason}\n    line: {self.line}"
+        )
+
+
+def bare_message(text: str) -> str:
+    """The bare message a scan would match for this raw log line."""
+    return Normalizer().normalize(Line("<example>", 1, strip_ansi(text))).message
+
+
+def check_marker_examples(markers: StageMarkers | None = None) -> tuple[int, list[MarkerExampleFailure]]:
+    """(examples run, failures): each match example must fire its marker and be claimed by a marker
+    of the same stage (markers are tried in file order); each no_match example must not fire it;
+    each pattern must be hit by some match example."""
+    markers = markers or builtin_stage_markers()
+    matcher = MarkerMatcher(markers)
+    failures: list[MarkerExampleFailure] = []
+    count = 0
+    for marker in markers.markers:
+        used: set[int] = set()
+        for ex in marker.examples.match:
+            count += 1
+            bare = bare_message(ex.line)
+            if not MarkerMatcher.fires(marker, bare):
+                hint = (
+                    "matches no pattern"
+                    if any(kw in bare for kw in marker.keywords)
+                    else "contains none of the keywords"
+                )
+                failures.append(
+                    MarkerExampleFailure(
+                        marker, "match", ex.line, f"does not match ({hint}; bare message: {bare!r})"
+                    )
+                )
+                continue
+            used.update(i for i, p in enumerate(marker.patterns) if p.search(bare))
+            winner = matcher.match(bare)
+            if winner is not None and winner.marker.stage != marker.stage:
+                failures.append(
+                    MarkerExampleFailure(
+                        marker,
+                        "match",
+                        ex.line,
+                        f"is claimed first by marker '{winner.marker.id}' "
+                        f"(stage {winner.marker.stage}); move this marker above it or narrow that one",
+                    )
+                )
+        for ex in marker.examples.no_match:
+            count += 1
+            if MarkerMatcher.fires(marker, bare_message(ex.line)):
+                failures.append(
+                    MarkerExampleFailure(marker, "no_match", ex.line, f"matches but must not ({ex.why})")
+                )
+        for i, pattern in enumerate(marker.patterns):
+            if i not in used:
+                failures.append(
+                    MarkerExampleFailure(
+                        marker, "pattern", pattern.pattern, f"pattern #{i + 1} is hit by no match example"
                     )
                 )
     return count, failures

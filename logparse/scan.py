@@ -32,8 +32,8 @@ from logparse.observe.collectives import CollectiveAnalyzer
 from logparse.observe.environment import EnvironmentTracker
 from logparse.observe.hits import FindingCollector, Hit
 from logparse.observe.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S, Matcher
-from logparse.observe.metrics import CHART_KEYS, STEP_KEYWORD, MetricsTracker, StepParser, downsample
-from logparse.observe.progress import TQDM_KEYWORD, MarkerHit, StageTracker, step_seconds, stopped_note
+from logparse.observe.metrics import MetricsTracker, downsample
+from logparse.observe.progress import StageTracker, stopped_note
 from logparse.observe.tracebacks import FRAME_RE, TB_START, LineRole, TracebackAssembler
 from logparse.read.blocks import Block, blocks_in_process, iter_blocks, reader_process_possible
 from logparse.read.layout import file_origin
@@ -57,6 +57,7 @@ from logparse.read.progress_lines import (
     ProgressLineParser,
     ProgressTables,
 )
+from logparse.read.progress_syntax import TQDM_KEYWORD, MarkerHit, step_seconds
 from logparse.read.sources import (
     MAX_LINE_BYTES,
     InputError,
@@ -71,9 +72,11 @@ from logparse.read.sources import (
     plain_chunks,
     read_input,
 )
+from logparse.read.steps import STEP_KEYWORD, StepParser
 from patterns import Catalog, Role, Severity
 from patterns.fallback import MessageMarker
 from patterns.inference import inference_rules
+from patterns.progress import CHART_KEYS
 from patterns.stages import MAX_FRAME_FIELD, StageSource, actor_stages, category_stages
 
 MAX_MERGE_FILES = 64
@@ -263,9 +266,11 @@ class Scanner:
         # records are fed); merged inputs' records are fed in another order than they are read
         fast = alone and self.config.progress_lines
         step_parser = StepParser(self.config.all_metrics)
-        progress = (
-            ProgressLineParser(self._progress_words, self.stages, step_parser, self.env) if fast else None
-        )
+        progress = None
+        if fast:
+            progress = ProgressLineParser(
+                self._progress_words, self.stages.syntax, step_parser, self.env.ignores
+            )
         tables = ProgressTables() if fast else None
         if alone and self._reader_process_for(path):
             blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress)

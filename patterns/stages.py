@@ -5,7 +5,7 @@ show a job reached a stage (see the comments in stages.yaml for the fields). Thi
 markers' schema when they are loaded (unknown field or stage, bad id, regex that does not compile or
 can backtrack catastrophically, missing examples), reporting every problem at once with file:line
 like the catalog loader. Whether each example really matches through the normaliser is checked in
-`logparse.observe.progress.check_marker_examples` (this package imports no other), run by the tests.
+`logparse.catalog_check.check_marker_examples` (this package imports no other), run by the tests.
 """
 
 from __future__ import annotations

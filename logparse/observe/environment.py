@@ -35,9 +35,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from logparse.observe.metrics import STEP_KEYWORD, split_step_line
-from logparse.observe.progress import keyword_pattern
 from logparse.read.normalize import Record
+from logparse.read.progress_syntax import keyword_pattern
+from logparse.read.steps import STEP_KEYWORD, split_step_line
 from patterns.schema import LazyRe
 
 MAX_HOSTS = 64

@@ -31,45 +31,22 @@ what that changes. A scanner that parses progress lines apart from its records
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
 
-from logparse.observe.metrics import STEP_KEYWORD, STEP_RE
-from logparse.read.normalize import Normalizer, Record
-from logparse.read.prefilter import compile_keywords
-from logparse.read.sources import Line, strip_ansi
-from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
+from logparse.read.normalize import Record
+from logparse.read.progress_syntax import MarkerHit, ProgressLine, ProgressSyntax
+from patterns.stages import StageMarkers
 
 MAX_SEGMENTS_PER_STAGE = 500  # stretches of one stage in the progression (closer ones are merged)
 STEP_STAGE = "training"  # a step line or a progress-bar update means the training loop runs
 LAUNCH_STAGE = "launch"
 CHECKPOINT_STAGE = "checkpoint"
-TQDM_KEYWORD = "Training Progress"
-STEP_TIME_RE = re.compile(
-    r"(?<![\w/])timing(?:_s)?/step:(?:np\.float\d*\()?([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
-)
-TQDM_RE = re.compile(r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^\]]*)\]")
-RATE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s/it|it/s)")
 _NOT_NONE = (-1).__lt__  # a column value that is not -1 (none): at least 0
-MAX_CANDIDATE_SETS = 4096  # MarkerMatcher.candidates() remembered, per set of keywords present
-
-
-def keyword_pattern(keywords: Iterable[str]) -> re.Pattern[str]:
-    """A compiled trie alternation of the literal `keywords` (logparse.read.prefilter.trie_regex)."""
-    return compile_keywords(keywords)
-
-
-@dataclass(frozen=True)
-class MarkerHit:
-    marker: StageMarker
-    groups: dict[str, str | None]
 
 
 def median(values: list[float]) -> float:
@@ -78,58 +55,6 @@ def median(values: list[float]) -> float:
     data = sorted(values)
     n = len(data)
     return data[n // 2] if n % 2 == 1 else (data[n // 2 - 1] + data[n // 2]) / 2
-
-
-class MarkerMatcher:
-    """Stage markers against bare messages: keyword prefilter, then the markers' regexes.
-
-    Markers are tried in file order; the first whose keyword is in the message and whose pattern
-    matches decides the message's stage."""
-
-    def __init__(self, markers: StageMarkers, extra_keywords: Iterable[str] = ()):
-        self.markers = markers.markers
-        self._by_keyword: dict[str, list[int]] = {}
-        for index, marker in enumerate(self.markers):
-            for kw in marker.keywords:
-                self._by_keyword.setdefault(kw, []).append(index)
-        self._keywords = sorted(self._by_keyword, key=len, reverse=True)
-        self.keywords: tuple[str, ...] = tuple(sorted(set(self._keywords) | set(extra_keywords)))
-        self._candidates: dict[frozenset[str], list[StageMarker]] = {}  # keywords present -> candidates()
-
-    @functools.cached_property
-    def prefilter(self) -> re.Pattern[str]:
-        """The keywords as one trie alternation, compiled on first use (only a record fed without its
-        prefilter keywords needs it)."""
-        return keyword_pattern(self.keywords)
-
-    def candidates(self, message: str, keywords: Iterable[str] | None = None) -> list[StageMarker]:
-        """The markers with a keyword in `message`, in file order; `keywords`: the only keywords that
-        can be in it (a scanner's prefilter found them in the raw line), so the others are not tried."""
-        by_keyword = self._by_keyword
-        present = frozenset(
-            kw
-            for kw in (self._keywords if keywords is None else keywords)
-            if kw in message and kw in by_keyword
-        )
-        markers = self._candidates.get(present)
-        if markers is None:  # (the same few keyword sets come again and again: a bar's, a marker's)
-            found = sorted({i for kw in present for i in by_keyword[kw]})
-            markers = [self.markers[i] for i in found]
-            if len(self._candidates) < MAX_CANDIDATE_SETS:
-                self._candidates[present] = markers
-        return markers
-
-    def match(self, message: str, keywords: Iterable[str] | None = None) -> MarkerHit | None:
-        for marker in self.candidates(message, keywords):
-            groups = marker.search(message)
-            if groups is not None:
-                return MarkerHit(marker, groups)
-        return None
-
-    @staticmethod
-    def fires(marker: StageMarker, message: str) -> bool:
-        """Would `marker` match this bare message in a scan (keyword present and a pattern hit)?"""
-        return any(kw in message for kw in marker.keywords) and marker.search(message) is not None
 
 
 @dataclass(frozen=True)
@@ -209,19 +134,6 @@ class _Span:
         )
 
 
-class ProgressLine(NamedTuple):
-    """What one message says to the stage tracker (StageTracker.parse). (A named tuple: one is made
-    per progress line, and a frozen dataclass took three times as long to make.)"""
-
-    hit: MarkerHit | None  # the stage marker it matches (not searched in a line that starts with a step)
-    step: int | None  # verl's `step:N - ...`
-    seconds: float | None  # its `timing_s/step`, when finite and positive
-    bar: tuple[int, int, float | None] | None  # tqdm's `Training Progress`: (n, total, seconds per step)
-
-
-NOTHING = ProgressLine(None, None, None, None)
-
-
 class _Marks:
     """Step-line or progress-bar marks in arrival order, as columns: the record's seq, int values,
     float values (None as NaN: no float column holds a NaN otherwise). 8 bytes a value where a list of
@@ -299,17 +211,6 @@ class _Marks:
         return out
 
 
-def step_seconds(message: str) -> float | None:
-    """A step line's `timing_s/step` (seconds), when finite and positive."""
-    # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
-    at = message.find("/step:")
-    m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
-    if m:
-        value = float(m.group(1))
-        return value if math.isfinite(value) and value > 0 else None
-    return None
-
-
 def _trim(items: list, cap: int) -> bool:
     """Drop the oldest half of `items` once it holds more than `cap`; True if it did."""
     if len(items) > cap:
@@ -318,24 +219,14 @@ def _trim(items: list, cap: int) -> bool:
     return False
 
 
-def bar_seconds(bracket: str) -> float | None:
-    """Seconds per step from tqdm's `[00:03<00:06,  1.52s/it]` or `[..., 4.43it/s]`."""
-    m = RATE_RE.search(bracket)
-    if not m:
-        return None
-    value = float(m.group(1))
-    if m.group(2) == "s/it":
-        return value
-    return 1.0 / value if value > 0 else None
-
-
 class StageTracker:
     """Bounded state machine over records: stage events, steps, progress bar, attempts, completion."""
 
     def __init__(self, markers: StageMarkers | None = None, config: StageTrackerConfig | None = None):
         self.config = config or StageTrackerConfig()
-        self.matcher = MarkerMatcher(markers or builtin_stage_markers(), (STEP_KEYWORD, TQDM_KEYWORD))
-        self.keywords: tuple[str, ...] = self.matcher.keywords  # a line without any of these changes nothing
+        self.syntax = ProgressSyntax(markers)
+        self.matcher = self.syntax.matcher
+        self.keywords: tuple[str, ...] = self.syntax.keywords  # a line without any of these changes nothing
         self._spans: dict[str, _Span] = {}
         self._transition_seqs: list[int] = []
         self._transition_stages: list[str] = []
@@ -371,22 +262,8 @@ class StageTracker:
         )
 
     def parse(self, message: str, keywords: Iterable[str] | None = None) -> ProgressLine:
-        """What `message` says: a stage marker, a step line, a progress bar (each or none). Depends on
-        the message alone."""
-        m = STEP_RE.search(message) if STEP_KEYWORD in message else None
-        # (a step line holds no marker, only metrics: skip the marker search on its ~2 KB)
-        hit = self.matcher.match(message, keywords) if m is None or m.start() > 0 else None
-        step = seconds = bar = None
-        if m:
-            step = int(m.group(1))
-            seconds = step_seconds(message)
-        if TQDM_KEYWORD in message:
-            b = TQDM_RE.search(message)
-            if b:
-                bar = (int(b.group(2)), int(b.group(3)), bar_seconds(b.group(4)))
-        if hit is None and step is None and bar is None:
-            return NOTHING
-        return ProgressLine(hit, step, seconds, bar)
+        """What `message` says (logparse.read.progress_syntax): depends on the message alone."""
+        return self.syntax.parse(message, keywords)
 
     def apply(
         self, seq: int, source: str, number: int, time: float | None, repeat: int, line: ProgressLine
@@ -432,10 +309,8 @@ class StageTracker:
         return self._checkpoint_step is not None
 
     def plain_marker(self, index: int) -> bool:
-        """Can a line that matches marker `index` (of self.matcher.markers, with no named group) go in
-        an `apply_run`: it starts no attempt, completes nothing and has no repeat stage?"""
-        marker = self.matcher.markers[index]
-        return not (marker.attempt_start or marker.completion or marker.repeat_stage is not None)
+        """ProgressSyntax.plain_marker: may a line of marker `index` go in an `apply_run`?"""
+        return self.syntax.plain_marker(index)
 
     def apply_run(
         self,
@@ -748,76 +623,3 @@ def stopped_note(progress: Progress) -> str:
         f"{at}{where} with no error and no completion marker: the job was still running, or was "
         f"stopped from outside (time limit, OOM killer, cancel)"
     )
-
-
-# -- the markers' own examples, through the real normaliser -----------------------------------------
-@dataclass(frozen=True)
-class MarkerExampleFailure:
-    marker: StageMarker
-    kind: str  # match | no_match | pattern
-    line: str
-    reason: str
-
-    def __str__(self) -> str:
-        return (
-            f"{self.marker.source}:{self.marker.line}: marker '{self.marker.id}': {self.kind} example "
-            f"{self.reason}\n    line: {self.line}"
-        )
-
-
-def bare_message(text: str) -> str:
-    """The bare message a scan would match for this raw log line."""
-    return Normalizer().normalize(Line("<example>", 1, strip_ansi(text))).message
-
-
-def check_marker_examples(markers: StageMarkers | None = None) -> tuple[int, list[MarkerExampleFailure]]:
-    """(examples run, failures): each match example must fire its marker and be claimed by a marker
-    of the same stage (markers are tried in file order); each no_match example must not fire it;
-    each pattern must be hit by some match example."""
-    markers = markers or builtin_stage_markers()
-    matcher = MarkerMatcher(markers)
-    failures: list[MarkerExampleFailure] = []
-    count = 0
-    for marker in markers.markers:
-        used: set[int] = set()
-        for ex in marker.examples.match:
-            count += 1
-            bare = bare_message(ex.line)
-            if not MarkerMatcher.fires(marker, bare):
-                hint = (
-                    "matches no pattern"
-                    if any(kw in bare for kw in marker.keywords)
-                    else "contains none of the keywords"
-                )
-                failures.append(
-                    MarkerExampleFailure(
-                        marker, "match", ex.line, f"does not match ({hint}; bare message: {bare!r})"
-                    )
-                )
-                continue
-            used.update(i for i, p in enumerate(marker.patterns) if p.search(bare))
-            winner = matcher.match(bare)
-            if winner is not None and winner.marker.stage != marker.stage:
-                failures.append(
-                    MarkerExampleFailure(
-                        marker,
-                        "match",
-                        ex.line,
-                        f"is claimed first by marker '{winner.marker.id}' "
-                        f"(stage {winner.marker.stage}); move this marker above it or narrow that one",
-                    )
-                )
-        for ex in marker.examples.no_match:
-            count += 1
-            if MarkerMatcher.fires(marker, bare_message(ex.line)):
-                failures.append(
-                    MarkerExampleFailure(marker, "no_match", ex.line, f"matches but must not ({ex.why})")
-                )
-        for i, pattern in enumerate(marker.patterns):
-            if i not in used:
-                failures.append(
-                    MarkerExampleFailure(
-                        marker, "pattern", pattern.pattern, f"pattern #{i + 1} is hit by no match example"
-                    )
-                )
-    return count, failures

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from logparse.observe.metrics import STEP_KEYWORD, STEP_RE, StepParser
 from logparse.read.prefilter import Prefilter
 from logparse.read.progress_lines import ProgressColumns, ProgressLineParser
 from logparse.read.sources import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip, decode_line
+from logparse.read.steps import STEP_KEYWORD, STEP_RE, StepParser
 
 if TYPE_CHECKING:  # (multiprocessing is imported when a reader process starts: 10 ms a run otherwise)
     from multiprocessing.connection import Connection

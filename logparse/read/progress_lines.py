@@ -37,18 +37,17 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from logparse.observe.environment import EnvironmentTracker
-from logparse.observe.metrics import STEP_KEYWORD, StepParser
-from logparse.observe.progress import (
+from logparse.read.normalize import Normalizer, Origin
+from logparse.read.progress_syntax import (
     TQDM_KEYWORD,
     MarkerHit,
     ProgressLine,
-    StageTracker,
+    ProgressSyntax,
     bar_seconds,
     step_seconds,
 )
-from logparse.read.normalize import Normalizer, Origin
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line, strip_ansi
+from logparse.read.steps import STEP_KEYWORD, StepParser
 
 # a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
 # message_at)
@@ -156,20 +155,20 @@ class ProgressLineParser:
     def __init__(
         self,
         words: Callable[[frozenset[int]], tuple[tuple[str, ...], bool] | None],
-        stages: StageTracker,
+        syntax: ProgressSyntax,
         step_parser: StepParser,
-        env: EnvironmentTracker,
+        ignores: Callable[[str], bool],
     ) -> None:
         self.words = words
-        self.stages = stages
+        self.syntax = syntax
         self.step_parser = step_parser
-        self.env = env
+        self.ignores = ignores
         # parse the step lines' metrics here; a reader process that runs behind the scanner leaves
         # them to it (DEFERRED), so that neither waits for the other
         self.rows_here = True
         self.normalizer = Normalizer()
-        self._marker_index = {id(m): i for i, m in enumerate(stages.matcher.markers)}
-        self._candidates = stages.matcher.candidates
+        self._marker_index = {id(m): i for i, m in enumerate(syntax.matcher.markers)}
+        self._candidates = syntax.matcher.candidates
         self._bar_markers: dict[tuple[str, ...], list | None] = {}  # words -> _bar_candidates
         self._kinds: dict[frozenset[int], tuple[tuple[str, ...], bool, bool] | None] = {}  # ids -> _kind
         self._processes: dict[tuple[str | None, str | None], int] = {}
@@ -243,9 +242,9 @@ class ProgressLineParser:
             if got is None:
                 continue
             origin, message, message_at = got
-            if not self.env.ignores(message) or (env_keyword and not message.startswith(STEP_KEYWORD)):
+            if not self.ignores(message) or (env_keyword and not message.startswith(STEP_KEYWORD)):
                 continue
-            line = self.stages.parse(message, words)
+            line = self.syntax.parse(message, words)
             hit = line.hit
             if hit is not None and not _plain_hit(hit):
                 continue

@@ -7,7 +7,8 @@ import functools
 
 import pytest
 
-from logparse.observe.progress import MarkerMatcher, bare_message, check_marker_examples
+from logparse.catalog_check import bare_message, check_marker_examples
+from logparse.read.progress_syntax import MarkerMatcher
 from patterns import STAGES, CatalogError
 from patterns.loader import slow_probe
 from patterns.stages import StageMarker, builtin_stage_markers, load_stage_markers, stage_of_task, task_stages

@@ -11,19 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logparse.observe.metrics import (
-    AnomalyKind,
-    MetricsConfig,
-    MetricsTracker,
-    StepParser,
-    key_family,
-    parse_step_line,
-    parse_value,
-    split_step_line,
-    wanted_key,
-)
+from logparse.observe.metrics import AnomalyKind, MetricsConfig, MetricsTracker
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import InputStats, Line, read_input, strip_ansi
+from logparse.read.steps import StepParser, parse_step_line, parse_value, split_step_line
+from patterns.progress import key_family, wanted_key
 from tests.conftest import SAMPLES
 
 V03_LINE = (
@@ -418,7 +410,7 @@ def _reference_spike(series: list[tuple[int, float]]):
     import statistics
     from collections import deque
 
-    from logparse.observe.metrics import SPIKE_FACTOR, SPIKE_MIN_HISTORY, SPIKE_WINDOW
+    from patterns.progress import SPIKE_FACTOR, SPIKE_MIN_HISTORY, SPIKE_WINDOW
 
     history: deque = deque(maxlen=SPIKE_WINDOW)
     found = []
@@ -451,7 +443,7 @@ def _reference_reward_collapse(series: list[tuple[int, float]]):
     """The reward-collapse rule as stated, with the changes' median taken at every step."""
     import statistics
 
-    from logparse.observe.metrics import (
+    from patterns.progress import (
         REWARD_DROP_FRACTION,
         REWARD_DROP_WITHIN,
         REWARD_MIN_HISTORY,

@@ -8,8 +8,9 @@ import statistics
 
 import pytest
 
-from logparse.observe.progress import StageTracker, StageTrackerConfig, keyword_pattern, stopped_note
+from logparse.observe.progress import StageTracker, StageTrackerConfig, stopped_note
 from logparse.read.normalize import Normalizer
+from logparse.read.progress_syntax import keyword_pattern
 from logparse.read.sources import InputStats, Line, read_input, strip_ansi
 from tests.conftest import SAMPLES
 
@@ -430,7 +431,7 @@ def test_apply_run_equals_apply_line_by_line(seed: int) -> None:
     """A run of progress lines (steps, bars, plain markers of several stages) applied at once leaves the
     tracker as applying each line in turn does, also past the bounds on marks and transitions and
     after a completion."""
-    from logparse.observe.progress import MarkerHit, ProgressLine
+    from logparse.read.progress_syntax import MarkerHit, ProgressLine
 
     rnd = random.Random(seed)
     config = StageTrackerConfig(

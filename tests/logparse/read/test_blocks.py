@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from logparse.observe.metrics import StepParser, parse_step_line, wanted_key
 from logparse.read import blocks as blocks_mod
 from logparse.read.blocks import blocks_in_process, iter_blocks, reader_process_possible
 from logparse.read.normalize import Normalizer
@@ -27,8 +26,10 @@ from logparse.read.sources import (
     open_input,
     plain_chunks,
 )
+from logparse.read.steps import StepParser, parse_step_line
 from logparse.scan import ScanConfig, Scanner, scan_paths
 from patterns import load_builtin_catalog
+from patterns.progress import wanted_key
 from reports.jsonreport import to_dict
 from tests.conftest import FIXTURES, SAMPLES
 

@@ -105,9 +105,9 @@ def test_plain_step_lines_read_from_their_bytes_as_any_line(
 ) -> None:
     """The columns of step lines read straight from their bytes (_plain_step) are those the way of any
     line gives them, whether the rows are parsed there or left to the scanner."""
-    from logparse.observe.metrics import StepParser
     from logparse.read.blocks import iter_blocks
     from logparse.read.sources import InputStats, plain_chunks
+    from logparse.read.steps import StepParser
 
     rnd = random.Random(seed)
     log = tmp_path / "log.log"
@@ -116,7 +116,9 @@ def test_plain_step_lines_read_from_their_bytes_as_any_line(
 
     def columns(rows_here: bool) -> list:
         scanner = Scanner(CATALOG, ScanConfig())
-        parser = ProgressLineParser(scanner._progress_words, scanner.stages, StepParser(), scanner.env)
+        parser = ProgressLineParser(
+            scanner._progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+        )
         parser.rows_here = rows_here
         out = []
         with open(log, "rb") as fh:

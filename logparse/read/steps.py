@@ -1,0 +1,184 @@
+"""verl's step line, `step:N - key:value - key:value ...` (reference §1.3), read into numbers.
+
+The keys come in dict order, the values as `0.123` (v0.1-v0.4) or their full repr (v0.5+:
+`np.float64(0.1)`, `np.int64(3)`, `nan`, `inf`, `1e-06`, plain ints). The line is split on ` - ` and
+each part on its LAST `:` (data-source names inside keys may hold anything); values that are not
+numbers are dropped. The step line may follow a tqdm bar on the same line, so `step:N - ` is
+searched, not anchored. Which keys a report uses is patterns.progress.wanted_key.
+"""
+
+from __future__ import annotations
+
+import re
+
+from patterns.progress import wanted_key
+
+STEP_KEYWORD = "step:"
+# `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
+STEP_RE = re.compile(r"(?<![\w/])step:(\d+) - ")
+NUMPY_SCALAR_RE = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")
+
+NP_FLOAT64 = "np.float64("
+NUMBER_FIRST = frozenset("0123456789+-.niNI")  # what a number's text may start with (after stripping)
+
+
+def parse_value(text: str) -> float | None:
+    """`0.123`, `np.float64(0.1)`, `np.int64(3)`, `nan`, `inf`, `-inf`, `1e-06`, `7` -> float; else None."""
+    t = text.strip()
+    if t.startswith("np."):
+        if t.startswith(NP_FLOAT64) and t.endswith(")") and "\n" not in t:
+            t = t[len(NP_FLOAT64) : -1].strip()  # what NUMPY_SCALAR_RE takes from the commonest form
+        else:
+            m = NUMPY_SCALAR_RE.match(t)
+            if m:
+                t = m.group(1).strip()
+    if not t or t[0] not in NUMBER_FIRST:  # fast reject of words, lists, tensors, True/False
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
+    """(step, [(key, raw value), ...]) of a step line anywhere in `message`, or None."""
+    m = STEP_RE.search(message)
+    if not m:
+        return None
+    pairs = []
+    for part in message[m.end() :].split(" - "):
+        key, sep, value = part.rpartition(":")
+        key = key.strip()
+        if sep and key:
+            pairs.append((key, value))
+    return int(m.group(1)), pairs
+
+
+def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
+    """(step, {key: value}) with the numeric values of a step line (parse_value over
+    split_step_line; a later key wins), or None if there is none."""
+    split = split_step_line(message)
+    if split is None:
+        return None
+    step, pairs = split
+    values = {}
+    for key, raw in pairs:
+        value = parse_value(raw)
+        if value is not None:
+            values[key] = value
+    return step, values
+
+
+class StepParser:
+    """Step lines -> (step, keys, values, names): the numeric values of the wanted keys (of all keys
+    when `all_keys`), and `names`, every key of the line.
+
+    A run prints the same keys in every step line, so the line's shape (its keys, which of them are
+    wanted: all with `all_keys`) is worked out once and reused while the keys stay the same: only the
+    wanted values are converted. The result equals parse_step_line's restricted to the wanted keys
+    (tested)."""
+
+    def __init__(self, all_keys: bool = False):
+        self.all_keys = all_keys
+        self._keys: list[str] | None = None  # the raw keys of the last shape
+        # the last shape: (positions of the wanted keys, their names, every name, each raw key + ':',
+        # the length of that for the wanted ones)
+        self._shape: (
+            tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[int, ...]] | None
+        ) = None
+
+    def parse(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
+        """(step, kept keys, their values, names) or None. `names`: every key of the line (stripped,
+        in order), whatever its value; the same tuple object while the shape stays the same."""
+        m = STEP_RE.search(message)
+        if not m:
+            return None
+        tail = message[m.end() :]
+        parts = tail.split(" - ")
+        shape = self._shape
+        if (
+            shape is not None
+            and len(parts) == len(shape[3])
+            and tail.count(":") == len(parts)
+            and all(map(str.startswith, parts, shape[3]))
+        ):
+            # the last line's keys again, each part holding one colon (the one after its key): what
+            # the split below would find, without splitting every part
+            at, wanted, names, _, cuts = shape
+            plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
+            if plain and tail.isascii():
+                # each wanted value `np.float64(x)` or `x` at once: where float() reads an ASCII x,
+                # parse_value reads the same number (what float() accepts starts, past the whitespace
+                # both drop, with a character of NUMBER_FIRST, and `np.` is no number)
+                try:
+                    values = [
+                        float(
+                            part[cut + len(NP_FLOAT64) : -1]
+                            if part.startswith(NP_FLOAT64, cut) and part[-1] == ")"
+                            else part[cut:]
+                        )
+                        for part, cut in zip(map(parts.__getitem__, at), cuts, strict=True)
+                    ]
+                except ValueError:
+                    pass
+                else:
+                    return int(m.group(1)), wanted, values, names
+            kept = []
+            values = []
+            for j, key, cut in zip(at, wanted, cuts, strict=True):
+                raw = parts[j][cut:]
+                # parse_value, for a value with nothing around it to strip: `np.float64(x)` or `x`
+                t = raw[len(NP_FLOAT64) : -1] if raw.startswith(NP_FLOAT64) and raw.endswith(")") else raw
+                if plain and t[:1] in NUMBER_FIRST and not t.startswith("np."):
+                    try:
+                        value = float(t)
+                    except ValueError:  # (also a value ending in whitespace float() keeps and strip() drops)
+                        value = parse_value(raw)
+                else:
+                    value = parse_value(raw)
+                if value is not None:
+                    kept.append(key)
+                    values.append(value)
+            return int(m.group(1)), tuple(kept), values, names
+        if tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
+            return self._general(message)
+        # every part holds exactly one colon: the pieces alternate key, value
+        pieces = tail.replace(" - ", ":").split(":")
+        keys = pieces[0::2]
+        if keys != self._keys:
+            names = [k.strip() for k in keys]
+            if "" in names or len(set(names)) != len(names):
+                self._keys = self._shape = None
+                return self._general(message)
+            take = tuple(i for i, name in enumerate(names) if self.all_keys or wanted_key(name))
+            self._keys = keys
+            self._shape = (
+                take,
+                tuple(names[i] for i in take),
+                tuple(names),
+                tuple(k + ":" for k in keys),
+                tuple(len(keys[i]) + 1 for i in take),
+            )
+        take, wanted, names = self._shape[:3]
+        kept: list[str] = []
+        values: list[float] = []
+        for i, key in zip(take, wanted, strict=True):
+            value = parse_value(pieces[2 * i + 1])
+            if value is not None:
+                kept.append(key)
+                values.append(value)
+        return int(m.group(1)), tuple(kept), values, names
+
+    def _general(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
+        """parse_step_line's values (of the wanted keys), from one split of the line."""
+        split = split_step_line(message)
+        if split is None:
+            return None
+        step, pairs = split
+        keep: dict[str, float] = {}
+        for key, raw in pairs:
+            if self.all_keys or wanted_key(key):
+                value = parse_value(raw)
+                if value is not None:
+                    keep[key] = value
+        return step, tuple(keep), list(keep.values()), tuple(dict.fromkeys(k for k, _ in pairs))
