@@ -3,13 +3,18 @@ matcher as a real scan."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
+from logparse.decide.classify import messages_of, phrase_text
+from logparse.observe.bare_lines import BareLineDetector
+from logparse.observe.evidence import FailureEvidence, evidence_of_traceback
 from logparse.observe.matcher import Matcher
 from logparse.read.normalize import Normalizer
 from logparse.read.progress_syntax import MarkerMatcher
 from logparse.read.sources import Line, strip_ansi
 from patterns import Catalog, Entry
+from patterns.fallback import FallbackRules, fallback_rules
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 
 
@@ -194,4 +199,87 @@ def check_marker_examples(markers: StageMarkers | None = None) -> tuple[int, lis
                         marker, "pattern", pattern.pattern, f"pattern #{i + 1} is hit by no match example"
                     )
                 )
+    return count, failures
+
+
+# -- the fallback rules' own examples (patterns/fallback.yaml) -------------------------------------------
+@dataclass(frozen=True)
+class FallbackExampleFailure:
+    rule: str
+    kind: str  # match | no_match
+    text: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"patterns/fallback.yaml: rule '{self.rule}': {self.kind} example {self.reason}\n"
+            f"    line: {self.text}"
+        )
+
+
+def example_evidence(text: str, block: bool) -> FailureEvidence | None:
+    """The evidence a scan would take from an example: a block is assembled as a traceback, a line
+    is read as a bare failure line (an exception line gives its type)."""
+    from logparse.observe.tracebacks import TracebackAssembler
+
+    normalizer = Normalizer()
+    if block:
+        assembler = TracebackAssembler()
+        for i, raw in enumerate(text.splitlines(), 1):
+            rec = normalizer.normalize(Line("<example>", i, strip_ansi(raw)))
+            rec.seq = i
+            assembler.feed(rec)
+        assembler.close_all()
+        tbs = [tb for tb in assembler.kept() if tb.final is not None]
+        return evidence_of_traceback(tbs[-1]) if tbs else None
+    rec = normalizer.normalize(Line("<example>", 1, strip_ansi(text)))
+    detector = BareLineDetector()
+    found = detector.detect(rec)
+    if found is None:
+        return FailureEvidence(None, rec.message.strip())
+    _kind, exc_type, message = found
+    return FailureEvidence(exc_type, message)
+
+
+def _rule_fires(rule, evidence: FailureEvidence) -> bool:
+    from patterns.fallback import FrameCategoryRule, PhraseRule
+
+    if isinstance(rule, PhraseRule):
+        return any(rule.fires(phrase_text(t, m)) for t, m in messages_of(evidence) if m or t)
+    if isinstance(rule, FrameCategoryRule):
+        return any(rule.fires(*f) for f in evidence.frames)
+    return any(t and rule.fires(t, m or "") for t, m in messages_of(evidence))
+
+
+def check_fallback_examples(rules: FallbackRules | None = None) -> tuple[int, list[FallbackExampleFailure]]:
+    """Run every rule's examples (and the bare-line examples) the way a scan reads them."""
+    rules = rules or fallback_rules()
+    failures: list[FallbackExampleFailure] = []
+    count = 0
+    for rule in itertools.chain(rules.phrases, rules.types, rules.frames):
+        for ex in rule.examples.match:
+            count += 1
+            ev = example_evidence(ex.line, ex.block)
+            if ev is None or not _rule_fires(rule, ev):
+                failures.append(FallbackExampleFailure(rule.id, "match", ex.line, "does not fire the rule"))
+        for ex in rule.examples.no_match:
+            count += 1
+            ev = example_evidence(ex.line, ex.block)
+            if ev is not None and _rule_fires(rule, ev):
+                failures.append(
+                    FallbackExampleFailure(rule.id, "no_match", ex.line, f"fires but must not ({ex.why})")
+                )
+    detector = BareLineDetector(rules)
+    normalizer = Normalizer()
+    for kind, examples in (("match", rules.bare.examples.match), ("no_match", rules.bare.examples.no_match)):
+        for ex in examples:
+            count += 1
+            found = detector.detect(normalizer.normalize(Line("<example>", 1, strip_ansi(ex.line))))
+            if (found is None) == (kind == "match"):
+                reason = (
+                    "is not read as a failure line"
+                    if kind == "match"
+                    else f"is read as a failure line ({ex.why})"
+                )
+                failures.append(FallbackExampleFailure("bare_lines", kind, ex.line, reason))
     return count, failures

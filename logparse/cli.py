@@ -25,8 +25,9 @@ from patterns import CatalogError, load_catalog
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
 
-if TYPE_CHECKING:  # logparse.live is imported where a scan follows, tees, alerts or shows a status line
-    from logparse.live import FollowFile, StatusLine, TeeStream
+if TYPE_CHECKING:  # logparse.console is imported where a scan follows, tees, alerts or shows a status line
+    from logparse.console import StatusLine
+    from logparse.read.follow import FollowFile, TeeStream
 
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
@@ -284,7 +285,7 @@ def _wire_live(
     followed: list[FollowFile] = []
     tees: list[TeeStream] = []
     if follow or tee:
-        from logparse.live import FollowFile, TeeStream
+        from logparse.read.follow import FollowFile, TeeStream
 
         out = sys.stdout.buffer
 
@@ -313,7 +314,7 @@ def _wire_live(
 
             signal.signal(signal.SIGINT, stop_following)
     if alerts:
-        from logparse.live import Alerts
+        from logparse.console import Alerts
 
         scanner.on_fatal = (
             Alerts(sys.stderr, clean, status) if clean is not None else Alerts(sys.stderr, status=status)
@@ -496,7 +497,7 @@ def scan(
     live = follow or tee or files == ["-"]
     status = None
     if _isatty(sys.stderr):
-        from logparse.live import StatusLine
+        from logparse.console import StatusLine
 
         status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
     followed, tees = _wire_live(
@@ -734,8 +735,8 @@ def fleet(
       verl-logscan fleet logs/*.log --jobs 4 --format csv
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
+    from logparse.console import terminal_columns
     from logparse.fleet import Engine, EngineError, JobStatus, import_ray, iter_fleet, summarise
-    from logparse.live import terminal_columns
     from reports.fleet import render_fleet
 
     if "-" in paths:
@@ -834,8 +835,10 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 @click.argument("path", required=False, type=click.Path())
 def catalog_check(path: str | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
-    from logparse.catalog_check import check_examples  # here: a scan needs none of it
-    from logparse.decide.classify import check_fallback_examples
+    from logparse.catalog_check import (
+        check_examples,  # here: a scan needs none of it
+        check_fallback_examples,
+    )
     from patterns.fallback import fallback_rules
 
     catalog = _load((path,) if path else ())

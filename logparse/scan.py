@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import regex
 
 from logparse import model
-from logparse.decide.classify import BareLine, BareLineDetector
 from logparse.decide.verdict import Verdict, infer
 from logparse.model import AttemptVerdict, Evidence, InputInfo, Report
+from logparse.observe.bare_lines import BareLine, BareLineDetector
 from logparse.observe.collectives import CollectiveAnalyzer
 from logparse.observe.environment import EnvironmentTracker
 from logparse.observe.hits import FindingCollector, Hit
@@ -150,7 +150,7 @@ class Scanner:
 
     def __init__(self, catalog: Catalog, config: ScanConfig | None = None):
         self.catalog = catalog
-        # live use (logparse.live): wrap each opened input (follow, tee); hear of fatal causes; see progress
+        # live use: wrap each opened input (follow, tee); hear of fatal causes; see progress
         self.open_stream = None  # callable(path, stream) -> stream
         self.on_fatal = None  # callable(hit)
         self.on_progress = None  # callable(scanner), called once per record read

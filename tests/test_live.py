@@ -130,7 +130,7 @@ def test_tee_needs_output() -> None:
 def test_status_line_shows_bytes_of_the_total_rate_stage_and_step() -> None:
     import io
 
-    from logparse.live import StatusLine
+    from logparse.console import StatusLine
     from logparse.scan import Scanner
     from patterns import load_builtin_catalog
     from tests.conftest import SAMPLES

@@ -17,8 +17,8 @@ import pytest
 
 from logparse import cli
 from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND
-from logparse.live import FollowFile, TeeStream
 from logparse.observe.metrics import MetricsTracker
+from logparse.read.follow import FollowFile, TeeStream
 from tests.conftest import SAMPLES, run_cli
 from tests.test_live import read_until
 from tests.test_robustness import run_process

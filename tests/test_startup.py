@@ -23,7 +23,8 @@ NOT_FOR_A_SCAN = (
     "jinja2",
     "pandas",
     "reports.layout",
-    "logparse.live",
+    "logparse.console",
+    "logparse.read.follow",
     "statistics",
 )
 

@@ -12,19 +12,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from logparse.decide.classify import (
-    KIND_RANK,
+from logparse.decide.classify import KIND_RANK, Classification, classify, nearest_entries
+from logparse.model import Basis, Candidate, Evidence, FindingView, Fix, RootCause, TracebackView
+from logparse.observe.bare_lines import BareLine
+from logparse.observe.evidence import (
     MAX_MESSAGE_LINES,
-    BareLine,
-    Classification,
     FailureEvidence,
-    classify,
     context_messages,
     evidence_of_traceback,
-    nearest_entries,
     origin_frames,
 )
-from logparse.model import Basis, Candidate, Evidence, FindingView, Fix, RootCause, TracebackView
 from logparse.observe.hits import FindingCollector, FindingGroup, Hit, merge_similar
 from logparse.observe.tracebacks import HEAD_FRAMES, Traceback
 from logparse.read.normalize import Record

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from logparse.decide.classify import check_fallback_examples
+from logparse.catalog_check import check_fallback_examples
 from patterns import CATEGORIES, CatalogError
 from patterns.fallback import fallback_rules, load_fallback_rules, rule_ids
 from patterns.loader import regex_risk, slow_probe

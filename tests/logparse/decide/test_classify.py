@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from logparse.decide.classify import (
-    BareLineDetector,
-    FailureEvidence,
-    classify,
-    example_evidence,
-    nearest_entries,
-    unwrap_type,
-)
+from logparse.catalog_check import example_evidence
+from logparse.decide.classify import classify, nearest_entries, unwrap_type
+from logparse.observe.bare_lines import BareLineDetector
+from logparse.observe.evidence import FailureEvidence
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import Line
 from patterns import load_builtin_catalog
