@@ -9,7 +9,6 @@ import shlex
 import signal
 import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from logparse.decide.verdict import UNKNOWN_FIX
+from logparse.outputs import OutputError, write_bytes, write_file
 from logparse.read.layout import jobs_in_folder, several_jobs
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
@@ -145,43 +145,6 @@ def _isatty(stream) -> bool:
         return stream is not None and stream.isatty()
     except (AttributeError, ValueError, OSError):  # closed, or no stream at all
         return False
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename: never a half-written report."""
-    data = _writable(text)
-
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-
-    write_file_atomically(path, write)
-
-
-def write_file_atomically(path: str, write: Callable[[str], None]) -> None:
-    """`write(tmp)` writes a temporary file beside `path`, which is then renamed to it: a failed write
-    (a full disk) leaves the old file as it was and no temporary file behind. The file gets the mode of
-    the one it replaces, else what the umask allows (not mkstemp's 0600)."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        try:
-            mode = os.stat(target).st_mode & 0o777
-        except OSError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _total_bytes(files: list[str]) -> int | None:
@@ -539,11 +502,9 @@ def scan(
     if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
         try:
             # a metric key that starts like a formula must not run in a spreadsheet
-            write_file_atomically(
-                metrics_csv, lambda tmp: scanner.metrics.to_csv(tmp, transform=csv_safe_frame)
-            )
-        except OSError as exc:
-            _fail(f"cannot write {metrics_csv}: {exc.strerror or exc} (the report was written)")
+            write_file(metrics_csv, lambda tmp: scanner.metrics.to_csv(tmp, transform=csv_safe_frame))
+        except OutputError as exc:
+            _fail(f"{exc} (the report was written)")
     if interrupted is not None:
         sys.exit(interrupted[0])
     if report.empty:
@@ -621,9 +582,9 @@ def _write_reports(
     for o in files:
         text = render(report, o.fmt, color=False, explain=hint)
         try:
-            write_atomically(o.path, text)
-        except OSError as exc:
-            _fail(f"cannot write {o.path}: {exc.strerror or exc}")
+            write_bytes(o.path, _writable(text))
+        except OutputError as exc:
+            _fail(str(exc))
     written = ", ".join(o.path for o in files)
     if to_stdout is not None:
         painted = to_stdout.fmt == "text" and use_color(color, sys.stdout)
@@ -797,9 +758,9 @@ def fleet(
         _echo_report(text)
     else:
         try:
-            write_atomically(output, text)
-        except OSError as exc:
-            _fail(f"cannot write {output}: {exc.strerror or exc}")
+            write_bytes(output, _writable(text))
+        except OutputError as exc:
+            _fail(str(exc))
         click.echo(
             f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed, {summary.errors} "
             f"unreadable; summary written to {output}",
