@@ -688,12 +688,17 @@ def _load_source(
     path: Path, display: str, problems: list[Problem], probe: bool = False, lazy: bool = False
 ) -> list[Entry]:
     """One source (a file or a folder): ids must be unique across it."""
-    if not path.exists():
-        problems.append(Problem(display, 0, "catalog path does not exist"))
+    try:
+        if not path.exists():
+            problems.append(Problem(display, 0, "catalog path does not exist"))
+            return []
+        files = _catalog_files(path)
+    except OSError as exc:  # a name too long for the file system, a loop of links, ...
+        problems.append(Problem(display, 0, f"cannot read catalog path: {exc.strerror or exc}"))
         return []
     entries: list[Entry] = []
     first: dict[str, Entry] = {}
-    for f in _catalog_files(path):
+    for f in files:
         label = display if f == path else str(Path(display) / f.relative_to(path))
         for entry in _load_file(f, label, problems, probe, lazy):
             if entry.id in first:

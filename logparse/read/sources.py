@@ -387,22 +387,28 @@ def expand_inputs(paths: list[str]) -> list[str]:
         if p == "-":
             out.append(p)
             continue
-        path = Path(p)
-        if path.is_dir():
-            if not os.access(path, os.R_OK | os.X_OK):
-                raise InputError(f"{p}: permission denied (cannot list the folder)")
-            found = sorted(
-                (f for f in path.rglob("*") if f.is_file() and is_log_like(f)),
-                key=lambda f: f.relative_to(path).parts,
-            )
-            if not found:
-                raise InputError(f"{p}: folder has no log files (*.log, *.out, *.err, *.txt, *.gz)")
-            out.extend(str(f) for f in found)
-        elif path.exists() or path.is_symlink():
-            out.append(p)
-        else:
-            raise InputError(f"{p}: no such file or folder")
+        try:
+            out.extend(_expand(p))
+        except OSError as exc:  # a name too long for the file system, a loop of links, ...
+            raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
     return out
+
+
+def _expand(p: str) -> list[str]:
+    path = Path(p)
+    if path.is_dir():
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise InputError(f"{p}: permission denied (cannot list the folder)")
+        found = sorted(
+            (f for f in path.rglob("*") if f.is_file() and is_log_like(f)),
+            key=lambda f: f.relative_to(path).parts,
+        )
+        if not found:
+            raise InputError(f"{p}: folder has no log files (*.log, *.out, *.err, *.txt, *.gz)")
+        return [str(f) for f in found]
+    if path.exists() or path.is_symlink():
+        return [p]
+    raise InputError(f"{p}: no such file or folder")
 
 
 def open_input(path: str) -> BinaryIO:
@@ -412,7 +418,7 @@ def open_input(path: str) -> BinaryIO:
             raise InputError("standard input is closed; give a file or pipe a log in")
         return stdin
     p = Path(path)
-    if p.is_dir():
+    if os.path.isdir(p):
         raise InputError(f"{path}: is a folder")
     try:
         fh = open(p, "rb")  # noqa: SIM115 - closed by the caller
