@@ -1,3 +1,3 @@
-from logparse.cli import main
+from logparse.startup import main
 
 main()

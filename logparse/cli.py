@@ -21,6 +21,7 @@ from logparse.read.layout import jobs_in_folder, several_jobs
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor, redact_report
 from logparse.scan import ScanConfig, Scanner
+from logparse.startup import release_signals
 from patterns import CatalogError, load_catalog
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
@@ -313,6 +314,7 @@ class DefaultToScan(click.Group):
         # an interrupt outside a scan's reading (which reports what it found): a one-line message and
         # 130 / 143, not click's "Aborted!" with exit code 1 (which means "failure found" here)
         try:
+            release_signals()  # one held during start-up (logparse.startup) arrives here
             return super().invoke(ctx)
         except (KeyboardInterrupt, Terminated) as exc:
             code, name = _interrupt_code(exc)
