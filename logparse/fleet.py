@@ -10,8 +10,9 @@ Two engines run the same per-job function, `analyse_job`:
   Each Ray worker process loads the catalog once and caches it. Tasks run in the caller's working
   directory (when it exists on the node), so relative paths name the same files as here; on a
   multi-node cluster the logs and any `--catalog` files must be on storage every node sees, and
-  verl-logscan must be installed in the cluster's Python. An address is first tried with a plain TCP
-  connection (RAY_PROBE_S): ray.init retries an address where nothing listens for minutes.
+  verl-logscan must be installed in the cluster's Python. An address is first tried with a TCP
+  connection and a gRPC handshake (RAY_PROBE_S): ray.init retries an address where nothing listens,
+  or where another service such as the dashboard does, for minutes.
 
 A job that cannot be read (no such path, a folder without log files, a permission or gzip error, or
 no log line at all), that crashes its worker or that runs past the timeout is a row with status `error`
@@ -35,6 +36,7 @@ from enum import Enum
 from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
+from logparse.handshake import grpc_refusal
 from logparse.model import Report
 from logparse.read.sources import InputError, expand_inputs
 from logparse.scan import scan_paths
@@ -296,21 +298,30 @@ def ray_endpoint(address: str) -> tuple[str, int] | None:
 
 
 def probe_ray_address(address: str, timeout: float = RAY_PROBE_S) -> None:
-    """Raise EngineError unless a TCP connection to the address opens within `timeout` seconds: ray.init
-    would retry an address where nothing listens for minutes."""
+    """Raise EngineError unless a TCP connection to the address opens and what listens answers a gRPC
+    handshake (logparse.handshake; not with TLS on), all within `timeout` seconds: ray.init would retry
+    an address where nothing listens, or where another service does, for minutes."""
     endpoint = ray_endpoint(address)
     if endpoint is None:
         return
     host, port = endpoint
+    start = time.monotonic()
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            tls = os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true")
+            left = max(0.5, timeout - (time.monotonic() - start))
+            refusal = None if tls else grpc_refusal(sock, left, said=timeout)
     except OSError as exc:
         why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
         raise EngineError(
             f"cannot reach Ray at {address}: {why} (is a Ray cluster running there? "
             f"`ray start --head` starts one; `ray status` shows its address)"
         ) from None
+    if refusal is not None:
+        raise EngineError(
+            f"cannot reach Ray at {address}: {refusal} (give the address of the head's GCS, HOST:6379 by "
+            f"default, or ray://HOST:10001; `ray status` on the head shows it)"
+        )
 
 
 def _init_ray(ray: ModuleType, address: str | None, kwargs: dict) -> None:
