@@ -18,6 +18,7 @@ import re
 import time
 from typing import NamedTuple
 
+from logparse.read.keyword_automaton import KeywordAutomaton
 from logparse.read.prefilter import compile_keywords
 from patterns import Catalog, Entry
 from patterns.schema import REGEX_TIMEOUT_S
@@ -65,14 +66,19 @@ class Matcher:
         on first use (25 ms): a scan that prefilters raw blocks never needs it."""
         return compile_keywords(self._keywords) if self._keywords else None
 
+    @functools.cached_property
+    def _automaton(self) -> KeywordAutomaton:
+        """Which keywords a message holds, in one pass over it (asking each keyword was a pass over
+        all of them per message: quadratic for a catalog check of a large user catalog)."""
+        return KeywordAutomaton(self._keywords)
+
     def candidates(self, message: str) -> list[Entry]:
         if self._prefilter is None or not self._prefilter.search(message):
             return []
         seen: dict[str, Entry] = {}
-        for kw in self._keywords:
-            if kw in message:
-                for entry in self._by_keyword[kw]:
-                    seen.setdefault(entry.id, entry)
+        for i in self._automaton.found(message):
+            for entry in self._by_keyword[self._keywords[i]]:
+                seen.setdefault(entry.id, entry)
         return sorted(seen.values(), key=lambda e: self._order[e.id])
 
     def entries_with_keyword(self, keyword: str) -> list[Entry]:

@@ -20,6 +20,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 
+from logparse.read.keyword_automaton import KeywordAutomaton
 from patterns.cache import cached, source_of
 
 try:  # an optional, faster engine; results are identical without it
@@ -102,32 +103,33 @@ def _compiled_shape(value: object) -> bool:
     """Is a cached value (serialized database, containing) shaped as Prefilter._compile makes it?"""
     return (
         isinstance(value, tuple)
-        and len(value) == 2
+        and len(value) == 3
         and isinstance(value[0], bytes)
         and isinstance(value[1], dict)
         and all(
             isinstance(k, int) and isinstance(v, tuple) and all(isinstance(i, int) for i in v)
             for k, v in value[1].items()
         )
+        and isinstance(value[2], frozenset)
+        and all(isinstance(i, int) for i in value[2])
     )
 
 
-def containing(keywords: Sequence[str]) -> dict[int, tuple[int, ...]]:
-    """Index of a keyword -> the indices of the other keywords that contain it (none with a newline:
-    a match is one line's). Only keywords no other contains need to be searched for."""
-    order = sorted(range(len(keywords)), key=lambda i: len(keywords[i]))
-    out: dict[int, list[int]] = {}
-    for n, i in enumerate(order):
-        word = keywords[i]
-        if "\n" in word:
-            continue
-        for j in order[n + 1 :]:
-            if word in keywords[j] and "\n" not in keywords[j] and len(keywords[j]) > len(word):
-                out.setdefault(i, []).append(j)
-    return {i: tuple(js) for i, js in out.items()}
+def containing(keywords: Sequence[str], limit: int) -> dict[int, tuple[int, ...]]:
+    """Index of a keyword -> the indices of the other keywords that contain it, for the keywords held in
+    at most `limit` others (none with a newline: a match is one line's). Only keywords no other contains
+    need to be searched for. Linear in the keywords' length (logparse.read.keyword_automaton): comparing
+    every pair took 17 s for 20,000 keywords."""
+    plain = [i for i, k in enumerate(keywords) if "\n" not in k]
+    found = KeywordAutomaton([keywords[i] for i in plain]).containers(limit)
+    return {plain[i]: tuple(plain[j] for j in js) for i, js in found.items()}
 
 
 MAX_SEARCHED = 4  # a keyword held in more keywords than this leaves them in the Hyperscan database
+# Hyperscan refuses an expression longer than this ("Pattern length exceeds limit"; hyperscan 0.7-0.9,
+# Hyperscan 5.4): a keyword whose escaped form is longer is in the database by its first PREFIX_BYTES
+MAX_EXPRESSION = 16_000
+PREFIX_BYTES = 4_000  # escaped, at most 8,000 characters
 
 
 class Prefilter:
@@ -144,75 +146,60 @@ class Prefilter:
         self.engine = engine
         self._encoded = [k.encode("utf-8") for k in self.keywords]
         if engine == "hyperscan":
-            # keyword id -> the ids of the keywords that contain it (those are not in the database);
-            # the database compiled, or as an earlier run compiled it for the same keywords
-            parts = [
-                b"\0".join(self._encoded),
-                _hs.__version__.encode(),
-                sys.platform.encode(),
-                *source_of("logparse.read.prefilter"),
-            ]
-            serialized, self._containing = cached("prefilter", parts, self._compile, (), _compiled_shape)
             try:
-                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
-            except Exception:
-                serialized, self._containing = self._compile()
-                self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
-            self._scratch = _hs.Scratch(self._db)
-        else:
+                self._load_database()
+            except _hs.error:  # a limit of Hyperscan's that no keyword passes alone: the same lines, slower
+                self.engine = engine = "re"
+        if engine == "re":
             self._re = compile_keywords(self.keywords, as_bytes=True)
 
-    def _compile(self) -> tuple[bytes, dict[int, tuple[int, ...]]]:
-        """The Hyperscan database, serialized, and which keywords a line's match of another is to be
+    def _load_database(self) -> None:
+        """The Hyperscan database compiled, or as an earlier run compiled it for the same keywords; with
+        which keywords a match is to be searched for (_containing) and which are in it by a prefix
+        only (_partial)."""
+        parts = [
+            b"\0".join(self._encoded),
+            _hs.__version__.encode(),
+            sys.platform.encode(),
+            *source_of("logparse.read.prefilter", "logparse.read.keyword_automaton"),
+        ]
+        serialized, self._containing, self._partial = cached(
+            "prefilter", parts, self._compile, (), _compiled_shape
+        )
+        try:
+            self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
+        except Exception:
+            serialized, self._containing, self._partial = self._compile()
+            self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
+        self._scratch = _hs.Scratch(self._db)
+
+    def _compile(self) -> tuple[bytes, dict[int, tuple[int, ...]], frozenset[int]]:
+        """The Hyperscan database, serialized; which keywords a line's match of another is to be
         searched for: a keyword held in at most MAX_SEARCHED others is in the database alone, and a
         line it marks is searched for those; the keywords holding one held in more (`Error` is in 34)
         are in the database themselves (a callback each costs less than 34 searches of every line
-        with `Error`)."""
-        inside = containing(self.keywords)
-        inside = {i: js for i, js in inside.items() if len(js) <= MAX_SEARCHED}
+        with `Error`); and the keywords too long for Hyperscan (an expression of more than
+        MAX_EXPRESSION characters), which are in it by their first PREFIX_BYTES: a line their prefix
+        marks is searched for the whole keyword."""
+        inside = containing(self.keywords, MAX_SEARCHED)
         outer = {i for ids in inside.values() for i in ids}
         compiled = [i for i in range(len(self.keywords)) if i not in outer]
-        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         exprs = [re.escape(self._encoded[i]) for i in compiled]
+        partial = set()
+        for n, i in enumerate(compiled):
+            if len(exprs[n]) > MAX_EXPRESSION:
+                exprs[n] = re.escape(self._encoded[i][:PREFIX_BYTES])
+                partial.add(i)
+        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         db.compile(expressions=exprs, ids=compiled, elements=len(exprs), flags=[0] * len(exprs))
-        return _hs.dumpb(db), inside
+        return _hs.dumpb(db), inside, frozenset(partial)
 
     def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
         """(line start, ids of the keywords in that line) for every line of `block` with a keyword;
         ids index `self.keywords`."""
-        out: list[tuple[int, frozenset[int]]] = []
         if self.engine == "hyperscan":
-            ids: set[int] = set()
-            line_end = -1
-            start = -1
-
-            containing = self._containing
-            encoded = self._encoded
-
-            def done() -> frozenset[int]:
-                """The ids of the line's keywords: those matched, and the longer ones holding them."""
-                if not containing.keys().isdisjoint(ids):
-                    for kw in [kw for kw in ids if kw in containing]:
-                        for other in containing[kw]:
-                            if block.find(encoded[other], start, line_end) >= 0:
-                                ids.add(other)
-                return frozenset(ids)
-
-            def on_match(kw: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-                nonlocal line_end, start, ids
-                if to > line_end:
-                    if start >= 0:
-                        out.append((start, done()))
-                    start = block.rfind(b"\n", 0, to) + 1
-                    end = block.find(b"\n", to)
-                    line_end = end if end >= 0 else len(block)
-                    ids = set()
-                ids.add(kw)
-
-            self._db.scan(block, match_event_handler=on_match, scratch=self._scratch)
-            if start >= 0:
-                out.append((start, done()))
-            return out
+            return self._lines_hyperscan(block)
+        out: list[tuple[int, frozenset[int]]] = []
         pos = 0
         search = self._re.search
         find, rfind = block.find, block.rfind
@@ -228,3 +215,42 @@ class Prefilter:
             if end < 0:
                 return out
             pos = end + 1
+
+    def _lines_hyperscan(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
+        out: list[tuple[int, frozenset[int]]] = []
+        ids: set[int] = set()
+        line_end = -1
+        start = -1
+        keywords_of = self._line_keywords
+
+        def on_match(kw: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            nonlocal line_end, start, ids
+            if to > line_end:
+                if start >= 0 and (found := keywords_of(block, start, line_end, ids)):
+                    out.append((start, found))
+                start = block.rfind(b"\n", 0, to) + 1
+                end = block.find(b"\n", to)
+                line_end = end if end >= 0 else len(block)
+                ids = set()
+            ids.add(kw)
+
+        self._db.scan(block, match_event_handler=on_match, scratch=self._scratch)
+        if start >= 0 and (found := keywords_of(block, start, line_end, ids)):
+            out.append((start, found))
+        return out
+
+    def _line_keywords(self, block: bytes, start: int, end: int, ids: set[int]) -> frozenset[int]:
+        """The ids of the keywords of the line at block[start:end] from those the database matched in it
+        (`ids`): a keyword matched by its prefix only if it is there whole, and the longer ones holding
+        a matched keyword that are there."""
+        partial, containing, encoded = self._partial, self._containing, self._encoded
+        if partial and not partial.isdisjoint(ids):
+            for kw in [kw for kw in ids if kw in partial]:
+                if block.find(encoded[kw], start, end) < 0:
+                    ids.discard(kw)
+        if not containing.keys().isdisjoint(ids):
+            for kw in [kw for kw in ids if kw in containing]:
+                for other in containing[kw]:
+                    if block.find(encoded[other], start, end) >= 0:
+                        ids.add(other)
+        return frozenset(ids)
