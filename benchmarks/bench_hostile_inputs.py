@@ -13,7 +13,9 @@ process), and prints the seconds and peak RSS of each:
 * a user catalog whose regexes the loader accepts but which take the full match timeout on every
   line (the per-entry budget disables the entry after about 2 s);
 * /dev/zero, and a gzip bomb of 4 GB of zeros (both stop after 256 MB of NUL bytes with a note);
-* a catalog whose YAML aliases expand to 387 million values (refused by the loader).
+* a catalog whose YAML aliases expand to 387 million values (refused by the loader);
+* the first load (no start-up cache) of a user catalog of 5,000, 20,000 and 80,000 keywords (it was
+  quadratic: 17 s at 20,000, over 300 s at 100,000), and one whose keyword is too long for Hyperscan.
 
     python benchmarks/bench_hostile_inputs.py [--keep DIR]
 """
@@ -63,8 +65,8 @@ ENTRY = """\
 """
 
 
-def build(work: Path) -> list[tuple[str, list[str]]]:
-    """The cases: (name, arguments of `python -m logparse`)."""
+def build(work: Path) -> list[tuple]:
+    """The cases: (name, arguments of `python -m logparse`[, environment variables to set])."""
     cases = []
     long_lines = {
         "error-line-token": OOM + " " + "y" * 100_000,
@@ -142,6 +144,31 @@ def build(work: Path) -> list[tuple[str, list[str]]]:
     )
     (work / "laughs.yaml").write_text(laughs)
     cases.append(("billion laughs catalog", ["catalog", "check", str(work / "laughs.yaml")]))
+
+    (work / "kw.log").write_text("[rank1]: MyDataError: bad row 7\n")
+    for n in (5_000, 20_000, 80_000):
+        words = ", ".join(f"'MyErr{i * 7919 % 1_000_003:07d}x{i}'" for i in range(n))
+        entry = ENTRY.format(pattern="(?P<what>.+)", example="x")
+        (work / f"kw-{n}.yaml").write_text(entry.replace("['MyDataError']", f"['MyDataError', {words}]"))
+        cases.append(
+            (
+                f"user catalog of {n:,} keywords, first load",
+                ["scan", "--format", "json", "--catalog", str(work / f"kw-{n}.yaml"), str(work / "kw.log")],
+                {"VERL_LOGSCAN_CACHE": "off"},
+            )
+        )
+    (work / "kw-long.yaml").write_text(
+        ENTRY.format(pattern="(?P<what>.+)", example="x").replace(
+            "['MyDataError']", "['MyDataError', '" + "K" * 40_000 + "']"
+        )
+    )
+    cases.append(
+        (
+            "catalog keyword of 40,000 characters",
+            ["scan", "--format", "json", "--catalog", str(work / "kw-long.yaml"), str(work / "kw.log")],
+            {"VERL_LOGSCAN_CACHE": "off"},
+        )
+    )
     return cases
 
 
@@ -164,8 +191,9 @@ def main() -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
-        for name, args in build(work):
-            seconds, rss, code = run([sys.executable, "-m", "logparse", *args], env, sample=True)
+        for name, args, *extra in build(work):
+            case_env = dict(env, **extra[0]) if extra else env
+            seconds, rss, code = run([sys.executable, "-m", "logparse", *args], case_env, sample=True)
             print(f"{name:45} {seconds:6.2f} s  peak RSS {rss:4d} MB  exit {code}", flush=True)
     finally:
         if not a.keep:
