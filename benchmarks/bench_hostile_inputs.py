@@ -10,6 +10,8 @@ process), and prints the seconds and peak RSS of each:
 * three lines of a single 100 KB token reaching the trackers (they once backtracked for minutes);
 * three lines of about 1 MB that look like interleaved exception lines (one took 5.8 s, quadratic);
 * 100,000 tracebacks of 8 ranks (600,000 lines);
+* one unbroken "During handling of the above exception" chain of 5,000, 20,000 and 80,000 links (its
+  memory once grew with its length: 168 MB at 20,000, 554 MB at 80,000);
 * a user catalog whose regexes the loader accepts but which take the full match timeout on every
   line (the per-entry budget disables the entry after about 2 s);
 * /dev/zero, and a gzip bomb of 4 GB of zeros (both stop after 256 MB of NUL bytes with a note);
@@ -107,6 +109,22 @@ def build(work: Path) -> list[tuple]:
         for n in range(100_000):
             fh.write(block.format(r=n % 8, n=n))
     cases.append(("100,000 tracebacks", ["scan", "--format", "json", str(work / "tbs.log")]))
+
+    link = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/app/train.py", line {n}, in step\n'
+        "[rank0]:     handle(batch)\n"
+        "[rank0]: KeyError: 'retry {n}'\n"
+    )
+    between = (
+        "[rank0]: \n[rank0]: During handling of the above exception, another exception occurred:\n[rank0]: \n"
+    )
+    for links in (5_000, 20_000, 80_000):
+        with open(work / f"chain-{links}.log", "w") as fh:
+            fh.write(between.join(link.format(n=n) for n in range(links)))
+        cases.append(
+            (f"a chain of {links:,} links", ["scan", "--format", "json", str(work / f"chain-{links}.log")])
+        )
 
     (work / "slow.yaml").write_text(ENTRY.format(pattern="(?:[a-z]|[a-y])*!$", example="abc!"))
     with open(work / "slow.log", "w") as fh:

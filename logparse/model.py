@@ -47,6 +47,8 @@ class TracebackView:
     chain: tuple[str, ...]  # earlier exceptions of a chain, "Type: message"
     frames_cut: int = 0  # frames left out between the first `frames_cut_after` frames and the rest
     frames_cut_after: int = 0
+    chain_cut: int = 0  # earlier exceptions of the chain left out after the first `chain_cut_after`
+    chain_cut_after: int = 0
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ def _root(rc: RootCause) -> dict[str, Any]:
             "task": t.task,
             "chain": list(t.chain),
             "frames_cut": t.frames_cut,
+            "chain_cut": t.chain_cut,
         }
     return {
         "id": rc.id,

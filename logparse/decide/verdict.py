@@ -265,21 +265,18 @@ def traceback_view(tb: Traceback | None) -> TracebackView | None:
     if tb is None or tb.final is None:
         return None
     user = tb.innermost_user_frame()
-    chain = []
-    prev = tb.chained_from
-    while prev is not None and len(chain) < 5:
-        if prev.final is not None:
-            chain.append(f"{prev.final.type}: {prev.final.message}".rstrip(": "))
-        prev = prev.chained_from
+    shown, chain_cut = tb.chain_shown()
     return TracebackView(
         exception_type=tb.final.type,
         exception_message=tb.final.message,
         frames=tuple((f.file, f.line, f.function) for f in tb.frames),
         innermost_user_frame=(user.file, user.line, user.function) if user else None,
         task=tb.task,
-        chain=tuple(reversed(chain)),
+        chain=tuple(f"{e.type}: {e.message}".rstrip(": ") for e in shown),
         frames_cut=tb.frames_cut,
         frames_cut_after=HEAD_FRAMES if tb.frames_cut else 0,
+        chain_cut=chain_cut,
+        chain_cut_after=1 if chain_cut else 0,
     )
 
 

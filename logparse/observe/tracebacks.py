@@ -6,7 +6,10 @@ and multi-line exception messages (ChildFailedError's summary, ActorDiedError's 
 
 Bounds: a traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
 MAX_FRAMES frames (the HEAD_FRAMES outermost and the innermost rest: a deep recursion's innermost
-frame is where it failed; `frames_cut` says how many went); an exception message keeps at most
+frame is where it failed; `frames_cut` says how many went); a chain ("During handling of the above
+exception") keeps at most MAX_CHAIN_LINKS tracebacks, its first and the latest (`chain_cut` of the one
+after the first says how many went: an unbroken chain of 80,000 once held them all, 554 MB); an
+exception message keeps at most
 MAX_MESSAGE_LINES continuation lines; at most MAX_KEPT_TRACEBACKS closed tracebacks are kept (the
 first half and the most recent half). State is kept only for the streams with an open traceback,
 and for at most MAX_IDLE_STREAMS idle streams that hold something a later line needs (the traceback
@@ -30,6 +33,8 @@ from patterns.schema import LazyRe
 MAX_TRACEBACK_RECORDS = 200
 MAX_FRAMES = 100
 HEAD_FRAMES = 10  # outermost frames kept when a traceback has more than MAX_FRAMES
+MAX_CHAIN_LINKS = 10  # tracebacks a chain keeps linked: its first and the latest
+CHAIN_SHOWN = 5  # earlier exceptions of a chain a report shows: all, or the first and the latest
 MAX_MESSAGE_LINES = 120
 MAX_KEPT_TRACEBACKS = 400
 MAX_GAP_LINES = 200  # a traceback whose source printed this many lines since its last line is closed
@@ -208,6 +213,7 @@ class Traceback:
     closed: bool = False
     torchrun_failures: list[TorchrunFailure] = field(default_factory=list)
     frames_cut: int = 0  # frames left out after the first HEAD_FRAMES (more than MAX_FRAMES were printed)
+    chain_cut: int = 0  # tracebacks of the chain left out between this one and `chained_from`
     _tail: deque = field(default_factory=lambda: deque(maxlen=MAX_TRACEBACK_RECORDS // 2))
 
     def add_frame(self, frame: Frame) -> None:
@@ -241,6 +247,27 @@ class Traceback:
             tb = tb.chained_from
         return tb.final
 
+    def earlier(self) -> tuple[list[RaisedException], int]:
+        """The exceptions that ended the tracebacks earlier in this one's chain, oldest first, and how
+        many tracebacks of the chain were left out (after the first; see MAX_CHAIN_LINKS)."""
+        found: list[RaisedException] = []
+        cut = 0
+        tb: Traceback = self
+        while tb.chained_from is not None:
+            cut += tb.chain_cut
+            tb = tb.chained_from
+            if tb.final is not None:
+                found.append(tb.final)
+        return found[::-1], cut
+
+    def chain_shown(self, shown: int = CHAIN_SHOWN) -> tuple[list[RaisedException], int]:
+        """The earlier exceptions a report shows (oldest first): all when there are `shown` or fewer,
+        else the first and the latest `shown - 1`; with how many are left out after the first."""
+        found, cut = self.earlier()
+        if len(found) + cut <= shown:
+            return found, 0
+        return [found[0], *found[len(found) - shown + 1 :]], cut + len(found) - shown
+
     def torchrun_failure_at(self, seq: int) -> TorchrunFailure | None:
         for f in self.torchrun_failures:
             if f.covers(seq):
@@ -268,6 +295,19 @@ class _StreamState:
     def worth_keeping(self) -> bool:
         """Does an idle stream's state hold something a later line of the stream needs?"""
         return self.pending_chain is not None or self.last_closed is not None or bool(self.context)
+
+
+def bound_chain(tb: Traceback) -> None:
+    """Keep at most MAX_CHAIN_LINKS tracebacks linked in the chain `tb` ends (each chain is kept so as
+    it grows, so it has at most one too many): the one after the first is unlinked and counted."""
+    links = [tb]
+    while links[-1].chained_from is not None:
+        links.append(links[-1].chained_from)
+    if len(links) <= MAX_CHAIN_LINKS:
+        return
+    first, dropped, after = links[-1], links[-2], links[-3]
+    after.chained_from = first
+    after.chain_cut += dropped.chain_cut + 1
 
 
 def parse_exception_line(message: str) -> tuple[str, str] | None:
@@ -350,6 +390,8 @@ class TracebackAssembler:
             st.context.append(rec)
 
     def _open_tb(self, st: _StreamState, tb: Traceback) -> None:
+        if tb.chained_from is not None:
+            bound_chain(tb)
         st.tb = tb
         self._active[tb.stream] = st
         src = tb.stream[0]
