@@ -10,8 +10,16 @@ NUL) is re-encoded as UTF-8; a file of NUL and control bytes (a core dump rename
 a note; a file whose lines end in a lone CR is read line by line. NUL bytes in text are dropped (a log
 truncated while its writer kept writing starts with a run of them). Each decision leaves a note.
 
-Past the first bytes, data that goes on and on without text (MAX_BINARY_RUN_BYTES of NUL bytes, or of
-control bytes with no line end, in a row: /dev/zero, a file of zeros, a gzip bomb of them) stops the
+Past the first bytes, binary data is found per region, not per file: a log can end in (or hold) a
+stretch of binary data (a crashed writer's preallocated tail, a core dump appended, a disk block of
+garbage) after its text, and the text before it must still be read (15 KB of log then random bytes
+was skipped whole, and its CUDA OOM missed). Lines of a chunk with NUL bytes are looked at one by one
+(BinarySpans): a run of lines that are mostly control bytes and invalid UTF-8, MIN_BINARY_SPAN bytes
+or more, is a binary span. Its lines are read as empty lines (so every later line keeps its number),
+a note says from which byte and how many bytes were skipped, and text resumes at the first clean line
+of RESUME_LINE_BYTES or more after it. A shorter run stays text (decoded with U+FFFD, as before).
+Data that goes on and on without text (MAX_BINARY_RUN_BYTES of NUL bytes, or of control bytes with no
+line end, or of a binary span, in a row: /dev/zero, a file of zeros, a gzip bomb of them) stops the
 input with a note, and a hole of a sparse file (a log copy-truncated while its writer kept its offset) is
 skipped with lseek(SEEK_DATA) instead of being read.
 """
@@ -22,11 +30,13 @@ import codecs
 import errno
 import io
 import os
+import re
 import stat
 import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import BinaryIO
 
@@ -38,8 +48,18 @@ MAX_LINE_BYTES = 1 << 20
 MAX_BINARY_RUN_BYTES = 256 << 20
 SNIFF_BYTES = 64 << 10  # what decides the encoding / binary question (less for a pipe's first line)
 BINARY_RATIO = 0.10  # share of control bytes and invalid UTF-8 among the non-NUL bytes of a binary file
+MIN_BINARY_SPAN = 512  # bytes of binary lines in a row that make a binary span (less: text with garbage)
+RESUME_LINE_BYTES = 24  # a clean line this long ends a binary span (random bytes make one about never)
 # C0 control bytes that a text log does not hold (tab, newline, VT, FF, CR, ESC, backspace do occur)
 _CONTROL_BYTES = bytes(c for c in range(32) if c not in b"\t\n\x0b\x0c\r\x1b\x08")
+_CONTROL_RE = re.compile(b"[" + re.escape(_CONTROL_BYTES) + b"]")
+# inside a binary span: a line that may end it (RESUME_LINE_BYTES or more without a control byte; NUL
+# bytes may be in it, as they are dropped)
+_RESUME_RE = re.compile(
+    rb"(?<![^\n])[^\n"
+    + re.escape(_CONTROL_BYTES.replace(b"\x00", b""))
+    + rb"]{%d,}(?=\n)" % RESUME_LINE_BYTES
+)
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".gz"}
 LOG_NAMES = {"stdout", "stderr", "error.json"}
 ANSI_RE = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-B]")
@@ -176,7 +196,9 @@ def sniff(head: bytes) -> str:
             if even_nul > 0.7 and odd_nul < 0.1:
                 return "utf-16-be"
         text = sample.replace(b"\x00", b"")
-        if text:  # only NUL bytes so far: a hole before the text, not a verdict
+        # only NUL bytes so far: a hole before the text, not a verdict; a first line of text: a log
+        # (binary data after it is a region of its own, see BinarySpans)
+        if text and not _starts_with_text(text):
             controls = len(text) - len(text.translate(None, _CONTROL_BYTES))
             invalid = text.decode("utf-8", "replace").count("\ufffd") - text.count("\ufffd".encode())
             if controls + invalid > BINARY_RATIO * len(text):
@@ -184,6 +206,198 @@ def sniff(head: bytes) -> str:
     if b"\n" not in head and b"\r" in head:
         return "cr"
     return "utf-8"
+
+
+def _starts_with_text(text: bytes) -> bool:
+    """Is the first line with content of `text` (NUL bytes dropped) a line of text (LineKind.TEXT)?"""
+    first = text.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
+    return line_kind(first) is LineKind.TEXT
+
+
+class LineKind(Enum):
+    TEXT = "text"  # RESUME_LINE_BYTES or more of valid UTF-8 without a control byte: text goes on here
+    BINARY = "binary"  # control bytes (one at least) and invalid UTF-8 past BINARY_RATIO of its bytes
+    OTHER = "other"  # shorter, or a stray control byte or bad byte: goes with the lines around it
+
+
+def line_kind(text: bytes) -> LineKind:
+    """What a line (NUL bytes dropped, no newline) looks like, for BinarySpans. (A run of random bytes
+    makes a TEXT line about once in 10^11 lines.)"""
+    controls = len(text) - len(text.translate(None, _CONTROL_BYTES))
+    if controls:
+        invalid = text.decode("utf-8", "replace").count("\ufffd") - text.count("\ufffd".encode())
+        return LineKind.BINARY if controls + invalid > BINARY_RATIO * len(text) else LineKind.OTHER
+    if len(text) < RESUME_LINE_BYTES:
+        return LineKind.OTHER
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return LineKind.OTHER
+    return LineKind.TEXT
+
+
+def _text_head(line: bytes) -> bytes:
+    """The clean text a binary line starts with (up to its first control byte or invalid UTF-8), when
+    it is RESUME_LINE_BYTES or more: the last line of a log that binary data follows without a newline."""
+    m = _CONTROL_RE.search(line)
+    head = line[: m.start()] if m else line
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = head[: exc.start]
+    return head if len(head) >= RESUME_LINE_BYTES else b""
+
+
+class BinarySpans:
+    """Finds the binary spans of one input's text (see the module doc). `feed(chunk)` takes the input's
+    bytes (NUL bytes in) and returns what is to be read of them (NUL bytes out, each line of a binary
+    span an empty line); `finish()` the rest. Line by line until a span opens; inside one, a regex
+    finds the next line that may end it (a line at a time cost 50 ms a MB of random bytes). Holds at
+    most one unfinished line (MAX_LINE_BYTES + 1 bytes of it) and a run of binary lines not yet judged
+    (under MIN_BINARY_SPAN bytes)."""
+
+    def __init__(self, name: str, notes: list[str], offset: int = 0):
+        self.name = name
+        self.notes = notes
+        self.offset = offset  # where the next byte fed is, in the input's text
+        self.binary = False  # inside a binary span
+        self.span_start = self.span_bytes = 0
+        self.held: list[bytes] = []  # a run of binary lines (and the others among them) not judged yet
+        self.held_start = self.held_bytes = self.held_nuls = 0
+        self.line = b""  # the unfinished line (NUL bytes dropped)
+        self.line_bytes = self.line_nuls = 0  # its bytes as fed, its NUL bytes
+        self.nuls = 0  # NUL bytes inside binary spans (the caller's note counts those of the text)
+        self.stopped = False  # a span went on for MAX_BINARY_RUN_BYTES: nothing more is read
+
+    @property
+    def active(self) -> bool:
+        """Must the next chunk be looked at (not passed on as it is)?"""
+        return self.binary or bool(self.held) or self.line_bytes > 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        out: list[bytes] = []
+        start = 0
+        while start < len(chunk) and not self.stopped:
+            if self.binary and not self.line_bytes:
+                start = self._skip(chunk, start, out)
+                continue
+            nl = chunk.find(b"\n", start)
+            end = len(chunk) if nl < 0 else nl
+            piece = chunk[start:end]
+            if b"\x00" in piece:
+                zeros = piece.count(0)
+                self.line_nuls += zeros
+                piece = b"" if zeros == len(piece) else piece.replace(b"\x00", b"")
+            if len(self.line) <= MAX_LINE_BYTES:
+                self.line += piece
+            self.line_bytes += end - start
+            if nl < 0:
+                break
+            self._line(out, self.line[: MAX_LINE_BYTES + 1], self.line_bytes + 1)
+            start = nl + 1
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        out: list[bytes] = []
+        if self.line_bytes and not self.stopped:
+            self._line(out, self.line[: MAX_LINE_BYTES + 1], self.line_bytes, ended=False)
+        if self.held:
+            self._release(out)
+        if self.binary:
+            self._note("to the end of the input")
+        return b"".join(out)
+
+    def _skip(self, chunk: bytes, start: int, out: list[bytes]) -> int:
+        """Inside a span, from a line start: the span goes on to the next TEXT line (returned: where it
+        starts, the span closed) or to the last line end of the chunk (returned: where the unfinished
+        line after it starts)."""
+        pos = start
+        while True:
+            m = _RESUME_RE.search(chunk, pos)
+            if m is None:
+                end = chunk.rfind(b"\n", start) + 1
+                if end == 0:  # no line end: the line goes on in the next chunk
+                    end = start
+                self._absorb(chunk, start, end, out)
+                return end if end > start else self._unfinished(chunk, start)
+            if line_kind(m.group().replace(b"\x00", b"")) is LineKind.TEXT:
+                self._absorb(chunk, start, m.start(), out)
+                if not self.stopped:
+                    self._note("read on from the text after it")
+                    self.binary = False
+                return m.start()
+            pos = m.end()
+
+    def _unfinished(self, chunk: bytes, start: int) -> int:
+        """A chunk with no line end inside a span: its bytes begin the next line (which the line-by-line
+        way judges once it ends)."""
+        piece = chunk[start:]
+        zeros = piece.count(0)
+        self.line_nuls += zeros
+        self.line = b"" if zeros == len(piece) else piece.replace(b"\x00", b"")[: MAX_LINE_BYTES + 1]
+        self.line_bytes = len(piece)
+        return len(chunk)
+
+    def _absorb(self, chunk: bytes, start: int, end: int, out: list[bytes]) -> None:
+        """chunk[start:end], whole lines, into the span: an empty line for each."""
+        if end <= start:
+            return
+        out.append(b"\n" * chunk.count(b"\n", start, end))
+        self.span_bytes += end - start
+        self.nuls += chunk.count(0, start, end)
+        self.offset += end - start
+        if self.span_bytes >= MAX_BINARY_RUN_BYTES:
+            self._note("stopped reading there")
+            self.binary, self.stopped = False, True
+
+    def _line(self, out: list[bytes], text: bytes, size: int, ended: bool = True) -> None:
+        """One line: `text` without NUL bytes, `size` bytes as fed (its newline included when `ended`)."""
+        nl = b"\n" if ended else b""
+        kind = line_kind(text)
+        nuls, self.line, self.line_bytes, self.line_nuls = self.line_nuls, b"", 0, 0
+        if self.binary and kind is LineKind.TEXT:
+            self._note("read on from the text after it")
+            self.binary = False
+        if self.binary:
+            self.span_bytes += size
+            self.nuls += nuls
+            out.append(b"\n")  # (also for a last line without one: it is a line of the file)
+        elif kind is LineKind.BINARY or (self.held and kind is LineKind.OTHER):
+            if not self.held:
+                self.held_start = self.offset
+            self.held.append(text + nl)
+            self.held_bytes += size
+            self.held_nuls += nuls
+            if self.held_bytes >= MIN_BINARY_SPAN:
+                self._open_span(out)
+        else:
+            if self.held:
+                self._release(out)
+            out.append(text + nl)
+        self.offset += size
+
+    def _open_span(self, out: list[bytes]) -> None:
+        """The held run is a binary span: its lines become empty lines (the first keeps a text head)."""
+        first = self.held[0]
+        head = _text_head(first.rstrip(b"\n"))
+        out.append(head + b"\n" * first.endswith(b"\n"))
+        out.extend(b"\n" * line.endswith(b"\n") for line in self.held[1:])
+        self.binary = True
+        self.span_start = self.held_start + len(head)
+        self.span_bytes = self.held_bytes - len(head)
+        self.nuls += self.held_nuls
+        self.held, self.held_bytes, self.held_nuls = [], 0, 0
+
+    def _release(self, out: list[bytes]) -> None:
+        """The held run was too short for a span: its lines are text after all."""
+        out.extend(self.held)
+        self.held, self.held_bytes, self.held_nuls = [], 0, 0
+
+    def _note(self, what: str) -> None:
+        self.notes.append(
+            f"{self.name}: {self.span_bytes:,} bytes of binary data skipped from byte {self.span_start:,} "
+            f"({what}; its lines count as empty lines, so line numbers stay those of the file)"
+        )
 
 
 def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
@@ -204,7 +418,6 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
             f"{min(len(head), SNIFF_BYTES)} bytes); skipped"
         )
         return
-    nuls = 0
     if kind.startswith("utf-16"):
         stats.notes.append(
             f"{name}: read as {kind.upper()}"
@@ -219,33 +432,47 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
         elif kind == "cr":
             stats.notes.append(f"{name}: lines end in a lone carriage return (CR); read each as a line")
         source = _chain(head, it)
+    yield from _text_of(source, kind == "cr", stats, len(codecs.BOM_UTF8) if kind == "utf-8-sig" else 0)
+
+
+def _text_of(source: Iterator[bytes], cr: bool, stats: InputStats, offset: int) -> Iterator[bytes]:
+    """The text of decoded chunks: NUL bytes dropped, binary spans skipped (BinarySpans), a run of
+    MAX_BINARY_RUN_BYTES without text stopped; `cr`: lines end in a lone CR. `offset`: where the first
+    chunk starts in the input."""
+    name = stats.path
+    nuls = 0
     run = 0  # bytes of NUL / control data with no text in a row
+    spans = BinarySpans(name, stats.notes, offset)
     try:
-        for chunk in source:
-            size = len(chunk)
-            if b"\x00" in chunk:
-                zeros = chunk.count(0)
+        for raw in source:
+            size = len(raw)
+            chunk = raw
+            if b"\x00" in raw:
+                zeros = raw.count(0)
                 # (bytes.replace is slow on a chunk of NUL bytes only: 10 ms a MB)
-                chunk = b"" if zeros == size else chunk.replace(b"\x00", b"")
+                chunk = b"" if zeros == size else raw.replace(b"\x00", b"")
                 nuls += zeros
-            if not chunk or (b"\n" not in chunk and _mostly_control(chunk)):
-                run += size
-                if run >= MAX_BINARY_RUN_BYTES:
-                    nuls = 0  # said by this note
-                    stats.notes.append(
-                        f"{name}: {run >> 20} MB of NUL or control bytes in a row with no text (a device "
-                        f"such as /dev/zero, a file of zeros, or a gzip bomb); stopped reading there"
-                    )
-                    return
+            run = run + size if not chunk or (b"\n" not in chunk and _mostly_control(chunk)) else 0
+            if run >= MAX_BINARY_RUN_BYTES:
+                nuls = 0  # said by this note
+                stats.notes.append(
+                    f"{name}: {run >> 20} MB of NUL or control bytes in a row with no text (a device "
+                    f"such as /dev/zero, a file of zeros, or a gzip bomb); stopped reading there"
+                )
+                return
+            if spans.active or chunk is not raw:  # NUL bytes: binary data may start here
+                chunk = spans.feed(raw.replace(b"\r", b"\n") if cr else raw)
             else:
-                run = 0
-            if not chunk:
-                continue
-            if kind == "cr":
-                chunk = chunk.replace(b"\r", b"\n")
-            yield chunk
+                spans.offset += size
+                chunk = chunk.replace(b"\r", b"\n") if cr else chunk
+            if chunk:
+                yield chunk
+            if spans.stopped:
+                return
+        yield spans.finish()
     finally:
-        if nuls:
+        nuls -= spans.nuls  # (those of a binary span are said by its note)
+        if nuls > 0:
             stats.notes.append(
                 f"{name}: {nuls} NUL byte(s) dropped (a log truncated while written starts with them)"
             )
