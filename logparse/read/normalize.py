@@ -78,6 +78,24 @@ REPEATED = regex.compile(
 )
 
 
+# A progress bar's redraw (tqdm's `desc: 50%|###  | 3/6 [..]`, or `16 examples [00:01, 9.2 examples/s]`
+# without a total): what a carriage return is for
+BAR_REDRAW = regex.compile(r"\d{1,3}%\||\d\s?[^\s\[\]]{0,30}\s\[(?:\d+:)?\d\d:\d\d[,<\]]")
+
+
+def carriage_message(message: str) -> str:
+    """The message of a line with carriage returns. A `\r` rewrites the terminal, not the log: the text
+    before it was written all the same (`torch.OutOfMemoryError: ...\r 50%|##  | 3/6` is an OOM whose
+    line a bar redrew). So the non-blank segments that are not a progress bar's redraw are the message,
+    joined by a space; a line of redraws only is its last one (what the terminal showed, and what the
+    stage tracker reads a bar from)."""
+    segments = [s for s in message.split("\r") if s.strip()]
+    if len(segments) < 2:
+        return segments[0] if segments else ""
+    text = [s for s in segments if not BAR_REDRAW.search(s)]
+    return " ".join(text) if text else segments[-1]
+
+
 class Origin(NamedTuple):
     """Where a line came from, as far as its prefixes tell. (A named tuple: one is built for every
     line read, and a frozen dataclass took three times as long to build.)"""
@@ -322,8 +340,7 @@ class Normalizer:
             pos = m.end()
         message = text[pos:] if pos else text
         if "\r" in message:
-            segments = [s for s in message.split("\r") if s.strip()]
-            message = segments[-1] if segments else ""
+            message = carriage_message(message)
         # several processes' exception lines run together (logparse.read.interleave): each holds one
         # process's whole `: ` write, after a type's ending (whose first characters come again later)
         # or after another process's caret line

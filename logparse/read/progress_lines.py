@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from logparse.read.normalize import Normalizer, Origin
+from logparse.read.normalize import Normalizer, Origin, carriage_message
 from logparse.read.progress_syntax import (
     TQDM_KEYWORD,
     MarkerHit,
@@ -374,10 +374,10 @@ class ProgressLineParser:
                 and b"\x1b" not in data[at:end]
                 and b"[repeated " not in data[at:end]
             ):
-                # a bar: the message is the last non-blank `\r` segment (decode_line drops a final CR)
+                # a bar: the message is what the normaliser makes of its `\r` segments (decode_line
+                # drops a final CR)
                 rest = data[at : end - 1] if data.endswith(b"\r", at, end) else data[at:end]
-                segments = [x for x in rest.decode("utf-8", errors="replace").split("\r") if x.strip()]
-                message = segments[-1] if segments else ""
+                message = carriage_message(rest.decode("utf-8", errors="replace"))
                 if not message.startswith("["):  # (a `[Rank N]` there would be the line's rank)
                     return self._ray_origin(*m.group(1, 2)), message, -1
         elif step:

@@ -1,0 +1,87 @@
+"""A carriage return rewrites the terminal, not the log: a fatal line that a `\\r` and a progress bar's
+redraw follow is still the fatal line (`torch.OutOfMemoryError: ...\\r 50%|##   | 3/6` came out
+HEALTHY, exit 0). The segments of a line that are not a bar's redraw are its message; a line of
+redraws only is its last redraw, so bars behind a Ray prefix and a `\\r` are read as before, with and
+without the progress lines' fast path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from logparse.cli import EXIT_FAILURE_FOUND
+from logparse.read.normalize import Normalizer, carriage_message
+from logparse.read.sources import Line
+from tests.conftest import run_cli
+from tests.logparse.read.test_progress_lines import assert_same_reports
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+BAR = "Training Progress:  50%|█████     | 3/6 [00:04<00:04,  1.52s/it]"
+RAY = "\x1b[36m(WorkerDict pid=4187, ip=10.0.0.2)\x1b[0m "
+
+
+@pytest.mark.parametrize(
+    "message,expected",
+    [
+        (f"{OOM}\r 50%|##   | 3/6", OOM),
+        (f"\r{BAR}", BAR),
+        (f"\r{BAR}\r{BAR.replace('3/6', '4/6')}", BAR.replace("3/6", "4/6")),
+        (f"{BAR}\r{OOM}", OOM),
+        (
+            "Generating train split: 0 examples [00:00, ? examples/s]\rGenerating train split: 16 examples "
+            "[00:00, 4029.11 examples/s]",
+            "Generating train split: 16 examples [00:00, 4029.11 examples/s]",
+        ),
+        ("16it [00:00, 4029.11it/s]\rRuntimeError: x", "RuntimeError: x"),
+        (f"Traceback (most recent call last):\r{BAR}", "Traceback (most recent call last):"),
+        ("RuntimeError: first\rValueError: second", "RuntimeError: first ValueError: second"),
+        ("\r \r", ""),
+    ],
+)
+def test_the_message_of_a_line_with_carriage_returns(message: str, expected: str) -> None:
+    assert carriage_message(message) == expected
+    line = Line("x.log", 1, "(WorkerDict pid=4187, ip=10.0.0.2) " + message)  # (a Line has no colour codes)
+    assert Normalizer().normalize(line).message == expected
+
+
+@pytest.mark.parametrize("prefix", ["", "[rank3]: ", RAY], ids=["bare", "rank", "ray"])
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_fatal_line_a_bar_redraws_is_found(tmp_path: Path, prefix: str, fmt: str) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(f"{prefix}INFO start\n{prefix}{OOM}\r 50%|##   | 3/6\n{prefix}\r{BAR}\n")
+    result = run_cli(["scan", str(log), "--format", fmt])
+    assert result.exit_code == EXIT_FAILURE_FOUND, result.output
+    if fmt == "json":
+        report = json.loads(result.stdout)
+        assert report["root_cause"]["id"] == "cuda-oom"
+        assert report["root_cause"]["error_line"]["line"] == 2
+
+
+def test_a_fatal_line_a_bar_redraws_is_an_alert() -> None:
+    result = run_cli(["scan", "-", "--format", "json"], input=f"{RAY}{OOM}\r{BAR}\n")
+    assert result.exit_code == EXIT_FAILURE_FOUND
+    assert "verl-logscan: ALERT cuda-oom" in result.stderr
+
+
+def test_bars_behind_a_ray_prefix_are_read_the_same_with_and_without_the_fast_path(tmp_path: Path) -> None:
+    """Bars alone, bars redrawn in one line, a bar after text, text after a bar: the progress lines'
+    fast path and the normaliser make the same message of each (the reports are identical)."""
+    lines = ["(TaskRunner pid=7) INFO start"]
+    for step in range(1, 7):
+        bar = BAR.replace("3/6", f"{step}/6")
+        lines += [
+            f"{RAY}\r{bar}",
+            f"{RAY}\r{bar}\r{bar}",
+            f"{RAY}checkpoint saved\r{bar}",
+            f"{RAY}\r{bar}\rwaiting for the rollout",
+            f"(TaskRunner pid=7) step:{step} - actor/pg_loss:0.{step} - timing_s/step:1.5",
+        ]
+    lines.append(f"{RAY}{OOM}\r{BAR}")
+    log = tmp_path / "bars.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert_same_reports(log, tmp_path)
+    report = json.loads(run_cli(["scan", str(log), "--format", "json"]).stdout)
+    assert report["root_cause"]["id"] == "cuda-oom"
+    assert report["progress"]["last_step"] == 6
