@@ -87,6 +87,12 @@ _CUT_SETTING = LazyRe(
 # The launcher prefix of a line (`(WorkerDict pid=1, ip=...)`, `[rank3]:`), kept on a masked key line
 LINE_PREFIX = LazyRe(r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}")
 _BASE64_LINE = LazyRe(r"[A-Za-z0-9+/=]{4,}\s*")
+# pprint's continuation of a long string: a line that is only a quoted string (its closing `,` `}` `)`
+# `]` after it), and a masked value that runs to the end of its line
+_QUOTED_LINE = LazyRe(
+    r"""\s*(?P<q>['"])(?P<v>(?!\[redacted:)[^'"\n]{1,4096})(?P=q)(?P<end>\s*[,})\]]*)\s*$"""
+)
+_MASKED_AT_END = LazyRe(r"""\[redacted:(?P<kind>[a-z0-9-]+)\]['"]\s*$""")
 
 
 def _visible(text: str) -> tuple[str, list[int]]:
@@ -263,6 +269,14 @@ class Redactor:
         self._prefix_kind = dict(prefixes)
         self._cut_token_re: re.Pattern[str] | None = None  # compiled when a cut text first needs it
         self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
+        # hint -> the kinds (bits of their index) it lets through; the kinds without hints always run
+        hint_bits: dict[str, int] = {}
+        for i, kind in enumerate(self.kinds):
+            for hint in kind.hints:
+                hint_bits[hint] = hint_bits.get(hint, 0) | 1 << i
+        self._hints = tuple(hint_bits.items())
+        self._unhinted = [k for k in self.kinds if not k.hints]
+        self._unhinted_mask = sum(1 << i for i, k in enumerate(self.kinds) if not k.hints)
         # a report repeats strings (an error line is evidence, message and a finding's first line):
         # each distinct one is redacted once. Cleared when a new host or user is learnt.
         self._memo: dict[tuple[str, bool | None], str] = {}
@@ -431,6 +445,17 @@ class Redactor:
         text = self._mask_spans(kind, text, spans)
         return text, INVISIBLE.search(text) is not None
 
+    def _hinted(self, lowered: str) -> list[SecretKind]:
+        """The kinds that may occur in a text (given lower-cased), in table order: each distinct hint is
+        looked for once (asking each kind for its hints cost more than the regexes of a text with none)."""
+        present = [bits for hint, bits in self._hints if hint in lowered]
+        if not present:
+            return self._unhinted
+        mask = self._unhinted_mask
+        for bits in present:
+            mask |= bits
+        return [kind for i, kind in enumerate(self.kinds) if mask >> i & 1]
+
     def secrets(self, value: str, cut: bool | None = None) -> str:
         """`value` with every secret masked. `cut`: the text was cut short (a 1 MB line; an alert's
         window), so a token or setting at its very end is masked even though it is incomplete
@@ -439,9 +464,7 @@ class Redactor:
             cut = len(value) >= CUT_MIN_CHARS
         hidden = INVISIBLE.search(value) is not None
         lowered = (_visible(value)[0] if hidden else value).lower()
-        for kind in self.kinds:
-            if not kind.hinted(lowered):
-                continue
+        for kind in self._hinted(lowered):
             for pattern in kind.patterns:
                 value, hidden = self._apply(kind.id, pattern, value, hidden)
         if cut:
@@ -502,7 +525,31 @@ class Redactor:
                     body = []
             if inside and body:
                 self._count(kind, "\n".join(body))
+        self._continued(out)
         return out
+
+    def _continued(self, out: list[str]) -> None:
+        """A secret value that pprint wrapped: a line ending in a quoted value that masks to its end
+        (`'api_key': 'sk-abc...'`), then lines that are only a quoted string (`'def...',`), which
+        Python joins to it. Each such line is masked as the value's kind (counted with it)."""
+        for i in range(len(out) - 1):
+            text = out[i]
+            if not text.rstrip().endswith(("'", '"')) or not self._quoted_line(out[i + 1]):
+                continue
+            m = _MASKED_AT_END.search(self.secrets(text))
+            if m is None:
+                continue
+            j = i + 1
+            while j < len(out) and (q := self._quoted_line(out[j])) is not None:
+                out[j] = out[j][: q.start("v")] + MASK.format(m.group("kind")) + out[j][q.end("v") :]
+                if q.group("end").strip():  # `,` `}` `)`: the value ends here
+                    break
+                j += 1
+
+    @staticmethod
+    def _quoted_line(text: str) -> re.Match[str] | None:
+        """The string of a line that is only a quoted string (after its launcher prefix and indent)."""
+        return _QUOTED_LINE.match(text, LINE_PREFIX.match(text).end())
 
     def _mask_line(self, kind: str, text: str, stop: int, body: list[str]) -> str:
         start = LINE_PREFIX.match(text).end()

@@ -130,3 +130,191 @@ def test_a_token_cut_at_the_line_limit_is_masked(tmp_path: Path, prefix: str) ->
     assert prefix not in out
     assert re.search(r" \[redacted:[a-z0-9-]+\]$", report["root_cause"]["message"])  # where the token was
     assert sum(report["redactions"].values()) == 1
+
+
+# -- every syntax a log writes a secret-named setting in, in every place a report takes text from --------
+
+# (kind, line, secret): each form of the issue "Safe to paste, round three" (the table holds each as an
+# example too); each is placed in the traceback message, a config dump, an environment listing and a
+# Ray-prefixed line, and checked in every output
+FORMS = [
+    (
+        "hydra-override-secret",
+        "Error executing job with overrides: ['+reward_model.api_key=rk-9f8e7d6c5b4a']",
+        "rk-9f8e7d6c5b4a",
+    ),
+    (
+        "hydra-override-secret",
+        "Error executing job with overrides: ['++judge.token=jt-4a5b6c7d8e']",
+        "jt-4a5b6c7d8e",
+    ),
+    ("hydra-override-secret", "Error executing job with overrides: ['~db.password=hunter2pw']", "hunter2pw"),
+    (
+        "hydra-override-secret",
+        "python3 -m verl.trainer.main_ppo reward_model.hf_token=tkq7R8s9T0u1",
+        "tkq7R8s9T0u1",
+    ),
+    (
+        "url-query-secret",
+        "HTTPError: 401 for url: https://judge.internal/v1/score?model=rm&api_key=ak_77f0c1d2e3&token=tk9Qw8Er",
+        "ak_77f0c1d2e3",
+    ),
+    (
+        "url-query-secret",
+        "HTTPError: 401 for url: https://judge.internal/v1/score?model=rm&api_key=ak_77f0c1d2e3&token=tk9Qw8Er",
+        "tk9Qw8Er",
+    ),
+    ("assignment-secret", "slack notifier: channel=#alerts token=Zx81qqTk", "Zx81qqTk"),
+    ("assignment-secret", "webhook registered with secret=Qw8Er6Ty4U", "Qw8Er6Ty4U"),
+    ("env-secret", "PGPASSWORD=Pg9pw-77 psql -h db.internal -U verl", "Pg9pw-77"),
+    ("env-secret", "env: DB_PASS=Dbp4ss-99", "Dbp4ss-99"),
+    ("assignment-secret", "export db_password=hunter2pw", "hunter2pw"),
+    ("wandb-api-key", 'wandb.login(key="wk-9f8e7d6c5b4a39281706")', "wk-9f8e7d6c5b4a39281706"),
+    (
+        "subscript-secret",
+        'os.environ["WANDB_API_KEY"] = "0123456789abcdef0123456789abcdef0123"',
+        "0123456789abcdef0123456789abcdef0123",
+    ),
+    ("assignment-secret", 'API_KEY = "ak-77f0c1d2e3f4"', "ak-77f0c1d2e3f4"),
+    (
+        "header-secret",
+        "curl -s -H 'X-API-Key: xk_9f8e7d6c5b4a3928' https://judge.internal/v1/score",
+        "xk_9f8e7d6c5b4a3928",
+    ),
+    ("config-secret", "personal_access_token: glx-9f8e7d6c5b4a3928", "glx-9f8e7d6c5b4a3928"),
+    (
+        "npm-token",
+        "//registry.npmjs.org/:_authToken=9f8e7d6c-5b4a-3928-1706-a5b4c3d2e1f0",
+        "9f8e7d6c-5b4a-3928-1706-a5b4c3d2e1f0",
+    ),
+    (
+        "docker-auth",
+        '{"auths": {"ghcr.io": {"auth": "amRvZTpnaHBfc2VjcmV0dmFsdWU="}}}',
+        "amRvZTpnaHBfc2VjcmV0dmFsdWU=",
+    ),
+    ("cli-secret-flag", "mysqldump -h db.internal -u verl -pHunter2Pw rollouts", "Hunter2Pw"),
+    (
+        "cookie",
+        "curl -H 'Cookie: session=9a8b7c6d5e4f; csrftoken=Zx81qq' https://judge.internal/v1/score",
+        "9a8b7c6d5e4f",
+    ),
+    ("cookie", "Set-Cookie: sid=s%3AXbT9k2.Qw8; Path=/; HttpOnly", "s%3AXbT9k2.Qw8"),
+    (
+        "config-secret",
+        "'ssh': {'key_passphrase': 'correct horse battery', 'user': 'verl'},",
+        "correct horse battery",
+    ),
+    (
+        "private-key",
+        "client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB",
+        "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB",
+    ),
+    (
+        "basic-auth-password",
+        "resp = requests.get(url, auth=('svc-reward', 'Rw9!pq-77xz'), timeout=30)",
+        "Rw9!pq-77xz",
+    ),
+    (
+        "stripe-key",
+        "payment webhook failed with key sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "4eC39HqLyjWDarjtT1zdp7dc",
+    ),
+    (
+        "npm-token",
+        "npm notice using token npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+        "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    ),
+    (
+        "pypi-token",
+        "twine upload -u __token__ -p pypi-AgEIcHlwaS5vcmcCJDk0ZWQ3YTNjLWFhMzItNDE5ZS1iNmY1LTE1YzQ3ZDNhN2E1YQ",
+        "AgEIcHlwaS5vcmcCJDk0ZWQ3YTNjLWFhMzItNDE5ZS1iNmY1LTE1YzQ3ZDNhN2E1YQ",
+    ),
+]
+RAY = "(WorkerDict pid=4187, ip=10.0.0.2) "
+DUMP = "(TaskRunner pid=1888103) "
+PLACEMENTS = {
+    # the exception message of the root cause's traceback (also its error line and the ALERT line)
+    "traceback-message": lambda line: [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/app/train.py", line 3, in main',
+        "[rank0]:     step()",
+        f"[rank0]: {ERROR}{line}",
+    ],
+    # a line of the pprinted config dump before the failure
+    "config-dump": lambda line: [
+        f"{DUMP}{{'actor_rollout_ref': {{'actor': {{'strategy': 'fsdp'}}}},",
+        f"{DUMP} {line}",
+        f"{DUMP} 'trainer': {{'n_gpus_per_node': 8}}}}",
+        f"{DUMP}{ERROR}Tried to allocate 2.00 GiB.",
+    ],
+    # an environment listing (`env`, `set -x`) before the failure
+    "environment-line": lambda line: ["+ env", line, f"{ERROR}Tried to allocate 2.00 GiB."],
+    # a Ray worker's line before its failure
+    "ray-prefixed": lambda line: [
+        f"{RAY}loading the reward model",
+        f"{RAY}{line}",
+        f"{RAY}{ERROR}Tried to allocate 2.00 GiB.",
+    ],
+}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("kind,line,secret", FORMS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(FORMS)])
+def test_no_form_of_a_secret_leaks_from_any_place(
+    tmp_path: Path, kind: str, line: str, secret: str, placement: str, fmt: str
+) -> None:
+    log = "\n".join(PLACEMENTS[placement](line)) + "\n"
+    if fmt == "alert":
+        result = run_cli(["scan", "-", "--format", "json"], input=log)
+        out = "\n".join(text for text in result.stderr.splitlines() if "ALERT" in text)
+        assert out, result.stderr
+    else:
+        path = tmp_path / "job.log"
+        path.write_text(log)
+        result = run_cli(["scan", str(path), "--format", fmt])
+        out = result.stdout
+    assert result.exit_code == 1, result.output
+    assert secret not in out, f"{kind} leaked into {fmt} from the {placement}"
+    shown = placement == "traceback-message" and len(ERROR) + line.index(secret) < SHOWN - 20
+    if fmt in ("md", "html", "json") or shown:  # the evidence holds the line; the summary shows it
+        assert f"[redacted:{kind}]" in out
+    if fmt == "json":
+        report = json.loads(out)
+        assert report["root_cause"]["id"] == "cuda-oom"
+        assert report["redactions"].get(kind, 0) >= 1
+
+
+def test_each_form_is_masked_as_its_kind_and_by_no_other() -> None:
+    for kind, line, secret in FORMS:
+        redactor = Redactor()
+        out = redactor.text(line)
+        assert secret not in out and f"[redacted:{kind}]" in out, (kind, out)
+        assert set(redactor.counts()) == {kind}, (line, redactor.counts())
+
+
+# pprint splits a long string at its spaces into adjacent literals, one a line (width=60 here)
+PPRINT = [
+    f"{DUMP}{{'actor_rollout_ref': {{'actor': {{'strategy': 'fsdp'}}}},",
+    f"{DUMP} 'trainer': {{'project_name': 'verl demo nightly run with a '",
+    f"{DUMP}                             'long project name'}},",
+    f"{DUMP} 'reward_model': {{'api_key': 'rk-live correct horse '",
+    f"{DUMP}                             'battery staple '",
+    f"{DUMP}                             'Qw8Er6Ty4Ui2Op0AsDf9Gh8Jk7Lz '",
+    f"{DUMP}                             'Mn3Bv5Cx7Za9',",
+    f"{DUMP}                  'enable': True}}}}",
+]
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "json"])
+def test_a_secret_value_pprint_wraps_over_lines_is_masked_on_each(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "job.log"
+    path.write_text("\n".join([*PPRINT, f"{DUMP}{ERROR}Tried to allocate 2.00 GiB."]) + "\n")
+    out = run_cli(["scan", str(path), "--format", fmt]).stdout
+    for part in ("correct horse", "battery staple", "Qw8Er6Ty4Ui2Op0AsDf9Gh8Jk7Lz", "Mn3Bv5Cx7Za9"):
+        assert part not in out, fmt
+    assert "enable" in out  # the next setting stays
+    if fmt == "json":
+        evidence = [e["text"] for e in json.loads(out)["root_cause"]["evidence"]]
+        assert sum(t.endswith("'[redacted:config-secret]'") for t in evidence) == 3
+        assert any(t.endswith("'[redacted:config-secret]',") for t in evidence)
