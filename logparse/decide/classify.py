@@ -252,13 +252,3 @@ def nearest_entries(
     decisive = top.score >= cfg.threshold and (rival is None or top.score - rival.score > cfg.margin)
     ranked[0] = Nearest(top.entry_id, top.category, top.score, decisive)
     return ranked
-
-
-KIND_RANK = {
-    "exception": 0,
-    "phrase": 0,
-    "cut-traceback": 1,
-    "marker": 1,
-    "error-prefix": 2,
-    "error-record": 3,
-}
