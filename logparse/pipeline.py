@@ -123,6 +123,7 @@ class Analysis:
             self.bare.keywords,
             STRUCTURAL_KEYWORDS,
         )
+        self._routes = self.routes.cache  # (looked up inline: every record asks)
         self.reader = RecordReader(
             prefilter,
             self.stages.syntax,
@@ -206,9 +207,10 @@ class Analysis:
     def feed_record(self, rec: Record) -> None:
         self.seq += 1
         rec.seq = self.seq
-        if self._model_text(rec):
+        if (rec.message.startswith("[") or self.sample_text) and self._model_text(rec):
             return
-        route = self.routes.route(rec.keywords) if rec.keywords is not None else NO_ROUTE
+        ids = rec.keywords
+        route = NO_ROUTE if ids is None else self._routes.get(ids) or self.routes.route(ids)
         if route.stage_words is None or route.stage_words:
             self.stages.feed(rec, route.stage_words)
         if (
@@ -227,9 +229,9 @@ class Analysis:
             self.messages.feed(rec, role)
         if role in UNMATCHED_ROLES:
             return
-        if self.stages.stepped_at(rec.seq):
-            self._active_sources.add(rec.line.source)
         msg = rec.message
+        if "step:" in msg and self.stages.stepped_at(rec.seq):
+            self._active_sources.add(rec.line.source)
         if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
             self.collectives.feed(rec)
         self._match(rec, route, role)

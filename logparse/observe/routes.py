@@ -62,12 +62,12 @@ class Routes:
         # ... an environment keyword (but `step:`), which only a step line's message may have (the
         # environment tracker reads no keyword of a step line once it knows the format)
         self._env_only = [k in env_words and k != STEP_KEYWORD for k in keywords]
-        self._routes: dict[frozenset[int], Route] = {}
+        self.cache: dict[frozenset[int], Route] = {}  # keyword ids -> route(ids)
         self._progress: dict[frozenset[int], tuple | None] = {}
 
     def route(self, ids: frozenset[int]) -> Route:
         """What the prefilter keywords `ids` of a line call for (cached per set)."""
-        routed = self._routes.get(ids)
+        routed = self.cache.get(ids)
         if routed is not None:
             return routed
         stage_words = [w for w in map(self._stage_word.__getitem__, ids) if w is not None]
@@ -78,8 +78,8 @@ class Routes:
         routed = Route(
             stage_words, env_words, entries, untraced if len(untraced) < len(entries) else entries, bare
         )
-        if len(self._routes) < MAX_SETS:
-            self._routes[ids] = routed
+        if len(self.cache) < MAX_SETS:
+            self.cache[ids] = routed
         return routed
 
     def progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:

@@ -262,7 +262,7 @@ class RecordReader:
                     break
                 start, number, ids = starts[idx], numbers[idx], keywords[idx]
                 candidate = True
-            if candidate and fast.pending:
+            if candidate and fast.k < fast.n:
                 done = fast.apply(idx, number, region)
                 if done is not None:
                     idx, cur, number = done
@@ -389,10 +389,7 @@ class _FastLines:
             self.runs = [i - k for k, i in enumerate(self.index)]
             self.ready = self.sink.progress_ready(self.columns, tables)
         self.k = 0  # the next progress line (an index into `columns`)
-
-    @property
-    def pending(self) -> bool:
-        return self.k < len(self.index)
+        self.n = len(self.index)
 
     def apply(self, idx: int, number: int, region: bool) -> tuple[int, int, int] | None:
         """Apply candidate `idx` (line `number`), and those after it in a run, if it is a progress line
