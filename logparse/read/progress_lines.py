@@ -47,7 +47,7 @@ from logparse.read.progress_syntax import (
     step_seconds,
 )
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line, strip_ansi
-from logparse.read.steps import STEP_KEYWORD, StepParser
+from logparse.read.steps import STEP_HEAD, STEP_KEYWORD, StepParser
 
 # a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
 # message_at)
@@ -55,12 +55,9 @@ DEFERRED = -2
 MAX_PROCESSES = 65_536
 MAX_SHAPES = 1024
 MAX_PREFIXES = 4096
-MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Scanner._progress_words' bound)
+MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Routes.progress_words' bound)
 INT64_MAX = (1 << 63) - 1
 STEP_BYTES = STEP_KEYWORD.encode()
-# what StageTracker.parse finds of a step line at the start of a plain ASCII message (metrics.STEP_RE
-# there: its lookbehind holds at the start, and \d is [0-9] in ASCII)
-STEP_HEAD = re.compile(rb"step:([0-9]+) - ")
 TQDM_BYTES = TQDM_KEYWORD.encode()
 # a step line's metrics are read from its bytes when its prefixes end before `step:` within this many
 # bytes (a Ray prefix is ~50); the rest of a long line is then decoded without the prefix regexes
