@@ -42,9 +42,10 @@ def _defined(tree: ast.AST) -> set[str]:
     return {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
 
 
-def _assigned(tree: ast.AST) -> set[str]:
+def _assigned(tree: ast.Module) -> set[str]:
+    """The names a module assigns at its top level."""
     names = set()
-    for n in ast.walk(tree):
+    for n in tree.body:
         targets = (
             n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
         )
