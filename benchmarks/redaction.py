@@ -122,10 +122,10 @@ def cost(lines: int, log: Path | None) -> None:
     from tests.reports.test_html import handmade_report
 
     if log is not None:
-        from logparse.scan import Scanner
+        from logparse.pipeline import Analysis
         from patterns import load_catalog
 
-        scanner = Scanner(load_catalog([]))
+        scanner = Analysis(load_catalog([]))
         scanner.feed_inputs([str(log)])
         report = scanner.report()
         strings = sum(1 for _ in __import__("logparse.redact", fromlist=["strings"]).strings(report))

@@ -35,13 +35,13 @@ class ExampleFailure:
 
 def block_matches(catalog: Catalog, entry: Entry, text: str) -> bool:
     """Does `entry` fire anywhere when this block is scanned as a whole log?"""
-    from logparse.scan import Scanner  # the real scanner: tracebacks, frames and all
+    from logparse.pipeline import Analysis  # the real analysis: tracebacks, frames and all
 
-    scanner = Scanner(catalog)
+    analysis = Analysis(catalog)
     for i, line in enumerate(text.splitlines(), 1):
-        scanner.feed_line(Line("<example>", i, strip_ansi(line)))
-    scanner.finish()
-    return any(g.entry.id == entry.id for g in scanner.collector.groups.values())
+        analysis.feed_line(Line("<example>", i, strip_ansi(line)))
+    analysis.finish()
+    return any(g.entry.id == entry.id for g in analysis.hits.collector.groups.values())
 
 
 def example_matches(matcher: Matcher, entry: Entry, text: str) -> tuple[bool, str]:
@@ -58,7 +58,7 @@ def unmatched_role(text: str) -> str | None:
     """The role of a raw log line that a scan tries no entry on (a traceback's header, frame or
     source line), or None."""
     from logparse.observe.tracebacks import TracebackAssembler
-    from logparse.scan import UNMATCHED_ROLES
+    from logparse.pipeline import UNMATCHED_ROLES
 
     role = TracebackAssembler().feed(Normalizer().normalize(Line("<example>", 1, strip_ansi(text))))
     return role.name.lower() if role in UNMATCHED_ROLES else None
@@ -127,6 +127,22 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
                     )
                 )
     return count, failures
+
+
+def check_catalog(catalog: Catalog, only: set[str] | None, builtin: bool) -> tuple[int, list, str]:
+    """(examples run, failures, a summary) of `verl-logscan catalog check`: the entries' examples (of
+    those whose id is in `only`, when given), and with `builtin` the fallback rules' too."""
+    count, failures = check_examples(catalog, only)
+    checked = len(only) if only is not None else len(catalog.entries)
+    summary = f"{checked} entries, {count} examples"
+    if builtin:  # the built-in fallback rules (patterns/fallback.yaml) run their examples too
+        rules = fallback_rules()
+        n_examples, fallback_failures = check_fallback_examples(rules)
+        failures = [*failures, *fallback_failures]
+        count += n_examples
+        n_rules = len(rules.phrases) + len(rules.types) + len(rules.frames)
+        summary += f"; fallback rules: {n_rules} rules, {n_examples} examples"
+    return count, failures, summary
 
 
 # -- the stage markers' own examples, through the real normaliser ----------------------------------------

@@ -1,28 +1,37 @@
-"""The `verl-logscan` command (click). The only module that imports `reports`; the library below it
-never prints or exits."""
+"""The `verl-logscan` command (click): it parses the arguments, calls the analysis (logparse.pipeline)
+and writes what it returns (logparse.outputs). The only module that imports `reports`; the library
+below it never prints or exits."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import shlex
 import signal
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from logparse.decide.verdict import UNKNOWN_FIX
-from logparse.outputs import OutputError, write_bytes, write_file
-from logparse.read.layout import jobs_in_folder, several_jobs
+from logparse.explain import explain_hint, explain_text
+from logparse.model import Report
+from logparse.outputs import (
+    Output,
+    OutputError,
+    encoded,
+    plan_outputs,
+    refuse_inputs,
+    same_path,
+    write_atomically,
+    write_file_atomically,
+)
+from logparse.pipeline import Analysis, ScanConfig
+from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
-from logparse.redact import RedactConfig, Redactor, redact_report
-from logparse.scan import ScanConfig, Scanner
+from logparse.redact import RedactConfig, Redactor
 from logparse.startup import release_signals
-from patterns import CatalogError, load_catalog
+from patterns import Catalog, CatalogError, load_catalog
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
 
@@ -36,11 +45,6 @@ EXIT_ERROR = 2
 EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5 for "nothing collected"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
-
-
-UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
-RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame", "marker")  # bases that name a rule
-BUILTIN_SOURCE = "patterns/catalog"  # how the loader names the source of a built-in entry
 
 
 class Terminated(BaseException):
@@ -71,12 +75,6 @@ def _interrupt_code(exc: BaseException) -> tuple[int, str]:
     return (EXIT_TERMINATED, "SIGTERM") if isinstance(exc, Terminated) else (EXIT_INTERRUPTED, "SIGINT")
 
 
-def _writable(text: str) -> bytes:
-    """UTF-8 bytes of a report. A lone surrogate (from JSON text inside a log) becomes '?' instead of an
-    encoding error; bytes, not str, so a non-UTF-8 terminal locale cannot fail the write either."""
-    return text.encode("utf-8", "replace")
-
-
 def _fail(message: str) -> None:
     # a message can quote a path or a line: no escape sequence from it reaches the terminal
     click.echo(f"verl-logscan: error: {terminal_text(message)}", err=True)
@@ -95,14 +93,22 @@ def _echo_report(text: str) -> None:
     if _stdout_closed():
         _fail("standard output is closed; write the report with -o FILE")
     try:
-        click.echo(_writable(text), nl=False)
+        click.echo(encoded(text), nl=False)
     except BrokenPipeError:
         raise
     except OSError as exc:
         _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
 
 
-def _load(catalog_paths: tuple[str, ...]):
+def _write(path: str, text: str, after: str = "") -> None:
+    """Write a report file (atomically); a failure is exit 2 with what was written before said."""
+    try:
+        write_atomically(path, text)
+    except OSError as exc:
+        _fail(f"cannot write {path}: {exc.strerror or exc}{after}")
+
+
+def _load(catalog_paths: tuple[str, ...]) -> Catalog:
     try:
         return load_catalog(list(catalog_paths))
     except CatalogError as exc:
@@ -112,33 +118,25 @@ def _load(catalog_paths: tuple[str, ...]):
         sys.exit(EXIT_ERROR)
 
 
-def _without(catalog, disabled: tuple[str, ...]):
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    from rapidfuzz import process
+
+    best = process.extractOne(word, sorted(choices))
+    return f" (did you mean '{best[0]}'?)" if best and best[1] >= 60 else ""
+
+
+def _without(catalog: Catalog, disabled: tuple[str, ...]) -> Catalog:
     """The catalog minus the --disable'd entries; an id it does not have is a usage error."""
     if not disabled:
         return catalog
-    ids = {e.id for e in catalog.entries}
+    ids = [e.id for e in catalog.entries]
     for entry_id in disabled:
         if entry_id not in ids:
-            from rapidfuzz import process
-
-            best = process.extractOne(entry_id, sorted(ids))
-            hint = f" (did you mean '{best[0]}'?)" if best and best[1] >= 60 else ""
             _fail(
-                f"--disable {entry_id}: no catalog entry with that id{hint}; see 'verl-logscan catalog list'"
+                f"--disable {entry_id}: no catalog entry with that id{_did_you_mean(entry_id, ids)}; "
+                f"see 'verl-logscan catalog list'"
             )
     return catalog.without(set(disabled))
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _same_path(a: str, b: str) -> bool:
-    """The same file, or (neither existing yet) the same path."""
-    return _same_file(a, b) or os.path.abspath(a) == os.path.abspath(b)
 
 
 def _isatty(stream) -> bool:
@@ -165,15 +163,21 @@ def _total_bytes(files: list[str]) -> int | None:
     return total
 
 
-def _alert_cleaner(redact: bool, hosts: bool) -> Callable[[str, bool], str]:
+def _redact_config(no_redact: bool, redact_hosts: bool) -> RedactConfig | None:
+    if no_redact and redact_hosts:
+        _fail("--no-redact and --redact-hosts contradict each other; give one")
+    return None if no_redact else RedactConfig(hosts=redact_hosts)
+
+
+def _alert_cleaner(redact: RedactConfig | None) -> Callable[[str, bool], str]:
     """What an ALERT line does to log text before printing it: mask secrets (and hosts, learnt from the
     alert lines themselves: their placeholders may be numbered unlike the report's) and drop terminal
     escape sequences."""
-    redactor = Redactor(RedactConfig(hosts=hosts)) if redact else None
+    redactor = Redactor(redact) if redact is not None else None
 
     def clean(text: str, cut: bool = False) -> str:
         if redactor is not None:
-            if hosts:
+            if redact.hosts:
                 redactor.learn(text)
             text = redactor.text(text, cut=cut)
         return terminal_text(text)
@@ -193,99 +197,67 @@ def use_color(flag: bool | None, stream: object) -> bool:
     return _isatty(stream) and os.environ.get("TERM") != "dumb"
 
 
-# the format an -o FILE's extension names; .txt is plain text, but names no format strongly enough to
-# contradict --format (a Markdown report saved as notes.txt is fine)
-FORMAT_OF_SUFFIX = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
+class _Live:
+    """What a live scan adds: follow and tee streams, ALERT lines, the terminal's status line."""
 
+    def __init__(self, files: list[str], follow: bool, tee: bool, color: bool | None):
+        self.files = files
+        self.follow = follow
+        self.tee = tee
+        self.alerts = follow or tee or files == ["-"]
+        self.followed: list[FollowFile] = []
+        self.tees: list[TeeStream] = []
+        self.status: StatusLine | None = None
+        if _isatty(sys.stderr):
+            from logparse.console import StatusLine
 
-@dataclasses.dataclass(frozen=True)
-class Output:
-    path: str  # '-' for stdout
-    fmt: str
-
-    @property
-    def to_stdout(self) -> bool:
-        return self.path == "-"
-
-
-def plan_outputs(outputs: tuple[str, ...], fmt: str | None) -> list[Output]:
-    """Where each report goes and in which format: --format when given, else each -o FILE's
-    extension (.md, .html/.htm, .json; anything else is the text summary). Raises ValueError."""
-    if not outputs:
-        return [Output("-", fmt or "text")]
-    planned: list[Output] = []
-    for path in outputs:
-        named = FORMAT_OF_SUFFIX.get(Path(path).suffix.lower()) if path != "-" else None
-        if fmt is not None and named is not None and named != fmt:
-            raise ValueError(
-                f"--format {fmt} contradicts -o {path} (a .{Path(path).suffix[1:]} name: "
-                f"{named}); drop --format to let each file's extension decide"
+            self.status = StatusLine(
+                sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr)
             )
-        planned.append(Output(path, fmt or named or "text"))
-    if sum(o.to_stdout for o in planned) > 1:
-        raise ValueError("-o - (standard output) is given more than once")
-    seen: dict[str, str] = {}
-    for o in planned:
-        if o.to_stdout:
-            continue
-        key = os.path.abspath(o.path)
-        if key in seen or any(_same_file(o.path, other) for other in seen.values()):
-            raise ValueError(f"-o {o.path} is given more than once")
-        seen[key] = o.path
-    return planned
 
+    def wire(self, analysis: Analysis, redact: RedactConfig | None) -> None:
+        """Hook follow/tee streams, fatal-line alerts and the terminal status line into the analysis."""
+        on_fatal = None
+        if self.alerts:
+            from logparse.console import Alerts
 
-def _wire_live(
-    scanner: Scanner,
-    files: list[str],
-    follow: bool,
-    tee: bool,
-    alerts: bool,
-    status: StatusLine | None,
-    clean: Callable[[str, bool], str] | None = None,
-) -> tuple[list[FollowFile], list[TeeStream]]:
-    """Hook follow/tee streams, fatal-line alerts and the terminal status line into a scan; the
-    followed files and tee streams opened (their notes are the report's)."""
-    followed: list[FollowFile] = []
-    tees: list[TeeStream] = []
-    if follow or tee:
-        from logparse.read.follow import FollowFile, TeeStream
-
-        out = sys.stdout.buffer
-
-        def open_stream(path: str, stream):
-            if follow and path != "-":
-                stream.close()
-                stream = FollowFile(path)
-                followed.append(stream)
-            if tee:
-                # the status line is wiped around passed-through text only when both share a terminal
-                stream = TeeStream(
-                    stream, out, on_broken=_stdout_to_devnull, status=status if _isatty(sys.stdout) else None
-                )
-                tees.append(stream)
-            return stream
-
-        scanner.open_stream = open_stream
-        if follow and files != ["-"]:
+            on_fatal = Alerts(sys.stderr, _alert_cleaner(redact), self.status)
+        analysis.hear(self._open_stream if self.follow or self.tee else None, on_fatal, self.status)
+        if self.follow and self.files != ["-"]:
 
             def stop_following(signum: int, frame: object) -> None:
                 # Ctrl-C ends following: the scan finishes what was written and reports normally
                 # (a second Ctrl-C interrupts at once)
-                for f in followed:
+                for f in self.followed:
                     f.stop()
                 signal.signal(signal.SIGINT, signal.default_int_handler)
 
             signal.signal(signal.SIGINT, stop_following)
-    if alerts:
-        from logparse.console import Alerts
 
-        scanner.on_fatal = (
-            Alerts(sys.stderr, clean, status) if clean is not None else Alerts(sys.stderr, status=status)
-        )
-    if status is not None:
-        scanner.on_progress = status
-    return followed, tees
+    def _open_stream(self, path: str, stream):
+        from logparse.read.follow import FollowFile, TeeStream
+
+        if self.follow and path != "-":
+            stream.close()
+            stream = FollowFile(path)
+            self.followed.append(stream)
+        if self.tee:
+            # the status line is wiped around passed-through text only when both share a terminal
+            stream = TeeStream(
+                stream,
+                sys.stdout.buffer,
+                on_broken=_stdout_to_devnull,
+                status=self.status if _isatty(sys.stdout) else None,
+            )
+            self.tees.append(stream)
+        return stream
+
+    def clear(self) -> None:
+        if self.status is not None:
+            self.status.clear()
+
+    def notes(self) -> list[str]:
+        return [n for f in self.followed for n in f.notes] + [n for t in self.tees for n in t.notes]
 
 
 def _stdout_to_devnull() -> None:
@@ -424,15 +396,67 @@ def scan(
     Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
     5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
     """
-    if no_redact and redact_hosts:
-        _fail("--no-redact and --redact-hosts contradict each other; give one")
+    redact = _redact_config(no_redact, redact_hosts)
+    planned = _plan_scan_outputs(outputs, fmt, tee, follow, paths, metrics_csv)
+    catalog = _without(_load(catalogs), disabled)
     try:
-        planned = plan_outputs(outputs, fmt)
-    except ValueError as exc:
+        files = expand_inputs(list(paths) or ["-"])
+        targets = [("--output", o.path) for o in planned if not o.to_stdout] + [
+            ("--metrics-csv", metrics_csv)
+        ]
+        refuse_inputs(targets, files)
+    except (InputError, OutputError) as exc:
         _fail(str(exc))
-    if tee and any(o.to_stdout for o in planned):
-        _fail("--tee passes the log through to stdout, so the report needs -o FILE")
+    folder_notes = [
+        n for p in paths if p != "-" and os.path.isdir(p) for n in [several_jobs_note(p, files)] if n
+    ]
+    for note in folder_notes:
+        click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
+    analysis = Analysis(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
+    live = _Live(files, follow, tee, color)
+    live.wire(analysis, redact)
+    interrupted = _feed(analysis, files, live)
+    trailing = live.notes()
+    for note in trailing:
+        click.echo(f"verl-logscan: {note}", err=True)
+    if interrupted is not None:
+        note = f"interrupted by {interrupted[1]}: the report covers only the lines read before it"
+        trailing.append(note)
+        click.echo(f"verl-logscan: {note}", err=True)
+    report = analysis.report(redact, folder_notes, trailing, complete=interrupted is None)
+    _write_reports(report, planned, color, catalog, catalogs)
+    if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
+        try:
+            # a metric key that starts like a formula must not run in a spreadsheet
+            write_file_atomically(
+                metrics_csv, lambda tmp: analysis.metrics.to_csv(tmp, transform=csv_safe_frame)
+            )
+        except OSError as exc:
+            _fail(f"cannot write {metrics_csv}: {exc.strerror or exc} (the report was written)")
+    if interrupted is not None:
+        sys.exit(interrupted[0])
+    if report.empty:
+        sys.exit(EXIT_NO_INPUT)
+    sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+def _plan_scan_outputs(
+    outputs: tuple[str, ...],
+    fmt: str | None,
+    tee: bool,
+    follow: bool,
+    paths: tuple[str, ...],
+    metrics_csv: str | None,
+) -> list[Output]:
+    """Where a scan's reports go; every contradiction among the options is a usage error, said before
+    the scan."""
+    try:
+        planned = plan_outputs(outputs, fmt, FORMATS)
+    except OutputError as exc:
+        _fail(str(exc))
     to_stdout = any(o.to_stdout for o in planned)
+    if tee and to_stdout:
+        _fail("--tee passes the log through to stdout, so the report needs -o FILE")
     if (to_stdout or tee) and _stdout_closed():  # said before the scan, not after it
         _fail(
             "standard output is closed; write the report with -o FILE"
@@ -442,151 +466,43 @@ def scan(
     if follow and len(paths) > 1:
         _fail("--follow reads one file (or stdin); give a single PATH")
     for o in planned:
-        if metrics_csv and not o.to_stdout and _same_path(metrics_csv, o.path):
+        if metrics_csv and not o.to_stdout and same_path(metrics_csv, o.path):
             _fail(f"--metrics-csv and --output name the same file ({metrics_csv}); give two")
-    catalog = _without(_load(catalogs), disabled)
-    try:
-        files = expand_inputs(list(paths) or ["-"])
-    except InputError as exc:
-        _fail(str(exc))
-    targets = [("--output", o.path) for o in planned if not o.to_stdout] + [("--metrics-csv", metrics_csv)]
-    for option, target in targets:
-        if target and any(f != "-" and _same_file(f, target) for f in files):
-            _fail(f"{option} {target} is one of the inputs; refusing to overwrite it")
-    folder_notes = [
-        n for p in paths if p != "-" and os.path.isdir(p) for n in [_several_jobs_note(p, files)] if n
-    ]
-    for note in folder_notes:
-        click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
-    scanner = Scanner(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
-    live = follow or tee or files == ["-"]
-    status = None
-    if _isatty(sys.stderr):
-        from logparse.console import StatusLine
+    return planned
 
-        status = StatusLine(sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr))
-    followed, tees = _wire_live(
-        scanner,
-        files,
-        follow=follow,
-        tee=tee,
-        alerts=live,
-        status=status,
-        clean=_alert_cleaner(redact=not no_redact, hosts=redact_hosts) if live else None,
-    )
-    interrupted: tuple[int, str] | None = None
+
+def _feed(analysis: Analysis, files: list[str], live: _Live) -> tuple[int, str] | None:
+    """Feed the inputs; an interrupt ends the feeding (the report covers what was read): its exit code
+    and signal name, else None."""
+    interrupted = None
     try:
-        scanner.feed_inputs(files)
+        analysis.feed_inputs(files)
     except InputError as exc:
-        if status is not None:
-            status.clear()
+        live.clear()
         _fail(str(exc))
     except (KeyboardInterrupt, Terminated) as exc:  # report what was found so far, marked incomplete
         interrupted = _interrupt_code(exc)
         _default_signals()
-    if status is not None:
-        status.clear()
-    report = scanner.report()
-    live_notes = [n for f in followed for n in f.notes] + [n for t in tees for n in t.notes]
-    if live_notes:
-        report = dataclasses.replace(report, notes=(*report.notes, *live_notes))
-        for note in live_notes:
-            click.echo(f"verl-logscan: {note}", err=True)
-    if interrupted is not None:
-        note = f"interrupted by {interrupted[1]}: the report covers only the lines read before it"
-        report = dataclasses.replace(report, complete=False, notes=(*report.notes, note))
-        click.echo(f"verl-logscan: {note}", err=True)
-    if folder_notes:
-        report = dataclasses.replace(report, notes=(*folder_notes, *report.notes))
-    if not no_redact:  # on the Report, not the log: evidence keeps its source:line
-        report = redact_report(report, RedactConfig(hosts=redact_hosts))
-    _write_reports(report, planned, color, catalog, catalogs)
-    if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
-        try:
-            # a metric key that starts like a formula must not run in a spreadsheet
-            write_file(metrics_csv, lambda tmp: scanner.metrics.to_csv(tmp, transform=csv_safe_frame))
-        except OutputError as exc:
-            _fail(f"{exc} (the report was written)")
-    if interrupted is not None:
-        sys.exit(interrupted[0])
-    if report.empty:
-        sys.exit(EXIT_NO_INPUT)
-    sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+    live.clear()
+    return interrupted
 
 
-MAX_GROUPS_NAMED = 6  # jobs named in the several-jobs warning (the rest are counted)
-_GROUP_KIND = {"torchrun": "torchrun run", "ray": "Ray session", "name": "job"}
-
-
-def _several_jobs_note(folder: str, files: list[str]) -> str | None:
-    """A sentence when `folder` looks like several jobs (logparse.read.layout.jobs_in_folder), else None."""
-    groups = jobs_in_folder(folder, files)
-    if not several_jobs(groups):
-        return None
-    named = ", ".join(
-        f"{_GROUP_KIND[g.kind]} {g.label}" + (f" ({len(g.files)} files)" if len(g.files) > 1 else "")
-        for g in groups[:MAX_GROUPS_NAMED]
-    )
-    more = f" and {len(groups) - MAX_GROUPS_NAMED} more" if len(groups) > MAX_GROUPS_NAMED else ""
-    if all(g.root for g in groups):
-        roots = " ".join(shlex.quote(g.root) for g in groups[:MAX_GROUPS_NAMED])
-        advice = f"for one row per job: verl-logscan fleet {roots}{' ...' if more else ''}"
-    else:
-        advice = (
-            "scan each job's files on their own, or give each job its own folder and run verl-logscan fleet"
-        )
-    return f"{folder} looks like {len(groups)} jobs ({named}{more}), read here as one merged job; {advice}"
-
-
-def _verdict_words(report) -> str:
+def _verdict_words(report: Report) -> str:
     if report.root_cause is not None:
         return f"failed: {report.root_cause.category}"
     return "no log lines read" if report.empty else "healthy"
 
 
-def _explain_hint(report, catalog, catalogs: tuple[str, ...]) -> str | None:
-    """The `verl-logscan explain ...` command that works for this root cause, or None. An entry from a
-    user catalog needs that catalog again; `unknown` is explained by `explain unknown`."""
-    rc = report.root_cause
-    if rc is None:
-        return None
-    if rc.id == UNKNOWN_ID:
-        basis = rc.basis
-        if basis is not None and basis.rule and basis.kind in RULE_BASES:
-            return f"verl-logscan explain {shlex.quote(basis.rule)}"  # the fallback rule that named it
-        return f"verl-logscan explain {UNKNOWN_ID}"
-    entry = catalog.get(rc.id)
-    if entry is None:
-        return None
-    extra = "".join(f" --catalog {shlex.quote(c)}" for c in catalogs if _defined_in(entry, c))
-    if catalogs and not extra and not _builtin(entry):
-        return None
-    return f"verl-logscan explain {shlex.quote(rc.id)}{extra}"
-
-
-def _defined_in(entry, path: str) -> bool:
-    root = str(Path(path))
-    return entry.source == root or entry.source.startswith(root.rstrip("/") + "/")
-
-
-def _builtin(entry) -> bool:
-    return _defined_in(entry, BUILTIN_SOURCE)
-
-
 def _write_reports(
-    report, planned: list[Output], color: bool | None, catalog, catalogs: tuple[str, ...]
+    report: Report, planned: list[Output], color: bool | None, catalog: Catalog, catalogs: tuple[str, ...]
 ) -> None:
     """Every planned output, each rendered once; the terminal gets the summary when no report went to it.
     (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.)"""
-    hint = _explain_hint(report, catalog, catalogs)
+    hint = explain_hint(report, catalog, catalogs)
     to_stdout = next((o for o in planned if o.to_stdout), None)
     files = [o for o in planned if not o.to_stdout]
     for o in files:
-        text = render(report, o.fmt, color=False, explain=hint)
-        try:
-            write_bytes(o.path, _writable(text))
-        except OutputError as exc:
-            _fail(str(exc))
+        _write(o.path, render(report, o.fmt, color=False, explain=hint))
     written = ", ".join(o.path for o in files)
     if to_stdout is not None:
         painted = to_stdout.fmt == "text" and use_color(color, sys.stdout)
@@ -622,15 +538,15 @@ DEFAULT_JOB_TIMEOUT_S = 600.0
     "--format",
     "fmt",
     type=click.Choice(FLEET_FORMATS),
-    default="text",
-    show_default=True,
-    help="Summary format (csv: the job rows only).",
+    default=None,
+    help="Summary format (csv: the job rows only) [default: from -o FILE's extension (.md, .html, "
+    ".csv, .json), else text].",
 )
 @click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, allow_dash=True),
-    help="Write the summary to FILE (atomically) instead of stdout.",
+    help="Write the summary to FILE (atomically) instead of stdout; the extension picks the format.",
 )
 @click.option(
     "--catalog",
@@ -668,21 +584,29 @@ DEFAULT_JOB_TIMEOUT_S = 600.0
     metavar="SECONDS",
     help="A job still running after this many seconds is stopped and becomes an `error` row (0: no limit).",
 )
+@click.option(
+    "--redact-hosts",
+    is_flag=True,
+    help="Also mask IP addresses, host names and user names, as for scan. Secrets are always masked.",
+)
+@click.option("--no-redact", is_flag=True, help="Do not mask secrets in the summary.")
 def fleet(
     paths: tuple[str, ...],
-    fmt: str,
+    fmt: str | None,
     output: str | None,
     catalogs: tuple[str, ...],
     workers: int | None,
     engine: str,
     address: str | None,
     job_timeout: float,
+    redact_hosts: bool,
+    no_redact: bool,
 ) -> None:
     """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
 
     Each PATH is one job: a log file, or a folder whose log files are read together (as
     `verl-logscan scan FOLDER` does). Each job is analysed on its own, with the same result as
-    scanning it alone; the rows keep the order of the PATHs.
+    scanning it alone (redacted the same way); the rows keep the order of the PATHs.
 
     \b
     A PATH that cannot be read (missing, a folder without log files, not gzip), or whose job runs
@@ -694,34 +618,17 @@ def fleet(
 
     \b
     Examples:
-      verl-logscan fleet runs/*/ --format md -o fleet.md
+      verl-logscan fleet runs/*/ -o fleet.md
       verl-logscan fleet logs/*.log --jobs 4 --format csv
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
     from logparse.console import terminal_columns
-    from logparse.fleet import Engine, EngineError, JobStatus, import_ray, iter_fleet, summarise
+    from logparse.fleet import Engine, EngineError, JobStatus, iter_fleet, summarise
     from reports.fleet import render_fleet
 
-    if "-" in paths:
-        _fail("fleet reads files and folders; stdin ('-') cannot be a job")
-    if address is not None and engine != "ray":
-        _fail("--address is for --engine ray")
-    if (not output or output == "-") and _stdout_closed():
-        _fail("standard output is closed; write the summary with -o FILE")
-    if engine == "ray":
-        try:
-            import_ray()
-        except EngineError as exc:
-            _fail(str(exc))
+    redact = _redact_config(no_redact, redact_hosts)
+    target = _plan_fleet_output(paths, fmt, output, engine, address)
     catalog = _load(catalogs)
-    if output and output != "-":
-        for p in paths:
-            try:
-                files = expand_inputs([p])
-            except InputError:
-                continue  # reported as an `error` row
-            if any(_same_file(f, output) for f in files):
-                _fail(f"--output {output} is one of the inputs; refusing to overwrite it")
     jobs = list(dict.fromkeys(paths))  # a job given twice is analysed once
     rows: dict = {}
     interrupted: tuple[int, str] | None = None
@@ -733,6 +640,7 @@ def fleet(
         workers=workers or os.cpu_count() or 1,
         address=address,
         job_timeout=job_timeout or None,
+        redact=redact,
     )
     try:
         for index, row in run:  # rows as jobs finish: an interrupt keeps those done
@@ -754,18 +662,15 @@ def fleet(
             f"analysed; the summary lists those",
             err=True,
         )
-    to_terminal = (not output or output == "-") and _isatty(sys.stdout)
-    text = render_fleet(summary, fmt, width=terminal_columns(sys.stdout) - 1 if to_terminal else None)
-    if not output or output == "-":
+    to_terminal = target.to_stdout and _isatty(sys.stdout)
+    text = render_fleet(summary, target.fmt, width=terminal_columns(sys.stdout) - 1 if to_terminal else None)
+    if target.to_stdout:
         _echo_report(text)
     else:
-        try:
-            write_bytes(output, _writable(text))
-        except OutputError as exc:
-            _fail(str(exc))
+        _write(target.path, text)
         click.echo(
             f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed, {summary.errors} "
-            f"unreadable; summary written to {output}",
+            f"unreadable; summary written to {target.path}",
             err=True,
         )
     if interrupted is not None:
@@ -773,6 +678,41 @@ def fleet(
     if summary.failed:
         sys.exit(EXIT_FAILURE_FOUND)
     sys.exit(EXIT_ERROR if summary.errors else EXIT_HEALTHY)
+
+
+def _plan_fleet_output(
+    paths: tuple[str, ...], fmt: str | None, output: str | None, engine: str, address: str | None
+) -> Output:
+    """Where the fleet summary goes and in which format (-o FILE's extension unless --format); the
+    usage errors said before any job runs."""
+    from logparse.fleet import EngineError, import_ray
+
+    if "-" in paths:
+        _fail("fleet reads files and folders; stdin ('-') cannot be a job")
+    if address is not None and engine != "ray":
+        _fail("--address is for --engine ray")
+    try:
+        target = plan_outputs((output,) if output else (), fmt, FLEET_FORMATS)[0]
+    except OutputError as exc:
+        _fail(str(exc))
+    if target.to_stdout and _stdout_closed():
+        _fail("standard output is closed; write the summary with -o FILE")
+    if engine == "ray":
+        try:
+            import_ray()
+        except EngineError as exc:
+            _fail(str(exc))
+    if not target.to_stdout:
+        for p in paths:
+            try:
+                files = expand_inputs([p])
+            except InputError:
+                continue  # reported as an `error` row
+            try:
+                refuse_inputs([("--output", target.path)], files)
+            except OutputError as exc:
+                _fail(str(exc))
+    return target
 
 
 @cli.group(name="catalog")
@@ -798,11 +738,7 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 @click.argument("path", required=False, type=click.Path())
 def catalog_check(path: str | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
-    from logparse.catalog_check import (
-        check_examples,  # here: a scan needs none of it
-        check_fallback_examples,
-    )
-    from patterns.fallback import fallback_rules
+    from logparse.catalog_check import check_catalog  # here: a scan needs none of it
 
     catalog = _load((path,) if path else ())
     only = None
@@ -811,18 +747,7 @@ def catalog_check(path: str | None) -> None:
         only = {
             e.id for e in catalog.entries if e.source == root or e.source.startswith(root.rstrip("/") + "/")
         }
-    count, failures = check_examples(catalog, only)
-    checked = len(only) if only is not None else len(catalog.entries)
-    summary = f"{checked} entries, {count} examples"
-    if not path:  # the built-in fallback rules (patterns/fallback.yaml) run their examples too
-        rules = fallback_rules()
-        n_examples, fallback_failures = check_fallback_examples(rules)
-        failures = [*failures, *fallback_failures]
-        count += n_examples
-        summary += (
-            f"; fallback rules: {len(rules.phrases) + len(rules.types) + len(rules.frames)} rules, "
-            f"{n_examples} examples"
-        )
+    count, failures, summary = check_catalog(catalog, only, builtin=not path)
     if failures:
         for f in failures:
             click.echo(str(f), err=True)
@@ -840,102 +765,11 @@ def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
     """Show what a catalog entry means and how to fix it (`explain unknown`: what an unknown verdict
     means and how to add an entry)."""
     catalog = _load(catalogs)
-    entry = catalog.get(entry_id)
-    if entry is None and entry_id == UNKNOWN_ID:
-        _explain_unknown(catalog)
-        return
-    if entry is None and _explain_rule(entry_id):
-        return
-    if entry is None:
-        from rapidfuzz import process
-
-        best = process.extractOne(entry_id, [e.id for e in catalog.entries])
-        hint = f" (did you mean '{best[0]}'?)" if best and best[1] >= 60 else ""
-        _fail(f"no catalog entry '{entry_id}'{hint}; see 'verl-logscan catalog list'")
-    r = entry.remediation
-    click.echo(f"{entry.id}: {entry.title}")
-    click.echo(
-        f"category {entry.category}, role {entry.role.value}, severity {entry.severity.value}, "
-        f"priority {entry.priority}" + (f", stage {entry.stage}" if entry.stage else "")
-    )
-    click.echo("\nWhat it is\n  " + r.summary)
-    click.echo("\nWhy it happens\n  " + r.why)
-    click.echo("\nExample\n  " + entry.examples.match[0].line)
-    click.echo("\nFix")
-    for i, step in enumerate(r.fix, 1):
-        click.echo(f"  {i}. {step}")
-    if r.references:
-        click.echo("\nReferences")
-        for ref in r.references:
-            click.echo(f"  {ref}")
-    click.echo(f"\nDefined in {entry.source}:{entry.line}")
-
-
-def _explain_rule(rule_id: str) -> bool:
-    """`explain` of a fallback rule (patterns/fallback.yaml: a phrase, type or frame rule that names a
-    failure no entry names); False when there is none of that id."""
-    from patterns.fallback import FrameCategoryRule, MessageMarker, PhraseRule, fallback_rules
-
-    rules = fallback_rules()
-    rule = next(
-        (
-            r
-            for r in (*rules.phrases, *rules.types, *rules.frames, *rules.bare.message_markers)
-            if r.id == rule_id
-        ),
-        None,
-    )
-    if rule is None:
-        return False
-    if isinstance(rule, MessageMarker):
-        click.echo(f"{rule.id}: a failure marker whose failure is the text printed before it")
-        click.echo(f"category {rule.category}, when no phrase in that text names one")
-        click.echo(f"\nWhat it looks for\n  a line matching {rule.pattern.pattern}")
-        click.echo("\nWhy\n  " + rule.why)
-        r = rules.fix_for(rule.category)
-        click.echo("\nFix")
-        for i, step in enumerate(r.fix if r is not None else UNKNOWN_FIX.fix, 1):
-            click.echo(f"  {i}. {step}")
-        click.echo(f"\nDefined in patterns/fallback.yaml:{rule.line}")
-        return True
-    kind = (
-        "phrase"
-        if isinstance(rule, PhraseRule)
-        else "frame"
-        if isinstance(rule, FrameCategoryRule)
-        else "type"
-    )
-    click.echo(f"{rule.id}: a fallback {kind} rule, for failures that no catalog entry names")
-    click.echo(
-        f"category {rule.category}" + (" (a weak hint: tried after the frame rules)" if rule.weak else "")
-    )
-    click.echo("\nWhat it looks for")
-    if isinstance(rule, PhraseRule):
-        click.echo(
-            "  a message holding " + " or ".join(repr(k) for k in rule.keywords) + ", and matching one of:"
-        )
-        for p in rule.patterns:
-            click.echo(f"    {p.pattern}")
-    elif isinstance(rule, FrameCategoryRule):
-        for field in ("function", "file", "code"):
-            if getattr(rule, field) is not None:
-                click.echo(f"  a traceback frame whose {field} matches {getattr(rule, field).pattern}")
-    else:
-        click.echo(
-            f"  an exception whose type matches {rule.type.pattern}"
-            + (f" and whose message matches {rule.message.pattern}" if rule.message is not None else "")
-        )
-    if rule.examples.match:
-        click.echo("\nExample\n  " + rule.examples.match[0].line.replace("\n", "\n  ").rstrip())
-    r = rules.fix_for(rule.category)
-    steps = [*getattr(rule, "fix", ()), *(r.fix if r is not None else UNKNOWN_FIX.fix)]
-    if r is not None:
-        click.echo("\nWhat it is\n  " + r.summary)
-    click.echo("\nFix")
-    for i, step in enumerate(steps, 1):
-        click.echo(f"  {i}. {step}")
-    click.echo(f"\nDefined in patterns/fallback.yaml:{rule.line}")
-    return True
+    text = explain_text(catalog, entry_id)
+    if text is None:
+        ids = [e.id for e in catalog.entries]
+        _fail(f"no catalog entry '{entry_id}'{_did_you_mean(entry_id, ids)}; see 'verl-logscan catalog list'")
+    click.echo(text, nl=False)
 
 
 def _guard_standard_descriptors() -> None:
@@ -962,72 +796,6 @@ def _guard_standard_descriptors() -> None:
             _STDOUT_WAS_CLOSED = True
         elif fd == 2:
             sys.stderr = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-
-
-# the smallest entry that works, for `explain unknown`; `verl-logscan catalog check` validates a copy of it
-# (tests/test_cli_outputs.py), so the skeleton users start from never rots
-ENTRY_SKELETON = """\
-- id: my-dataset-key-error
-  title: A dataset row lacks the prompt key
-  category: data-error
-  role: cause
-  severity: fatal
-  priority: 60
-  keywords: ['KeyError']
-  patterns:
-    - 'KeyError: .(?P<key>prompt|question).'
-  message: 'a dataset row has no {key} column'
-  remediation:
-    summary: The dataset has no column named like the prompt key.
-    why: verl reads each row's `data.prompt_key` column.
-    fix: ['Set `data.prompt_key` to the column that holds the prompt.']
-    references: []
-  examples:
-    match: ["(TaskRunner pid=42) KeyError: 'prompt'"]
-    no_match:
-      - line: "KeyError: 'labels'"
-        why: another column
-"""
-
-
-def _explain_unknown(catalog) -> None:
-    """`explain unknown`: the verdict for an exception that no catalog entry recognises."""
-    r = UNKNOWN_FIX
-    click.echo(f"{UNKNOWN_ID}: an error that no catalog entry recognises")
-    click.echo(f"category {UNKNOWN_ID}, not a catalog entry ({len(catalog.entries)} entries are loaded)")
-    click.echo(
-        "\nWhat it is\n  The job failed with an exception that none of the catalog's entries names. "
-        "verl-logscan then reports the exception that ended the first failing process as the root "
-        "cause, with its error line, traceback and the evidence before it, and lists similar known "
-        "entries when one comes close. Its category still comes from its evidence where the fallback "
-        "rules (patterns/fallback.yaml) read one: a wording, the exception type, the frames it failed "
-        "in, or the nearest known entry; the report's `basis` names the rule. Only when none applies "
-        "is the category `unknown` too."
-    )
-    click.echo(
-        "\nWhy it happens\n  " + r.why + " Echoes on other ranks (collective timeouts, lost peers, "
-        "launcher summaries) are still counted as its symptoms."
-    )
-    click.echo("\nFix")
-    for i, step in enumerate(r.fix, 1):
-        click.echo(f"  {i}. {step}")
-    click.echo("\nAdding an entry")
-    click.echo(
-        "  1. Copy the error line as the log prints it (with its [rank3]: or (WorkerDict pid=...) prefix)."
-    )
-    click.echo("  2. Write an entry in a YAML file of your own, e.g. my-entries.yaml:\n")
-    for line in ENTRY_SKELETON.splitlines():
-        click.echo(f"     {line}")
-    click.echo("\n  3. Check it: verl-logscan catalog check my-entries.yaml")
-    click.echo("  4. Use it:   verl-logscan scan job.log --catalog my-entries.yaml")
-    click.echo(
-        "  The README's 'Adding an entry' section describes every field; "
-        "'verl-logscan catalog list' shows the entries there are."
-    )
-    if r.references:
-        click.echo("\nReferences")
-        for ref in r.references:
-            click.echo(f"  {ref}")
 
 
 def main() -> None:

@@ -98,26 +98,26 @@ class StatusLine:
         self._width = 0  # columns of the status now on screen (0: none drawn)
         self._held = False  # passed-through text left a line open: draw nothing until it is closed
 
-    def __call__(self, scanner) -> None:  # scanner: logparse.scan.Scanner
+    def __call__(self, analysis) -> None:  # analysis: logparse.pipeline.Analysis
         now = time.monotonic()
         if self._held or now - self._last < STATUS_EVERY_SECONDS:
             return
         self._last = now
-        self.draw(self.text(scanner, now))
+        self.draw(self.text(analysis, now))
 
-    def text(self, scanner, now: float | None = None) -> str:
+    def text(self, analysis, now: float | None = None) -> str:
         """The status, plain (no control characters)."""
-        p = scanner.stages.progress(None, failed=False)
-        read = sum(s.bytes for s in scanner.inputs)
+        st = analysis.status()
         seconds = (now if now is not None else time.monotonic()) - self._start
-        rate = f", {read / 1e6 / seconds:,.0f} MB/s" if seconds > 0 else ""
+        rate = f", {st.bytes_read / 1e6 / seconds:,.0f} MB/s" if seconds > 0 else ""
         if self.total:
+            read = st.bytes_read
             done = f"{read / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({min(read / self.total, 1.0):.0%})"
         else:
-            done = f"{read / 1e6:,.1f} MB read"
+            done = f"{st.bytes_read / 1e6:,.1f} MB read"
         return (
-            f"verl-logscan: {done}{rate}, stage {p.stage_reached or '-'}, step "
-            f"{p.last_step if p.last_step is not None else '-'}, {len(scanner.collector.groups)} finding(s)"
+            f"verl-logscan: {done}{rate}, stage {st.stage or '-'}, step "
+            f"{st.step if st.step is not None else '-'}, {st.findings} finding(s)"
         )
 
     def draw(self, text: str) -> None:

@@ -1,5 +1,6 @@
 """Many jobs at once: each file or folder given is one job, analysed on its own exactly as
-`scan_paths([job])` would, in parallel, and summarised one row per job.
+`verl-logscan scan JOB` would (logparse.pipeline.analyse, redacted the same way), in parallel, and
+summarised one row per job.
 
 Two engines run the same per-job function, `analyse_job`:
 
@@ -38,8 +39,9 @@ from types import ModuleType
 
 from logparse.handshake import grpc_refusal
 from logparse.model import Report
+from logparse.pipeline import analyse
 from logparse.read.sources import InputError, expand_inputs
-from logparse.scan import scan_paths
+from logparse.redact import RedactConfig
 from patterns import Catalog, load_catalog
 
 UNKNOWN_ROOT_CAUSE = "unknown"  # the root-cause id of an exception that no catalog entry recognises
@@ -147,11 +149,11 @@ def job_row(job: str, report: Report) -> JobRow:
     )
 
 
-def analyse_job(job: str, catalog: Catalog) -> JobRow:
-    """Scan one job (a file, or a folder read as one job) exactly as `scan_paths([job])` does."""
+def analyse_job(job: str, catalog: Catalog, redact: RedactConfig | None = None) -> JobRow:
+    """Analyse one job (a file, or a folder read as one job) exactly as a scan of it does."""
     try:
         files = expand_inputs([job])  # raises for a missing path or a folder with no log files
-        report = scan_paths(files, catalog)
+        report = analyse(files, catalog, redact=redact)
     except InputError as exc:
         return JobRow(job=job, status=JobStatus.ERROR, message=str(exc))
     except (KeyboardInterrupt, SystemExit):
@@ -169,7 +171,9 @@ def error_row(job: str, why: str) -> JobRow:
 _worker_catalog: tuple[tuple[str, ...], Catalog] | None = None  # (catalog paths, catalog), inherited by fork
 
 
-def _child_main(job: str, catalog_paths: tuple[str, ...], out: Connection) -> None:
+def _child_main(
+    job: str, catalog_paths: tuple[str, ...], redact: RedactConfig | None, out: Connection
+) -> None:
     """In a child: analyse one job and send its row. Ctrl-C is the parent's to handle (it stops the
     children); SIGTERM ends a child at once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -178,7 +182,7 @@ def _child_main(job: str, catalog_paths: tuple[str, ...], out: Connection) -> No
         catalog = _worker_catalog[1]
     else:  # spawned (no fork here): load it
         catalog = load_catalog(list(catalog_paths))
-    out.send(analyse_job(job, catalog))
+    out.send(analyse_job(job, catalog, redact))
     out.close()
 
 
@@ -193,6 +197,7 @@ def run_local(
     catalog_paths: Sequence[str],
     workers: int,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+    redact: RedactConfig | None = None,
 ) -> Iterator[tuple[int, JobRow]]:
     """(index, row) of each job as it finishes; at most `workers` children at a time, each killed when
     its job runs past `job_timeout` seconds (None: no limit). Closing the generator (an interrupt)
@@ -211,7 +216,7 @@ def run_local(
                 recv, send = ctx.Pipe(duplex=False)
                 proc = ctx.Process(
                     target=_child_main,
-                    args=(job, paths, send),
+                    args=(job, paths, redact, send),
                     daemon=True,
                     name=f"verl-logscan-fleet-{index}",
                 )
@@ -264,13 +269,15 @@ def run_local(
 _ray_catalogs: dict[tuple[str, ...], Catalog] = {}
 
 
-def _analyse_as_ray_task(job: str, catalog_paths: tuple[str, ...], cwd: str) -> JobRow:
+def _analyse_as_ray_task(
+    job: str, catalog_paths: tuple[str, ...], cwd: str, redact: RedactConfig | None = None
+) -> JobRow:
     if os.path.isdir(cwd) and os.getcwd() != cwd:
         os.chdir(cwd)  # a Ray worker starts wherever its raylet did; relative paths are the caller's
     catalog = _ray_catalogs.get(catalog_paths)
     if catalog is None:
         catalog = _ray_catalogs[catalog_paths] = load_catalog(list(catalog_paths))
-    return analyse_job(job, catalog)
+    return analyse_job(job, catalog, redact)
 
 
 def import_ray() -> ModuleType:
@@ -349,6 +356,7 @@ def run_ray(
     address: str | None = None,
     workers: int | None = None,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+    redact: RedactConfig | None = None,
 ) -> Iterator[tuple[int, JobRow]]:
     """(index, row) of each job as it finishes, one Ray task per job (at most `workers` in flight when
     given, so a job's time counts from its start). Uses the Ray session this process already has, else
@@ -373,7 +381,7 @@ def run_ray(
         while waiting or running:
             while waiting and len(running) < flight:
                 index, job = waiting.popleft()
-                running[task.remote(job, tuple(catalog_paths), cwd)] = (index, time.monotonic())
+                running[task.remote(job, tuple(catalog_paths), cwd, redact)] = (index, time.monotonic())
             done, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             for ref in done:
                 index, _ = running.pop(ref)
@@ -406,15 +414,20 @@ def iter_fleet(
     workers: int | None = None,
     address: str | None = None,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+    redact: RedactConfig | None = None,
 ) -> Iterator[tuple[int, JobRow]]:
     """(index into `jobs`, row) of each job as it finishes. `catalog` must be `load_catalog(catalog_paths)`
-    (workers that cannot inherit it reload it from the paths)."""
+    (workers that cannot inherit it reload it from the paths); `redact`: how each job's report is
+    redacted (None: not at all)."""
     if not jobs:
         return
     if engine is Engine.RAY:
-        yield from run_ray(jobs, catalog_paths, address=address, workers=workers, job_timeout=job_timeout)
+        yield from run_ray(
+            jobs, catalog_paths, address=address, workers=workers, job_timeout=job_timeout, redact=redact
+        )
     else:
-        yield from run_local(jobs, catalog, catalog_paths, workers or os.cpu_count() or 1, job_timeout)
+        cores = workers or os.cpu_count() or 1
+        yield from run_local(jobs, catalog, catalog_paths, cores, job_timeout, redact)
 
 
 def summarise(jobs: Sequence[str], rows: dict[int, JobRow]) -> FleetSummary:

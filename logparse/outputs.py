@@ -1,21 +1,25 @@
-"""Write a report (or the metrics CSV) where the user asked, without destroying what is there.
+"""Where a command's reports go and in which format, and how they are written.
 
-What a path names decides how it is written:
+Every command that writes a report (`scan`, `fleet`) plans its outputs here: each `-o FILE` takes its
+format from its extension unless `--format` is given (`.md`/`.markdown`, `.html`/`.htm`, `.json`,
+`.csv` where the command has it; any other name gets the text summary), `-o -` is standard output,
+and a file is never one of the inputs. The library never prints or exits: a problem is an OutputError
+with the sentence to show, or (writing) an OSError whose `strerror` says why.
+
+What a path names decides how it is written (a report, `--metrics-csv`, `fleet -o`):
 
 * a regular file, or a name that does not exist yet: a temporary file beside it, renamed over it, so
-  a failed write (a full disk) leaves the old file as it was and no temporary file behind. The file
-  keeps the mode of the one it replaces (else what the umask allows).
+  it is never half-written and a failed write (a full disk) leaves the old file as it was and no
+  temporary file behind. The file keeps the mode of the one it replaces (else what the umask allows).
 * a symbolic link: followed; the file it points to is replaced as above (created, for a dangling link)
   and the link stays a link.
 * a character device (`/dev/null`, a terminal) or a FIFO: opened for writing and written, never
-  renamed over (as root, a rename would turn `/dev/null` into a regular file). A FIFO waits for its
-  reader as a shell's `>` does.
+  renamed over (as root, a rename turned `/dev/null` into a regular file). A FIFO waits for its reader
+  as a shell's `>` does.
 * one of this process's descriptors (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`):
   written through the descriptor, wherever it points (a pipe, a terminal, a file the shell opened).
-* anything else (a folder, a socket, a block device): refused, never replaced.
-
-The library never prints or exits: every refusal or failure is an OutputError whose text the CLI
-prints (`cannot write PATH: why`).
+* anything else (a folder, a socket, a block device): refused ("is a socket; give the name of a file
+  to write"), never replaced.
 """
 
 from __future__ import annotations
@@ -26,30 +30,164 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-MAX_LINKS = 40  # symbolic links followed at most (the kernel's own limit)
-NAME_IN_TEMP = 100  # characters of the target's name kept in its temporary file's name (NAME_MAX is 255)
+# the format an -o FILE's extension names; .txt is plain text, but names no format strongly enough to
+# contradict --format (a Markdown report saved as notes.txt is fine)
+FORMAT_OF_SUFFIX = {
+    ".md": "md",
+    ".markdown": "md",
+    ".html": "html",
+    ".htm": "html",
+    ".json": "json",
+    ".csv": "csv",
+}
 
 
 class OutputError(Exception):
-    """An output cannot be written: `str()` is the one-line message for the user."""
+    """An output that cannot be planned or written; the message says why."""
 
-    def __init__(self, path: str, why: str):
-        super().__init__(f"cannot write {path}: {why}")
-        self.path = path
-        self.why = why
+
+@dataclass(frozen=True)
+class Output:
+    path: str  # '-' for stdout
+    fmt: str
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.path == "-"
+
+
+def format_of(path: str, formats: Sequence[str]) -> str | None:
+    """The format the extension of `path` names, among `formats` (None: it names none of them)."""
+    if path == "-":
+        return None
+    named = FORMAT_OF_SUFFIX.get(Path(path).suffix.lower())
+    return named if named in formats else None
+
+
+def plan_outputs(outputs: Sequence[str], fmt: str | None, formats: Sequence[str]) -> list[Output]:
+    """Where each report goes and in which format: --format when given, else each -o FILE's extension
+    (one of `formats`; anything else is the text summary). Raises OutputError."""
+    if not outputs:
+        return [Output("-", fmt or "text")]
+    planned: list[Output] = []
+    for path in outputs:
+        named = format_of(path, formats)
+        if fmt is not None and named is not None and named != fmt:
+            raise OutputError(
+                f"--format {fmt} contradicts -o {path} (a .{Path(path).suffix[1:]} name: "
+                f"{named}); drop --format to let each file's extension decide"
+            )
+        planned.append(Output(path, fmt or named or "text"))
+    if sum(o.to_stdout for o in planned) > 1:
+        raise OutputError("-o - (standard output) is given more than once")
+    seen: dict[str, str] = {}
+    for o in planned:
+        if o.to_stdout:
+            continue
+        key = os.path.abspath(o.path)
+        if key in seen or any(same_file(o.path, other) for other in seen.values()):
+            raise OutputError(f"-o {o.path} is given more than once")
+        seen[key] = o.path
+    return planned
+
+
+def refuse_inputs(targets: Iterable[tuple[str, str | None]], inputs: Sequence[str]) -> None:
+    """Raise OutputError when a target (option, path) is one of the input files."""
+    for option, target in targets:
+        if target and any(f != "-" and same_file(f, target) for f in inputs):
+            raise OutputError(f"{option} {target} is one of the inputs; refusing to overwrite it")
+
+
+def same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def same_path(a: str, b: str) -> bool:
+    """The same file, or (neither existing yet) the same path."""
+    return same_file(a, b) or os.path.abspath(a) == os.path.abspath(b)
+
+
+def encoded(text: str) -> bytes:
+    """UTF-8 bytes of a report. A lone surrogate (from JSON text inside a log) becomes '?' instead of an
+    encoding error; bytes, not str, so a non-UTF-8 terminal locale cannot fail the write either."""
+    return text.encode("utf-8", "replace")
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write a report to `path` as what it names asks (see the module doc): never a half-written file.
+    Raises OSError."""
+    data = encoded(text)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    target = resolve(path)
+    if target.replace:
+        _replace(target.path, write)
+    else:
+        _stream(target, lambda fh: fh.write(data))
+
+
+def write_file_atomically(path: str, write: Callable[[str], None]) -> None:
+    """`write(name)` writes the output to the file `name`: a temporary file, renamed to `path`'s file,
+    or (for a device, FIFO or descriptor) copied into it once complete. Raises OSError."""
+    target = resolve(path)
+    if target.replace:
+        _replace(target.path, write)
+        return
+    fd, tmp = tempfile.mkstemp(prefix="verl-logscan-", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as src:
+            _stream(target, lambda fh: shutil.copyfileobj(src, fh))
+    finally:
+        _unlink(tmp)
+
+
+MAX_LINKS = 40  # symbolic links followed at most (the kernel's own limit)
+NAME_IN_TEMP = 100  # characters of the target's name kept in its temporary file's name (NAME_MAX is 255)
+KIND_REFUSED = {
+    stat.S_IFDIR: (errno.EISDIR, "is a folder"),
+    stat.S_IFSOCK: (errno.EINVAL, "is a socket"),
+    stat.S_IFBLK: (errno.EINVAL, "is a block device"),
+}
 
 
 @dataclass(frozen=True)
 class Target:
     """Where an output path leads: a file path to replace atomically (`replace`), a path to open and
-    write (`stream`: a device or FIFO), or a descriptor of this process (`fd`)."""
+    write (a device or FIFO), or a descriptor of this process (`fd`)."""
 
     path: str | None = None
     fd: int | None = None
     replace: bool = False
+
+
+def resolve(path: str) -> Target:
+    """Where writing `path` goes (see the module doc). Raises OSError when it must not be written (a
+    folder, a socket, a block device, a loop of links) or cannot be looked at."""
+    followed = _follow(path)
+    if isinstance(followed, int):
+        return Target(fd=followed)
+    try:
+        mode = os.stat(followed).st_mode
+    except FileNotFoundError:
+        return Target(path=followed, replace=True)  # a new file (also the target of a dangling link)
+    if stat.S_ISREG(mode):
+        return Target(path=followed, replace=True)
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return Target(path=followed)
+    code, why = KIND_REFUSED.get(stat.S_IFMT(mode), (errno.EINVAL, "is not a regular file"))
+    raise OSError(code, f"{why}; give the name of a file to write")
 
 
 def _own_descriptor(path: str) -> int | None:
@@ -63,8 +201,7 @@ def _own_descriptor(path: str) -> int | None:
 
 def _follow(path: str) -> str | int:
     """The path `path` leads to once its symbolic links are followed, or the descriptor number when
-    it leads to one of this process's descriptors (`/dev/stdout` -> `/proc/self/fd/1` -> 1).
-    Raises OutputError for a loop."""
+    it leads to one of this process's descriptors (`/dev/stdout` -> `/proc/self/fd/1` -> 1)."""
     current = os.path.abspath(path)
     for _ in range(MAX_LINKS):
         fd = _own_descriptor(current)
@@ -76,79 +213,13 @@ def _follow(path: str) -> str | int:
             return current
         # a relative link is relative to its folder; `..` in it is resolved with the folders above
         current = os.path.join(os.path.dirname(current), os.readlink(current))
-    raise OutputError(path, "too many levels of symbolic links")
+    raise OSError(errno.ELOOP, "too many levels of symbolic links")
 
 
-KIND_REFUSED = {
-    stat.S_IFDIR: "is a folder",
-    stat.S_IFSOCK: "is a socket",
-    stat.S_IFBLK: "is a block device",
-}
-
-
-def resolve(path: str) -> Target:
-    """Where writing `path` goes (see the module doc); OutputError when it must not be written."""
-    try:
-        followed = _follow(path)
-    except OSError as exc:
-        raise OutputError(path, exc.strerror or str(exc)) from None
-    if isinstance(followed, int):
-        return Target(fd=followed)
-    try:
-        mode = os.stat(followed).st_mode
-    except FileNotFoundError:
-        return Target(path=followed, replace=True)  # a new file (also the target of a dangling link)
-    except OSError as exc:
-        raise OutputError(path, exc.strerror or str(exc)) from None
-    if stat.S_ISREG(mode):
-        return Target(path=followed, replace=True)
-    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-        return Target(path=followed)
-    why = KIND_REFUSED.get(stat.S_IFMT(mode), "is not a regular file")
-    raise OutputError(path, f"{why}; give the name of a file to write")
-
-
-def write_bytes(path: str, data: bytes) -> None:
-    """Write `data` to `path` as its kind asks (see the module doc)."""
-
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-
-    target = resolve(path)
-    if target.replace:
-        _replace(path, target.path, write)
-    else:
-        _stream(path, target, lambda fh: fh.write(data))
-
-
-def write_file(path: str, write: Callable[[str], None]) -> None:
-    """`write(name)` writes the output to the file `name`: a temporary file, renamed to `path`'s file,
-    or (for a device, FIFO or descriptor) copied into it once complete."""
-    target = resolve(path)
-    if target.replace:
-        _replace(path, target.path, write)
-        return
-    fd, tmp = tempfile.mkstemp(prefix="verl-logscan-", suffix=".tmp")
-    os.close(fd)
-    try:
-        try:
-            write(tmp)
-        except OSError as exc:
-            raise OutputError(path, exc.strerror or str(exc)) from None
-        with open(tmp, "rb") as src:
-            _stream(path, target, lambda fh: shutil.copyfileobj(src, fh))
-    finally:
-        _unlink(tmp)
-
-
-def _replace(path: str, real: str, write: Callable[[str], None]) -> None:
-    """A temporary file beside `real`, written and renamed over it."""
+def _replace(real: str, write: Callable[[str], None]) -> None:
+    """A temporary file beside `real`, written and renamed over it; removed when anything fails."""
     directory, name = os.path.split(real)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name[:NAME_IN_TEMP]}.", suffix=".tmp", dir=directory or ".")
-    except OSError as exc:
-        raise OutputError(path, exc.strerror or str(exc)) from None
+    fd, tmp = tempfile.mkstemp(prefix=f".{name[:NAME_IN_TEMP]}.", suffix=".tmp", dir=directory or ".")
     os.close(fd)
     try:
         try:
@@ -160,34 +231,32 @@ def _replace(path: str, real: str, write: Callable[[str], None]) -> None:
         os.chmod(tmp, mode)
         write(tmp)
         os.replace(tmp, real)
-    except OSError as exc:
-        _unlink(tmp)
-        raise OutputError(path, exc.strerror or str(exc)) from None
     except BaseException:
         _unlink(tmp)
         raise
 
 
-def _stream(path: str, target: Target, write: Callable) -> None:
+def _stream(target: Target, write: Callable) -> None:
     """Open the device, FIFO or descriptor of `target` and `write(file)` into it."""
-    try:
-        if target.fd is not None:
-            if target.fd in (1, 2):  # what Python holds buffered for it goes first
-                stream = sys.stdout if target.fd == 1 else sys.stderr
-                if stream is not None:
-                    try:
-                        stream.flush()
-                    except (OSError, ValueError):
-                        pass
-            fh = os.fdopen(os.dup(target.fd), "wb")
-        else:
-            fh = open(target.path, "wb")  # noqa: SIM115 - closed below
-        with fh:
+    if target.fd is None:
+        with open(target.path, "wb") as fh:
             write(fh)
+        return
+    if target.fd in (1, 2):  # what Python holds buffered for the descriptor goes first
+        stream = sys.stdout if target.fd == 1 else sys.stderr
+        if stream is not None:
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    try:
+        fh = os.fdopen(os.dup(target.fd), "wb")
     except OSError as exc:
         if exc.errno == errno.EBADF:
-            raise OutputError(path, "that descriptor is not open") from None
-        raise OutputError(path, exc.strerror or str(exc)) from None
+            raise OSError(errno.EBADF, "that descriptor is not open") from None
+        raise
+    with fh:
+        write(fh)
 
 
 def _unlink(path: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import importlib.resources
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import regex
@@ -166,18 +165,6 @@ def task_stages() -> dict[str, str]:
     if bad:
         raise ValueError(f"patterns/stages.yaml: unknown stages {bad}")
     return table
-
-
-def stage_of_task(task: str | None) -> str | None:
-    """`WorkerDict.actor_rollout_update_actor` -> `actor-update` (longest suffix wins)."""
-    if not task:
-        return None
-    method = task.rsplit(".", 1)[-1]
-    best = None
-    for name, stage in task_stages().items():
-        if (method == name or method.endswith("_" + name)) and (best is None or len(name) > len(best[0])):
-            best = (name, stage)
-    return best[1] if best else None
 
 
 class _MarkerBuilder:
@@ -393,20 +380,6 @@ def builtin_stage_markers() -> StageMarkers:
     )
 
 
-class StageSource(str, Enum):
-    """Where a failure's stage came from, most trusted first (the report's `stage_source`)."""
-
-    RAY_TASK = "ray-task"  # the Ray task in its traceback (`ray::WorkerDict.actor_rollout_update_actor()`)
-    FRAMES = "frames"  # its traceback's frames (frame_stages)
-    ENTRY = "entry"  # the catalog entry's stage hint
-    TRACEBACK = "traceback"  # the task or frames of the traceback that carried it
-    MEMORY_MONITOR = "memory-monitor"  # a task named in its message (Ray's OOM kill names the task)
-    COLLECTIVE = "collective"  # a collective timeout among the first of its group, before any step
-    ACTOR = "actor"  # the Ray actor that printed it, one whose work is all in one stage (actor_stages)
-    MARKER = "marker"  # the last stage marker before it
-    CATEGORY = "category"  # before the first training step: the init stage its category implies
-
-
 @dataclass(frozen=True)
 class FrameRule:
     """A traceback frame -> stage rule of stages.yaml `frame_stages` (one of function/code/file).
@@ -449,20 +422,6 @@ def message_task_patterns() -> tuple[regex.Pattern, ...]:
     return tuple(out)
 
 
-def stage_of_message(messages: tuple[str, ...] | list[str]) -> str | None:
-    """The stage of the first Ray task named in an error's message lines (message_tasks)."""
-    for text in messages:
-        for pattern in message_task_patterns():
-            try:
-                for m in pattern.finditer(text[: MAX_FRAME_FIELD * 4], timeout=REGEX_TIMEOUT_S):
-                    stage = stage_of_task(m.group("task").rsplit(".", 1)[-1])
-                    if stage:
-                        return stage
-            except TimeoutError:
-                continue
-    return None
-
-
 @functools.lru_cache(maxsize=1)
 def actor_stages() -> dict[str, str]:
     """stages.yaml `actor_stages`: Ray actor class -> the one stage all its work runs in."""
@@ -484,45 +443,6 @@ def category_stages() -> dict[str, str]:
     return dict(raw)
 
 
-_WORD = regex.compile(r"\w+")
 MAX_FRAME_FIELD = (
     2000  # characters of a frame's file, function and code that frame rules and `frames` regexes see
 )
-
-
-def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
-    """frames: (file, function, code) from outermost to innermost. The innermost frame that a
-    function/code rule or a Ray task method name matches wins; else the innermost a file rule matches."""
-    rules = frame_rules()
-    tasks = task_stages()
-    cap = MAX_FRAME_FIELD  # a cut or garbled line can make a frame's function a megabyte long
-    frames = [
-        (file[:cap], (function or "")[:cap], code[:cap] if code else code) for file, function, code in frames
-    ]
-    for _file, function, code in reversed(frames):
-        if function in tasks:
-            return tasks[function]
-        if code:
-            # `self.actor_rollout_wg.compute_log_prob(batch)` inside fit(): the call names the sub-stage
-            for word in _WORD.findall(code):
-                if word in tasks and len(word) > 6:
-                    return tasks[word]
-        for rule in rules:
-            if rule.weak:
-                continue
-            if rule.function is not None and rule.function.search(function):
-                return rule.stage
-            if rule.code is not None and code and rule.code.search(code):
-                return rule.stage
-    for weak in (False, True):
-        for file, function, code in reversed(frames):
-            for rule in rules:
-                if rule.weak != weak:
-                    continue
-                if rule.file is not None and rule.file.search(file):
-                    return rule.stage
-                if weak and rule.function is not None and rule.function.search(function):
-                    return rule.stage
-                if weak and rule.code is not None and code and rule.code.search(code):
-                    return rule.stage
-    return None

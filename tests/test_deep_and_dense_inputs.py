@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY
-from logparse.decide.verdict import Choice, EchoIndex, explains_in_time
+from logparse.decide.candidates import Choice, EchoIndex, explains_in_time
 from logparse.observe.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S
 from logparse.observe.tracebacks import MAX_FRAMES, TracebackAssembler
 from logparse.read.normalize import Normalizer
@@ -303,7 +303,7 @@ def test_identical_error_lines_over_64_ranks_are_one_finding(tmp_path: Path) -> 
 
 def test_twenty_thousand_ray_workers_are_not_twenty_thousand_remembered_streams(tmp_path: Path) -> None:
     from logparse.observe.tracebacks import MAX_IDLE_STREAMS as MAX_STREAMS
-    from logparse.scan import Scanner
+    from logparse.pipeline import Analysis
 
     log = tmp_path / "workers.log"
     with open(log, "w") as fh:
@@ -313,7 +313,7 @@ def test_twenty_thousand_ray_workers_are_not_twenty_thousand_remembered_streams(
                 f'{p}Traceback (most recent call last):\n{p}  File "/app/m.py", line 3, in f\n'
                 f"{p}    g()\n{p}ValueError: bad batch {n}\n"
             )
-    scanner = Scanner(load_catalog())
+    scanner = Analysis(load_catalog())
     scanner.feed_inputs([str(log)])
     report = scanner.report()
     assembler = scanner.assembler

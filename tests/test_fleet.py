@@ -16,7 +16,7 @@ from markdown_it import MarkdownIt
 
 from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY
 from logparse.fleet import Engine, analyse_fleet, job_row
-from logparse.scan import scan_paths
+from logparse.pipeline import analyse
 from patterns import load_catalog
 from tests.conftest import FIXTURES, run_cli, sample_logs
 
@@ -51,7 +51,7 @@ def jobs() -> list[str]:
 
 def expected_row(job: str, catalog) -> dict[str, Any]:
     """What scanning the job alone says, read straight off its Report (not through logparse.fleet)."""
-    report = scan_paths([job], catalog)
+    report = analyse([job], catalog)
     rc = report.root_cause
     return {
         "job": job,
@@ -112,7 +112,7 @@ def test_counts_per_status_category_and_stage(expected: list[dict[str, Any]]) ->
 def test_library_rows_equal_job_row_of_each_scan() -> None:
     catalog = load_catalog([])
     summary = analyse_fleet(jobs(), catalog, (), engine=Engine.LOCAL, workers=2)
-    assert list(summary.jobs) == [job_row(job, scan_paths([job], catalog)) for job in jobs()]
+    assert list(summary.jobs) == [job_row(job, analyse([job], catalog)) for job in jobs()]
 
 
 def test_ray_engine_rows_equal_scanning_each_job_alone(expected: list[dict[str, Any]]) -> None:

@@ -144,10 +144,10 @@ def test_ray_addresses_are_read_as_ray_reads_them() -> None:
 
 
 def test_an_analysis_that_crashes_is_an_error_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    def crash(files, catalog):
+    def crash(files, catalog, redact=None):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(fleet, "scan_paths", crash)
+    monkeypatch.setattr(fleet, "analyse", crash)
     row = analyse_job(str(SAMPLE), load_catalog())
     assert row.status is JobStatus.ERROR
     assert (

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logparse.observe.tracebacks import TracebackAssembler
+from logparse.pipeline import Analysis
 from logparse.read import sources as reader
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import InputStats, Line, iter_lines, iter_raw_lines, sniff, strip_ansi
-from logparse.scan import Scanner
 from patterns import load_catalog
 from reports import render
 
@@ -304,7 +304,7 @@ SAMPLE_LINES = [line for tb in TRACEBACKS for line in tb] + [p + m for p in PREF
 )
 def test_whole_scan_never_raises_and_gives_valid_json(lines: list[str], newline: str, junk: bytes) -> None:
     data = newline.join(lines).encode("utf-8", "surrogatepass") + junk
-    scanner = Scanner(CATALOG)
+    scanner = Analysis(CATALOG)
     stats = InputStats("job.log")
     for line in iter_lines(io.BytesIO(data), "job.log", stats):
         scanner.feed_line(line)

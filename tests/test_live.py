@@ -131,7 +131,7 @@ def test_status_line_shows_bytes_of_the_total_rate_stage_and_step() -> None:
     import io
 
     from logparse.console import StatusLine
-    from logparse.scan import Scanner
+    from logparse.pipeline import Analysis
     from patterns import load_builtin_catalog
     from tests.conftest import SAMPLES
 
@@ -139,8 +139,8 @@ def test_status_line_shows_bytes_of_the_total_rate_stage_and_step() -> None:
     size = log.stat().st_size
     out = io.StringIO()
     status = StatusLine(out, total_bytes=size)
-    scanner = Scanner(load_builtin_catalog())
-    scanner.on_progress = status
+    scanner = Analysis(load_builtin_catalog())
+    scanner.hear(on_progress=status)
     scanner.feed_inputs([str(log)])
     text = status.text(scanner, now=status._start + 1.0)
     assert f"of {size / 1e6:,.1f} MB (100%)" in text and "MB/s" in text

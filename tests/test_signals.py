@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from logparse.cli import Terminated
-from logparse.scan import Scanner
+from logparse.pipeline import Analysis
 from tests.conftest import ROOT, run_cli
 from tests.test_robustness import OOM
 
@@ -116,14 +116,14 @@ def test_interrupt_inside_the_scan_in_process(
 ) -> None:
     log = tmp_path / "job.log"
     log.write_text("".join(f"INFO step {i}\n" for i in range(100)) + OOM + "\n" + "INFO more\n" * 100)
-    real = Scanner.feed_record
+    real = Analysis.feed_record
 
     def feed_then_stop(self, rec) -> None:
         if rec.line.number > 150:
             raise exc()
         real(self, rec)
 
-    monkeypatch.setattr(Scanner, "feed_record", feed_then_stop)
+    monkeypatch.setattr(Analysis, "feed_record", feed_then_stop)
     result = run_cli(["scan", str(log), "--format", "json"])
     assert result.exit_code == code
     out = result.output[result.output.index("{") :]  # CliRunner mixes stderr in

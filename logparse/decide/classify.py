@@ -86,63 +86,86 @@ def _quote(text: str, limit: int = 80) -> str:
 def classify(
     evidence: FailureEvidence, catalog: Catalog | None = None, rules: FallbackRules | None = None
 ) -> Classification | None:
-    """The category the evidence says, and which rule said it; None when nothing does."""
+    """The category the evidence says, and which rule said it; None when nothing does. The rules are
+    tried in this order: strong phrases, strong types, frames (innermost first), weak phrases, weak
+    types; then the phrases of the lines just before it (Hydra prints the error, then its epilogue; a
+    launcher prints the cause, then the exit), strong then weak; then the nearest known entry."""
     rules = rules or fallback_rules()
     messages = messages_of(evidence)
-    for weak in (False, True):
-        for rule in rules.phrases:
-            if rule.weak != weak:
-                continue
-            for exc_type, msg in messages:
-                text = phrase_text(exc_type, msg)
-                if text and rule.fires(text):
-                    return Classification(
-                        rule.category,
-                        "weak-phrase" if weak else "phrase",
-                        rule.id,
-                        f"the message says `{_quote(text)}`",
-                    )
-        for rule in rules.types:
-            if rule.weak != weak:
-                continue
-            for exc_type, msg in messages:
-                if exc_type and rule.fires(exc_type, msg or ""):
-                    return Classification(
-                        rule.category,
-                        "weak-type" if weak else "type",
-                        rule.id,
-                        f"the exception is a `{_quote(exc_type, 60)}`",
-                    )
-        if not weak:
-            hit = _frame_category(evidence.frames, rules)
-            if hit is not None:
-                return hit
-    for weak in (False, True):
-        # the lines just before it (Hydra prints the error, then its epilogue; a launcher prints
-        # the cause, then the exit): phrases only, after everything the failure itself says
-        for rule in rules.phrases:
-            if rule.weak != weak:
-                continue
-            for msg in evidence.context:
-                if msg and rule.fires(msg):
-                    return Classification(
-                        rule.category,
-                        "weak-phrase" if weak else "phrase",
-                        rule.id,
-                        f"a line just before it says `{_quote(msg)}`",
-                    )
-    if catalog is not None:
-        near = nearest_entries(evidence, catalog, rules)
-        if near and near[0].decisive:
-            best = near[0]
-            return Classification(
-                best.category,
-                "nearest",
-                best.entry_id,
-                f"the message is {best.score:.0f}% like entry {best.entry_id}'s examples",
-                score=best.score,
-            )
+    order = (
+        lambda: _phrase(rules, messages, weak=False),
+        lambda: _type(rules, messages, weak=False),
+        lambda: _frame_category(evidence.frames, rules),
+        lambda: _phrase(rules, messages, weak=True),
+        lambda: _type(rules, messages, weak=True),
+        lambda: _context_phrase(rules, evidence.context, weak=False),
+        lambda: _context_phrase(rules, evidence.context, weak=True),
+        lambda: _nearest(evidence, catalog, rules),
+    )
+    for step in order:
+        found = step()
+        if found is not None:
+            return found
     return None
+
+
+def _phrase(
+    rules: FallbackRules, messages: list[tuple[str | None, str]], weak: bool
+) -> Classification | None:
+    for rule in rules.phrases:
+        if rule.weak != weak:
+            continue
+        for exc_type, msg in messages:
+            text = phrase_text(exc_type, msg)
+            if text and rule.fires(text):
+                basis = "weak-phrase" if weak else "phrase"
+                return Classification(rule.category, basis, rule.id, f"the message says `{_quote(text)}`")
+    return None
+
+
+def _type(rules: FallbackRules, messages: list[tuple[str | None, str]], weak: bool) -> Classification | None:
+    for rule in rules.types:
+        if rule.weak != weak:
+            continue
+        for exc_type, msg in messages:
+            if exc_type and rule.fires(exc_type, msg or ""):
+                basis = "weak-type" if weak else "type"
+                return Classification(
+                    rule.category, basis, rule.id, f"the exception is a `{_quote(exc_type, 60)}`"
+                )
+    return None
+
+
+def _context_phrase(rules: FallbackRules, context: Sequence[str], weak: bool) -> Classification | None:
+    """The phrases of the lines just before the failure: after everything the failure itself says."""
+    for rule in rules.phrases:
+        if rule.weak != weak:
+            continue
+        for msg in context:
+            if msg and rule.fires(msg):
+                basis = "weak-phrase" if weak else "phrase"
+                return Classification(
+                    rule.category, basis, rule.id, f"a line just before it says `{_quote(msg)}`"
+                )
+    return None
+
+
+def _nearest(
+    evidence: FailureEvidence, catalog: Catalog | None, rules: FallbackRules
+) -> Classification | None:
+    if catalog is None:
+        return None
+    near = nearest_entries(evidence, catalog, rules)
+    if not near or not near[0].decisive:
+        return None
+    best = near[0]
+    return Classification(
+        best.category,
+        "nearest",
+        best.entry_id,
+        f"the message is {best.score:.0f}% like entry {best.entry_id}'s examples",
+        score=best.score,
+    )
 
 
 def _frame_category(
@@ -252,13 +275,3 @@ def nearest_entries(
     decisive = top.score >= cfg.threshold and (rival is None or top.score - rival.score > cfg.margin)
     ranked[0] = Nearest(top.entry_id, top.category, top.score, decisive)
     return ranked
-
-
-KIND_RANK = {
-    "exception": 0,
-    "phrase": 0,
-    "cut-traceback": 1,
-    "marker": 1,
-    "error-prefix": 2,
-    "error-record": 3,
-}

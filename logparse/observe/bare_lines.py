@@ -5,15 +5,21 @@ such as Hydra's epilogue), and is not a benign look-alike (patterns/fallback.yam
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import regex
 
 from logparse.observe.evidence import MAX_MESSAGE_LINES, FailureEvidence, context_messages, origin_frames
+from logparse.observe.tracebacks import FRAME_RE, TB_START
+from logparse.read.lookback import CONTEXT_LINES, starts_record
 from logparse.read.normalize import Record
 from logparse.read.prefilter import trie_regex
 from patterns.fallback import FallbackRules, MessageMarker, fallback_rules, search_timeout
+
+MAX_BARE_LINES = 200  # bare failure lines kept (the first half and the most recent half)
+BARE_LOOKBACK_LINES = 12  # raw lines read back for a bare line's context
 
 
 @dataclass
@@ -118,3 +124,103 @@ def _match(pattern, text: str):
         return pattern.match(text, timeout=search_timeout(text))
     except TimeoutError:
         return None
+
+
+class BareLines:
+    """The bare failure lines of one attempt: the first MAX_BARE_LINES // 2 and the most recent half."""
+
+    def __init__(self, detector: BareLineDetector | None = None):
+        self.detector = detector or BareLineDetector()
+        self.keywords = self.detector.keywords
+        self.error_levels = self.detector.rules.bare.levels  # an error record needs no keyword
+        self._first: list[BareLine] = []
+        self._recent: deque[BareLine] = deque(maxlen=MAX_BARE_LINES // 2)
+
+    def feed(
+        self,
+        rec: Record,
+        step: int | None,
+        context_of: Callable[[Record, int], Sequence[Record]],
+        lines_before: Callable[[Record, int], list[Record] | None],
+    ) -> BareLine | None:
+        """`rec`, outside any traceback and matched by no entry, as a bare failure line (kept), or None
+        when it does not read as one. `step`: the last training step seen; `context_of(rec, n)`: the
+        lines of its stream before it, at most n back; `lines_before(rec, n)`: its stream's lines
+        before it, nearest first, blank ones too (None: not at hand)."""
+        found = self.detector.detect(rec)
+        if found is None:
+            return None
+        kind, exc_type, message = found
+        line = None
+        if kind == "marker":
+            marker = self.detector.rules.bare.message_marker(rec.message.strip())
+            if marker is not None:
+                line = message_before(rec, marker, step, lines_before(rec, marker.lines))
+        if line is None:
+            # a few lines back (not LOOKBACK_LINES): every bare line of a log dense in errors takes its own
+            line = BareLine(rec, kind, exc_type, message, step, context_of(rec, BARE_LOOKBACK_LINES))
+        if len(self._first) < MAX_BARE_LINES // 2:
+            self._first.append(line)
+        else:
+            self._recent.append(line)
+        return line
+
+    def kept(self) -> list[BareLine]:
+        return self._first + list(self._recent)
+
+    def __bool__(self) -> bool:
+        return bool(self._first)
+
+    def new_attempt(self) -> None:
+        self._first = []
+        self._recent.clear()
+
+
+def message_before(
+    rec: Record, marker: MessageMarker, step: int | None, nearest_first: list[Record] | None
+) -> BareLine | None:
+    """The failure a message marker closes (patterns/fallback.yaml `markers`): the text its stream
+    printed just before it (`nearest_first`: those lines, blank ones too), as a bare line of its own
+    (its first line the failure line, the rest its continuation), or None when that text is not there
+    to read (no raw block at hand, nothing before it) or is a traceback's (which the traceback
+    assembler reads)."""
+    if nearest_first is None:
+        return None
+    before = nearest_first[::-1]  # oldest first
+    end = len(before)
+    while end and not before[end - 1].message.strip():
+        end -= 1
+    found = _paragraph(before, end, marker)
+    if found is None:
+        return None
+    start = found
+    head = before[start]
+    head.seq = rec.seq  # (ordered as the marker: nothing else of its stream came between)
+    after = [r for r in before[start + 1 :] if r.message.strip()]
+    context = [r for r in before[max(0, start - CONTEXT_LINES) : start] if r.message.strip()]
+    return BareLine(head, "marker", None, head.message.strip(), step, context, after, marker=marker)
+
+
+def _paragraph(before: list[Record], end: int, marker: MessageMarker) -> int | None:
+    """Where the message that ends at `end` of `before` starts: back to a blank line or a line that
+    starts a log record, over the sections the marker names (Hydra's `Config search path:`); None
+    when there is none, or it is a traceback's."""
+    while True:
+        start = end
+        while start and before[start - 1].message.strip() and not starts_record(before[start - 1]):
+            start -= 1
+        if start == end:
+            return None
+        if any(
+            r.message.lstrip().startswith(TB_START) or FRAME_RE.match(r.message) for r in before[start:end]
+        ):
+            return None  # a traceback's: its exception line is the failure
+        first = before[start].message.strip()
+        if not (start and any(s.search(first) for s in marker.sections)):
+            return start
+        # a section of the message: the message began before it
+        end = start
+        while end and not before[end - 1].message.strip():
+            end -= 1
+        if not end:
+            return None

@@ -46,9 +46,12 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from logparse import model
+from logparse.model import Anomaly, downsample
 from logparse.read.normalize import Record
 from logparse.read.steps import STEP_KEYWORD, StepParser
 from patterns.progress import (
+    CHART_KEYS,
     CLIP_RATIO_HIGH,
     CLIP_RATIO_KEY,
     CLIP_RATIO_LOW,
@@ -71,22 +74,17 @@ if TYPE_CHECKING:
     import pandas
 
 
+MAX_CHARTS = 8
+MAX_CHART_POINTS = 2000  # beyond this many step rows, each series keeps its extremes per bucket of steps
+MAX_METRIC_KEYS = 512  # metric keys named in a report at most
+
+
 class AnomalyKind(str, Enum):
     NAN_INF = "nan-inf"
     GRAD_NORM_SPIKE = "grad-norm-spike"
     RESPONSE_LENGTH_COLLAPSE = "response-length-collapse"
     CLIP_RATIO_BLOWUP = "clip-ratio-blowup"
     REWARD_COLLAPSE = "reward-collapse"
-
-
-@dataclass(frozen=True)
-class Anomaly:
-    kind: AnomalyKind
-    step: int
-    key: str
-    value: float
-    detail: str  # one sentence with the step and the values
-    fatal: bool = False  # NaN/Inf in a loss or grad norm, and the job then failed or stayed non-finite
 
 
 @dataclass(frozen=True)
@@ -275,6 +273,12 @@ class MetricsTracker:
             notes.append(
                 f"{self.dropped_keys} metric value(s) were dropped beyond {self.config.max_keys_per_row} keys"
             )
+        if len(self.steps) > MAX_CHART_POINTS:
+            notes.append(
+                f"metric series keep at most {MAX_CHART_POINTS} of the {len(self.steps)} steps "
+                f"(the lowest and highest value of each stretch of steps, so no spike is lost); "
+                f"--metrics-csv writes them all"
+            )
         return notes
 
     def series(self, key: str) -> list[tuple[int, float]]:
@@ -311,6 +315,27 @@ class MetricsTracker:
         (transform(frame) if transform is not None else frame).to_csv(path)
 
     # -- anomalies -------------------------------------------------------------------------------
+    def snapshot(self, failed: bool) -> model.Metrics | None:
+        """The metrics as a report shows them: the rows counted, the keys seen, a series per charted key
+        (at most MAX_CHART_POINTS points each: each bucket of steps keeps its lowest and highest value
+        and its first NaN / Inf, so no spike is lost) and the anomalies. `failed`: the job failed."""
+        steps = self.steps
+        if not steps:
+            return None
+        valued = set(self.valued_keys)
+        chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
+        series = []
+        for key in chart:
+            points = self.series(key)
+            if len(points) != len(steps):  # (a series holds each of its steps once: equal, it has them all)
+                values = dict(points)
+                points = [(st, values.get(st)) for st in steps]
+            points = downsample(points, MAX_CHART_POINTS)
+            series.append(model.MetricSeries(key, tuple(p[0] for p in points), tuple(p[1] for p in points)))
+        return model.Metrics(
+            len(steps), tuple(self.keys[:MAX_METRIC_KEYS]), tuple(series), tuple(self.anomalies(failed))
+        )
+
     def anomalies(self, failed: bool) -> list[Anomaly]:
         """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed."""
         found: list[Anomaly] = []
@@ -329,7 +354,7 @@ class MetricsTracker:
                 found.extend(self._clip_ratio_blowup(key, series))
             if key in REWARD_KEYS:
                 found.extend(self._reward_collapse(key, series))
-        return sorted(found, key=lambda a: (a.step, not a.fatal, a.kind.value, a.key))
+        return sorted(found, key=lambda a: (a.step, not a.fatal, a.kind, a.key))
 
     @staticmethod
     def _nan_inf(key: str, family: str, series: list[tuple[int, float]], failed: bool) -> list[Anomaly]:
@@ -354,7 +379,7 @@ class MetricsTracker:
                 after = " (the last logged step)"
             return [
                 Anomaly(
-                    AnomalyKind.NAN_INF,
+                    AnomalyKind.NAN_INF.value,
                     step,
                     key,
                     value,
@@ -392,7 +417,7 @@ class MetricsTracker:
         more = f" ({count} such spikes in all)" if count > 1 else ""
         return [
             Anomaly(
-                AnomalyKind.GRAD_NORM_SPIKE,
+                AnomalyKind.GRAD_NORM_SPIKE.value,
                 step,
                 key,
                 value,
@@ -411,7 +436,7 @@ class MetricsTracker:
             if seen >= LENGTH_MIN_HISTORY and peak is not None and value < LENGTH_COLLAPSE_FRACTION * peak[1]:
                 return [
                     Anomaly(
-                        AnomalyKind.RESPONSE_LENGTH_COLLAPSE,
+                        AnomalyKind.RESPONSE_LENGTH_COLLAPSE.value,
                         step,
                         key,
                         value,
@@ -434,7 +459,7 @@ class MetricsTracker:
             if low is not None and value > CLIP_RATIO_HIGH:
                 return [
                     Anomaly(
-                        AnomalyKind.CLIP_RATIO_BLOWUP,
+                        AnomalyKind.CLIP_RATIO_BLOWUP.value,
                         step,
                         key,
                         value,
@@ -480,7 +505,7 @@ class MetricsTracker:
                         step, value = points[i]
                         return [
                             Anomaly(
-                                AnomalyKind.REWARD_COLLAPSE,
+                                AnomalyKind.REWARD_COLLAPSE.value,
                                 step,
                                 key,
                                 value,
@@ -500,50 +525,6 @@ class MetricsTracker:
             elif v < lo:
                 lo = v
         return []
-
-
-def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[tuple[int, float | None]]:
-    """At most `max_points` of `points` (step, value; in step order) that keep the series' shape: the
-    first and the last point, and in each of (max_points - 2) // 3 buckets of consecutive steps its
-    lowest and its highest finite value (so no spike and no dip is ever dropped, unlike every k-th
-    point) and its first non-finite value (a NaN or Inf is news). Missing values (None) are dropped
-    once the series is reduced. Order is kept; a series short enough is returned as it is."""
-    n = len(points)
-    if n <= max_points:
-        return list(points)
-    buckets = max(1, (max_points - 2) // 3)
-    keep = {0, n - 1}
-    inner = n - 2
-    values = list(map(operator.itemgetter(1), points))
-    isfinite = math.isfinite
-    for b in range(buckets):
-        lo = 1 + b * inner // buckets
-        hi = 1 + (b + 1) * inner // buckets
-        if hi > lo:
-            bucket = values[lo:hi]
-            try:
-                plain = all(map(isfinite, bucket))
-            except TypeError:  # a None
-                plain = False
-            if plain:  # (min and max give the first lowest and highest, as the loop below)
-                keep.add(lo + bucket.index(min(bucket)))
-                keep.add(lo + bucket.index(max(bucket)))
-                continue
-        low = high = odd = None
-        for i in range(lo, hi):
-            v = points[i][1]
-            if v is None:
-                continue
-            if not math.isfinite(v):
-                if odd is None:
-                    odd = i
-                continue
-            if low is None or v < points[low][1]:
-                low = i
-            if high is None or v > points[high][1]:
-                high = i
-        keep.update(i for i in (low, high, odd) if i is not None)
-    return [points[i] for i in sorted(keep)]
 
 
 def ema(values: list[float | None], weight: float) -> list[float | None]:

@@ -31,6 +31,7 @@ what that changes. A scanner that parses progress lines apart from its records
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import math
 from array import array
@@ -38,6 +39,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from logparse.model import Progress, StageSpan
 from logparse.read.normalize import Record
 from logparse.read.progress_syntax import MarkerHit, ProgressLine, ProgressSyntax
 from patterns.stages import StageMarkers
@@ -68,21 +70,6 @@ class StageTrackerConfig:
 
 
 @dataclass(frozen=True)
-class StageSpan:
-    """First and last record of one stage (over the whole scan, whatever `end_seq`)."""
-
-    stage: str
-    first_source: str
-    first_line: int
-    last_source: str
-    last_line: int
-    first_time: float | None
-    last_time: float | None
-    first_seq: int = 0
-    last_seq: int = 0
-
-
-@dataclass(frozen=True)
 class AttemptStart:
     """The record that started an attempt (a job start or restart)."""
 
@@ -90,18 +77,6 @@ class AttemptStart:
     source: str
     line: int
     time: float | None
-
-
-@dataclass(frozen=True)
-class Progress:
-    stage_reached: str | None  # the last stage seen at or before end_seq (not the "highest")
-    last_step: int | None  # highest `step:N` of the attempt (a resume's global step counts), else tqdm N
-    total_steps: int | None  # `Total training steps: N`, else the tqdm total
-    completed: bool  # a completion marker in the attempt
-    seconds_per_step: float | None  # median of the last `timing_s/step` values, else tqdm's rate
-    timeline: tuple[StageSpan, ...]  # stages in order of first appearance
-    attempts: int = 0  # attempt starts seen up to end_seq (0: none seen, the log is one attempt)
-    note: str | None = None  # set when not completed and no failure is known: see stopped_note
 
 
 class _Span:
@@ -127,10 +102,8 @@ class _Span:
             self.first[1],
             self.last[0],
             self.last[1],
-            self.first_time,
-            self.last_time,
-            self.first[2],
-            self.last[2],
+            iso_time(self.first_time),
+            iso_time(self.last_time),
         )
 
 
@@ -236,6 +209,9 @@ class StageTracker:
         # while the job is in that checkpoint stage; see `apply`
         self._checkpoint_step: int | None = None
         self._steps = _Marks(1, 1)  # seq; step; timing_s/step
+        # (seq, step) of the highest step line of the attempt so far (the latest of equals); what a
+        # finding's "training went on after it" is measured against
+        self._last_step: tuple[int, int] | None = None
         self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
         self._attempt_starts: list[AttemptStart] = []
         self.attempts_started = 0  # every attempt start seen (the list above is bounded), for a cheap check
@@ -288,6 +264,8 @@ class StageTracker:
             self._on_marker(seq, source, number, time, repeat, hit)
         if line.step is not None:
             self._steps.append(seq, (line.step,), (line.seconds,))
+            if self._last_step is None or line.step >= self._last_step[1]:
+                self._last_step = (seq, line.step)
             if self._steps.trim(self.config.max_marks):
                 self._dropped.add("step")
             self._progress_since_start = True
@@ -370,6 +348,10 @@ class StageTracker:
             ):
                 self._dropped.add("step")
             self._progress_since_start = True
+            top = max(steps[j] for j in step_at)
+            if self._last_step is None or top >= self._last_step[1]:
+                last = next(j for j in reversed(step_at) if steps[j] == top)
+                self._last_step = (seq + last, top)
         if bar_at:
             if self._bars.extend(
                 array("q", [seq + j for j in bar_at]),
@@ -498,6 +480,21 @@ class StageTracker:
         )
         return [note]
 
+    @property
+    def last_step(self) -> tuple[int, int] | None:
+        """(seq, step) of the highest step line seen in this attempt, the latest of equals (None: none
+        yet). `progress().last_step` is what a report shows (a resumed run's step counts there too)."""
+        return self._last_step
+
+    def forget_last_step(self) -> None:
+        """A new attempt of the job begins (the analysis decides when): its steps count afresh."""
+        self._last_step = None
+
+    def stepped_at(self, seq: int) -> bool:
+        """Was record `seq` a step line?"""
+        seqs = self._steps.seqs
+        return bool(seqs) and seqs[-1] == seq
+
     def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset()) -> bool:
         """Did the job show progress after record `seq`: a step line, a progress bar, a completion
         marker, or a stage (not in `ignore`) it had not reached before?"""
@@ -558,7 +555,7 @@ class StageTracker:
             open_by_stage[stage] = len(merged)
             merged.append([stage, start, end])
         return tuple(
-            StageSpan(stage, a[1], a[2], b[1], b[2], a[3], b[3], a[0], b[0]) for stage, a, b in merged
+            StageSpan(stage, a[1], a[2], b[1], b[2], iso_time(a[3]), iso_time(b[3])) for stage, a, b in merged
         )
 
     def progress(self, end_seq: int | None = None, failed: bool = False) -> Progress:
@@ -589,12 +586,8 @@ class StageTracker:
         if seconds is None:
             rates = self._bars.last_float(0, bars)
             seconds = rates[-1] if rates else None
-        timeline = tuple(
-            sorted(
-                (s.freeze() for s in self._spans.values() if s.first[2] <= end),
-                key=lambda span: span.first_seq,
-            )
-        )
+        spans = sorted((s for s in self._spans.values() if s.first[2] <= end), key=lambda span: span.first[2])
+        timeline = tuple(s.freeze() for s in spans)
         progress = Progress(
             stage_reached=self.stage_at(end),
             last_step=last_step,
@@ -607,6 +600,23 @@ class StageTracker:
         if not progress.completed and not failed:
             progress = replace(progress, note=stopped_note(progress))
         return progress
+
+    def snapshot(
+        self, failed: bool, failure_seq: int | None, reached: str | None, say_stopped: bool = True
+    ) -> Progress:
+        """The job's progress as a report shows it: the last attempt's, as of the end of the scan
+        (`reached`: the stage it reached, as the analysis decided it), with the step the failure at
+        `failure_seq` came after, and the stretches of the progression (`segments`). `say_stopped`:
+        say so when the job shows neither a failure nor its completion."""
+        p = self.progress(None, failed=failed)
+        failure_step = self.progress(failure_seq, failed=True).last_step if failure_seq is not None else None
+        return replace(
+            p,
+            stage_reached=reached,
+            failure_step=failure_step,
+            note=p.note if say_stopped else None,
+            segments=self.segments(),
+        )
 
 
 def stopped_note(progress: Progress) -> str:
@@ -623,3 +633,10 @@ def stopped_note(progress: Progress) -> str:
         f"{at}{where} with no error and no completion marker: the job was still running, or was "
         f"stopped from outside (time limit, OOM killer, cancel)"
     )
+
+
+def iso_time(t: float | None) -> str | None:
+    """Seconds since the epoch (as the normaliser reads a line's time) as `YYYY-MM-DDTHH:MM:SS`."""
+    if t is None:
+        return None
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")

@@ -60,14 +60,9 @@ def unweave(message: str) -> str | None:
     ends like an exception type and whose first characters come again later in the line."""
     carets = message[:1] in NOISE
     if carets:  # another process's caret line may have run into this one
-        m = _NOISY.fullmatch(message)
-        if m is None:
+        message = _without_carets(message)
+        if message is None:
             return None
-        lead, gap = m.group("lead"), m.group("gap")
-        # (an indented `Type: message` without them is a quoted or nested exception line: left as it is)
-        if not gap and "^" not in lead and "~" not in lead:
-            return None
-        message = f"{m.group('type')}{SEP}{m.group('msg').strip(NOISE)}"
     i = message.find(SEP)
     if i <= 0 or i > MAX_TYPE_CHARS or not message.endswith(NAME_ENDINGS, 0, i):
         return None
@@ -76,35 +71,54 @@ def unweave(message: str) -> str | None:
     head = message[:i]
     etype = head[: _period(head)]  # the type, written k >= 1 times in a row
     rest = message[i:]
-    if not (carets or len(etype) < i):  # then the type again after the first `: `, as a piece of its own
-        if rest.endswith(SEP):
-            if etype not in rest:
-                return None
-        elif rest.endswith(etype):  # run into the message (`'key'KeyError`; after a space it is words)
-            before = rest[: -len(etype)]
-            if before[-1:].isspace() and not before.endswith(SEP):
-                return None
-        elif etype + SEP not in rest:
-            return None
+    if not (carets or len(etype) < i) and not _type_again(etype, rest):
+        return None
     if not etype.endswith(NAME_ENDINGS) or not _NAME.fullmatch(etype):
         return None
-    # the other processes' pieces: their types, their separators, their copies of the message
-    rest = rest.replace(etype, "")
+    rest = _message_of(rest.replace(etype, ""))
+    fixed = f"{etype}: {rest}" if rest else etype
+    return fixed if fixed != message or carets else None
+
+
+def _without_carets(message: str) -> str | None:
+    """A line that starts with another process's caret line: the exception line after it, or None."""
+    m = _NOISY.fullmatch(message)
+    if m is None:
+        return None
+    lead, gap = m.group("lead"), m.group("gap")
+    # (an indented `Type: message` without them is a quoted or nested exception line: left as it is)
+    if not gap and "^" not in lead and "~" not in lead:
+        return None
+    return f"{m.group('type')}{SEP}{m.group('msg').strip(NOISE)}"
+
+
+def _type_again(etype: str, rest: str) -> bool:
+    """Is the type written again after the first `: `, as a piece of its own?"""
+    if rest.endswith(SEP):
+        return etype in rest
+    if rest.endswith(etype):  # run into the message (`'key'KeyError`; after a space it is words)
+        before = rest[: -len(etype)]
+        return not (before[-1:].isspace() and not before.endswith(SEP))
+    return etype + SEP in rest
+
+
+def _message_of(rest: str) -> str:
+    """The message among the other processes' pieces (the types gone): their separators dropped, their
+    copies of the message, run together or with another process's separator between, made one."""
     start, end = 0, len(rest)  # (by index: a slice a step would make a line of 500,000 `: ` quadratic)
     while rest.startswith(SEP, start):
         start += len(SEP)
     while end - start >= len(SEP) and rest.endswith(SEP, start, end):
         end -= len(SEP)
     rest = rest[start:end].rstrip(":")
-    if rest:  # the copies of the message, run together or with another process's separator between
-        copies = {part[: _period(part)] for part in rest.split(SEP) if part}
-        if len(copies) == 1:  # (a message without `: ` of its own)
-            rest = copies.pop()
-        else:
-            rest = rest[: _period(rest)]
-            joined = rest + SEP
-            p = _period(joined)
-            if p < len(joined) and joined[:p].endswith(SEP):
-                rest = joined[: p - len(SEP)]
-    fixed = f"{etype}: {rest}" if rest else etype
-    return fixed if fixed != message or carets else None
+    if not rest:
+        return rest
+    copies = {part[: _period(part)] for part in rest.split(SEP) if part}
+    if len(copies) == 1:  # (a message without `: ` of its own)
+        return copies.pop()
+    rest = rest[: _period(rest)]
+    joined = rest + SEP
+    p = _period(joined)
+    if p < len(joined) and joined[:p].endswith(SEP):
+        rest = joined[: p - len(SEP)]
+    return rest

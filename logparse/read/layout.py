@@ -10,6 +10,7 @@ What a line's own prefixes say always wins over what its file's place says.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -205,3 +206,28 @@ def several_jobs(groups: list[JobGroup]) -> bool:
     for g in groups:
         counts[g.kind] = counts.get(g.kind, 0) + 1
     return any(n >= 2 for n in counts.values())
+
+
+MAX_GROUPS_NAMED = 6  # jobs named in the several-jobs warning (the rest are counted)
+_GROUP_KIND = {"torchrun": "torchrun run", "ray": "Ray session", "name": "job"}
+
+
+def several_jobs_note(folder: str, files: list[str]) -> str | None:
+    """A sentence when `folder` looks like several jobs (jobs_in_folder), with the command that gives one
+    row per job; else None."""
+    groups = jobs_in_folder(folder, files)
+    if not several_jobs(groups):
+        return None
+    named = ", ".join(
+        f"{_GROUP_KIND[g.kind]} {g.label}" + (f" ({len(g.files)} files)" if len(g.files) > 1 else "")
+        for g in groups[:MAX_GROUPS_NAMED]
+    )
+    more = f" and {len(groups) - MAX_GROUPS_NAMED} more" if len(groups) > MAX_GROUPS_NAMED else ""
+    if all(g.root for g in groups):
+        roots = " ".join(shlex.quote(g.root) for g in groups[:MAX_GROUPS_NAMED])
+        advice = f"for one row per job: verl-logscan fleet {roots}{' ...' if more else ''}"
+    else:
+        advice = (
+            "scan each job's files on their own, or give each job its own folder and run verl-logscan fleet"
+        )
+    return f"{folder} looks like {len(groups)} jobs ({named}{more}), read here as one merged job; {advice}"

@@ -47,7 +47,7 @@ from logparse.read.progress_syntax import (
     step_seconds,
 )
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line, strip_ansi
-from logparse.read.steps import STEP_KEYWORD, StepParser
+from logparse.read.steps import STEP_HEAD, STEP_KEYWORD, StepParser
 
 # a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
 # message_at)
@@ -55,12 +55,9 @@ DEFERRED = -2
 MAX_PROCESSES = 65_536
 MAX_SHAPES = 1024
 MAX_PREFIXES = 4096
-MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Scanner._progress_words' bound)
+MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Routes.progress_words' bound)
 INT64_MAX = (1 << 63) - 1
 STEP_BYTES = STEP_KEYWORD.encode()
-# what StageTracker.parse finds of a step line at the start of a plain ASCII message (metrics.STEP_RE
-# there: its lookbehind holds at the start, and \d is [0-9] in ASCII)
-STEP_HEAD = re.compile(rb"step:([0-9]+) - ")
 TQDM_BYTES = TQDM_KEYWORD.encode()
 # a step line's metrics are read from its bytes when its prefixes end before `step:` within this many
 # bytes (a Ray prefix is ~50); the rest of a long line is then decoded without the prefix regexes
@@ -182,116 +179,114 @@ class ProgressLineParser:
     def parse(self, data: bytes, found: list[tuple[int, frozenset[int]]]) -> ProgressColumns | None:
         """The progress lines among the candidates `found` ((line start, keyword ids)) of `data`."""
         cols = ProgressColumns()
-        ints, floats, values = cols.ints, cols.floats, cols.values
-        kinds, marker_index = self._kinds, self._marker_index
-        nan = math.nan
+        kinds = self._kinds
         for i, (start, ids) in enumerate(found):
             kind = kinds.get(ids, False)
             if kind is False:
                 kind = self._kind(ids)
             if kind is None:
                 continue
-            words, env_keyword, step_keyword = kind
             end = data.find(b"\n", start)
             if end < 0:
                 end = len(data)
             if end - start > MAX_LINE_BYTES:
                 continue  # a cut line: the scanner counts it
+            words, env_keyword, step_keyword = kind
             if step_keyword:
                 plain = self._plain_step(data, start, end)
                 if plain is not None:
-                    # what the way below finds for it: the message is the ASCII tail from `step:N - `,
-                    # which the environment tracker ignores and the stage tracker reads as a step line
-                    # with no marker and no bar
-                    origin, at, step, tail = plain
-                    if step > INT64_MAX:
-                        continue
-                    seconds = row = None
-                    shape = DEFERRED
-                    if self.rows_here:
-                        message = tail.decode("ascii")
-                        seconds = step_seconds(message)
-                        row = self.step_parser.parse(message)
-                        shape = self._shape_id(row[1], row[3])
-                        if shape is None:
-                            continue
-                    process = self._process_id(origin.actor, origin.node)
-                    if process is None:
-                        continue
-                    ints.extend((i, step, -1, -1, -1, process, shape, at - start, len(values)))
-                    floats.extend((nan if seconds is None else seconds, nan))
-                    if row is not None:
-                        values.extend(row[2])
+                    self._add_plain_step(cols, i, start, plain)
                     continue
-            bar = None if env_keyword or step_keyword else RAY_BAR.fullmatch(data, start, end)
-            if bar is not None:
-                # a plain bar: what StageTracker.parse would find in its message, from its groups
-                actor, ip, text, n, total, bracket = bar.groups()
-                marker = self._marker(text.decode("utf-8"), words, self._bar_candidates(words))
-                n, total = int(n), int(total)
-                if marker is None or n > INT64_MAX or total > INT64_MAX:
+            elif not env_keyword:
+                bar = RAY_BAR.fullmatch(data, start, end)
+                if bar is not None:
+                    self._add_bar(cols, i, bar, words)
                     continue
-                process = self._ray_process(actor, ip)
-                if process is None:
-                    continue
-                seconds = bar_seconds(bracket.decode("ascii"))
-                ints.extend((i, -1, marker, n, total, process, -1, -1, len(values)))
-                floats.extend((nan, nan if seconds is None else seconds))
-                continue
-            got = self._message(data, start, end, step_keyword)
-            if got is None:
-                continue
-            origin, message, message_at = got
-            if not self.ignores(message) or (env_keyword and not message.startswith(STEP_KEYWORD)):
-                continue
-            line = self.syntax.parse(message, words)
-            hit = line.hit
-            if hit is not None and not _plain_hit(hit):
-                continue
-            if line.step is not None and not message.startswith(STEP_KEYWORD):
-                continue
-            if line.step is None and STEP_KEYWORD in message:
-                continue  # `step:` that is no step line: the environment tracker reads it
-            step = line.step if line.step is not None else -1
-            bar = line.bar or (-1, -1, None)
-            if step > INT64_MAX or max(bar[0], bar[1]) > INT64_MAX:
-                continue
-            row = None
-            shape = -1
-            if line.step is not None:
-                if self.rows_here or message_at < 0:
-                    row = self.step_parser.parse(message)
-                    shape = self._shape_id(row[1], row[3])
-                    if shape is None:
-                        continue
-                else:
-                    shape = DEFERRED
-            process = self._process_id(origin.actor, origin.node)
-            if process is None:
-                continue
-            ints.extend(
-                (
-                    i,
-                    step,
-                    -1 if hit is None else marker_index[id(hit.marker)],
-                    bar[0],
-                    bar[1],
-                    process,
-                    shape,
-                    message_at,
-                    len(values),
-                )
-            )
-            seconds = nan if line.seconds is None or shape == DEFERRED else line.seconds
-            floats.extend((seconds, nan if bar[2] is None else bar[2]))
-            if row is not None:
-                values.extend(row[2])
+            self._add_line(cols, i, data, start, end, kind)
         if self._new_processes or self._new_shapes:
             # the entries numbered in this block go with it (a line that numbered one may still have
             # been left to the usual way: the numbering goes on regardless)
             cols.new_processes, cols.new_shapes = self._new_processes, self._new_shapes
             self._new_processes, self._new_shapes = [], []
-        return cols if ints or cols.new_processes or cols.new_shapes else None
+        return cols if cols.ints or cols.new_processes or cols.new_shapes else None
+
+    def _add_plain_step(self, cols: ProgressColumns, i: int, start: int, plain: tuple) -> None:
+        """A step line whose message is the ASCII tail from `step:N - ` (what the general way finds
+        for it: the environment tracker ignores it and the stage tracker reads it as a step line with
+        no marker and no bar)."""
+        origin, at, step, tail = plain
+        if step > INT64_MAX:
+            return
+        seconds = row = None
+        shape = DEFERRED
+        if self.rows_here:
+            message = tail.decode("ascii")
+            seconds = step_seconds(message)
+            row = self.step_parser.parse(message)
+            shape = self._shape_id(row[1], row[3])
+            if shape is None:
+                return
+        process = self._process_id(origin.actor, origin.node)
+        if process is None:
+            return
+        cols.ints.extend((i, step, -1, -1, -1, process, shape, at - start, len(cols.values)))
+        cols.floats.extend((math.nan if seconds is None else seconds, math.nan))
+        if row is not None:
+            cols.values.extend(row[2])
+
+    def _add_bar(self, cols: ProgressColumns, i: int, bar: re.Match, words: tuple[str, ...]) -> None:
+        """A plain bar behind a Ray prefix: what StageTracker.parse would find in its message, from the
+        groups of RAY_BAR."""
+        actor, ip, text, n, total, bracket = bar.groups()
+        marker = self._marker(text.decode("utf-8"), words, self._bar_candidates(words))
+        n, total = int(n), int(total)
+        if marker is None or n > INT64_MAX or total > INT64_MAX:
+            return
+        process = self._ray_process(actor, ip)
+        if process is None:
+            return
+        seconds = bar_seconds(bracket.decode("ascii"))
+        cols.ints.extend((i, -1, marker, n, total, process, -1, -1, len(cols.values)))
+        cols.floats.extend((math.nan, math.nan if seconds is None else seconds))
+
+    def _add_line(
+        self, cols: ProgressColumns, i: int, data: bytes, start: int, end: int, kind: tuple
+    ) -> None:
+        """Any other candidate: its message as the normaliser makes it, parsed as the stage tracker
+        parses it, when that is all a record of it would do."""
+        words, env_keyword, step_keyword = kind
+        got = self._message(data, start, end, step_keyword)
+        if got is None:
+            return
+        origin, message, message_at = got
+        if not self.ignores(message) or (env_keyword and not message.startswith(STEP_KEYWORD)):
+            return
+        line = self.syntax.parse(message, words)
+        if not _plain_line(line, message):
+            return
+        step = line.step if line.step is not None else -1
+        bar = line.bar or (-1, -1, None)
+        if step > INT64_MAX or max(bar[0], bar[1]) > INT64_MAX:
+            return
+        row = None
+        shape = -1
+        if line.step is not None:
+            if self.rows_here or message_at < 0:
+                row = self.step_parser.parse(message)
+                shape = self._shape_id(row[1], row[3])
+                if shape is None:
+                    return
+            else:
+                shape = DEFERRED
+        process = self._process_id(origin.actor, origin.node)
+        if process is None:
+            return
+        marker = -1 if line.hit is None else self._marker_index[id(line.hit.marker)]
+        cols.ints.extend((i, step, marker, bar[0], bar[1], process, shape, message_at, len(cols.values)))
+        seconds = math.nan if line.seconds is None or shape == DEFERRED else line.seconds
+        cols.floats.extend((seconds, math.nan if bar[2] is None else bar[2]))
+        if row is not None:
+            cols.values.extend(row[2])
 
     def _kind(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool, bool] | None:
         """(stage tracker keywords, an environment keyword, `step:`) of a line with the prefilter
@@ -467,6 +462,17 @@ class ProgressLineParser:
         if self.normalizer.clock_reads != reads or rec.message != STEP_KEYWORD or not _plain(rec.origin):
             return None
         return rec.origin
+
+
+def _plain_line(line: ProgressLine, message: str) -> bool:
+    """May a progress line say this without a record: a plain marker hit (if any), a step line only
+    where the message starts with one, and no `step:` that is no step line (the environment tracker
+    reads that)?"""
+    if line.hit is not None and not _plain_hit(line.hit):
+        return False
+    if line.step is not None:
+        return message.startswith(STEP_KEYWORD)
+    return STEP_KEYWORD not in message
 
 
 def _plain_hit(hit: MarkerHit) -> bool:

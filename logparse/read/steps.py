@@ -16,6 +16,9 @@ from patterns.progress import wanted_key
 STEP_KEYWORD = "step:"
 # `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
 STEP_RE = re.compile(r"(?<![\w/])step:(\d+) - ")
+# what STEP_RE finds of a step line at the start of a plain ASCII message, in its bytes (its lookbehind
+# holds at the start, and \d is [0-9] in ASCII): the fast path of progress lines
+STEP_HEAD = re.compile(rb"step:([0-9]+) - ")
 NUMPY_SCALAR_RE = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")
 
 NP_FLOAT64 = "np.float64("

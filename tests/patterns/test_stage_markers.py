@@ -8,10 +8,11 @@ import functools
 import pytest
 
 from logparse.catalog_check import bare_message, check_marker_examples
+from logparse.decide.stage import stage_of_task
 from logparse.read.progress_syntax import MarkerMatcher
 from patterns import STAGES, CatalogError
 from patterns.loader import slow_probe
-from patterns.stages import StageMarker, builtin_stage_markers, load_stage_markers, stage_of_task, task_stages
+from patterns.stages import StageMarker, builtin_stage_markers, load_stage_markers, task_stages
 
 MARKERS = builtin_stage_markers()
 

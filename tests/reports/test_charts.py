@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from logparse.model import MetricSeries
-from logparse.observe.metrics import downsample, ema
-from logparse.scan import MAX_CHART_POINTS, scan_paths
+from logparse.observe.metrics import MAX_CHART_POINTS, downsample, ema
+from logparse.pipeline import analyse
 from patterns import load_catalog
 from reports.html import DRAW_MAX_POINTS, MARKER_MAX_POINTS, chart, charts, smoothing_weight, y_range
 from tests.conftest import run_cli
@@ -152,7 +152,7 @@ def test_markers_only_on_short_series_or_news() -> None:
 
 
 def test_five_thousand_step_run_charts_are_readable(long_run: Path) -> None:
-    report = scan_paths([str(long_run)], load_catalog([]))
+    report = analyse([str(long_run)], load_catalog([]))
     assert report.status == "healthy" and report.metrics is not None and report.metrics.steps == 5_000
     by_key = {s.key: s for s in report.metrics.series}
     # the report's series: bounded, and the spikes are in them

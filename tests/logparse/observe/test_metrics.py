@@ -352,7 +352,7 @@ def test_anomalies_sorted_by_step_fatal_first() -> None:
     t = MetricsTracker()
     for step, (loss, grad) in enumerate([(0.1, 1.0)] * 5 + [(0.1, 20.0), (float("nan"), float("nan"))], 1):
         t.add(step, {"actor/pg_loss": loss, "actor/grad_norm": grad})
-    kinds = [(a.step, a.kind.value, a.fatal) for a in t.anomalies(failed=True)]
+    kinds = [(a.step, a.kind, a.fatal) for a in t.anomalies(failed=True)]
     assert kinds == [(6, "grad-norm-spike", False), (7, "nan-inf", True), (7, "nan-inf", True)]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from logparse.pipeline import Analysis, ScanConfig, analyse
 from logparse.read import blocks as blocks_mod
 from logparse.read.blocks import blocks_in_process, iter_blocks, reader_process_possible
 from logparse.read.normalize import Normalizer
@@ -27,7 +28,6 @@ from logparse.read.sources import (
     plain_chunks,
 )
 from logparse.read.steps import StepParser, parse_step_line
-from logparse.scan import ScanConfig, Scanner, scan_paths
 from patterns import load_builtin_catalog
 from patterns.progress import wanted_key
 from reports.jsonreport import to_dict
@@ -138,8 +138,8 @@ def test_the_reader_process_gives_the_same_blocks(big_log: Path) -> None:
     "log", sorted(SAMPLES.glob("*.log")) + sorted((FIXTURES / "cascades").glob("*.log")), ids=lambda p: p.name
 )
 def test_reports_are_the_same_with_a_reader_process(log: Path) -> None:
-    inline = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(reader_process_bytes=None)))
-    forked = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(reader_process_bytes=1)))
+    inline = to_dict(analyse([str(log)], CATALOG, ScanConfig(reader_process_bytes=None)))
+    forked = to_dict(analyse([str(log)], CATALOG, ScanConfig(reader_process_bytes=1)))
     assert forked == inline
 
 
@@ -148,8 +148,8 @@ def test_reports_are_the_same_with_a_reader_process_on_a_large_log_and_its_gzip(
     gz = big_log.with_suffix(".log.gz")
     gz.write_bytes(gzip.compress(big_log.read_bytes(), 1))
     for path in (big_log, gz):
-        inline = to_dict(scan_paths([str(path)], CATALOG, ScanConfig(reader_process_bytes=None)))
-        forked = to_dict(scan_paths([str(path)], CATALOG, ScanConfig(reader_process_bytes=1)))
+        inline = to_dict(analyse([str(path)], CATALOG, ScanConfig(reader_process_bytes=None)))
+        forked = to_dict(analyse([str(path)], CATALOG, ScanConfig(reader_process_bytes=1)))
         assert forked == inline
         assert inline["root_cause"]["category"] == "cuda-oom"
 
@@ -159,8 +159,8 @@ def test_a_truncated_gzip_read_by_the_reader_process(big_log: Path, tmp_path: Pa
     data = gzip.compress(big_log.read_bytes(), 1)
     gz = tmp_path / "cut.log.gz"
     gz.write_bytes(data[: len(data) // 2])
-    inline = to_dict(scan_paths([str(gz)], CATALOG, ScanConfig(reader_process_bytes=None)))
-    forked = to_dict(scan_paths([str(gz)], CATALOG, ScanConfig(reader_process_bytes=1)))
+    inline = to_dict(analyse([str(gz)], CATALOG, ScanConfig(reader_process_bytes=None)))
+    forked = to_dict(analyse([str(gz)], CATALOG, ScanConfig(reader_process_bytes=1)))
     assert forked == inline
     assert any("ends early" in n or "damaged" in n for n in forked["notes"])
     stats = InputStats("x")
@@ -181,8 +181,8 @@ def test_stopping_early_stops_the_reader_process(big_log: Path) -> None:
 
 @needs_fork
 def test_a_scan_interrupted_mid_file_leaves_no_reader_process(big_log: Path) -> None:
-    scanner = Scanner(CATALOG, ScanConfig(reader_process_bytes=1))
-    records = scanner.records(str(big_log))
+    scanner = Analysis(CATALOG, ScanConfig(reader_process_bytes=1))
+    records = scanner.reader.records(str(big_log))
     for _ in range(50):
         next(records)
     records.close()
@@ -217,10 +217,10 @@ def test_the_reader_process_ends_when_the_scan_is_killed(big_log: Path, tmp_path
 
     code = (
         "import multiprocessing, sys, time\n"
-        "from logparse.scan import Scanner, ScanConfig\n"
+        "from logparse.pipeline import Analysis, ScanConfig\n"
         "from patterns import load_builtin_catalog\n"
-        "s = Scanner(load_builtin_catalog(), ScanConfig(reader_process_bytes=1))\n"
-        "records = s.records(sys.argv[1])\n"
+        "s = Analysis(load_builtin_catalog(), ScanConfig(reader_process_bytes=1))\n"
+        "records = s.reader.records(sys.argv[1])\n"
         "next(records)\n"
         "print(multiprocessing.active_children()[0].pid, flush=True)\n"
         "time.sleep(60)\n"

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from logparse.pipeline import Analysis
 from logparse.read.sources import expand_inputs
-from logparse.scan import Scanner
 from patterns import load_builtin_catalog
 from tests.conftest import FIXTURES
 
 CATALOG = load_builtin_catalog()
 
 
-def scan_folder(folder: Path) -> tuple[Scanner, list, object]:
-    scanner = Scanner(CATALOG)
+def scan_folder(folder: Path) -> tuple[Analysis, list, object]:
+    scanner = Analysis(CATALOG)
     order = []
     feed = scanner.feed_record
 
@@ -30,7 +30,7 @@ def test_torchrun_log_dir_is_one_job_with_ranks_attributed() -> None:
     folder = FIXTURES / "torchrun" / "logdir"
     scanner, order, report = scan_folder(folder)
     attributed = {
-        Path(p).relative_to(folder).as_posix(): o.local_rank for p, o in scanner.attribution.items()
+        Path(p).relative_to(folder).as_posix(): o.local_rank for p, o in scanner.reader.attribution.items()
     }
     for rank in range(4):
         for name in ("stdout.log", "stderr.log"):
@@ -56,7 +56,7 @@ def test_torchrun_log_dir_is_one_job_with_ranks_attributed() -> None:
 def test_ray_session_folder_is_one_job_merged_by_time() -> None:
     folder = FIXTURES / "ray" / "session_logs"
     scanner, order, report = scan_folder(folder)
-    by_name = {Path(p).name: o for p, o in scanner.attribution.items()}
+    by_name = {Path(p).name: o for p, o in scanner.reader.attribution.items()}
     assert by_name["raylet.out"].actor == "raylet"
     assert by_name["gcs_server.out"].actor == "gcs_server"
     for name, origin in by_name.items():
@@ -76,7 +76,7 @@ def test_ray_session_folder_is_one_job_merged_by_time() -> None:
 def test_rank_exception_is_the_cause_and_peers_are_symptoms_with_ranks() -> None:
     from tests.conftest import SAMPLES
 
-    scanner = Scanner(CATALOG)
+    scanner = Analysis(CATALOG)
     scanner.feed_inputs([str(SAMPLES / "torchrun-rank-exception.log")])
     report = scanner.report()
     rc = report.root_cause
@@ -89,7 +89,7 @@ def test_rank_exception_is_the_cause_and_peers_are_symptoms_with_ranks() -> None
 
 
 def test_interleaved_tracebacks_keep_one_rank_each() -> None:
-    scanner = Scanner(CATALOG)
+    scanner = Analysis(CATALOG)
     scanner.feed_inputs([str(FIXTURES / "torchrun" / "tee-interleaved.log")])
     report = scanner.report()
     rc = report.root_cause

@@ -140,11 +140,11 @@ def test_the_normaliser_reads_them_apart_after_the_prefixes_and_counts_them():
 def test_a_torchrun_log_of_ranks_failing_at_once_names_the_data_error():
     """Four ranks raise the same KeyError at once into torchrun's stderr (a real capture): the report
     names the data pipeline's KeyError from the first rank's interleaved exception line, shown as logged."""
-    from logparse.scan import Scanner
+    from logparse.pipeline import Analysis
     from patterns import load_catalog
 
     path = Path(__file__).parents[2] / "fixtures" / "torchrun" / "shared-stderr-keyerror.log"
-    scanner = Scanner(load_catalog())
+    scanner = Analysis(load_catalog())
     scanner.feed_inputs([str(path)])
     report = scanner.report()
     rc = report.root_cause

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from logparse.pipeline import ScanConfig, analyse
 from logparse.read.prefilter import Prefilter, available_engines
-from logparse.scan import ScanConfig, scan_paths
 from patterns import load_builtin_catalog
 from reports.jsonreport import to_dict
 from tests.conftest import FIXTURES, SAMPLES
@@ -26,8 +26,8 @@ needs_hyperscan = pytest.mark.skipif("hyperscan" not in available_engines(), rea
 @needs_hyperscan
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
 def test_engines_give_identical_reports(log: Path) -> None:
-    a = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(engine="hyperscan")))
-    b = to_dict(scan_paths([str(log)], CATALOG, ScanConfig(engine="re")))
+    a = to_dict(analyse([str(log)], CATALOG, ScanConfig(engine="hyperscan")))
+    b = to_dict(analyse([str(log)], CATALOG, ScanConfig(engine="re")))
     assert a == b
 
 

@@ -15,9 +15,9 @@ import pytest
 
 from logparse.observe.metrics import MetricsConfig
 from logparse.observe.progress import StageTrackerConfig
+from logparse.pipeline import Analysis, ScanConfig, _collector_paused
 from logparse.read.blocks import reader_process_possible
 from logparse.read.progress_lines import ProgressLineParser
-from logparse.scan import ScanConfig, Scanner, _collector_paused
 from patterns import load_builtin_catalog
 from reports import FORMATS, render
 from tests.conftest import FIXTURES, SAMPLES
@@ -40,7 +40,7 @@ LOGS = (
 def outputs(path: Path, tmp: Path, small_bounds: bool = False, **config) -> dict[str, str]:
     """Every report format of a scan, and its metrics CSV when every value is kept. `small_bounds`: the
     stage tracker keeps few marks and the metrics few rows (what a long log does to them)."""
-    scanner = Scanner(CATALOG, ScanConfig(**config))
+    scanner = Analysis(CATALOG, ScanConfig(**config))
     if small_bounds:
         scanner.stages.config = StageTrackerConfig(max_marks=700, max_transitions=50)
         scanner.metrics.config = MetricsConfig(max_rows=300)
@@ -115,15 +115,15 @@ def test_plain_step_lines_read_from_their_bytes_as_any_line(
     log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
 
     def columns(rows_here: bool) -> list:
-        scanner = Scanner(CATALOG, ScanConfig())
+        scanner = Analysis(CATALOG, ScanConfig())
         parser = ProgressLineParser(
-            scanner._progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+            scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
         )
         parser.rows_here = rows_here
         out = []
         with open(log, "rb") as fh:
             chunks = plain_chunks(fh, InputStats(str(log)))
-            for block in iter_blocks(chunks, scanner.prefilter, progress=parser):
+            for block in iter_blocks(chunks, scanner.reader.prefilter, progress=parser):
                 c = block.progress
                 out.append(
                     None
@@ -345,7 +345,7 @@ def test_progress_lines_make_no_records(tmp_path: Path) -> None:
     """On a dense log nearly every step line and bar is applied without a record."""
     log = tmp_path / "dense.log"
     generate(str(log), 2.0, kind="dense", caught_every=0)
-    scanner = Scanner(CATALOG, ScanConfig(reader_process_bytes=None))
+    scanner = Analysis(CATALOG, ScanConfig(reader_process_bytes=None))
     fed = 0
     feed = scanner.feed_record
 

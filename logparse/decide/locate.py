@@ -1,0 +1,136 @@
+"""Where the chosen failure happened: rank, local rank, pid, Ray actor, node. The only place that
+answers it.
+
+In order:
+
+1. the failure line's own prefixes, else its traceback's first line, else another line of the same
+   traceback with a `[rankN]` prefix;
+2. a line of torchrun's ChildFailedError summary: the block names the failed rank, pid and host;
+3. a Ray task error: the worker named in its header (`ray::WorkerDict.update_actor() (pid=N, ip=...)`),
+   wherever the error was printed;
+4. a collective timeout is printed by the ranks that waited, not by the one at fault: the rank is the
+   single laggard the collective analysis finds (logparse.observe.collectives), else none;
+5. a process with no prefix of its own: the one rank the launcher reports as failed (torchrun's
+   ChildFailedError summary, else its `failed (exitcode: N) local_rank: N` lines);
+6. a local rank (a torchrun --log-dir folder) is mapped to its global rank by torchrun's summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from logparse.observe.collectives import CollectiveReport
+from logparse.observe.hits import FindingGroup
+from logparse.observe.tracebacks import Traceback
+from logparse.read.normalize import Record
+from patterns.inference import inference_rules
+
+
+@dataclass(frozen=True)
+class Place:
+    rank: int | None = None
+    local_rank: int | None = None
+    pid: int | None = None
+    actor: str | None = None
+    node: str | None = None
+
+    def unknown(self) -> bool:
+        return self.rank is None and self.local_rank is None and self.pid is None and self.actor is None
+
+
+def laggard(collective: CollectiveReport | None) -> int | None:
+    """The one rank the collective analysis blames (silent, or behind the others), else None."""
+    if collective is None:
+        return None
+    suspects = set(collective.silent) | {r for r, _ in collective.behind}
+    return suspects.pop() if len(suspects) == 1 else None
+
+
+def locate(
+    rec: Record,
+    tb: Traceback | None,
+    category: str,
+    entry_category: str | None,
+    tracebacks: Sequence[Traceback],
+    groups: Iterable[FindingGroup],
+    collective: CollectiveReport | None,
+) -> Place:
+    """Where the failure of `rec` (its traceback `tb`) happened (see the module docstring).
+    `entry_category`: the category of the catalog entry that named it (None: no entry); a collective
+    timeout named by an entry is placed on its laggard."""
+    place = _from_lines(rec, tb)
+    observer = inference_rules().observer_categories
+    if entry_category is not None and entry_category in observer:
+        # the rank that printed a collective timeout only waited for the one at fault
+        place = Place(laggard(collective), None, None, None, place.node)
+    if place.unknown() and category not in observer:
+        # a process with no prefix of its own: the launcher's report names the rank that failed
+        launcher = launcher_failed_rank(tracebacks, groups)
+        if launcher is not None:
+            place = Place(launcher[0], launcher[1], place.pid, place.actor, place.node)
+    if place.rank is None and place.local_rank is not None:
+        # torchrun's summary maps a local rank (a --log-dir folder) to its global rank
+        rank = global_rank(place.local_rank, tracebacks)
+        if rank is not None:
+            place = Place(rank, place.local_rank, place.pid, place.actor, place.node)
+    return place
+
+
+def _from_lines(rec: Record, tb: Traceback | None) -> Place:
+    """What the failure's own lines say (points 1-3 of the module docstring)."""
+    o = rec.origin
+    start = tb.start.origin if tb is not None else o
+    rank = o.rank if o.rank is not None else start.rank
+    if rank is None and tb is not None:
+        # the header lacks a `[rankN]` prefix but another line of the same traceback has one
+        rank = next((r.origin.rank for r in tb.all_records() if r.origin.rank is not None), None)
+    local_rank = o.local_rank if o.local_rank is not None else start.local_rank
+    pid = o.pid if o.pid is not None else start.pid
+    actor = o.actor or start.actor
+    node = o.node or start.node
+    failure = tb.torchrun_failure_at(rec.seq) if tb is not None else None
+    if failure is not None:
+        # a line of torchrun's ChildFailedError summary: the block names the failed rank
+        rank, local_rank, pid, node, actor = (
+            failure.rank,
+            failure.local_rank,
+            failure.pid,
+            failure.host or node,
+            None,
+        )
+    if tb is not None and tb.task and tb.task_pid is not None:
+        # the error was raised in the Ray worker named in the header, wherever it was printed
+        pid, actor, node = tb.task_pid, tb.task.split(".", 1)[0], tb.task_node or node
+    return Place(rank, local_rank, pid, actor, node)
+
+
+def launcher_failed_rank(
+    tracebacks: Sequence[Traceback], groups: Iterable[FindingGroup]
+) -> tuple[int | None, int | None] | None:
+    """(rank, local_rank) of the one process a launcher reports as failed: torchrun's
+    ChildFailedError summary (its root-cause block, else its only failure), else the local ranks of
+    the agent's `failed (exitcode: N) local_rank: N` lines (a `local_rank` group of a catalog entry).
+    None when it names none or several."""
+    for tb in tracebacks:
+        root = tb.torchrun_root_failure()
+        failures = [root] if root is not None else tb.torchrun_failures
+        if len(failures) == 1 and (failures[0].rank is not None or failures[0].local_rank is not None):
+            return failures[0].rank, failures[0].local_rank
+    local = {g.first.groups.get("local_rank") for g in groups if g.first.groups.get("local_rank") is not None}
+    if len(local) == 1:
+        value = local.pop()
+        return (None, int(value)) if value.isdigit() else None
+    return None
+
+
+def global_rank(local_rank: int, tracebacks: Sequence[Traceback]) -> int | None:
+    """The global rank torchrun's ChildFailedError summary gives a local rank, if it does."""
+    for tb in tracebacks:
+        f = next(
+            (f for f in tb.torchrun_failures if f.local_rank == local_rank and f.rank is not None),
+            None,
+        )
+        if f is not None:
+            return f.rank
+    return None

@@ -1,0 +1,270 @@
+"""At which stage the job failed: the only place that answers it.
+
+One ordered chain of stage sources (`STAGE_CHAIN`), each a small named strategy that reads the
+evidence of the chosen failure (`StageEvidence`) and names a stage of ../shared/TAXONOMY.md, or passes.
+The first that names one wins, and its name is the report's `stage_source`. When none does, the stage
+is null: the log does not show it. The knowledge the strategies use is patterns/stages.yaml (Ray task
+names, frame rules, the tasks named in messages, actor and category stages).
+
+In order of trust:
+
+1. ray-task: the Ray task of the failure's own traceback (`ray::WorkerDict.actor_rollout_update_actor()`);
+2. frames: the frames of its own traceback (frame_stages);
+3. entry: the catalog entry's stage hint;
+4. traceback: the task or frames of the first traceback reported after it (the wrapper that carried it);
+5. memory-monitor: a Ray task named in its message (Ray's memory monitor names the task it killed);
+6. collective (early): a collective that timed out among the first of its group, before any
+   training step, was part of the group's set-up: distributed-init;
+7. actor: the Ray actor that printed it, when all that actor does is one stage (actor_stages);
+8. marker: the last stage marker before it (logparse.observe.progress);
+9. collective (late): a collective thousands of calls into its group ran in the training loop;
+10. category: before the training loop began, the init stage its category implies (category_stages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import regex
+
+from logparse.observe.collectives import CollectiveReport
+from logparse.observe.progress import StageTracker
+from logparse.observe.tracebacks import Traceback
+from patterns import Entry
+from patterns.inference import inference_rules
+from patterns.schema import REGEX_TIMEOUT_S
+from patterns.stages import (
+    MAX_FRAME_FIELD,
+    FrameRule,
+    actor_stages,
+    category_stages,
+    frame_rules,
+    message_task_patterns,
+    task_stages,
+)
+
+MAX_STAGE_MESSAGE_LINES = 20  # continuation lines of an error searched for task names (Ray's OOM table)
+_WORD = regex.compile(r"\w+")
+
+
+class StageSource(str, Enum):
+    """Where a failure's stage came from (the report's `stage_source`)."""
+
+    RAY_TASK = "ray-task"
+    FRAMES = "frames"
+    ENTRY = "entry"
+    TRACEBACK = "traceback"
+    MEMORY_MONITOR = "memory-monitor"
+    COLLECTIVE = "collective"
+    ACTOR = "actor"
+    MARKER = "marker"
+    CATEGORY = "category"
+
+
+@dataclass(frozen=True)
+class StageEvidence:
+    """What the stage sources read of the chosen failure and of the job around it."""
+
+    seq: int  # where the failure's line is in the scan
+    category: str
+    entry: Entry | None  # the catalog entry that named it, if any
+    traceback: Traceback | None  # its own traceback, if any
+    messages: tuple[str, ...]  # its error line and continuation lines
+    actor: str | None  # the Ray actor it is attributed to
+    tracebacks: Sequence[Traceback]  # every traceback of the attempt
+    collective: CollectiveReport | None  # the timed-out collective, if any
+    progress: StageTracker  # the job's progression
+
+
+def _own_frames(tb: Traceback | None) -> list[tuple[str, str, str | None]] | None:
+    # (a ChildFailedError's frames are the launcher's, not those of the rank that failed)
+    if tb is None or tb.torchrun_failures:
+        return None
+    return [(f.file, f.function, f.code) for f in tb.frames]
+
+
+def from_ray_task(ev: StageEvidence) -> str | None:
+    tb = ev.traceback
+    return stage_of_task(tb.task) if tb is not None and not tb.torchrun_failures else None
+
+
+def from_frames(ev: StageEvidence) -> str | None:
+    frames = _own_frames(ev.traceback)
+    return stage_of_frames(frames) if frames is not None else None
+
+
+def from_entry(ev: StageEvidence) -> str | None:
+    return ev.entry.stage if ev.entry is not None and ev.entry.stage else None
+
+
+def from_later_traceback(ev: StageEvidence) -> str | None:
+    """The first traceback reported after the failure carried it: its task or frames tell where."""
+    for other in ev.tracebacks:
+        if other.start.seq >= ev.seq and not other.torchrun_failures:
+            stage = stage_of_task(other.task) or stage_of_frames(
+                [(f.file, f.function, f.code) for f in other.frames]
+            )
+            if stage:
+                return stage
+    return None
+
+
+def from_memory_monitor(ev: StageEvidence) -> str | None:
+    return stage_of_message(ev.messages)
+
+
+def _observed_collective(ev: StageEvidence) -> bool:
+    return ev.collective is not None and ev.category in inference_rules().observer_categories
+
+
+def from_early_collective(ev: StageEvidence) -> str | None:
+    if (
+        _observed_collective(ev)
+        and not ev.progress.training_started_before(ev.seq)
+        and ev.collective.seq <= inference_rules().early_collective_seq
+    ):
+        return "distributed-init"
+    return None
+
+
+def from_actor(ev: StageEvidence) -> str | None:
+    stage = actor_stages().get(ev.actor) if ev.actor else None
+    if stage is not None and (
+        ev.progress.training_started_before(ev.seq) or ev.category not in category_stages()
+    ):
+        return stage
+    return None
+
+
+def from_marker(ev: StageEvidence) -> str | None:
+    return ev.progress.stage_at(ev.seq)
+
+
+def from_late_collective(ev: StageEvidence) -> str | None:
+    if _observed_collective(ev) and ev.collective.seq > inference_rules().early_collective_seq:
+        return "training"  # thousands of collectives in: inside the loop
+    return None
+
+
+def from_category(ev: StageEvidence) -> str | None:
+    if not ev.progress.training_started_before(ev.seq):
+        return category_stages().get(ev.category)
+    return None
+
+
+# The chain, most trusted first (the module docstring says why each is where it is).
+STAGE_CHAIN: tuple[tuple[StageSource, Callable[[StageEvidence], str | None]], ...] = (
+    (StageSource.RAY_TASK, from_ray_task),
+    (StageSource.FRAMES, from_frames),
+    (StageSource.ENTRY, from_entry),
+    (StageSource.TRACEBACK, from_later_traceback),
+    (StageSource.MEMORY_MONITOR, from_memory_monitor),
+    (StageSource.COLLECTIVE, from_early_collective),
+    (StageSource.ACTOR, from_actor),
+    (StageSource.MARKER, from_marker),
+    (StageSource.COLLECTIVE, from_late_collective),
+    (StageSource.CATEGORY, from_category),
+)
+
+
+def stage_of(ev: StageEvidence) -> tuple[str | None, StageSource | None]:
+    """The stage of the chosen failure and the source that named it (None, None: not shown)."""
+    for source, strategy in STAGE_CHAIN:
+        stage = strategy(ev)
+        if stage:
+            return stage, source
+    return None, None
+
+
+def stage_reached(progress: StageTracker, failure_stage: str | None) -> str | None:
+    """The last stage the job reached: the failure's own stage when it has one (the failure is the last
+    thing the log shows: its stage was reached), else the last the progression shows."""
+    return failure_stage or progress.stage_at(progress.last_seq)
+
+
+def messages_of(message: str, after: Sequence) -> tuple[str, ...]:
+    """An error line's message and its continuation lines' (as many as the task search reads)."""
+    return (message, *(r.message for r in list(after)[:MAX_STAGE_MESSAGE_LINES]))
+
+
+# -- the stage knowledge of patterns/stages.yaml, applied ---------------------------------------------
+def stage_of_task(task: str | None) -> str | None:
+    """`WorkerDict.actor_rollout_update_actor` -> `actor-update` (longest suffix wins)."""
+    if not task:
+        return None
+    method = task.rsplit(".", 1)[-1]
+    best = None
+    for name, stage in task_stages().items():
+        if (method == name or method.endswith("_" + name)) and (best is None or len(name) > len(best[0])):
+            best = (name, stage)
+    return best[1] if best else None
+
+
+def stage_of_message(messages: Sequence[str]) -> str | None:
+    """The stage of the first Ray task named in an error's message lines (message_tasks)."""
+    for text in messages:
+        for pattern in message_task_patterns():
+            try:
+                for m in pattern.finditer(text[: MAX_FRAME_FIELD * 4], timeout=REGEX_TIMEOUT_S):
+                    stage = stage_of_task(m.group("task").rsplit(".", 1)[-1])
+                    if stage:
+                        return stage
+            except TimeoutError:
+                continue
+    return None
+
+
+def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
+    """frames: (file, function, code) from outermost to innermost. The innermost frame that a
+    function/code rule or a Ray task method name matches wins; else the innermost a file rule matches."""
+    rules = frame_rules()
+    cap = MAX_FRAME_FIELD  # a cut or garbled line can make a frame's function a megabyte long
+    frames = [
+        (file[:cap], (function or "")[:cap], code[:cap] if code else code) for file, function, code in frames
+    ]
+    for _file, function, code in reversed(frames):
+        stage = _strong_frame_stage(function, code, rules)
+        if stage:
+            return stage
+    for weak in (False, True):
+        for file, function, code in reversed(frames):
+            stage = _file_frame_stage(file, function, code, rules, weak)
+            if stage:
+                return stage
+    return None
+
+
+def _strong_frame_stage(function: str, code: str | None, rules: Sequence[FrameRule]) -> str | None:
+    tasks = task_stages()
+    if function in tasks:
+        return tasks[function]
+    if code:
+        # `self.actor_rollout_wg.compute_log_prob(batch)` inside fit(): the call names the sub-stage
+        for word in _WORD.findall(code):
+            if word in tasks and len(word) > 6:
+                return tasks[word]
+    for rule in rules:
+        if rule.weak:
+            continue
+        if rule.function is not None and rule.function.search(function):
+            return rule.stage
+        if rule.code is not None and code and rule.code.search(code):
+            return rule.stage
+    return None
+
+
+def _file_frame_stage(
+    file: str, function: str, code: str | None, rules: Sequence[FrameRule], weak: bool
+) -> str | None:
+    for rule in rules:
+        if rule.weak != weak:
+            continue
+        if rule.file is not None and rule.file.search(file):
+            return rule.stage
+        if weak and rule.function is not None and rule.function.search(function):
+            return rule.stage
+        if weak and rule.code is not None and code and rule.code.search(code):
+            return rule.stage
+    return None

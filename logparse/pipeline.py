@@ -1,0 +1,421 @@
+"""One job's analysis: read -> route -> observe -> decide, and the report it gives.
+
+`analyse(paths, catalog)` is the one entry that `scan`, `fleet` (local and on Ray), `--follow` and the
+catalog check's block examples use: the inputs are read into records (logparse.read), each record is
+routed by its prefilter keywords (logparse.observe.routes) to the observers that need it
+(logparse.observe), and once the inputs end the observations are decided into a verdict and a Report
+(logparse.decide), redacted (logparse.redact) unless asked not to be.
+
+A (re)start printed where an input already showed progress or errors begins a new attempt: the
+attempt so far is decided on its own and set aside, and the report is the last attempt's.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from logparse.decide.verdict import Observations, attempt_verdict, build_report, infer
+from logparse.model import Evidence, InputInfo, Report
+from logparse.observe.bare_lines import BareLines
+from logparse.observe.collectives import CollectiveAnalyzer
+from logparse.observe.environment import EnvironmentTracker
+from logparse.observe.hits import CatalogHits, Hit
+from logparse.observe.messages import OpenMessages
+from logparse.observe.metrics import MetricsTracker
+from logparse.observe.progress import StageTracker
+from logparse.observe.progress_facts import MAX_SAMPLE_TEXT_LINES, ProgressFacts
+from logparse.observe.routes import Route, Routes
+from logparse.observe.tracebacks import LineRole, TracebackAssembler
+from logparse.read.blocks import Block
+from logparse.read.lookback import LOOKBACK_LINES, stream_lines_before
+from logparse.read.normalize import Origin, Record
+from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter
+from logparse.read.records import MAX_MERGE_FILES, RecordReader
+from logparse.read.sources import Line, expand_inputs
+from logparse.read.steps import STEP_RE
+from logparse.redact import RedactConfig, redact_report
+from patterns import Catalog
+
+# verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
+# over many lines, then `[ground_truth] ...` / `[score] ...`. Model output is never evidence.
+SAMPLE_TEXT_START = ("[prompt]", "[response]")
+SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
+# the roles of lines that no entry is tried on: a traceback's frames and source lines, and its header
+# (`catalog check` refuses a match example that reads as one: it would never fire in a scan)
+UNMATCHED_ROLES = (LineRole.FRAME, LineRole.START)
+TRACED_ROLES = (LineRole.EXCEPTION, LineRole.MESSAGE)
+READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
+NO_ROUTE = Route(None, None, None, None, True)  # a record not prefiltered: every observer looks
+
+
+def _reader_bytes_from_env() -> int | None:
+    raw = os.environ.get("VERL_LOGSCAN_READER_MB")
+    if raw is None or not raw.strip():
+        return READER_PROCESS_BYTES
+    if raw.strip().lower() in ("off", "no", "none", "0"):
+        return None
+    try:
+        return max(1, int(float(raw) * (1 << 20)))
+    except ValueError:
+        return READER_PROCESS_BYTES
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """Knobs of one analysis (frozen: its state lives apart, in Analysis)."""
+
+    max_groups: int = 2000
+    merge_files: int = MAX_MERGE_FILES
+    # prefilter engine: hyperscan (default when installed) or re; VERL_LOGSCAN_ENGINE overrides
+    engine: str | None = field(default_factory=lambda: os.environ.get("VERL_LOGSCAN_ENGINE") or None)
+    # a file at least this large is read (gunzipped, prefiltered) by a reader process while the scan
+    # works on the blocks before (logparse.read.blocks); None: never. VERL_LOGSCAN_READER_MB overrides.
+    reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
+    # keep the values of every metric key (for --metrics-csv), not only those a report charts or checks
+    all_metrics: bool = False
+    # apply the progress lines of an input read alone without making records of them
+    # (logparse.read.progress_lines); False: every line worth a look is a record (the reference that the
+    # tests compare reports with)
+    progress_lines: bool = True
+
+
+@dataclass(frozen=True)
+class ScanStatus:
+    """How far a running analysis got (the terminal's status line)."""
+
+    bytes_read: int
+    stage: str | None
+    step: int | None
+    findings: int
+
+
+class Analysis:
+    """One job's analysis: feed its inputs (or lines), then ask for the `report()`."""
+
+    def __init__(self, catalog: Catalog, config: ScanConfig | None = None):
+        self.catalog = catalog
+        self.config = config = config or ScanConfig()
+        self.seq = 0  # records (and lines applied without one) so far
+        self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
+        self._active_sources: set[str] = set()  # inputs that showed progress or a finding
+        self.hits = CatalogHits(catalog, config.max_groups)
+        self.stages = StageTracker()
+        self.metrics = MetricsTracker(all_keys=config.all_metrics)
+        self.env = EnvironmentTracker()
+        self.collectives = CollectiveAnalyzer()
+        self.bare = BareLines()
+        self.messages = OpenMessages()
+        keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
+        keywords |= set(self.bare.keywords)
+        for entry in catalog.entries:
+            keywords.update(entry.keywords)
+        prefilter = Prefilter(keywords, config.engine)
+        self.routes = Routes(
+            prefilter.keywords,
+            self.hits.matcher,
+            self.stages.keywords,
+            self.env.scan_keywords,
+            self.bare.keywords,
+            STRUCTURAL_KEYWORDS,
+        )
+        self._routes = self.routes.cache  # (looked up inline: every record asks)
+        self.reader = RecordReader(
+            prefilter,
+            self.stages.syntax,
+            self.env.ignores,
+            sink=self,
+            merge_files=config.merge_files,
+            reader_process_bytes=config.reader_process_bytes,
+            all_metrics=config.all_metrics,
+            progress_lines=config.progress_lines,
+        )
+        self.assembler = self._new_assembler()
+        self.facts = ProgressFacts(self, self.stages, self.metrics, self.env)
+        self.attempts: list = []  # earlier attempts, each decided on its own (AttemptVerdict)
+        self._attempt_count = 0
+        self._attempt_first: Evidence | None = None
+        self.on_progress: Callable[[Analysis], None] | None = None  # told as records and blocks are read
+
+    # -- live use ----------------------------------------------------------------------------------
+    def hear(
+        self,
+        open_stream: Callable[[str, BinaryIO], BinaryIO] | None = None,
+        on_fatal: Callable[[Hit], None] | None = None,
+        on_progress: Callable[[Analysis], None] | None = None,
+    ) -> None:
+        """Live use: wrap each opened input (follow, tee); hear of each fatal cause as its line is read;
+        hear of progress as records and blocks are read (a status line)."""
+        self.reader.open_stream = open_stream
+        self.hits.on_fatal = on_fatal
+        self.on_progress = on_progress
+        self.reader.on_progress = (lambda: on_progress(self)) if on_progress is not None else None
+
+    def status(self) -> ScanStatus:
+        p = self.stages.progress(None, failed=False)
+        read = sum(s.bytes for s in self.reader.inputs)
+        return ScanStatus(read, p.stage_reached, p.last_step, len(self.hits.collector.groups))
+
+    # -- reading -----------------------------------------------------------------------------------
+    def feed_inputs(self, paths: list[str]) -> None:
+        """Several inputs are one job (logparse.read.records); one that cannot be read is skipped with a
+        note (a single unreadable input is an error: InputError). The garbage collector pauses
+        meanwhile (_collector_paused)."""
+        with _collector_paused():
+            for rec in self.reader.job(paths):
+                self.feed_record(rec)
+
+    def feed_line(self, line: Line) -> None:
+        self.feed_record(self.reader.normalizer.normalize(line))
+
+    # -- what the reader asks (logparse.read.records.ProgressSink) ---------------------------------
+    def progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:
+        return self.routes.progress_words(ids)
+
+    def progress_ready(self, columns, tables) -> bytearray:
+        return self.facts.ready(columns, tables)
+
+    def progress_run(self, columns, k, runs, ready, tables, block, idx, source) -> int:
+        return self.facts.run(columns, k, runs, ready, tables, block, idx, source)
+
+    def progress_line(self, columns, k, tables, block, idx, source, number, default, region) -> bool:
+        return self.facts.line(columns, k, tables, block, idx, source, number, default, region)
+
+    def region_open(self, source: str, number: int) -> bool:
+        """Must the next line of `source` be read even without a keyword (a traceback, a message or a
+        config dump of it is open)?"""
+        self.assembler.expire(source, number)
+        if self.messages.open_in(source, number):
+            return True
+        return self.assembler.open_in(source) or self.env.dump_open_in(source)
+
+    # -- what the fast path asks (logparse.observe.progress_facts.ScanState) -------------------------
+    def stream_busy(self, stream: tuple) -> bool:
+        return self.assembler.current(stream) is not None or stream in self.messages
+
+    def stream_of(self, block: Block, idx: int, source: str, number: int, default: Origin | None) -> tuple:
+        return self.reader.stream_of(block, idx, source, number, default)
+
+    def activate(self, source: str) -> None:
+        self._active_sources.add(source)
+
+    # -- observing ---------------------------------------------------------------------------------
+    def feed_record(self, rec: Record) -> None:
+        self.seq += 1
+        rec.seq = self.seq
+        if (rec.message.startswith("[") or self.sample_text) and self._model_text(rec):
+            return
+        ids = rec.keywords
+        route = NO_ROUTE if ids is None else self._routes.get(ids) or self.routes.route(ids)
+        if route.stage_words is None or route.stage_words:
+            self.stages.feed(rec, route.stage_words)
+        if (
+            self.stages.attempts_started != self._attempt_count
+        ):  # (a count: building the list cost every line)
+            self._attempt_count = self.stages.attempts_started
+            if rec.line.source in self._active_sources:
+                # a (re)start printed where this input already showed progress or errors: a new attempt.
+                # (A launcher's banner in its own file, merged among the ranks' files, is not one.)
+                self._new_attempt(rec)
+        role = self.assembler.feed(rec)
+        if role != LineRole.FRAME:
+            self.metrics.feed(rec)
+            self.env.feed(rec, route.env_words)
+        if self.messages and rec.stream in self.messages:
+            self.messages.feed(rec, role)
+        if role in UNMATCHED_ROLES:
+            return
+        msg = rec.message
+        if "step:" in msg and self.stages.stepped_at(rec.seq):
+            self._active_sources.add(rec.line.source)
+        if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
+            self.collectives.feed(rec)
+        self._match(rec, route, role)
+
+    def _model_text(self, rec: Record) -> bool:
+        """Is `rec` decoded model text (a validation sample), which is never evidence?"""
+        msg = rec.message
+        stream = rec.stream
+        if msg.startswith("[") and msg.startswith(SAMPLE_TEXT_START + SAMPLE_TEXT_END):
+            if msg.startswith(SAMPLE_TEXT_START):
+                self.sample_text[stream] = 0
+            else:
+                self.sample_text.pop(stream, None)
+            return True
+        if self.sample_text and stream in self.sample_text:
+            n = self.sample_text[stream] + 1
+            if n < MAX_SAMPLE_TEXT_LINES and not STEP_RE.search(msg):
+                self.sample_text[stream] = n
+                return True
+            del self.sample_text[stream]
+        return False
+
+    def _match(self, rec: Record, route: Route, role: LineRole) -> None:
+        """The catalog's entries on `rec`; a line that none matches may be a bare failure line."""
+        traced = role in TRACED_ROLES
+        entries = route.entries
+        if not traced and entries:
+            # no traceback can be the line's: entries that need one cannot fire, and are not tried
+            # (a catch-all exception entry of a reward function's frames is on most error lines)
+            entries = route.untraced
+        matches = self.hits.match(rec, rec.keywords, entries, traced)
+        last = self.stages.last_step
+        step = last[1] if last else None
+        hits = []
+        if matches:
+            tb = self.assembler.current(rec.stream) if traced else None
+            hits = self.hits.record(rec, matches, tb, step, self._hit_context)
+            if hits:
+                self._active_sources.add(rec.line.source)
+                if tb is None:
+                    self.messages.open(rec.stream, hits[0])
+                return
+        if role == LineRole.NONE and (route.bare or rec.origin.level in self.bare.error_levels):
+            # (outside a traceback, entries that need one cannot fire)
+            line = self.bare.feed(rec, step, self._context, self._lines_before)
+            if line is not None:
+                self._active_sources.add(rec.line.source)
+                self.messages.open(rec.stream, line)
+
+    # -- context -------------------------------------------------------------------------------------
+    def _new_assembler(self) -> TracebackAssembler:
+        return TracebackAssembler(self._context, self._remembers_context)
+
+    def _context(self, rec: Record, lines: int = LOOKBACK_LINES) -> Sequence[Record]:
+        """Up to CONTEXT_LINES lines of `rec`'s stream just before it, read back from the raw block;
+        without one at hand, the last lines of its stream the traceback assembler kept."""
+        context = self.reader.context(rec, lines)
+        if context is None:
+            context = self.assembler.context_of(rec.stream)
+            return context[:-1] if context and context[-1] is rec else context
+        return context
+
+    def _hit_context(self, rec: Record) -> Sequence[Record]:
+        """The context of an error line outside a traceback (without the line itself, which the
+        assembler's own record of its stream ends with)."""
+        context = self.assembler.context_for(rec)
+        if isinstance(context, list) and context and context[-1] is rec:
+            context = context[:-1]
+        return context
+
+    def _lines_before(self, rec: Record, lines: int) -> list[Record] | None:
+        """The lines of `rec`'s stream just before it (at most `lines` back), nearest first, blank ones
+        too; None when its raw block is not at hand."""
+        raw = self.reader.raw_before(rec, lines)
+        if raw is None:
+            return None
+        default = self.reader.default_origin(rec.line.source)
+        return list(stream_lines_before(rec, raw, default, self.reader.lookback_normalizer))
+
+    def _remembers_context(self, rec: Record) -> bool:
+        """Must the traceback assembler remember `rec` as context of its stream? Not for a line of a
+        block being read (it is read back from the raw block, so a stream that printed and went quiet
+        costs nothing); yes for the others (an error.json's, lines fed one by one)."""
+        return not self.reader.reading(rec.line.source)
+
+    # -- deciding ------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Close open tracebacks and decide the hits that waited for them."""
+        self.assembler.close_all()
+        self.hits.decide_deferred()
+
+    def observations(self) -> Observations:
+        return Observations(
+            self.hits.collector,
+            tuple(self.assembler.kept()),
+            tuple(self.bare.kept()),
+            self.stages,
+            self.collectives.report(),
+            self.env.fingerprint(),
+        )
+
+    def _new_attempt(self, rec: Record) -> None:
+        """A (re)start marker after progress: the attempt so far is decided on its own and set aside;
+        the verdict is the last attempt's."""
+        first = Evidence(rec.line.source, rec.line.number, rec.line.text)
+        if (
+            self.hits.collector.groups
+            or self.assembler.total
+            or self.assembler.kept()
+            or self.stages.last_step
+            or self.bare
+        ):
+            self.finish()
+            verdict = infer(self.observations(), self.catalog)
+            self.attempts.append(
+                attempt_verdict(len(self.attempts) + 1, self._attempt_first or first, verdict)
+            )
+            self.hits.new_attempt()
+            self.assembler = self._new_assembler()
+            self.bare.new_attempt()
+            self.collectives = CollectiveAnalyzer()
+            self.messages.clear()
+            self.stages.forget_last_step()
+        self._attempt_first = first
+
+    def report(
+        self,
+        redact: RedactConfig | None = None,
+        leading: Sequence[str] = (),
+        trailing: Sequence[str] = (),
+        complete: bool = True,
+    ) -> Report:
+        """The report of what was fed: the last attempt's verdict, redacted with `redact` (None: not
+        redacted). `leading` / `trailing`: notes said before / after the scan (a folder that looks like
+        several jobs; follow and tee notes, an interruption); `complete`: False when interrupted."""
+        self.finish()
+        obs = self.observations()
+        nccl = obs.collective
+        verdict = infer(obs, self.catalog, nccl.sentences if nccl else ())
+        scan_notes = [*self.hits.notes(), *self.reader.unwoven_notes(), *self.hits.disabled_notes()]
+        scan_notes += self.stages.notes + self.metrics.notes
+        report = build_report(
+            verdict,
+            obs,
+            self.metrics.snapshot(verdict.root is not None),
+            tuple(InputInfo(s.path, s.lines, s.bytes) for s in self.reader.inputs),
+            self.attempts,
+            input_notes=self.reader.input_notes(),
+            scan_notes=scan_notes,
+            leading=leading,
+            trailing=trailing,
+            complete=complete,
+        )
+        return redact_report(report, redact) if redact is not None else report
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a scan feeds, and what exists before it (the
+    catalog, compiled patterns, modules) frozen out of its view; as it was after. A scan's records,
+    marks and findings form no reference cycles (a scan of any size leaves about a thousand
+    unreachable objects, the scanner's own), so nothing waits for a collection meanwhile, and
+    collections that walked the scan's growing state took 15-25% of the scanner's time on dense logs."""
+    enabled = gc.isenabled()
+    frozen = gc.get_freeze_count()  # (objects a caller froze stay frozen)
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        if not frozen:
+            gc.unfreeze()
+
+
+def analyse(
+    paths: list[str],
+    catalog: Catalog,
+    config: ScanConfig | None = None,
+    redact: RedactConfig | None = None,
+) -> Report:
+    """The report of one job: its files and folders (or stdin, `-`) read as one job. `redact`: how to
+    mask secrets in it (None: not at all)."""
+    analysis = Analysis(catalog, config)
+    analysis.feed_inputs(expand_inputs(paths or ["-"]))
+    return analysis.report(redact)
