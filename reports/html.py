@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from logparse.model import Evidence, FindingView, MetricSeries, Report
+from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks
 from logparse.observe.metrics import downsample, ema
+from reports.common import Gap, env_rows, jinja_env, number, redaction_line, step_text, where
 from reports.escape import CODE_SPAN
 from reports.layout import (
     FoldedFrames,
@@ -25,7 +26,6 @@ from reports.layout import (
     fold_frames,
     library_roots,
 )
-from reports.render import Gap, _env, compact_ranks, env_rows, number, redaction_line, step_text, where
 
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
 CELL_CHARS = 500  # a log line quoted in a table cell
@@ -517,7 +517,7 @@ def view(report: Report) -> HtmlView:
 
 
 def render_html(report: Report) -> str:
-    env = _env(True)
+    env = jinja_env(True)
     env.filters.setdefault("inline_code", inline_code)
     env.tests.setdefault("folded", lambda value: isinstance(value, FoldedFrames))
     return env.get_template("report.html.j2").render(r=report, v=view(report), number=number)

@@ -129,9 +129,9 @@ def test_the_fix_line_quotes_job_values_as_code_that_cannot_be_closed(hostile_lo
 
 
 def test_html_autoescapes_every_template() -> None:
-    from reports.render import _env
+    from reports.common import jinja_env
 
-    env = _env(True)
+    env = jinja_env(True)
     assert env.autoescape is True
     assert env.from_string("{{ x }}").render(x='<img src="x">') == "&lt;img src=&#34;x&#34;&gt;"
 
