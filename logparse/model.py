@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass, field
 
 SCHEMA_VERSION = 1
@@ -140,6 +142,53 @@ class MetricSeries:
     key: str
     steps: tuple[int, ...]
     values: tuple[float | None, ...]  # None where a step has no value for this key; nan/inf kept as floats
+
+
+def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[tuple[int, float | None]]:
+    """At most `max_points` of `points` (step, value; in step order) that keep the series' shape: the
+    first and the last point, and in each of (max_points - 2) // 3 buckets of consecutive steps its
+    lowest and its highest finite value (so no spike and no dip is ever dropped, unlike every k-th
+    point) and its first non-finite value (a NaN or Inf is news). Missing values (None) are dropped
+    once the series is reduced. Order is kept; a series short enough is returned as it is.
+
+    A function on series data, here so that both sides use the one rule: the scan keeps at most
+    logparse.scan.MAX_CHART_POINTS points of a MetricSeries, a chart draws at most its plot's width."""
+    n = len(points)
+    if n <= max_points:
+        return list(points)
+    buckets = max(1, (max_points - 2) // 3)
+    keep = {0, n - 1}
+    inner = n - 2
+    values = list(map(operator.itemgetter(1), points))
+    isfinite = math.isfinite
+    for b in range(buckets):
+        lo = 1 + b * inner // buckets
+        hi = 1 + (b + 1) * inner // buckets
+        if hi > lo:
+            bucket = values[lo:hi]
+            try:
+                plain = all(map(isfinite, bucket))
+            except TypeError:  # a None
+                plain = False
+            if plain:  # (min and max give the first lowest and highest, as the loop below)
+                keep.add(lo + bucket.index(min(bucket)))
+                keep.add(lo + bucket.index(max(bucket)))
+                continue
+        low = high = odd = None
+        for i in range(lo, hi):
+            v = points[i][1]
+            if v is None:
+                continue
+            if not math.isfinite(v):
+                if odd is None:
+                    odd = i
+                continue
+            if low is None or v < points[low][1]:
+                low = i
+            if high is None or v > points[high][1]:
+                high = i
+        keep.update(i for i in (low, high, odd) if i is not None)
+    return [points[i] for i in sorted(keep)]
 
 
 @dataclass(frozen=True)

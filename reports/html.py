@@ -14,8 +14,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks
-from logparse.observe.metrics import downsample, ema
+from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks, downsample
 from reports.common import Gap, env_rows, jinja_env, number, redaction_line, step_text, where
 from reports.escape import CODE_SPAN
 from reports.layout import (
@@ -362,6 +361,23 @@ def smoothing_weight(n: int) -> float | None:
         return None
     window = max(2.0, n / 50)
     return round(1 - 1 / window, 4)
+
+
+def ema(values: list[float | None], weight: float) -> list[float | None]:
+    """The debiased exponential moving average W&B and TensorBoard draw as a smoothed line:
+    s_t = weight * s_(t-1) + (1 - weight) * x_t, divided by (1 - weight^t) so the start is not pulled
+    towards zero. Missing and non-finite values are skipped (their smoothed value is None)."""
+    out: list[float | None] = []
+    acc = 0.0
+    count = 0
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(None)
+            continue
+        count += 1
+        acc = weight * acc + (1 - weight) * v
+        out.append(acc / (1 - weight**count) if weight < 1 else v)
+    return out
 
 
 def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int]) -> Chart:

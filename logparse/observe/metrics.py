@@ -46,6 +46,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from logparse.model import downsample as downsample  # (re-exported: the analysis imports it from here)
 from logparse.read.normalize import Record
 from logparse.read.steps import STEP_KEYWORD, StepParser
 from patterns.progress import (
@@ -500,64 +501,3 @@ class MetricsTracker:
             elif v < lo:
                 lo = v
         return []
-
-
-def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[tuple[int, float | None]]:
-    """At most `max_points` of `points` (step, value; in step order) that keep the series' shape: the
-    first and the last point, and in each of (max_points - 2) // 3 buckets of consecutive steps its
-    lowest and its highest finite value (so no spike and no dip is ever dropped, unlike every k-th
-    point) and its first non-finite value (a NaN or Inf is news). Missing values (None) are dropped
-    once the series is reduced. Order is kept; a series short enough is returned as it is."""
-    n = len(points)
-    if n <= max_points:
-        return list(points)
-    buckets = max(1, (max_points - 2) // 3)
-    keep = {0, n - 1}
-    inner = n - 2
-    values = list(map(operator.itemgetter(1), points))
-    isfinite = math.isfinite
-    for b in range(buckets):
-        lo = 1 + b * inner // buckets
-        hi = 1 + (b + 1) * inner // buckets
-        if hi > lo:
-            bucket = values[lo:hi]
-            try:
-                plain = all(map(isfinite, bucket))
-            except TypeError:  # a None
-                plain = False
-            if plain:  # (min and max give the first lowest and highest, as the loop below)
-                keep.add(lo + bucket.index(min(bucket)))
-                keep.add(lo + bucket.index(max(bucket)))
-                continue
-        low = high = odd = None
-        for i in range(lo, hi):
-            v = points[i][1]
-            if v is None:
-                continue
-            if not math.isfinite(v):
-                if odd is None:
-                    odd = i
-                continue
-            if low is None or v < points[low][1]:
-                low = i
-            if high is None or v > points[high][1]:
-                high = i
-        keep.update(i for i in (low, high, odd) if i is not None)
-    return [points[i] for i in sorted(keep)]
-
-
-def ema(values: list[float | None], weight: float) -> list[float | None]:
-    """The debiased exponential moving average W&B and TensorBoard draw as a smoothed line:
-    s_t = weight * s_(t-1) + (1 - weight) * x_t, divided by (1 - weight^t) so the start is not pulled
-    towards zero. Missing and non-finite values are skipped (their smoothed value is None)."""
-    out: list[float | None] = []
-    acc = 0.0
-    count = 0
-    for v in values:
-        if v is None or not math.isfinite(v):
-            out.append(None)
-            continue
-        count += 1
-        acc = weight * acc + (1 - weight) * v
-        out.append(acc / (1 - weight**count) if weight < 1 else v)
-    return out
