@@ -39,6 +39,12 @@ class Fix:
     job_values: str | None = None  # the job's own settings that the fix steps concern, quoted
 
 
+# Whose code a traceback frame is (the values of logparse.observe.tracebacks.FrameKind, which decides it)
+FRAME_USER = "user"  # the job's own code, or verl
+FRAME_LIBRARY = "library"  # an installed package or the standard library
+FRAME_LAUNCHER = "launcher"  # a console script or interpreter entry point that started the program
+
+
 @dataclass(frozen=True)
 class TracebackView:
     exception_type: str
@@ -49,6 +55,9 @@ class TracebackView:
     chain: tuple[str, ...]  # earlier exceptions of a chain, "Type: message"
     frames_cut: int = 0  # frames left out between the first `frames_cut_after` frames and the rest
     frames_cut_after: int = 0
+    # whose code each frame is (FRAME_USER, FRAME_LIBRARY, FRAME_LAUNCHER), parallel to `frames`; empty
+    # when not known, and then every frame is shown as user code. Not part of the JSON report.
+    frame_kinds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 with a few lines before it (the rest of the evidence folds), traceback frames with the library and
 launcher runs folded (as Sentry shows in-app frames), and repeated path prefixes shortened.
 
-Decisions about the log (whose code a frame is) come from logparse; this module only arranges them.
+Decisions about the log (whose code a frame is: TracebackView.frame_kinds) come from logparse; this
+module only arranges them.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from dataclasses import dataclass
 
 import regex
 
-from logparse.model import Evidence, RootCause, TracebackView
-from logparse.observe.tracebacks import FrameKind, frame_kind
+from logparse.model import FRAME_LAUNCHER, FRAME_USER, Evidence, RootCause, TracebackView
 
 CONTEXT_BEFORE = 3  # lines shown before the error line; the full evidence folds
 MIN_FOLD = 2  # a single library frame between user frames stays in place (a fold of one hides nothing)
@@ -32,7 +32,7 @@ class FrameLine:
     short: str  # the same file, its library root cut off (`torch/distributed/run.py`)
     line: int
     function: str
-    kind: str  # user | library | launcher (logparse.observe.tracebacks.FrameKind)
+    kind: str  # user | library | launcher (logparse.model.FRAME_USER, ...)
     innermost: bool
 
 
@@ -75,7 +75,7 @@ def library_roots(frames: Sequence[tuple[str, int, str]]) -> tuple[str, ...]:
 
 
 def _package(line: FrameLine) -> str:
-    if line.kind == FrameKind.LAUNCHER.value:
+    if line.kind == FRAME_LAUNCHER:
         return "launcher"
     split = library_root(line.file)
     if split is None:
@@ -86,14 +86,16 @@ def _package(line: FrameLine) -> str:
     return rest.split("/", 1)[0].removesuffix(".py")
 
 
-def frame_line(frame: tuple[str, int, str], innermost: tuple[str, int, str] | None) -> FrameLine:
+def frame_line(
+    frame: tuple[str, int, str], innermost: tuple[str, int, str] | None, kind: str = FRAME_USER
+) -> FrameLine:
     f, n, fn = frame
     return FrameLine(
         f,
         short_path(f),
         n,
         fn,
-        frame_kind(f).value,
+        kind,
         innermost is not None and (f, n) == (innermost[0], innermost[1]),
     )
 
@@ -104,8 +106,16 @@ def fold_frames(tb: TracebackView, frames: Sequence[object] | None = None) -> li
     frames folded into a FoldedFrames. A traceback with no user frame at all is shown whole: there is
     nothing else to look at."""
     items = list(tb.frames if frames is None else frames)
-    lines = [frame_line(f, tb.innermost_user_frame) if isinstance(f, tuple) else f for f in items]
-    if not any(isinstance(f, FrameLine) and f.kind == FrameKind.USER.value for f in lines):
+    # kinds by frame (equal frames are one file, of one kind), so that a trimmed copy's frames find theirs;
+    # a view without kinds, or with kinds that are not its frames', shows every frame as user code
+    kinds = {}
+    if len(tb.frame_kinds) == len(tb.frames):
+        kinds = dict(zip(tb.frames, tb.frame_kinds, strict=True))
+    lines = [
+        frame_line(f, tb.innermost_user_frame, kinds.get(f, FRAME_USER)) if isinstance(f, tuple) else f
+        for f in items
+    ]
+    if not any(isinstance(f, FrameLine) and f.kind == FRAME_USER for f in lines):
         return lines
     out: list = []
     run: list[FrameLine] = []
@@ -118,7 +128,7 @@ def fold_frames(tb: TracebackView, frames: Sequence[object] | None = None) -> li
         run.clear()
 
     for f in lines:
-        if isinstance(f, FrameLine) and f.kind != FrameKind.USER.value:
+        if isinstance(f, FrameLine) and f.kind != FRAME_USER:
             run.append(f)
         else:
             flush()

@@ -10,7 +10,7 @@ import json
 import pytest
 from markdown_it import MarkdownIt
 
-from logparse.model import Evidence, TracebackView
+from logparse.model import FRAME_LAUNCHER, FRAME_LIBRARY, FRAME_USER, Evidence, TracebackView
 from logparse.observe.tracebacks import FrameKind, frame_kind
 from reports.layout import FrameLine, error_window, evidence_locations, fold_frames, short_path
 from tests.conftest import SAMPLES, run_cli
@@ -45,7 +45,9 @@ def test_short_path_cuts_the_library_root() -> None:
 
 
 def _tb(frames: list[tuple[str, int, str]], innermost: tuple[str, int, str] | None) -> TracebackView:
-    return TracebackView("RuntimeError", "x", tuple(frames), innermost, None, ())
+    """A view as the verdict builds it: each frame's kind decided by logparse.observe.tracebacks."""
+    kinds = tuple(frame_kind(f[0]).value for f in frames)
+    return TracebackView("RuntimeError", "x", tuple(frames), innermost, None, (), frame_kinds=kinds)
 
 
 def test_fold_frames_folds_runs_of_library_frames_only() -> None:
@@ -72,6 +74,20 @@ def test_fold_frames_folds_runs_of_library_frames_only() -> None:
     assert folded[4].packages == ("torch", "ray") and len(folded[4].frames) == 3
     assert isinstance(folded[3], FrameLine) and folded[3].innermost and folded[3].kind == "user"
     assert folded[2].short == "torch/nn/module.py" and folded[2].file == f"{SITE}/torch/nn/module.py"
+
+
+def test_the_model_names_the_frame_kinds_the_tracebacks_decide() -> None:
+    assert {FRAME_USER, FRAME_LIBRARY, FRAME_LAUNCHER} == {k.value for k in FrameKind}
+
+
+def test_a_view_without_frame_kinds_shows_every_frame_as_user_code() -> None:
+    frames = [("/w/train.py", 10, "main"), (f"{SITE}/torch/a.py", 1, "f"), (f"{SITE}/torch/b.py", 2, "g")]
+    bare = TracebackView("RuntimeError", "x", tuple(frames), frames[0], None, ())
+    folded = fold_frames(bare)
+    assert all(isinstance(f, FrameLine) and f.kind == FRAME_USER for f in folded)
+    # kinds that are not the frames' own (a view whose frames were replaced) are not used either
+    stale = dataclasses.replace(_tb(frames, frames[0]), frames=(*frames, ("/w/more.py", 3, "h")))
+    assert all(isinstance(f, FrameLine) and f.kind == FRAME_USER for f in fold_frames(stale))
 
 
 def test_a_traceback_of_library_frames_only_is_shown_whole() -> None:
