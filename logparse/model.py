@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 
 SCHEMA_VERSION = 1
 
@@ -264,3 +267,74 @@ class Report:
     @property
     def empty(self) -> bool:
         return self.status == STATUS_EMPTY
+
+
+# -- many jobs (`verl-logscan fleet`): one row per job's report, and the counts the fleet reports show
+NO_STAGE = "(none)"  # the count key for failed jobs whose log does not show the stage
+
+
+class JobStatus(str, Enum):
+    HEALTHY = "healthy"
+    FAILED = "failed"
+    ERROR = "error"  # the job's logs could not be read
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job of the fleet: the verdict of its report, or why it could not be read."""
+
+    job: str  # the path as given
+    status: JobStatus
+    root_cause: str | None = None  # catalog entry id (or `unknown`)
+    category: str | None = None
+    stage: str | None = None  # where the failure happened (null when the log does not show it)
+    last_step: int | None = None
+    confidence: float | None = None
+    error_source: str | None = None  # where the root cause's error line is
+    error_line: int | None = None
+    # status `error`: what could not be read and why; an `unknown` failure: its error (the category
+    # says nothing there, so the row carries the exception itself)
+    message: str | None = None
+
+    @property
+    def error_at(self) -> str | None:
+        if self.error_source is None:
+            return None
+        return f"{self.error_source}:{self.error_line}" if self.error_line is not None else self.error_source
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    """Every job's row, in the order given, and the counts the renderers show."""
+
+    jobs: tuple[JobRow, ...]
+    pending: tuple[str, ...] = ()  # jobs not analysed: the run was interrupted before them
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for j in self.jobs if j.status is JobStatus.FAILED)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for j in self.jobs if j.status is JobStatus.ERROR)
+
+    def status_counts(self) -> tuple[tuple[str, int], ...]:
+        """Every status, including those no job has (a fixed shape to compare fleets by)."""
+        counts = Counter(j.status for j in self.jobs)
+        return tuple((s.value, counts.get(s, 0)) for s in JobStatus)
+
+    def category_counts(self) -> tuple[tuple[str, int], ...]:
+        """Failed jobs per root-cause category, most frequent first."""
+        return _ranked(j.category or "unknown" for j in self.jobs if j.status is JobStatus.FAILED)
+
+    def stage_counts(self) -> tuple[tuple[str, int], ...]:
+        """Failed jobs per stage of the failure, most frequent first."""
+        return _ranked(j.stage or NO_STAGE for j in self.jobs if j.status is JobStatus.FAILED)
+
+
+def _ranked(keys: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(Counter(keys).items(), key=lambda kv: (-kv[1], kv[0])))
