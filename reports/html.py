@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 
 from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks, downsample
 from reports.common import Gap, env_rows, jinja_env, number, redaction_line, step_text, where
-from reports.escape import CODE_SPAN
+from reports.escape import code_spans
 from reports.layout import (
     FoldedFrames,
     FrameLine,
@@ -44,7 +44,14 @@ ZERO_BASE_SHARE = 0.25  # a positive series whose minimum is under a quarter of 
 def inline_code(text: object) -> Markup:
     """Catalog text (remediation, the fix line quoting a job's settings) with its `code` spans (any
     backtick run, as in Markdown) as <code>; everything escaped first."""
-    return Markup(CODE_SPAN.sub(lambda m: f"<code>{m.group(2).strip()}</code>", str(escape(str(text)))))
+    text = str(escape(str(text)))
+    out: list[str] = []
+    last = 0
+    for start, end, code in code_spans(text):
+        out += [text[last:start], f"<code>{code.strip()}</code>"]
+        last = end
+    out.append(text[last:])
+    return Markup("".join(out))
 
 
 def safe_href(url: str) -> str | None:

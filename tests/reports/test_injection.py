@@ -16,9 +16,21 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from reports.escape import JOINER, csv_cell, md_code, md_html, md_inline, md_text, neutralise, terminal_text
+from reports.escape import (
+    JOINER,
+    code_spans,
+    csv_cell,
+    md_code,
+    md_html,
+    md_inline,
+    md_text,
+    neutralise,
+    terminal_text,
+)
 from tests.conftest import SAMPLES, run_cli
 
 PAYLOAD = (
@@ -157,6 +169,17 @@ def test_markdown_helpers_keep_any_text_inert(text: str) -> None:
     # code keeps the text as it is (whitespace collapsed)
     spans = [t for t in MD.parseInline(md_code(text))[0].children if t.type == "code_inline"]
     assert len(spans) == 1 and spans[0].content.strip() == " ".join(text.split()).strip()
+
+
+# the regex code_spans replaced (superlinear on runs of many lengths): the reference
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(st.lists(st.sampled_from(["`", "``", "```", "a", " ", "\n"]), max_size=16).map("".join))
+def test_code_spans_pair_backtick_runs_as_the_code_span_pattern_did(text: str) -> None:
+    want = [(m.start(), m.end(), m.group(2)) for m in CODE_SPAN.finditer(text)]
+    assert list(code_spans(text)) == want
 
 
 def test_html_in_the_markdown_summary_is_escaped() -> None:

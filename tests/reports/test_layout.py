@@ -8,11 +8,14 @@ import dataclasses
 import json
 
 import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from logparse.model import FRAME_LAUNCHER, FRAME_LIBRARY, FRAME_USER, Evidence, TracebackView
 from logparse.observe.tracebacks import FrameKind, frame_kind
-from reports.layout import FrameLine, error_window, evidence_locations, fold_frames, short_path
+from reports.layout import FrameLine, error_window, evidence_locations, fold_frames, library_root, short_path
 from tests.conftest import SAMPLES, run_cli
 from tests.reports.test_html import handmade_report
 
@@ -42,6 +45,28 @@ def test_short_path_cuts_the_library_root() -> None:
     assert short_path(f"{SITE}/torch/distributed/run.py") == "torch/distributed/run.py"
     assert short_path("/usr/lib/python3.10/threading.py") == "threading.py"
     assert short_path("/workspace/job/main_ppo.py") == "/workspace/job/main_ppo.py"
+
+
+# the regexes library_root replaced (quadratic under `regex` on a path of many folders): the reference
+PACKAGES_ROOT = regex.compile(r"^(?P<root>.*/(?:site|dist)-packages)/(?P<rest>.+)$")
+STDLIB_ROOT = regex.compile(r"^(?P<root>.*/lib/python3(?:\.\d+)?)/(?P<rest>.+)$")
+PATH_PARTS = ["/", "/site", "/dist", "-packages", "/lib/python3", ".", "1", "\u0663", "x", "\n"]
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(st.lists(st.sampled_from(PATH_PARTS), max_size=12).map("".join))
+def test_library_root_splits_a_path_as_the_path_patterns_did(path: str) -> None:
+    m = PACKAGES_ROOT.match(path) or STDLIB_ROOT.match(path)
+    assert library_root(path) == ((m.group("root"), m.group("rest")) if m else None)
+
+
+def test_library_root_splits_at_the_last_library_folder() -> None:
+    assert library_root("/a/lib/python3.10/site-packages/x/dist-packages/torch/a.py") == (
+        "/a/lib/python3.10/site-packages/x/dist-packages",
+        "torch/a.py",
+    )
+    assert library_root("/usr/lib/python3.10/site-packages/") == ("/usr/lib/python3.10", "site-packages/")
+    assert library_root("/usr/lib/python3.x/a.py") is None and library_root("/w/train.py") is None
 
 
 def _tb(frames: list[tuple[str, int, str]], innermost: tuple[str, int, str] | None) -> TracebackView:
