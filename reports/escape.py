@@ -8,8 +8,9 @@ Log text therefore gets, outside code:
 
 * the Markdown specials backslash-escaped (`\\ ` * _ [ ] < > | # ~ &`): no emphasis, link, image,
   HTML tag, autolink, table cell break, heading or entity;
-* a WORD JOINER (U+2060, invisible) after `@` and `#` when a name or number follows, inside `://`
-  and after `www`: no mention, issue reference or autolink. Copying the text copies the joiner too;
+* a WORD JOINER (U+2060, invisible) after `@` and `#` when a name or number follows, inside `GH-` when a
+  number follows, inside `://` and after `www`: no mention, issue reference or autolink. Copying the
+  text copies the joiner too;
 * all whitespace (newlines included) collapsed to single spaces: one string never starts a block.
 
 Code (spans and fences) is inert on GitHub; a span or fence is delimited by a backtick run longer
@@ -32,10 +33,12 @@ JOINER = "\u2060"  # WORD JOINER: zero width, no line break; breaks GitHub's men
 # (LazyRe: compiled when Markdown is first rendered)
 _MD_SPECIAL = LazyRe(r"([\\`*_\[\]<>|#~&])")
 _BACKTICKS = LazyRe(r"`+")
-# `@name` (a mention, or an e-mail autolink), `#123` / `GH-123` (issue references), `scheme://` and
+# `@name` (a mention, or an e-mail autolink), `#123` and `owner/repo#123` / `GH-123` (issue references:
+# the joiner goes after `#`, and between `GH` and `-` in either case), `scheme://` and
 # `www.` (autolinks), `mailto:` / `xmpp:` (GitHub autolinks these schemes without `//`)
 _LIVE_TEXT = LazyRe(
-    r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:))"
+    r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)"
+    r"|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:)|(?<=\bgh)(?=-\d))"
 )
 
 

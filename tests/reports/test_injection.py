@@ -35,7 +35,8 @@ from tests.conftest import SAMPLES, run_cli
 
 PAYLOAD = (
     "` </details><img src=x onerror=alert(1)> ![i](https://evil.example/i.png) [l](https://evil.example/l) "
-    "<https://evil.example/a> https://evil.example/b www.evil.example @evilmention #4242 `` ``` "
+    "<https://evil.example/a> https://evil.example/b www.evil.example @evilmention #4242 GH-4242 "
+    "evil/repo#7 `` ``` "
     "</summary> |x| &#64;evilentity mailto:evil@evil.example"
 )
 WORD = "</details><img/src/onerror>@evilmention#4242<www.evil.example>"  # no space, for names and paths
@@ -59,7 +60,9 @@ PLANTS = [
 MD = MarkdownIt("commonmark", {"linkify": True}).enable(["table", "linkify"])  # GitHub autolinks bare URLs
 OUR_HTML = re.compile(r"</?(?:details|summary)>")
 # what GitHub turns into a mention, an issue reference or a link in a text node
-LIVE_TEXT = re.compile(r"(?<![\w`])@[A-Za-z0-9]|(?<![\w&])#\d|\b[a-z]+://|\bwww\.|mailto:", re.IGNORECASE)
+LIVE_TEXT = re.compile(
+    r"(?<![\w`])@[A-Za-z0-9]|(?<![\w&])#\d|\bGH-\d|\b[a-z]+://|\bwww\.|mailto:", re.IGNORECASE
+)
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +141,21 @@ def test_the_fix_line_quotes_job_values_as_code_that_cannot_be_closed(hostile_lo
     codes = [t.content for t in tokens if t.type == "code_inline"]
     assert any(" ".join(PAYLOAD.split()) in c for c in codes)  # the whole value, inside one span
     assert not [t for t in tokens if t.type in ("image", "link_open", "html_inline")]
+
+
+def test_issue_references_in_the_root_cause_line_are_not_live(tmp_path: Path) -> None:
+    """GitHub links `GH-1234`, `#1234` and `owner/repo#1` to issues: in the Markdown they stay text."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 3, in main\n'
+        "RuntimeError: fixed upstream in GH-4242 and gh-77, see #1234 and volcengine/verl#1\n"
+    )
+    text = run_cli(["scan", str(log), "--format", "md", "--no-redact"]).stdout
+    line = next(x for x in text.splitlines() if x.startswith("**Root cause:**"))
+    assert f"GH{JOINER}-4242" in line and f"gh{JOINER}-77" in line
+    assert f"\\#{JOINER}1234" in line and f"volcengine/verl\\#{JOINER}1" in line
+    assert _live_constructs(text)["text"] == []
 
 
 def test_html_autoescapes_every_template() -> None:
