@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 
 from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks, downsample
 from reports.common import Gap, env_rows, jinja_env, number, redaction_line, step_text, where
-from reports.escape import code_spans
+from reports.escape import code_spans, without_controls
 from reports.layout import (
     FoldedFrames,
     FrameLine,
@@ -540,6 +540,9 @@ def view(report: Report) -> HtmlView:
 
 
 def render_html(report: Report) -> str:
+    """The HTML report; log text without escape sequences and controls (reports.escape.without_controls),
+    the rest of it escaped by the template."""
+    report = without_controls(report)
     env = jinja_env(True)
     env.filters.setdefault("inline_code", inline_code)
     env.tests.setdefault("folded", lambda value: isinstance(value, FoldedFrames))

@@ -20,7 +20,7 @@ from reports.common import (
     step_text,
     where,
 )
-from reports.escape import terminal_text
+from reports.escape import terminal_text, without_controls
 from reports.jsonreport import render_json
 
 FORMATS = ("text", "md", "html", "json")
@@ -205,7 +205,9 @@ def _shrunk(
 def render_markdown(report: Report, budget: int = MD_BUDGET) -> str:
     """The Markdown report, trimmed to `budget` characters in order of least value: findings rows first,
     then input rows (a folder of many rank logs), symptom rows, the middle of the evidence, the middle of
-    the traceback, then the smaller lists; the report says what each cut left out."""
+    the traceback, then the smaller lists; the report says what each cut left out. Log text comes
+    without escape sequences and controls (reports.escape.without_controls)."""
+    report = without_controls(report)
     full = _md_view(report)
     text = _render_md(report, full)
     if len(text) <= budget:

@@ -274,3 +274,73 @@ def test_alert_line_carries_no_escape_sequence() -> None:
     alert = next(line for line in result.stderr.splitlines() if "ALERT" in line)
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202e]", alert), repr(alert)
     assert "CUDA out of memory." in alert and "red" in alert
+
+
+# -- escape sequences and controls in the report files ---------------------------------------------------
+# what a terminal would act on, planted in an exception line: each is gone from every format
+CONTROLS = {
+    "DCS": "\x1bPq#0;2;0;0;0#0~~@@vv@@~~\x1b\\",  # a device control string (here: sixel graphics)
+    "private CSI >": "\x1b[>0c",
+    "private CSI =": "\x1b[=5h",
+    "8-bit CSI": "\x9b",
+    "bidi overrides": "\u202a\u202b\u202c\u202d\u202e",
+    "bidi isolates": "\u2066\u2067\u2068\u2069",
+    "backspaces": "\x08\x08\x08",
+}
+LEFTOVER = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|q#0;2")
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "json", "text"])
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_escape_sequences_and_controls_from_the_log_are_gone_from_every_format(
+    name: str, fmt: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "job.log"
+    seq = CONTROLS[name]
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        f'  File "/w/{seq}train.py", line 3, in main{seq}\n'
+        f"RuntimeError: before{seq} after\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["scan", str(log), "--format", fmt, "--no-redact"])
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    if fmt == "json":
+        report = json.loads(out)  # still valid JSON, every string valid text
+        rc = report["root_cause"]
+        assert rc["error_line"]["text"] == "RuntimeError: before after"
+        assert [e["text"] for e in rc["evidence"]][-1] == "RuntimeError: before after"
+        assert rc["traceback"]["frames"][0] == {"file": "/w/train.py", "line": 3, "function": "main"}
+        leftovers = [s for s in _strings(report) if LEFTOVER.search(s)]
+    else:
+        assert "before after" in out
+        leftovers = LEFTOVER.findall(out)
+    assert not leftovers, leftovers
+
+
+def test_the_reports_keep_a_carriage_return_as_text(tmp_path: Path) -> None:
+    """A `\\r` in a log line is shown, not acted on: `\\r` in JSON, a space in the Markdown's error line."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        'Traceback (most recent call last):\n  File "/w/train.py", line 3, in main\nRuntimeError: a\rb\n'
+    )
+    report = json.loads(run_cli(["scan", str(log), "--format", "json"]).stdout)
+    assert report["root_cause"]["evidence"][-1]["text"] == "RuntimeError: a\rb"
+    assert "> 3: RuntimeError: a b\n" in run_cli(["scan", str(log), "--format", "md"]).stdout
+
+
+def test_terminal_text_drops_device_control_strings_whole() -> None:
+    """A DCS (and SOS, PM, APC) string is the terminal's data, not text: it goes up to its terminator."""
+    hostile = "a\x1bPq#0;2;0;0;0\x1b\\b \x1b_apc\x1b\\c \x1bXsos\x07d \x1b^pm\x1b\\e"
+    assert terminal_text(hostile) == "ab c d e"
