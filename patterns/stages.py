@@ -19,7 +19,9 @@ from typing import Any
 import regex
 
 from patterns.cache import cached, source_of
-from patterns.loader import (
+from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern
+from patterns.taxonomy import STAGES
+from patterns.validation import (
     ID_RE,
     MAX_PATTERN_LENGTH,
     CatalogError,
@@ -27,8 +29,6 @@ from patterns.loader import (
     _suggest,
     regex_risk,
 )
-from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern
-from patterns.taxonomy import STAGES
 
 STAGES_FILE = "stages.yaml"
 STAGES_LABEL = "patterns/stages.yaml"
@@ -379,7 +379,7 @@ def builtin_stage_markers() -> StageMarkers:
             text.encode(),
             *source_of(
                 "patterns.stages",
-                "patterns.loader",
+                "patterns.validation",
                 "patterns.yamlfile",
                 "patterns.schema",
                 "patterns.taxonomy",

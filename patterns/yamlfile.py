@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from patterns.loader import MAX_ALIAS_EXPANSION, _short
+from patterns.validation import MAX_ALIAS_EXPANSION, _short
 
 
 class LineDict(dict):

@@ -16,6 +16,7 @@ from rapidfuzz import fuzz
 from logparse.observe.tracebacks import Traceback
 from logparse.read.normalize import Record
 from patterns import Entry, Role
+from patterns.fallback import fallback_rules
 
 MAX_GROUPS = 2000
 OVERFLOW_KEY = "<further distinct messages>"  # the masked-message key of an entry's overflow group
@@ -46,6 +47,12 @@ def mask(message: str) -> str:
     return out
 
 
+def _class_category(exc_type: str) -> str | None:
+    """The category an exception class says (fallback.yaml's type rules), asked only for an entry
+    whose category comes from one (`category_from: {types: true}`)."""
+    return fallback_rules().class_category(exc_type)
+
+
 @dataclass
 class Hit:
     entry: Entry
@@ -60,7 +67,7 @@ class Hit:
 
     @property
     def category(self) -> str:
-        return self.entry.category_for(self.groups)
+        return self.entry.category_for(self.groups, _class_category)
 
     @property
     def role(self) -> Role:
