@@ -19,7 +19,6 @@ import regex
 
 from patterns.cache import cached, source_of
 from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern, Remediation
-from patterns.taxonomy import CATEGORIES
 from patterns.validation import (
     ID_RE,
     CatalogError,
@@ -28,6 +27,7 @@ from patterns.validation import (
     _short,
     _suggest,
 )
+from patterns.vocabulary import CATEGORIES, vocabulary_key
 
 FALLBACK_FILE = "fallback.yaml"
 FALLBACK_LABEL = "patterns/fallback.yaml"
@@ -578,8 +578,8 @@ def fallback_rules() -> FallbackRules:
                 "patterns.validation",
                 "patterns.yamlfile",
                 "patterns.schema",
-                "patterns.taxonomy",
             ),
+            *vocabulary_key(),
         ],
         lambda: load_fallback_rules(text, lazy=True),
         classes,

@@ -7,7 +7,7 @@ import importlib.resources
 from dataclasses import dataclass
 
 from patterns.cache import cached, source_of
-from patterns.taxonomy import CATEGORIES
+from patterns.vocabulary import CATEGORIES, vocabulary_key
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def inference_rules() -> InferenceRules:
     text = importlib.resources.files("patterns").joinpath("inference.yaml").read_text(encoding="utf-8")
     return cached(
         "inference",
-        [text.encode(), *source_of("patterns.inference", "patterns.taxonomy")],
+        [text.encode(), *source_of("patterns.inference"), *vocabulary_key()],
         lambda: _parse(text),
         (InferenceRules,),
         lambda value: isinstance(value, InferenceRules),

@@ -26,7 +26,6 @@ from patterns.schema import (
     group_names,
     placeholders,
 )
-from patterns.taxonomy import CATEGORIES, STAGES
 from patterns.validation import (
     EXAMPLE_FIELDS,
     ID_RE,
@@ -42,6 +41,7 @@ from patterns.validation import (
     regex_risk,
     slow_probe,
 )
+from patterns.vocabulary import CATEGORIES, STAGES, vocabulary_key
 
 # (re-exported: the names the catalog's users and tests have always imported from here)
 __all__ = [
@@ -394,9 +394,8 @@ def _builtin_entries(problems: list[Problem]) -> list[Entry]:
     folder = _builtin_dir()
     files = _catalog_files(folder)
     parts = [str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() for f in files]
-    parts += source_of(
-        "patterns.loader", "patterns.yamlfile", "patterns.schema", "patterns.validation", "patterns.taxonomy"
-    )
+    parts += source_of("patterns.loader", "patterns.yamlfile", "patterns.schema", "patterns.validation")
+    parts += vocabulary_key()
 
     def build() -> tuple[list[Entry], list[Problem]]:
         found: list[Problem] = []

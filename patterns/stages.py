@@ -20,7 +20,6 @@ import regex
 
 from patterns.cache import cached, source_of
 from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern
-from patterns.taxonomy import STAGES
 from patterns.validation import (
     ID_RE,
     MAX_PATTERN_LENGTH,
@@ -29,6 +28,7 @@ from patterns.validation import (
     _suggest,
     regex_risk,
 )
+from patterns.vocabulary import STAGES, vocabulary_key
 
 STAGES_FILE = "stages.yaml"
 STAGES_LABEL = "patterns/stages.yaml"
@@ -382,8 +382,8 @@ def builtin_stage_markers() -> StageMarkers:
                 "patterns.validation",
                 "patterns.yamlfile",
                 "patterns.schema",
-                "patterns.taxonomy",
             ),
+            *vocabulary_key(),
         ],
         lambda: load_stage_markers(text, lazy=True),
         (StageMarkers, StageMarker, Example, Examples, LazyPattern),
