@@ -839,6 +839,7 @@ def catalog_check(path: str | None) -> None:
         check_examples,  # here: a scan needs none of it
         check_fallback_examples,
     )
+    from logparse.wording_check import check_builtin_wordings
     from patterns.fallback import fallback_rules
 
     catalog = _load((path,) if path else ())
@@ -860,6 +861,12 @@ def catalog_check(path: str | None) -> None:
             f"; fallback rules: {len(rules.phrases) + len(rules.types) + len(rules.frames)} rules, "
             f"{n_examples} examples"
         )
+        # ... and the wordings files (formats, environment, progress), through the code that reads them
+        files, wording_failures = check_builtin_wordings()
+        failures = [*failures, *wording_failures]
+        count += sum(n for _, _, n in files)
+        for label, n_wordings, n_examples in files:
+            summary += f"; {label.rsplit('/', 1)[-1]}: {n_wordings} wordings, {n_examples} examples"
     if failures:
         for f in failures:
             click.echo(str(f), err=True)
