@@ -168,12 +168,51 @@ def collective_facts(example: WordingExample) -> dict[str, Any]:
     return {name: getattr(st, name) if st is not None else None for name in names}
 
 
+def progress_facts(example: WordingExample) -> dict[str, Any]:
+    """A line: what ProgressSyntax.parse makes of its bare message (step, step time, bar) and the values
+    of its step line (parse_step_line); a key: the number parse_value reads in it."""
+    from logparse.read.steps import parse_step_line, parse_value
+
+    if example.source == "key":
+        return {"value": parse_value(example.text)}
+    message = _records(example.text, False)[0].message
+    line = _progress_syntax().parse(message)
+    bar = line.bar or (None, None, None)
+    parsed = parse_step_line(message)
+    return {
+        "step": line.step,
+        "seconds": line.seconds,
+        "bar_n": bar[0],
+        "bar_total": bar[1],
+        "bar_seconds": bar[2],
+        "values": tuple(parsed[1].items()) if parsed is not None else None,
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _progress_syntax():
+    from logparse.read.progress_syntax import ProgressSyntax
+
+    return ProgressSyntax()
+
+
+def metric_key_facts(example: WordingExample) -> dict[str, Any]:
+    from patterns.progress import CHART_KEYS, key_family, wanted_key
+
+    return {
+        "family": key_family(example.text),
+        "wanted": wanted_key(example.text),
+        "charted": example.text in CHART_KEYS,
+    }
+
+
 @dataclass(frozen=True)
 class SectionReader:
     """How a section's examples are read: by which code, given as which kinds of text."""
 
     facts: Callable[[WordingExample], dict[str, Any]]
     sources: tuple[str, ...]
+    hits: bool = True  # False: an example is judged by its `expect` alone (each must state one)
 
 
 READERS: dict[str, SectionReader] = {
@@ -184,6 +223,12 @@ READERS: dict[str, SectionReader] = {
     "frame_kinds": SectionReader(frame_facts, ("path",)),
     "layouts": SectionReader(layout_facts, ("path", "name")),
     "collectives": SectionReader(collective_facts, ("line",)),
+    "step_lines": SectionReader(progress_facts, ("line", "key")),
+    "progress_bars": SectionReader(progress_facts, ("line",)),
+    # (a key is judged by what key_family and wanted_key say of it: whether a word applies as the
+    # whole key, its start or its end is theirs to tell)
+    "metric_keys": SectionReader(metric_key_facts, ("key",), hits=False),
+    "thresholds": SectionReader(lambda example: {}, ()),  # numbers: no examples
 }
 
 
@@ -230,14 +275,14 @@ def _check_example(
     if ex.source not in reader.sources:
         yield failure(f"is a {ex.source}; a {item.section} example is a {' or a '.join(reader.sources)}")
         return
-    block = ex.source == "block"
+    by_expect = ex.source == "block" or not reader.hits
     hits = [h for h in (_hit(item, t) for t in _texts(ex)) if h]
-    if kind == "match" and not hits:
+    if by_expect and not ex.expect and (kind == "no_match" or not reader.hits):
+        yield failure(f"is judged by what the code makes of it: it needs `expect` ({ex.source})")
+    elif kind == "match" and not hits and reader.hits:
         yield failure(f"is not hit by the wording's {item.kind}")
-    elif kind == "no_match" and hits and not block:
+    elif kind == "no_match" and hits and not by_expect:
         yield failure(f"is hit by the wording's {item.kind} but must not be ({ex.why})")
-    elif kind == "no_match" and block and not ex.expect:
-        yield failure("is a block: it needs `expect` (what the code must make of it)")
     if ex.groups:
         found = next((h for h in hits if isinstance(h, regex.Match)), None)
         for name, stated in ex.groups:
@@ -291,8 +336,9 @@ def check_wordings(
 def builtin_wording_files() -> list[Callable[[], Wordings]]:
     """The loaders (with examples) of the built-in wordings files."""
     from patterns.formats import load_formats
+    from patterns.progress import load_progress
 
-    return [load_formats]
+    return [load_formats, load_progress]
 
 
 def check_builtin_wordings() -> tuple[list[tuple[str, int, int]], list[WordingFailure | Problem]]:

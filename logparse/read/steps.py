@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import re
 
-from patterns.progress import wanted_key
+from patterns.progress import progress_wordings, wanted_key
 
-STEP_KEYWORD = "step:"
+# The step line's syntax is patterns/progress.yaml's (`step_lines`), compiled here once.
+_P = progress_wordings()
+STEP_KEYWORD = _P.literal("step-keyword")
 # `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
-STEP_RE = re.compile(r"(?<![\w/])step:(\d+) - ")
-NUMPY_SCALAR_RE = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")
+STEP_RE = re.compile(_P.regex("step-line"))
+NUMPY_SCALAR_RE = re.compile(_P.regex("numpy-scalar"))
 
-NP_FLOAT64 = "np.float64("
+NP_FLOAT64 = _P.literal("numpy-float64")
 NUMBER_FIRST = frozenset("0123456789+-.niNI")  # what a number's text may start with (after stripping)
 
 
