@@ -206,6 +206,27 @@ def metric_key_facts(example: WordingExample) -> dict[str, Any]:
     }
 
 
+def environment_facts(example: WordingExample) -> dict[str, Any]:
+    """A fresh EnvironmentTracker fed the example's lines: its fingerprint (a fact it lacks is None)."""
+    from logparse.observe.environment import EnvironmentTracker
+
+    tracker = EnvironmentTracker()
+    for rec in _records(example.text, example.source == "block"):
+        tracker.feed(rec)
+    return {"_open": True, **tracker.fingerprint()}
+
+
+def keyword_facts(example: WordingExample) -> dict[str, Any]:
+    """Is the key one of the EnvironmentTracker's keywords, and one a skipping scanner looks for?"""
+    from logparse.observe.environment import EnvironmentTracker
+
+    tracker = EnvironmentTracker()
+    return {
+        "keyword": example.text in tracker.keywords,
+        "scan_keyword": example.text in tracker.scan_keywords,
+    }
+
+
 @dataclass(frozen=True)
 class SectionReader:
     """How a section's examples are read: by which code, given as which kinds of text."""
@@ -213,6 +234,7 @@ class SectionReader:
     facts: Callable[[WordingExample], dict[str, Any]]
     sources: tuple[str, ...]
     hits: bool = True  # False: an example is judged by its `expect` alone (each must state one)
+    texts: Callable[[WordingExample], list[str]] | None = None  # what the wording is tried on (_texts)
 
 
 READERS: dict[str, SectionReader] = {
@@ -229,6 +251,14 @@ READERS: dict[str, SectionReader] = {
     # whole key, its start or its end is theirs to tell)
     "metric_keys": SectionReader(metric_key_facts, ("key",), hits=False),
     "thresholds": SectionReader(lambda example: {}, ()),  # numbers: no examples
+    "versions": SectionReader(environment_facts, ("line", "block")),
+    "hardware": SectionReader(environment_facts, ("line", "block")),
+    "hosts": SectionReader(environment_facts, ("line", "block")),
+    "config": SectionReader(environment_facts, ("line", "block")),
+    "era": SectionReader(environment_facts, ("line", "block")),
+    "step_values": SectionReader(environment_facts, ("line",), texts=lambda ex: _step_values(ex)),
+    "styles": SectionReader(environment_facts, ("line", "block")),
+    "dispatch": SectionReader(keyword_facts, ("key",), hits=False),
 }
 
 
@@ -249,6 +279,14 @@ def _texts(example: WordingExample) -> list[str]:
     if example.source == "path":
         return [example.text, *PurePath(example.text).parts]
     return [example.text]
+
+
+def _step_values(example: WordingExample) -> list[str]:
+    """The values of the example's step line, as the EnvironmentTracker reads them."""
+    from logparse.read.steps import split_step_line
+
+    split = split_step_line(_records(example.text, False)[0].message)
+    return [raw.strip() for _, raw in split[1]] if split is not None else []
 
 
 def _hit(item: Wording, text: str) -> regex.Match | bool:
@@ -276,7 +314,7 @@ def _check_example(
         yield failure(f"is a {ex.source}; a {item.section} example is a {' or a '.join(reader.sources)}")
         return
     by_expect = ex.source == "block" or not reader.hits
-    hits = [h for h in (_hit(item, t) for t in _texts(ex)) if h]
+    hits = [h for h in (_hit(item, t) for t in (reader.texts or _texts)(ex)) if h]
     if by_expect and not ex.expect and (kind == "no_match" or not reader.hits):
         yield failure(f"is judged by what the code makes of it: it needs `expect` ({ex.source})")
     elif kind == "match" and not hits and reader.hits:
@@ -292,13 +330,13 @@ def _check_example(
     if ex.expect:
         facts = reader.facts(ex)
         for name, stated in ex.expect:
-            if name not in facts or name.startswith("_"):
+            if name.startswith("_") or (name not in facts and not facts.get("_open")):
                 known = ", ".join(k for k in facts if not k.startswith("_"))
                 yield failure(
                     f"states '{name}', which the {item.section} reader does not tell (it tells {known})"
                 )
                 continue
-            actual = facts[name]
+            actual = facts.get(name)
             if isinstance(actual, list):
                 actual = tuple(actual)
             if actual != stated or (type(actual) is bool) != (type(stated) is bool):
@@ -335,10 +373,11 @@ def check_wordings(
 
 def builtin_wording_files() -> list[Callable[[], Wordings]]:
     """The loaders (with examples) of the built-in wordings files."""
+    from patterns.environment import load_environment
     from patterns.formats import load_formats
     from patterns.progress import load_progress
 
-    return [load_formats, load_progress]
+    return [load_formats, load_environment, load_progress]
 
 
 def check_builtin_wordings() -> tuple[list[tuple[str, int, int]], list[WordingFailure | Problem]]:

@@ -18,7 +18,11 @@ def _line_of(text: str, needle: str) -> int:
 def test_every_example_of_every_wordings_file_passes() -> None:
     summary, failures = check_builtin_wordings()
     assert not failures, "\n".join(map(str, failures))
-    assert {label for label, _, _ in summary} >= {"patterns/formats.yaml", "patterns/progress.yaml"}
+    assert {label for label, _, _ in summary} == {
+        "patterns/formats.yaml",
+        "patterns/environment.yaml",
+        "patterns/progress.yaml",
+    }
     assert all(n > 0 for _, _, n in summary)
 
 
@@ -112,7 +116,7 @@ def test_catalog_check_counts_the_wordings_and_fails_on_a_broken_example(
 
 
 # sections whose items the code reads as a whole table, in file order, not one by one by id
-WHOLE_SECTIONS = {"frame_kinds"}
+WHOLE_SECTIONS = {"frame_kinds", "hosts", "era", "styles"}
 
 
 def test_every_wording_is_read_by_the_code() -> None:
@@ -122,3 +126,31 @@ def test_every_wording_is_read_by_the_code() -> None:
         for item in load().items:
             if item.section not in WHOLE_SECTIONS:
                 assert f'"{item.id}"' in sources, f"{item.id} is read by no module"
+
+
+def test_a_version_line_goes_through_the_environment_tracker() -> None:
+    from patterns.environment import load_environment, read_environment_text
+
+    text = read_environment_text()
+    broken = text.replace("expect: {nccl: 2.20.5, cuda: '12.4'}", "expect: {nccl: 2.20.6, cuda: '12.4'}")
+    assert broken != text
+    _, failures = check_wordings(load_environment(broken, "x/environment.yaml"))
+    line = _line_of(text, "(WorkerDict pid=490522) NCCL version 2.20.5+cuda12.4")
+    assert [str(f).splitlines()[0] for f in failures] == [
+        f"x/environment.yaml:{line}: wording 'nccl-version': match example gives nccl = '2.20.5' "
+        "where the example states '2.20.6'"
+    ]
+
+
+def test_a_step_value_format_is_tried_on_each_value_of_the_step_line() -> None:
+    from patterns.environment import load_environment, read_environment_text
+
+    broken = read_environment_text().replace(
+        "'step:1 - global_seqlen/min:85236 - actor/pg_loss:0.0181 - critic/vf_loss:7.4551'",
+        "'step:1 - global_seqlen/min:85236 - actor/pg_loss:0.018 - critic/vf_loss:7.4551'",
+    )
+    _, failures = check_wordings(load_environment(broken, "x.yaml"))
+    assert any(
+        f.wording == "era-three-decimals" and "no_match example is hit by the wording's regex" in str(f)
+        for f in failures
+    )

@@ -108,3 +108,22 @@ def test_an_unknown_section_is_named_with_a_suggestion() -> None:
         CatalogError, match=r"f\.yaml:1: unknown top-level field 'prefixs'\n    help: did you mean 'prefixes'"
     ):
         load_wordings(GOOD.replace("prefixes:", "prefixs:"), "f.yaml", {"prefixes": SECTIONS["prefixes"]})
+
+
+def test_the_environment_file_refuses_a_common_keyword_no_wording_has() -> None:
+    from patterns.environment import load_environment, read_environment_text
+
+    text = read_environment_text()
+    broken = text.replace(
+        "literals: ['==', 'version', '-packages/'", "literals: ['==', 'versions', '-packages/'"
+    )
+    assert broken != text
+    with pytest.raises(CatalogError, match="common keyword 'versions' is the keyword of no wording"):
+        load_environment(broken, "x.yaml")
+
+
+def test_every_wordings_file_ships_as_package_data() -> None:
+    from importlib.resources import files
+
+    for name in ("formats.yaml", "environment.yaml", "progress.yaml", "taxonomy.yaml"):
+        assert files("patterns").joinpath(name).is_file(), name
