@@ -127,3 +127,25 @@ def test_every_wordings_file_ships_as_package_data() -> None:
 
     for name in ("formats.yaml", "environment.yaml", "progress.yaml", "taxonomy.yaml"):
         assert files("patterns").joinpath(name).is_file(), name
+
+
+def test_the_start_up_cache_gives_what_parsing_gives(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from patterns.environment import environment_wordings, load_environment
+    from patterns.progress import load_progress, progress_wordings
+
+    monkeypatch.setenv("VERL_LOGSCAN_CACHE_DIR", str(tmp_path))
+    pairs = (
+        (formats, load_formats),
+        (environment_wordings, load_environment),
+        (progress_wordings, load_progress),
+    )
+    try:
+        for light, full in pairs:
+            light.cache_clear()
+            built = light()  # parsed, checked and written
+            light.cache_clear()
+            assert light() == built == full().without_examples()  # read back
+        assert {p.name.split("-")[0] for p in tmp_path.iterdir()} >= {"formats", "environment", "progress"}
+    finally:
+        for light, _ in pairs:
+            light.cache_clear()
