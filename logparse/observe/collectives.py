@@ -26,8 +26,9 @@ MAX_RANKS = 4096
 # The watchdog's wordings are patterns/formats.yaml's (`collectives`); (LazyRe: compiled when a log
 # first shows a collective timeout)
 _F = formats()
-# (two literals, tested one by one: a job's every line with a rank prefix comes here)
-_WORK_WORD, _STATUS_WORD = _F.literals("collective-lines")
+COLLECTIVE_WORDS = _F.literals("collective-lines")  # a line with none of them says nothing of a collective
+# (the two tested one by one: a job's every line with a rank prefix comes here)
+_WORK_WORD, _STATUS_WORD = COLLECTIVE_WORDS
 TIMEOUT_WORDS = _F.literals("timeout-reports")
 WORK_RE = LazyRe(_F.regex("work-nccl"), engine="regex")
 STATUS_OLD_RE = LazyRe(_F.regex("status-torch-2-4"), engine="regex")
