@@ -5,9 +5,6 @@ three packages imports, directly or through others, itself.
 
 The imports are read from the source (ast), all of them: at the top, inside functions (the lazy ones
 that keep start-up short) and under `TYPE_CHECKING`, since each is a dependency all the same.
-
-A contract that does not hold yet, because the work that makes it hold is under way on another
-branch, is an `xfail(strict=True)` case: the day it holds, the case fails until its mark is removed.
 """
 
 from __future__ import annotations
@@ -26,24 +23,6 @@ MAX_CYCLES = 200  # cycles listed at most (a tangle of modules has many; the fir
 
 # Cycles known not to be gone yet, each as its modules in import order (an import of the last one
 # brings in the first again), with the reason.
-KNOWN_CYCLES = {
-    ("patterns.fallback", "patterns.loader", "patterns.schema"): (
-        "patterns/: loader imports schema, whose class-to-category lookup imports fallback, which "
-        "imports loader; the patterns restructuring on another branch removes it"
-    ),
-    ("patterns.fallback", "patterns.schema"): (
-        "patterns/: the same circle's shorter loop (fallback builds on schema, whose class-to-category "
-        "lookup imports fallback); the patterns restructuring on another branch removes it"
-    ),
-    ("patterns.loader", "patterns.yamlfile"): (
-        "patterns/: yamlfile imports loader's constants, loader imports yamlfile to read a file; "
-        "patterns/ is being restructured on another branch"
-    ),
-    ("patterns.fallback", "patterns.yamlfile", "patterns.loader", "patterns.schema"): (
-        "patterns/: the two circles above joined (fallback reads its YAML with yamlfile); "
-        "patterns/ is being restructured on another branch"
-    ),
-}
 
 
 @cache
@@ -160,17 +139,6 @@ def test_the_observers_import_no_decision(module: str) -> None:
     assert not wrong, f"{module} imports {wrong}: an observation decides no verdict"
 
 
-def test_the_imports_form_no_cycle_but_the_known_ones() -> None:
-    new = [c for c in cycles(graph()) if c not in KNOWN_CYCLES]
-    assert not new, "import cycles:\n" + "\n".join(_show(c) for c in new)
-
-
-@pytest.mark.parametrize(
-    "cycle",
-    [
-        pytest.param(cycle, marks=pytest.mark.xfail(strict=True, reason=reason), id=_show(cycle))
-        for cycle, reason in KNOWN_CYCLES.items()
-    ],
-)
-def test_a_known_import_cycle_is_gone(cycle: tuple[str, ...]) -> None:
-    assert cycle not in cycles(graph()), _show(cycle)
+def test_the_imports_form_no_cycle() -> None:
+    found = cycles(graph())
+    assert not found, "import cycles:\n" + "\n".join(_show(c) for c in found)
