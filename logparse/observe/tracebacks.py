@@ -417,42 +417,11 @@ class TracebackAssembler:
         msg = rec.message
         stripped = msg.strip()
         if stripped == TB_START or (stripped.endswith(TB_START) and INLINE_TB_START in stripped):
-            chained = st.pending_chain
-            if st.tb is not None:
-                chained = chained or None
-                self._close(st)
-            self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=chained))
-            st.pending_chain = None
-            st.tb.add(rec)
-            st.phase = "frames"
-            return LineRole.START
-        if st.tb is None and RAY_TASK_MARKER in msg and not msg[:1].isspace():
-            m = RAY_HEADER_RE.search(msg)
-            if m:
-                tb = Traceback(rec.stream, rec, self.context_for(rec))
-                self._open_tb(st, tb)
-                tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
-                tb.add(rec)
-                st.phase = "frames"
-                parsed = parse_exception_line(stripped)
-                if parsed is not None:
-                    tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
-                    return LineRole.EXCEPTION
-                return LineRole.MESSAGE
-        if st.tb is None and FRAME_MARKER in msg and FRAME_RE.match(msg):
-            # a traceback whose header was cut off (an excerpt, a rotated file): start it here
-            self._open_tb(
-                st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain)
-            )
-            st.pending_chain = None
-            st.phase = "frames"
+            return self._start(st, rec)
         if st.tb is None:
-            if stripped in CHAIN_MARKERS:
-                st.pending_chain = st.last_closed
-                return LineRole.FRAME
-            if stripped:
-                self._remember(st, rec)
-            return LineRole.NONE
+            role = self._outside(st, rec, stripped)
+            if role is not None:
+                return role
         tb = st.tb
         if stripped in CHAIN_MARKERS:
             st.pending_chain = tb
@@ -466,38 +435,92 @@ class TracebackAssembler:
             st.phase = "code"
             return LineRole.FRAME
         if st.phase in ("frames", "code"):
-            if msg[:1].isspace() or not stripped:
-                # the source line under a frame, caret markers, or faulthandler detail
-                if st.phase == "code" and tb.frames and tb.frames[-1].code is None and stripped:
-                    tb.frames[-1].code = stripped
-                    st.phase = "frames"
+            return self._in_frames(st, rec, stripped)
+        return self._in_message(st, rec, stripped)
+
+    def _start(self, st: _StreamState, rec: Record) -> LineRole:
+        """`Traceback (most recent call last):` (also after a header such as SGLang's): a new one."""
+        chained = st.pending_chain
+        if st.tb is not None:
+            chained = chained or None
+            self._close(st)
+        self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=chained))
+        st.pending_chain = None
+        st.tb.add(rec)
+        st.phase = "frames"
+        return LineRole.START
+
+    def _outside(self, st: _StreamState, rec: Record, stripped: str) -> LineRole | None:
+        """A line of a stream with no open traceback: a Ray task error header opens one, as does a frame
+        (a traceback whose header was cut off); a chain marker waits for the next; None when the line
+        is then the open traceback's (a frame) to read."""
+        msg = rec.message
+        if RAY_TASK_MARKER in msg and not msg[:1].isspace():
+            m = RAY_HEADER_RE.search(msg)
+            if m:
+                tb = Traceback(rec.stream, rec, self.context_for(rec))
+                self._open_tb(st, tb)
+                tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
                 tb.add(rec)
-                return LineRole.FRAME
-            parsed = parse_exception_line(stripped)
-            if parsed is None:
-                if st.phase == "code" and tb.frames and tb.frames[-1].code is None:
-                    # the source line under a frame, its indentation lost in a paste
-                    tb.frames[-1].code = stripped
-                    tb.add(rec)
-                    st.phase = "frames"
-                    return LineRole.FRAME
-                # an unrelated line of the same stream printed inside the traceback (interleaving)
-                self._remember(st, rec)
-                return LineRole.NONE
-            etype, emsg = parsed
-            tb.exceptions.append(RaisedException(etype, emsg, rec))
-            if RAY_TASK_ERROR in etype:
-                # nested task errors (TaskRunner.run -> WorkerDict.update_actor): the innermost names the
-                # worker
-                m = RAY_TASK_RE.search(emsg)
-                if m:
-                    tb.task = m.group("task")
-                    tb.task_pid = int(m.group("pid")) if m.group("pid") else None
-                    tb.task_node = m.group("ip")
+                st.phase = "frames"
+                parsed = parse_exception_line(stripped)
+                if parsed is not None:
+                    tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
+                    return LineRole.EXCEPTION
+                return LineRole.MESSAGE
+        if FRAME_MARKER in msg and FRAME_RE.match(msg):
+            # a traceback whose header was cut off (an excerpt, a rotated file): start it here
+            self._open_tb(
+                st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain)
+            )
+            st.pending_chain = None
+            st.phase = "frames"
+            return None
+        if stripped in CHAIN_MARKERS:
+            st.pending_chain = st.last_closed
+            return LineRole.FRAME
+        if stripped:
+            self._remember(st, rec)
+        return LineRole.NONE
+
+    def _in_frames(self, st: _StreamState, rec: Record, stripped: str) -> LineRole:
+        """A line among the frames: a frame's source line, a caret line, or the exception that ends them."""
+        tb = st.tb
+        if rec.message[:1].isspace() or not stripped:
+            # the source line under a frame, caret markers, or faulthandler detail
+            if st.phase == "code" and tb.frames and tb.frames[-1].code is None and stripped:
+                tb.frames[-1].code = stripped
+                st.phase = "frames"
             tb.add(rec)
-            st.phase = "message"
-            return LineRole.EXCEPTION
-        # phase == "message": continuation lines of a multi-line exception message
+            return LineRole.FRAME
+        parsed = parse_exception_line(stripped)
+        if parsed is None:
+            if st.phase == "code" and tb.frames and tb.frames[-1].code is None:
+                # the source line under a frame, its indentation lost in a paste
+                tb.frames[-1].code = stripped
+                tb.add(rec)
+                st.phase = "frames"
+                return LineRole.FRAME
+            # an unrelated line of the same stream printed inside the traceback (interleaving)
+            self._remember(st, rec)
+            return LineRole.NONE
+        etype, emsg = parsed
+        tb.exceptions.append(RaisedException(etype, emsg, rec))
+        if RAY_TASK_ERROR in etype:
+            # nested task errors (TaskRunner.run -> WorkerDict.update_actor): the innermost names the worker
+            m = RAY_TASK_RE.search(emsg)
+            if m:
+                tb.task = m.group("task")
+                tb.task_pid = int(m.group("pid")) if m.group("pid") else None
+                tb.task_node = m.group("ip")
+        tb.add(rec)
+        st.phase = "message"
+        return LineRole.EXCEPTION
+
+    def _in_message(self, st: _StreamState, rec: Record, stripped: str) -> LineRole:
+        """A continuation line of a multi-line exception message, or what ends it."""
+        tb = st.tb
+        msg = rec.message
         exc = tb.exceptions[-1]
         if (
             RAY_TASK_MARKER in msg
