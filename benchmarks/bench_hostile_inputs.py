@@ -12,6 +12,10 @@ process), and prints the seconds and peak RSS of each:
 * 100,000 tracebacks of 8 ranks (600,000 lines);
 * one unbroken "During handling of the above exception" chain of 5,000, 20,000 and 80,000 links (its
   memory once grew with its length: 168 MB at 20,000, 554 MB at 80,000);
+* four traceback frames whose paths have 100,000 folders each (1.6 MB), and a line of 400,000 `^`
+  markers before the error line, each rendered as Markdown and as HTML (the frame paths once took
+  97 s: a library-root regex was quadratic under `regex`; tests/reports/test_rendering_cost.py checks
+  the ratio to the same log with short text);
 * a user catalog whose regexes the loader accepts but which take the full match timeout on every
   line (the per-entry budget disables the entry after about 2 s);
 * /dev/zero, and a gzip bomb of 4 GB of zeros (both stop after 256 MB of NUL bytes with a note);
@@ -125,6 +129,18 @@ def build(work: Path) -> list[tuple]:
         cases.append(
             (f"a chain of {links:,} links", ["scan", "--format", "json", str(work / f"chain-{links}.log")])
         )
+    shapes = {
+        "four frame paths of 100,000 folders": ("/abc" * 100_000, "^^^^"),
+        "400,000 markers before the error line": ("/abc", "^" * 400_000 + "x"),
+    }
+    for i, (name, (folders, marks)) in enumerate(shapes.items()):
+        lines = ["start", "Traceback (most recent call last):"]
+        for n in range(4):
+            lines += [f'  File "{folders}/f{n}.py", line {n + 1}, in fn{n}', f"    call{n}()"]
+        log = work / f"long-text-{i}.log"
+        log.write_text("\n".join([*lines, f"    {marks}", "RuntimeError: boom"]) + "\n")
+        for fmt in ("md", "html"):
+            cases.append((f"{name}, {fmt}", ["scan", "--format", fmt, str(log)]))
 
     (work / "slow.yaml").write_text(ENTRY.format(pattern="(?:[a-z]|[a-y])*!$", example="abc!"))
     with open(work / "slow.log", "w") as fh:

@@ -1,3 +1,20 @@
-from logparse.startup import main
+"""`python -m logparse` and the `verl-logscan` console script: the CLI imported with SIGINT and SIGTERM
+held (logparse.startup), so that an interrupt during the imports ends as one during the run does."""
 
-main()
+from logparse.startup import hold_signals
+
+
+def main() -> None:
+    hold_signals()
+    from logparse.cli import main as cli_main
+
+    try:
+        cli_main()
+    finally:
+        # the run has ended (its report written, its exit code chosen): a signal now would only turn
+        # the interpreter's clean-up into an "Exception ignored" traceback
+        hold_signals()
+
+
+if __name__ == "__main__":
+    main()

@@ -142,6 +142,14 @@ def check_catalog(catalog: Catalog, only: set[str] | None, builtin: bool) -> tup
         count += n_examples
         n_rules = len(rules.phrases) + len(rules.types) + len(rules.frames)
         summary += f"; fallback rules: {n_rules} rules, {n_examples} examples"
+        # ... and the wordings files (formats, environment, progress), through the code that reads them
+        from logparse.wording_check import check_builtin_wordings
+
+        files, wording_failures = check_builtin_wordings()
+        failures = [*failures, *wording_failures]
+        count += sum(n for _, _, n in files)
+        for label, n_wordings, n_wording_examples in files:
+            summary += f"; {label.rsplit('/', 1)[-1]}: {n_wordings} wordings, {n_wording_examples} examples"
     return count, failures, summary
 
 

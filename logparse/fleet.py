@@ -30,31 +30,23 @@ import signal
 import socket
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterator, Sequence
 from enum import Enum
 from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
 from logparse.handshake import grpc_refusal
-from logparse.model import Report
+from logparse.model import FleetSummary, JobRow, JobStatus, Report
 from logparse.pipeline import analyse
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig
 from patterns import Catalog, load_catalog
 
 UNKNOWN_ROOT_CAUSE = "unknown"  # the root-cause id of an exception that no catalog entry recognises
-NO_STAGE = "(none)"  # the count key for failed jobs whose log does not show the stage
 DEFAULT_JOB_TIMEOUT_S = 600.0  # a job still running after this is stuck (a FIFO without writer, a hung mount)
 RAY_PROBE_S = 5.0  # a TCP connection to the Ray address must open within this
 POLL_S = 1.0  # the longest the parent waits before looking at the clock (and at signals) again
-
-
-class JobStatus(str, Enum):
-    HEALTHY = "healthy"
-    FAILED = "failed"
-    ERROR = "error"  # the job's logs could not be read
 
 
 class Engine(str, Enum):
@@ -64,67 +56,6 @@ class Engine(str, Enum):
 
 class EngineError(Exception):
     """The engine could not run the jobs: Ray is not installed or not reachable, a worker process died."""
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """One job of the fleet: the verdict of its report, or why it could not be read."""
-
-    job: str  # the path as given
-    status: JobStatus
-    root_cause: str | None = None  # catalog entry id (or `unknown`)
-    category: str | None = None
-    stage: str | None = None  # where the failure happened (null when the log does not show it)
-    last_step: int | None = None
-    confidence: float | None = None
-    error_source: str | None = None  # where the root cause's error line is
-    error_line: int | None = None
-    # status `error`: what could not be read and why; an `unknown` failure: its error (the category
-    # says nothing there, so the row carries the exception itself)
-    message: str | None = None
-
-    @property
-    def error_at(self) -> str | None:
-        if self.error_source is None:
-            return None
-        return f"{self.error_source}:{self.error_line}" if self.error_line is not None else self.error_source
-
-
-@dataclass(frozen=True)
-class FleetSummary:
-    """Every job's row, in the order given, and the counts the renderers show."""
-
-    jobs: tuple[JobRow, ...]
-    pending: tuple[str, ...] = ()  # jobs not analysed: the run was interrupted before them
-
-    @property
-    def complete(self) -> bool:
-        return not self.pending
-
-    @property
-    def failed(self) -> int:
-        return sum(1 for j in self.jobs if j.status is JobStatus.FAILED)
-
-    @property
-    def errors(self) -> int:
-        return sum(1 for j in self.jobs if j.status is JobStatus.ERROR)
-
-    def status_counts(self) -> tuple[tuple[str, int], ...]:
-        """Every status, including those no job has (a fixed shape to compare fleets by)."""
-        counts = Counter(j.status for j in self.jobs)
-        return tuple((s.value, counts.get(s, 0)) for s in JobStatus)
-
-    def category_counts(self) -> tuple[tuple[str, int], ...]:
-        """Failed jobs per root-cause category, most frequent first."""
-        return _ranked(j.category or "unknown" for j in self.jobs if j.status is JobStatus.FAILED)
-
-    def stage_counts(self) -> tuple[tuple[str, int], ...]:
-        """Failed jobs per stage of the failure, most frequent first."""
-        return _ranked(j.stage or NO_STAGE for j in self.jobs if j.status is JobStatus.FAILED)
-
-
-def _ranked(keys: Iterable[str]) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(Counter(keys).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def job_row(job: str, report: Report) -> JobRow:

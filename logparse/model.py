@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 
 SCHEMA_VERSION = 1
 
@@ -39,6 +42,12 @@ class Fix:
     job_values: str | None = None  # the job's own settings that the fix steps concern, quoted
 
 
+# Whose code a traceback frame is (the values of logparse.observe.tracebacks.FrameKind, which decides it)
+FRAME_USER = "user"  # the job's own code, or verl
+FRAME_LIBRARY = "library"  # an installed package or the standard library
+FRAME_LAUNCHER = "launcher"  # a console script or interpreter entry point that started the program
+
+
 @dataclass(frozen=True)
 class TracebackView:
     exception_type: str
@@ -49,6 +58,9 @@ class TracebackView:
     chain: tuple[str, ...]  # earlier exceptions of a chain, "Type: message"
     frames_cut: int = 0  # frames left out between the first `frames_cut_after` frames and the rest
     frames_cut_after: int = 0
+    # whose code each frame is (FRAME_USER, FRAME_LIBRARY, FRAME_LAUNCHER), parallel to `frames`; empty
+    # when not known, and then every frame is shown as user code. Not part of the JSON report.
+    frame_kinds: tuple[str, ...] = ()
     chain_cut: int = 0  # earlier exceptions of the chain left out after the first `chain_cut_after`
     chain_cut_after: int = 0
 
@@ -147,6 +159,53 @@ class MetricSeries:
     values: tuple[float | None, ...]  # None where a step has no value for this key; nan/inf kept as floats
 
 
+def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[tuple[int, float | None]]:
+    """At most `max_points` of `points` (step, value; in step order) that keep the series' shape: the
+    first and the last point, and in each of (max_points - 2) // 3 buckets of consecutive steps its
+    lowest and its highest finite value (so no spike and no dip is ever dropped, unlike every k-th
+    point) and its first non-finite value (a NaN or Inf is news). Missing values (None) are dropped
+    once the series is reduced. Order is kept; a series short enough is returned as it is.
+
+    A function on series data, here so that both sides use the one rule: the scan keeps at most
+    logparse.scan.MAX_CHART_POINTS points of a MetricSeries, a chart draws at most its plot's width."""
+    n = len(points)
+    if n <= max_points:
+        return list(points)
+    buckets = max(1, (max_points - 2) // 3)
+    keep = {0, n - 1}
+    inner = n - 2
+    values = list(map(operator.itemgetter(1), points))
+    isfinite = math.isfinite
+    for b in range(buckets):
+        lo = 1 + b * inner // buckets
+        hi = 1 + (b + 1) * inner // buckets
+        if hi > lo:
+            bucket = values[lo:hi]
+            try:
+                plain = all(map(isfinite, bucket))
+            except TypeError:  # a None
+                plain = False
+            if plain:  # (min and max give the first lowest and highest, as the loop below)
+                keep.add(lo + bucket.index(min(bucket)))
+                keep.add(lo + bucket.index(max(bucket)))
+                continue
+        low = high = odd = None
+        for i in range(lo, hi):
+            v = points[i][1]
+            if v is None:
+                continue
+            if not math.isfinite(v):
+                if odd is None:
+                    odd = i
+                continue
+            if low is None or v < points[low][1]:
+                low = i
+            if high is None or v > points[high][1]:
+                high = i
+        keep.update(i for i in (low, high, odd) if i is not None)
+    return [points[i] for i in sorted(keep)]
+
+
 @dataclass(frozen=True)
 class Anomaly:
     kind: str  # nan-inf | grad-norm-spike | response-length-collapse | clip-ratio-blowup | reward-collapse
@@ -213,45 +272,72 @@ class Report:
         return self.status == STATUS_EMPTY
 
 
-def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[tuple[int, float | None]]:
-    """At most `max_points` of `points` (step, value; in step order) that keep the series' shape: the
-    first and the last point, and in each of (max_points - 2) // 3 buckets of consecutive steps its
-    lowest and its highest finite value (so no spike and no dip is ever dropped, unlike every k-th
-    point) and its first non-finite value (a NaN or Inf is news). Missing values (None) are dropped
-    once the series is reduced. Order is kept; a series short enough is returned as it is."""
-    n = len(points)
-    if n <= max_points:
-        return list(points)
-    buckets = max(1, (max_points - 2) // 3)
-    keep = {0, n - 1}
-    inner = n - 2
-    values = list(map(operator.itemgetter(1), points))
-    isfinite = math.isfinite
-    for b in range(buckets):
-        lo = 1 + b * inner // buckets
-        hi = 1 + (b + 1) * inner // buckets
-        if hi > lo:
-            bucket = values[lo:hi]
-            try:
-                plain = all(map(isfinite, bucket))
-            except TypeError:  # a None
-                plain = False
-            if plain:  # (min and max give the first lowest and highest, as the loop below)
-                keep.add(lo + bucket.index(min(bucket)))
-                keep.add(lo + bucket.index(max(bucket)))
-                continue
-        low = high = odd = None
-        for i in range(lo, hi):
-            v = points[i][1]
-            if v is None:
-                continue
-            if not math.isfinite(v):
-                if odd is None:
-                    odd = i
-                continue
-            if low is None or v < points[low][1]:
-                low = i
-            if high is None or v > points[high][1]:
-                high = i
-        keep.update(i for i in (low, high, odd) if i is not None)
-    return [points[i] for i in sorted(keep)]
+# -- many jobs (`verl-logscan fleet`): one row per job's report, and the counts the fleet reports show
+NO_STAGE = "(none)"  # the count key for failed jobs whose log does not show the stage
+
+
+class JobStatus(str, Enum):
+    HEALTHY = "healthy"
+    FAILED = "failed"
+    ERROR = "error"  # the job's logs could not be read
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job of the fleet: the verdict of its report, or why it could not be read."""
+
+    job: str  # the path as given
+    status: JobStatus
+    root_cause: str | None = None  # catalog entry id (or `unknown`)
+    category: str | None = None
+    stage: str | None = None  # where the failure happened (null when the log does not show it)
+    last_step: int | None = None
+    confidence: float | None = None
+    error_source: str | None = None  # where the root cause's error line is
+    error_line: int | None = None
+    # status `error`: what could not be read and why; an `unknown` failure: its error (the category
+    # says nothing there, so the row carries the exception itself)
+    message: str | None = None
+
+    @property
+    def error_at(self) -> str | None:
+        if self.error_source is None:
+            return None
+        return f"{self.error_source}:{self.error_line}" if self.error_line is not None else self.error_source
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    """Every job's row, in the order given, and the counts the renderers show."""
+
+    jobs: tuple[JobRow, ...]
+    pending: tuple[str, ...] = ()  # jobs not analysed: the run was interrupted before them
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for j in self.jobs if j.status is JobStatus.FAILED)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for j in self.jobs if j.status is JobStatus.ERROR)
+
+    def status_counts(self) -> tuple[tuple[str, int], ...]:
+        """Every status, including those no job has (a fixed shape to compare fleets by)."""
+        counts = Counter(j.status for j in self.jobs)
+        return tuple((s.value, counts.get(s, 0)) for s in JobStatus)
+
+    def category_counts(self) -> tuple[tuple[str, int], ...]:
+        """Failed jobs per root-cause category, most frequent first."""
+        return _ranked(j.category or "unknown" for j in self.jobs if j.status is JobStatus.FAILED)
+
+    def stage_counts(self) -> tuple[tuple[str, int], ...]:
+        """Failed jobs per stage of the failure, most frequent first."""
+        return _ranked(j.stage or NO_STAGE for j in self.jobs if j.status is JobStatus.FAILED)
+
+
+def _ranked(keys: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(Counter(keys).items(), key=lambda kv: (-kv[1], kv[0])))

@@ -1,4 +1,4 @@
-"""The first code of `verl-logscan` (its console script, `python -m logparse`): a start-up without tracebacks.
+"""Signals held while `verl-logscan` starts (its console script, `python -m logparse`: logparse.__main__).
 
 Importing the CLI (click, the report templates, the catalog's modules) takes a few hundred
 milliseconds. A Ctrl-C or SIGTERM in that time used to end the process with a KeyboardInterrupt
@@ -32,16 +32,3 @@ def release_signals() -> None:
     nothing was held, e.g. for a caller that invokes the CLI in-process)."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
-
-
-def main() -> None:
-    """The console script: the CLI imported with the signals held, then run."""
-    hold_signals()
-    from logparse.cli import main as cli_main
-
-    try:
-        cli_main()
-    finally:
-        # the run has ended (its report written, its exit code chosen): a signal now would only turn
-        # the interpreter's clean-up into an "Exception ignored" traceback
-        hold_signals()

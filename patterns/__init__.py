@@ -5,7 +5,7 @@ This package imports none of the others (`logparse` and `reports` build on it).
 
 from patterns.loader import CatalogError, Problem, load_builtin_catalog, load_catalog
 from patterns.schema import Catalog, Entry, Example, Remediation, Role, Severity
-from patterns.taxonomy import CATEGORIES, STAGES
+from patterns.vocabulary import CATEGORIES, STAGES
 
 __all__ = [
     "CATEGORIES",

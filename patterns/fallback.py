@@ -18,16 +18,16 @@ from typing import Any
 import regex
 
 from patterns.cache import cached, source_of
-from patterns.loader import (
+from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern, Remediation
+from patterns.validation import (
     ID_RE,
     CatalogError,
+    FieldBuilder,
     Problem,
-    _EntryBuilder,
     _short,
     _suggest,
 )
-from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern, Remediation
-from patterns.taxonomy import CATEGORIES
+from patterns.vocabulary import CATEGORIES, vocabulary_key
 
 FALLBACK_FILE = "fallback.yaml"
 FALLBACK_LABEL = "patterns/fallback.yaml"
@@ -218,6 +218,11 @@ class FallbackRules:
                     return rule.category
         return None
 
+    def class_category(self, exc_type: str) -> str | None:
+        """What a wrapper's exception class says (`RayTaskError(X)`'s X): the strong type rules
+        only (a catalog entry's `category_from` with `types: true`)."""
+        return self.type_category(exc_type, include_weak=False)
+
     def keywords(self) -> tuple[str, ...]:
         """Literals the prefilter must pass for bare failure lines to be seen: bare_lines' own and
         those of the `failure: true` phrases. (The other phrases only read lines a scan already
@@ -229,15 +234,11 @@ class FallbackRules:
         return tuple(seen)
 
 
-class _RuleBuilder(_EntryBuilder):
+class _RuleBuilder(FieldBuilder):
     """One rule of fallback.yaml, validated with the catalog loader's checks (regex risk, compile,
     examples with a `why` for each no_match)."""
 
-    def fail(self, key: str | None, reason: str, help: str = "", line: int | None = None) -> None:
-        ident = self.raw.get("id") if isinstance(self.raw.get("id"), str) else None
-        prefix = f"rule '{ident}': " if ident else "rule: "
-        self.problems.append(Problem(self.file, line or self.line_of(key), prefix + reason, help))
-        self.ok = False
+    noun = "rule"
 
     def fields(self, known: dict[str, bool]) -> None:
         for key in self.raw:
@@ -574,11 +575,11 @@ def fallback_rules() -> FallbackRules:
             text.encode(),
             *source_of(
                 "patterns.fallback",
-                "patterns.loader",
+                "patterns.validation",
                 "patterns.yamlfile",
                 "patterns.schema",
-                "patterns.taxonomy",
             ),
+            *vocabulary_key(),
         ],
         lambda: load_fallback_rules(text, lazy=True),
         classes,

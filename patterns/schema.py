@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -176,6 +177,9 @@ class Examples:
     todo_match: tuple[Example, ...] = ()
 
 
+TypeCategory = Callable[[str], "str | None"]  # an exception class name -> its category, or None
+
+
 @dataclass(frozen=True)
 class CategoryFrom:
     """Derive the category from a named group (e.g. a torchrun exit code, a RayTaskError class).
@@ -187,14 +191,15 @@ class CategoryFrom:
     default: str
     types: bool = False
 
-    def resolve(self, value: str | None) -> str:
+    def resolve(self, value: str | None, type_category: TypeCategory | None = None) -> str:
+        """The category `value` maps to; with `types`, `type_category(value)` (the exception-type
+        rules of fallback.yaml, which build on this module and so are handed in) where `map` does not
+        say, else the default."""
         for key, category in self.map:
             if value == key:
                 return category
-        if self.types and value:
-            from patterns.fallback import fallback_rules  # (fallback.py builds on this module)
-
-            category = fallback_rules().type_category(value, include_weak=False)
+        if self.types and value and type_category is not None:
+            category = type_category(value)
             if category is not None:
                 return category
         return self.default
@@ -239,10 +244,12 @@ class Entry:
                     continue
         return False
 
-    def category_for(self, groups: dict[str, str | None]) -> str:
+    def category_for(self, groups: dict[str, str | None], type_category: TypeCategory | None = None) -> str:
+        """The category of a hit with these groups; `type_category`: what an exception class says
+        (patterns.fallback.FallbackRules.class_category), for an entry whose `category_from` names one."""
         if self.category_from is None:
             return self.category
-        return self.category_from.resolve(groups.get(self.category_from.group))
+        return self.category_from.resolve(groups.get(self.category_from.group), type_category)
 
 
 _PLACEHOLDER = regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

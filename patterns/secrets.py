@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from patterns.cache import cached, source_of
-from patterns.loader import ID_RE, CatalogError, Problem, regex_risk
 from patterns.schema import LazyRe
+from patterns.validation import ID_RE, CatalogError, Problem, regex_risk
 
 SECRETS_FILE = "secrets.yaml"
 SECRETS_LABEL = "patterns/secrets.yaml"
@@ -275,7 +275,7 @@ def secret_kinds() -> tuple[SecretKind, ...]:
         "secrets",
         [
             text.encode(),
-            *source_of("patterns.secrets", "patterns.loader", "patterns.yamlfile", "patterns.schema"),
+            *source_of("patterns.secrets", "patterns.validation", "patterns.yamlfile", "patterns.schema"),
         ],
         lambda: tuple(_lazy(k) for k in parse_secret_kinds(text)),
         (SecretKind, SecretExample, LazyRe),

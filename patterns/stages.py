@@ -18,7 +18,8 @@ from typing import Any
 import regex
 
 from patterns.cache import cached, source_of
-from patterns.loader import (
+from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern
+from patterns.validation import (
     ID_RE,
     MAX_PATTERN_LENGTH,
     CatalogError,
@@ -26,8 +27,7 @@ from patterns.loader import (
     _suggest,
     regex_risk,
 )
-from patterns.schema import REGEX_TIMEOUT_S, Example, Examples, LazyPattern
-from patterns.taxonomy import STAGES
+from patterns.vocabulary import STAGES, vocabulary_key
 
 STAGES_FILE = "stages.yaml"
 STAGES_LABEL = "patterns/stages.yaml"
@@ -366,11 +366,11 @@ def builtin_stage_markers() -> StageMarkers:
             text.encode(),
             *source_of(
                 "patterns.stages",
-                "patterns.loader",
+                "patterns.validation",
                 "patterns.yamlfile",
                 "patterns.schema",
-                "patterns.taxonomy",
             ),
+            *vocabulary_key(),
         ],
         lambda: load_stage_markers(text, lazy=True),
         (StageMarkers, StageMarker, Example, Examples, LazyPattern),

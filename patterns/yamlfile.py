@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from patterns.loader import MAX_ALIAS_EXPANSION, _short
+from patterns.validation import MAX_ALIAS_EXPANSION, Problem, _short, _suggest
 
 
 class LineDict(dict):
@@ -174,3 +174,40 @@ def user_documents(text: str) -> Iterator[tuple[bool, Any]]:
             )
     finally:
         loader.dispose()
+
+
+def knowledge_mapping(text: str, label: str, problems: list[Problem], fields: tuple[str, ...]) -> LineDict:
+    """A built-in knowledge file (taxonomy, formats, environment, progress) as a line-keeping mapping
+    whose top-level keys are among `fields`; every problem (invalid YAML, not a mapping, an unknown
+    key) is added to `problems`, and an empty mapping comes back for a file that did not parse."""
+    empty = LineDict()
+    empty.key_lines = {}
+    try:
+        data = yaml.load(text, Loader=LineLoader)  # a SafeLoader subclass: no tags, no code
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problems.append(
+            Problem(
+                label,
+                mark.line + 1 if mark else 0,
+                f"invalid YAML: {getattr(exc, 'problem', None) or exc}",
+                "regexes belong in single-quoted scalars: 'like \\d+ this'",
+            )
+        )
+        return empty
+    if data is None:
+        return empty
+    if not isinstance(data, LineDict):
+        problems.append(Problem(label, 1, f"{label} holds a mapping: {', '.join(fields)}"))
+        return empty
+    for key in data:
+        if key not in fields:
+            problems.append(
+                Problem(
+                    label,
+                    data.key_lines.get(key, 0),
+                    f"unknown top-level field '{key}'",
+                    _suggest(key, fields) or f"known fields: {', '.join(fields)}",
+                )
+            )
+    return data

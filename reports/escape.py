@@ -8,8 +8,9 @@ Log text therefore gets, outside code:
 
 * the Markdown specials backslash-escaped (`\\ ` * _ [ ] < > | # ~ &`): no emphasis, link, image,
   HTML tag, autolink, table cell break, heading or entity;
-* a WORD JOINER (U+2060, invisible) after `@` and `#` when a name or number follows, inside `://`
-  and after `www`: no mention, issue reference or autolink. Copying the text copies the joiner too;
+* a WORD JOINER (U+2060, invisible) after `@` and `#` when a name or number follows, inside `GH-` when a
+  number follows, inside `://` and after `www`: no mention, issue reference or autolink. Copying the
+  text copies the joiner too;
 * all whitespace (newlines included) collapsed to single spaces: one string never starts a block.
 
 Code (spans and fences) is inert on GitHub; a span or fence is delimited by a backtick run longer
@@ -18,26 +19,54 @@ than any inside the text, so the text cannot close it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 from patterns.schema import LazyRe
 
 if TYPE_CHECKING:
     import pandas
 
+T = TypeVar("T")
+
 JOINER = "\u2060"  # WORD JOINER: zero width, no line break; breaks GitHub's mention / link / reference rules
 
 # (LazyRe: compiled when Markdown is first rendered)
 _MD_SPECIAL = LazyRe(r"([\\`*_\[\]<>|#~&])")
 _BACKTICKS = LazyRe(r"`+")
-# `@name` (a mention, or an e-mail autolink), `#123` / `GH-123` (issue references), `scheme://` and
+# `@name` (a mention, or an e-mail autolink), `#123` and `owner/repo#123` / `GH-123` (issue references:
+# the joiner goes after `#`, and between `GH` and `-` in either case), `scheme://` and
 # `www.` (autolinks), `mailto:` / `xmpp:` (GitHub autolinks these schemes without `//`)
 _LIVE_TEXT = LazyRe(
-    r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:))"
+    r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=:)(?=//)"
+    r"|(?i:(?<=\bwww)(?=\.)|(?<=\bmailto)(?=:)|(?<=\bxmpp)(?=:)|(?<=\bgh)(?=-\d))"
 )
-CODE_SPAN = LazyRe(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+
+
+def code_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, code) of each code span in `text`, in order: a run of n backticks opens a span that
+    the next run of exactly n backticks on the same line closes (a run with no such partner is text),
+    as `(?<!`)(`+)(?!`)(.+?)(?<!`)\\1(?!`)` finds them. In one pass: that regex looked for each run's
+    partner to the end of the line, and runs of many lengths made it superlinear."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
+    partner: list[int | None] = [None] * len(runs)
+    later: dict[int, int] = {}  # run length -> the next run of that length on the same line
+    for i in range(len(runs) - 1, -1, -1):
+        if i + 1 < len(runs) and text.find("\n", runs[i][1], runs[i + 1][0]) >= 0:
+            later.clear()
+        start, end = runs[i]
+        partner[i] = later.get(end - start)
+        later[end - start] = i
+    i = 0
+    while i < len(runs):
+        j = partner[i]
+        if j is None:
+            i += 1
+            continue
+        yield runs[i][0], runs[j][1], text[runs[i][1] : runs[j][0]]
+        i = j + 1
 
 
 def neutralise(text: str) -> str:
@@ -75,9 +104,9 @@ def md_inline(value: object) -> str:
     text = " ".join(str(value).split())
     out: list[str] = []
     last = 0
-    for m in CODE_SPAN.finditer(text):
-        out += [_escape(text[last : m.start()]), md_code(m.group(2))]
-        last = m.end()
+    for start, end, code in code_spans(text):
+        out += [_escape(text[last:start]), md_code(code)]
+        last = end
     out.append(_escape(text[last:]))
     return "".join(out)
 
@@ -112,19 +141,57 @@ def csv_cell(value: object) -> object:
     return value
 
 
-# -- the terminal ---------------------------------------------------------------------------------------
-# escape sequences (CSI with its parameters, OSC up to its terminator, two-character ones), C0 and C1
-# controls other than tab and newline, DEL, and the bidirectional overrides that reorder what is shown
-_TERMINAL_UNSAFE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|\x1b[\x20-\x7e]?"
-    r"|[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u202a-\u202e\u2066-\u2069]"
+# -- the terminal, and log text in a report file ---------------------------------------------------------
+# escape sequences (CSI with its parameters, the private `ESC[>`, `ESC[=`, `ESC[<`, `ESC[?` ones too;
+# OSC, DCS, SOS, PM and APC strings up to their terminator, at most 512 characters; two-character ones)
+_ESCAPE_SEQUENCES = (
+    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[\]PX^_][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|\x1b[\x20-\x7e]?"
 )
+# the bidirectional embeddings, overrides and isolates that reorder what is shown (U+202E shows
+# `exe.txt` as `txt.exe`)
+_BIDI = r"\u202a-\u202e\u2066-\u2069"
+# ... and C0 and C1 controls other than tab and newline (backspace, bell, U+009B: the 8-bit CSI), DEL
+_TERMINAL_UNSAFE = re.compile(_ESCAPE_SEQUENCES + r"|[\x00-\x08\x0b-\x1f\x7f\x80-\x9f" + _BIDI + "]")
+# The same in a report file, but for the carriage return: each format shows it as text (`\r` in a
+# Markdown code block, a space in Markdown text, `\r` in JSON), as the reports always did.
+_FILE_UNSAFE = re.compile(_ESCAPE_SEQUENCES + r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f" + _BIDI + "]")
+_PLAIN = frozenset({int, float, bool, type(None)})
 
 
 def terminal_text(value: object) -> str:
     """`value` without anything a terminal would act on (colour, cursor movement, retitling, carriage
     return, backspace, bell, text direction): log text shows as text."""
     return _TERMINAL_UNSAFE.sub("", str(value))
+
+
+def without_controls(value: T) -> T:
+    """`value` (a Report, or anything in one: dataclasses, tuples, lists, dicts, strings) with what
+    terminal_text drops, but the carriage return, taken out of every string: a Markdown, HTML or JSON
+    report that is pasted, viewed or printed to a terminal shows log text as text. What holds nothing
+    to drop is returned as it is, the same object."""
+    if isinstance(value, str):
+        return _FILE_UNSAFE.sub("", value)  # type: ignore[return-value]
+    if isinstance(value, (tuple, list)):
+        if set(map(type, value)) <= _PLAIN:  # (a metric series: thousands of numbers)
+            return value
+        items = [without_controls(v) for v in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return tuple(items) if isinstance(value, tuple) else items  # type: ignore[return-value]
+    if isinstance(value, dict):
+        pairs = [(without_controls(k), without_controls(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)  # type: ignore[return-value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            old = getattr(value, f.name)
+            new = without_controls(old)
+            if new is not old:
+                changes[f.name] = new
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
 
 
 def csv_safe_frame(frame: pandas.DataFrame) -> pandas.DataFrame:

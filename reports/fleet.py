@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from logparse.fleet import FleetSummary, JobRow, JobStatus
+from logparse.model import FleetSummary, JobRow, JobStatus
 from reports.escape import csv_safe_frame, md_cell_code, md_text, terminal_text
 
 FLEET_FORMATS = ("text", "md", "html", "csv", "json")

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from logparse.model import Evidence, FindingView, MetricSeries, Report
-from logparse.observe.metrics import downsample, ema
-from reports.escape import CODE_SPAN
+from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks, downsample
+from reports.common import Gap, env_rows, jinja_env, number, redaction_line, step_text, where
+from reports.escape import code_spans, without_controls
 from reports.layout import (
     FoldedFrames,
     FrameLine,
@@ -25,7 +25,6 @@ from reports.layout import (
     fold_frames,
     library_roots,
 )
-from reports.render import Gap, _env, compact_ranks, env_rows, number, redaction_line, step_text, where
 
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
 CELL_CHARS = 500  # a log line quoted in a table cell
@@ -45,7 +44,14 @@ ZERO_BASE_SHARE = 0.25  # a positive series whose minimum is under a quarter of 
 def inline_code(text: object) -> Markup:
     """Catalog text (remediation, the fix line quoting a job's settings) with its `code` spans (any
     backtick run, as in Markdown) as <code>; everything escaped first."""
-    return Markup(CODE_SPAN.sub(lambda m: f"<code>{m.group(2).strip()}</code>", str(escape(str(text)))))
+    text = str(escape(str(text)))
+    out: list[str] = []
+    last = 0
+    for start, end, code in code_spans(text):
+        out += [text[last:start], f"<code>{code.strip()}</code>"]
+        last = end
+    out.append(text[last:])
+    return Markup("".join(out))
 
 
 def safe_href(url: str) -> str | None:
@@ -364,6 +370,23 @@ def smoothing_weight(n: int) -> float | None:
     return round(1 - 1 / window, 4)
 
 
+def ema(values: list[float | None], weight: float) -> list[float | None]:
+    """The debiased exponential moving average W&B and TensorBoard draw as a smoothed line:
+    s_t = weight * s_(t-1) + (1 - weight) * x_t, divided by (1 - weight^t) so the start is not pulled
+    towards zero. Missing and non-finite values are skipped (their smoothed value is None)."""
+    out: list[float | None] = []
+    acc = 0.0
+    count = 0
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(None)
+            continue
+        count += 1
+        acc = weight * acc + (1 - weight) * v
+        out.append(acc / (1 - weight**count) if weight < 1 else v)
+    return out
+
+
 def chart(series: MetricSeries, failure_step: int | None, anomaly_steps: set[int]) -> Chart:
     steps = list(series.steps)
     values = list(series.values)
@@ -517,7 +540,10 @@ def view(report: Report) -> HtmlView:
 
 
 def render_html(report: Report) -> str:
-    env = _env(True)
+    """The HTML report; log text without escape sequences and controls (reports.escape.without_controls),
+    the rest of it escaped by the template."""
+    report = without_controls(report)
+    env = jinja_env(True)
     env.filters.setdefault("inline_code", inline_code)
     env.tests.setdefault("folded", lambda value: isinstance(value, FoldedFrames))
     return env.get_template("report.html.j2").render(r=report, v=view(report), number=number)

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause, StageSpan
+from reports.escape import without_controls
 
 
 def _evidence(e: Evidence) -> dict[str, Any]:
@@ -180,5 +181,8 @@ def to_dict(report: Report) -> dict[str, Any]:
 
 
 def render_json(report: Report) -> str:
+    """The JSON report; log text without escape sequences and controls (reports.escape.without_controls):
+    whoever prints a field prints text."""
+    data = to_dict(without_controls(report))
     # allow_nan=False: a non-finite float that slipped through is a bug, never invalid JSON
-    return json.dumps(to_dict(report), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

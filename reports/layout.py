@@ -2,7 +2,8 @@
 with a few lines before it (the rest of the evidence folds), traceback frames with the library and
 launcher runs folded (as Sentry shows in-app frames), and repeated path prefixes shortened.
 
-Decisions about the log (whose code a frame is) come from logparse; this module only arranges them.
+Decisions about the log (whose code a frame is: TracebackView.frame_kinds) come from logparse; this
+module only arranges them.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ from dataclasses import dataclass
 
 import regex
 
-from logparse.model import Evidence, RootCause, TracebackView
-from logparse.observe.tracebacks import FrameKind, frame_kind
+from logparse.model import FRAME_LAUNCHER, FRAME_USER, Evidence, RootCause, TracebackView
 
 CONTEXT_BEFORE = 3  # lines shown before the error line; the full evidence folds
 MIN_FOLD = 2  # a single library frame between user frames stays in place (a fold of one hides nothing)
 
-# everything up to and including an installed-packages folder, else the standard library's folder
-_PACKAGES_ROOT = regex.compile(r"^(?P<root>.*/(?:site|dist)-packages)/(?P<rest>.+)$")
-_STDLIB_ROOT = regex.compile(r"^(?P<root>.*/lib/python3(?:\.\d+)?)/(?P<rest>.+)$")
-# Python 3.11's markers under a frame's code line, after a launcher prefix (`[rank1]:`, `(WorkerDict pid=7)`)
-_CARETS = regex.compile(r"^(?:\S[^~^]*?[\]):])?\s*[~^]+[~^\s]*$")
+# the folders a library root ends with: an installed-packages folder, else the standard library's
+_PACKAGES = ("/site", "/dist")  # (followed by "-packages")
+_STDLIB = "/lib/python3"  # (followed by "/" or by ".N/": `/usr/lib/python3.10/`)
+# Python 3.11's markers under a frame's code line, after a launcher prefix (`[rank1]:`, `(WorkerDict pid=7)`).
+# Each part can match in one way only (no `[~^]+[~^\s]*`), so a long run of markers that does not end
+# the line fails in one pass, not in one pass per marker.
+_CARETS = regex.compile(r"^(?:\S[^~^]*?[\]):])?\s*[~^][~^\s]*$")
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class FrameLine:
     short: str  # the same file, its library root cut off (`torch/distributed/run.py`)
     line: int
     function: str
-    kind: str  # user | library | launcher (logparse.observe.tracebacks.FrameKind)
+    kind: str  # user | library | launcher (logparse.model.FRAME_USER, ...)
     innermost: bool
 
 
@@ -57,10 +59,42 @@ class ErrorWindow:
     hidden: int  # evidence lines not in the window (shown when the full evidence is opened)
 
 
+def _packages_root(path: str) -> tuple[str, str] | None:
+    """(root, rest) at the last `/site-packages/` or `/dist-packages/` that has something after it."""
+    end = len(path)
+    while (at := path.rfind("-packages/", 0, end)) >= 0:
+        cut = at + len("-packages")
+        if path.endswith(_PACKAGES, 0, at) and cut + 1 < len(path):
+            return path[:cut], path[cut + 1 :]
+        end = at
+    return None
+
+
+def _stdlib_root(path: str) -> tuple[str, str] | None:
+    """(root, rest) at the last `/lib/python3/` or `/lib/python3.N/` that has something after it."""
+    end = len(path)
+    while (at := path.rfind(_STDLIB, 0, end)) >= 0:
+        cut = at + len(_STDLIB)
+        if path.startswith(".", cut):  # a version: `.` and digits, then the folder ends
+            digits = cut + 1
+            while digits < len(path) and path[digits].isdecimal():
+                digits += 1
+            if digits > cut + 1:
+                cut = digits
+        if path.startswith("/", cut) and cut + 1 < len(path):
+            return path[:cut], path[cut + 1 :]
+        end = at
+    return None
+
+
 def library_root(path: str) -> tuple[str, str] | None:
-    """(root, rest) of a path inside an installed-packages folder or the standard library."""
-    m = _PACKAGES_ROOT.match(path) or _STDLIB_ROOT.match(path)
-    return (m.group("root"), m.group("rest")) if m else None
+    """(root, rest) of a path inside an installed-packages folder or the standard library. String
+    searches from the end, not a regex: a path of 100,000 folders took `regex` seconds per frame."""
+    if path.endswith("\n"):  # (a path is one line; as `^...$` did, a final line break is not part of it)
+        path = path[:-1]
+    if "\n" in path:
+        return None
+    return _packages_root(path) or _stdlib_root(path)
 
 
 def short_path(path: str) -> str:
@@ -75,7 +109,7 @@ def library_roots(frames: Sequence[tuple[str, int, str]]) -> tuple[str, ...]:
 
 
 def _package(line: FrameLine) -> str:
-    if line.kind == FrameKind.LAUNCHER.value:
+    if line.kind == FRAME_LAUNCHER:
         return "launcher"
     split = library_root(line.file)
     if split is None:
@@ -86,14 +120,16 @@ def _package(line: FrameLine) -> str:
     return rest.split("/", 1)[0].removesuffix(".py")
 
 
-def frame_line(frame: tuple[str, int, str], innermost: tuple[str, int, str] | None) -> FrameLine:
+def frame_line(
+    frame: tuple[str, int, str], innermost: tuple[str, int, str] | None, kind: str = FRAME_USER
+) -> FrameLine:
     f, n, fn = frame
     return FrameLine(
         f,
         short_path(f),
         n,
         fn,
-        frame_kind(f).value,
+        kind,
         innermost is not None and (f, n) == (innermost[0], innermost[1]),
     )
 
@@ -104,8 +140,16 @@ def fold_frames(tb: TracebackView, frames: Sequence[object] | None = None) -> li
     frames folded into a FoldedFrames. A traceback with no user frame at all is shown whole: there is
     nothing else to look at."""
     items = list(tb.frames if frames is None else frames)
-    lines = [frame_line(f, tb.innermost_user_frame) if isinstance(f, tuple) else f for f in items]
-    if not any(isinstance(f, FrameLine) and f.kind == FrameKind.USER.value for f in lines):
+    # kinds by frame (equal frames are one file, of one kind), so that a trimmed copy's frames find theirs;
+    # a view without kinds, or with kinds that are not its frames', shows every frame as user code
+    kinds = {}
+    if len(tb.frame_kinds) == len(tb.frames):
+        kinds = dict(zip(tb.frames, tb.frame_kinds, strict=True))
+    lines = [
+        frame_line(f, tb.innermost_user_frame, kinds.get(f, FRAME_USER)) if isinstance(f, tuple) else f
+        for f in items
+    ]
+    if not any(isinstance(f, FrameLine) and f.kind == FRAME_USER for f in lines):
         return lines
     out: list = []
     run: list[FrameLine] = []
@@ -118,7 +162,7 @@ def fold_frames(tb: TracebackView, frames: Sequence[object] | None = None) -> li
         run.clear()
 
     for f in lines:
-        if isinstance(f, FrameLine) and f.kind != FrameKind.USER.value:
+        if isinstance(f, FrameLine) and f.kind != FRAME_USER:
             run.append(f)
         else:
             flush()

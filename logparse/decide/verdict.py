@@ -36,7 +36,7 @@ from logparse.observe.collectives import CollectiveReport
 from logparse.observe.evidence import FailureEvidence
 from logparse.observe.hits import FindingCollector, FindingGroup, merge_similar
 from logparse.observe.progress import StageTracker
-from logparse.observe.tracebacks import HEAD_FRAMES, Traceback
+from logparse.observe.tracebacks import HEAD_FRAMES, Traceback, frame_kind
 from logparse.read.normalize import Record
 from patterns import Catalog, Entry, Role
 
@@ -105,6 +105,7 @@ def traceback_view(tb: Traceback | None) -> TracebackView | None:
         frames_cut_after=HEAD_FRAMES if tb.frames_cut else 0,
         chain_cut=chain_cut,
         chain_cut_after=1 if chain_cut else 0,
+        frame_kinds=tuple(frame_kind(f.file).value for f in tb.frames),
     )
 
 

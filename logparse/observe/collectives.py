@@ -18,26 +18,22 @@ from dataclasses import dataclass, field
 
 from logparse.model import compact_ranks
 from logparse.read.normalize import Record
+from patterns.formats import formats
 from patterns.schema import LazyRe
 
 MAX_RANKS = 4096
 
-# (LazyRe: compiled when a log first shows a collective timeout)
-WORK_RE = LazyRe(
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w++)(?:, NumelIn=(?P<numel>\d+))?"
-    r".*?Timeout\(ms\)=(?P<timeout>\d+)\)"
-    r"(?: ran for (?P<ran>\d+) milliseconds)?",
-    engine="regex",
-)
-STATUS_OLD_RE = LazyRe(
-    r"last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)", engine="regex"
-)
-STATUS_NEW_RE = LazyRe(
-    r"work sequence id: (?P<at>\d+) PG status: last enqueued work: (?P<enq>-?\d+), "
-    r"last completed work: (?P<done>-?\d+)",
-    engine="regex",
-)
-RANK_IN_MSG = LazyRe(r"\[(?:PG[^\]]*?)?Rank (?P<rank>\d+)\]", engine="regex")
+# The watchdog's wordings are patterns/formats.yaml's (`collectives`); (LazyRe: compiled when a log
+# first shows a collective timeout)
+_F = formats()
+COLLECTIVE_WORDS = _F.literals("collective-lines")  # a line with none of them says nothing of a collective
+# (the two tested one by one: a job's every line with a rank prefix comes here)
+_WORK_WORD, _STATUS_WORD = COLLECTIVE_WORDS
+TIMEOUT_WORDS = _F.literals("timeout-reports")
+WORK_RE = LazyRe(_F.regex("work-nccl"), engine="regex")
+STATUS_OLD_RE = LazyRe(_F.regex("status-torch-2-4"), engine="regex")
+STATUS_NEW_RE = LazyRe(_F.regex("status-torch-2-5"), engine="regex")
+RANK_IN_MSG = LazyRe(_F.regex("rank-in-message"), engine="regex")
 
 
 @dataclass
@@ -71,7 +67,7 @@ class CollectiveAnalyzer:
         if o.rank is not None and len(self.seen_ranks) < MAX_RANKS:
             self.seen_ranks.add(o.rank)
         msg = rec.message
-        if "WorkNCCL(" not in msg and "last enqueued" not in msg:
+        if _WORK_WORD not in msg and _STATUS_WORD not in msg:
             return
         rank = o.rank
         if rank is None:
@@ -84,7 +80,7 @@ class CollectiveAnalyzer:
                 return
             self.ranks[rank] = RankState(rank)
         st = self.ranks[rank]
-        if "Watchdog caught" in msg or "Timeout at NCCL work" in msg:
+        if any(w in msg for w in TIMEOUT_WORDS):
             m = WORK_RE.search(msg)
             if m and st.timed_out_seq is None:
                 st.timed_out_seq = int(m.group("seq"))

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from logparse.read.normalize import Record
 from logparse.read.progress_syntax import keyword_pattern
 from logparse.read.steps import STEP_KEYWORD, split_step_line
+from patterns.environment import environment_wordings
 from patterns.schema import LazyRe
 
 MAX_HOSTS = 64
@@ -45,130 +46,6 @@ MAX_CONFIG = 256
 MAX_ACTORS = 64
 MAX_DUMP_LINES = 5_000
 STEP_FORMAT_LINES = 3
-
-# Config leaves worth reporting. Ambiguous leaves count only under the parent named here.
-CONFIG_LEAVES = frozenset(
-    {
-        "path",
-        "partial_pretrain",
-        "train_batch_size",
-        "micro_batch_size",
-        "micro_batch_size_per_gpu",
-        "ppo_mini_batch_size",
-        "ppo_micro_batch_size",
-        "ppo_micro_batch_size_per_gpu",
-        "log_prob_micro_batch_size",
-        "log_prob_micro_batch_size_per_gpu",
-        "forward_micro_batch_size_per_gpu",
-        "tensor_model_parallel_size",
-        "pipeline_model_parallel_size",
-        "ulysses_sequence_parallel_size",
-        "gpu_memory_utilization",
-        "param_offload",
-        "optimizer_offload",
-        "grad_offload",
-        "n_gpus_per_node",
-        "nnodes",
-        "name",
-        "mode",
-        "n",
-        "strategy",
-        "adv_estimator",
-        "max_prompt_length",
-        "max_response_length",
-        "total_training_steps",
-        "total_epochs",
-        "max_model_len",
-        "max_num_batched_tokens",
-        "max_num_seqs",
-        "use_dynamic_bsz",
-        "ppo_max_token_len_per_gpu",
-        "enable_gradient_checkpointing",
-        "use_remove_padding",
-        "use_kl_loss",
-        "free_cache_engine",
-        "enforce_eager",
-        "lr",
-    }
-)
-AMBIGUOUS_PARENTS = {"path": "model", "name": "rollout", "mode": "rollout", "n": "rollout", "lr": "optim"}
-
-PIP_PACKAGES = {
-    "torch": "torch",
-    "vllm": "vllm",
-    "transformers": "transformers",
-    "ray": "ray",
-    "sglang": "sglang",
-    "flash-attn": "flash_attn",
-    "flash_attn": "flash_attn",
-    "verl": "verl",
-    "wandb": "wandb",
-}
-# (LazyRe: each compiled when a log first shows what it reads; most logs show few of them)
-PIP_RE = LazyRe(
-    r"^(?:\[(?:pip3?|conda)\]\s+)?(?P<pkg>torch|vllm|transformers|ray|sglang|flash[-_]attn|verl|wandb|"
-    r"nvidia-nccl-cu\d+)(?:==|\s{2,})(?P<ver>\d+\.\d+[\w.+-]*)\s*$"
-)
-TORCH_BUILD_RE = LazyRe(r"\+cu(\d+)(\d)\b")
-NCCL_VERSION_RE = LazyRe(r"NCCL version (?P<nccl>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>\d+\.\d+))?")
-CUDA_DRIVER_RE = LazyRe(r"cudaDriverVersion (\d+)")
-SMI_HEADER_RE = LazyRe(r"Driver Version: (?P<driver>[\d.]+)\s+CUDA Version: (?P<cuda>\d+\.\d+)")
-COLLECT_ENV_RE = LazyRe(
-    r"^(?P<field>PyTorch version|CUDA used to build PyTorch|Python version|Nvidia driver version|"
-    r"CUDA runtime version): (?P<value>\S+)"
-)
-VLLM_VERSION_RE = LazyRe(
-    r"Initializing (?:a V1|an) LLM engine \(v(?P<ver>[^)\s]+)\)|"
-    r"vLLM API server version (?P<api>\d[\w.+-]*)"
-)
-RAY_VERSION_RE = LazyRe(r"\b[Rr]ay,? version:? v?(\d+\.\d+(?:\.\d+)?)\b")
-TRANSFORMERS_RE = LazyRe(r'"transformers_version": "([^"]+)"')
-WANDB_RE = LazyRe(r"Tracking run with wandb version (\S+)")
-PYTHON_PATH_RE = LazyRe(r"python(3\.\d+)/(?:site|dist)-packages/")
-GPU_TOTAL_RE = LazyRe(
-    r"has a total capac(?:i)?ty of (?P<a>[\d.]+) GiB|\(GPU \d+; (?P<b>[\d.]+) GiB total capacity|"
-    r"device memory used/total \(GB\): [\d.]+/(?P<c>[\d.]+)|"
-    r"Free memory on device \S* ?\([\d.]+/(?P<d>[\d.]+) GiB\)"
-)
-GPU_MODEL_RE = LazyRe(
-    r"\b(?P<model>(?:NVIDIA|Tesla|Quadro)(?: Tesla| Quadro)? "
-    r"(?:(?:GeForce |TITAN |RTX )+[A-Z]{0,3}\d[\w-]*|[A-Z]{1,3}\d[\w-]*)"
-    r"(?: (?:\d+GB|HBM\w*|PCIe|NVL|SXM\w*|Ti|SUPER|Ada Generation))*)"
-)
-WORLD_SIZE_RE = LazyRe(r"\b(?:world_size|WORLD_SIZE)'?\s*[=:]\s*(\d+)")
-CKPT_WORLD_RE = LazyRe(r"_world_size_(\d+)_rank_\d+")
-NRANKS_RE = LazyRe(r"\bnranks (\d+)\b")
-HOST_RES = (
-    re.compile(r"TaskRunner hostname: ([^\s,]+)"),
-    re.compile(r"^\s*host\s+: (\S+)"),
-    re.compile(r"\bip=(\d{1,3}(?:\.\d{1,3}){3})\b"),
-    re.compile(r"Worker IP address: (\S+)"),
-    re.compile(r"Memory on the node \(IP: ([^,)\s]+)"),
-)
-OVERRIDE_ITEM_RE = LazyRe(r"'([^'=\s]+)=([^']*)'")
-CMDLINE_ITEM_RE = LazyRe(r"(?:^|\s)[+~]*((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)=(\S+)")
-DUMP_START = "{'actor_rollout_ref':"
-DUMP_TOKEN_RE = LazyRe(
-    r"'(?P<key>[^'\\]*)': |(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|(?P<open>\{)|(?P<close>\})"
-)
-SCALAR_RE = LazyRe(
-    r"'(?P<s1>(?:[^'\\]|\\.)*)'|\"(?P<s2>(?:[^\"\\]|\\.)*)\"|"
-    r"(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(?=[,}\s]|$)|(?P<word>True|False|None|true|false|null)\b"
-)
-THREE_DECIMALS_RE = LazyRe(r"^-?\d+\.\d{3}$")
-LONG_NUMBER_RE = LazyRe(r"^-?(?:\d+|\d+\.\d{4,}|\d+(?:\.\d+)?[eE][-+]?\d+)$")
-PIP_LIST_NAMES = (
-    "torch ",
-    "vllm ",
-    "transformers ",
-    "ray ",
-    "sglang ",
-    "flash-attn ",
-    "flash_attn ",
-    "verl ",
-    "wandb ",
-)
-VERL_STEP_KEYS = ("timing_s/", "timing/", "actor/", "critic/", "global_seqlen/", "response_length/")
 
 ConfigValue = str | int | float | bool | None
 
@@ -182,72 +59,80 @@ class EraRule:
     hi: int | None
 
 
+# Every wording below is patterns/environment.yaml's, each regex compiled here (on first use: LazyRe;
+# most logs show few of them).
+_E = environment_wordings()
+
+
+def _regex(wording_id: str) -> LazyRe:
+    return LazyRe(_E.regex(wording_id))
+
+
+def _era_rule(wording_id: str) -> EraRule:
+    item = _E.item(wording_id)
+    return EraRule(item.field("label", item.value), item.field("since"), item.field("until"))
+
+
+# Config leaves worth reporting. Ambiguous leaves count only under the parent named here.
+CONFIG_LEAVES = frozenset(_E.literals("tracked-keys"))
+AMBIGUOUS_PARENTS = _E.table("ambiguous-parents")
+
+PIP_PACKAGES = _E.table("pip-packages")
+NCCL_PIP_PACKAGE = _E.literal("nccl-pip-package")
+PIP_RE = _regex("pip-line")
+TORCH_BUILD_RE = _regex("torch-cuda-build")
+NCCL_VERSION_RE = _regex("nccl-version")
+CUDA_DRIVER_RE = _regex("cuda-driver")
+SMI_HEADER_RE = _regex("smi-header")
+COLLECT_ENV_RE = _regex("collect-env")
+COLLECT_ENV_FACTS = dict(_E.item("collect-env").field("facts"))
+VLLM_VERSION_RE = _regex("vllm-version")
+RAY_VERSION_RE = _regex("ray-version")
+TRANSFORMERS_RE = _regex("transformers-version")
+WANDB_RE = _regex("wandb-version")
+PYTHON_PATH_RE = _regex("python-path")
+GPU_TOTAL_RE = _regex("gpu-memory")
+GPU_MODEL_RE = _regex("gpu-model")
+WORLD_SIZE_IDS = ("world-size", "checkpoint-world-size", "nccl-ranks")  # explicit, checkpoint, nranks
+WORLD_SIZE_RE, CKPT_WORLD_RE, NRANKS_RE = (_regex(i) for i in WORLD_SIZE_IDS)
+WORLD_SIZE_NEEDS = tuple(_E.item(i).field("keywords") for i in WORLD_SIZE_IDS)
+HOST_IDS = tuple(w.id for w in _E.section("hosts"))
+HOST_RES = tuple(re.compile(_E.regex(i)) for i in HOST_IDS)
+OVERRIDE_ITEM_RE = _regex("hydra-overrides")
+CMDLINE_ITEM_RE = _regex("command-line-override")
+DUMP_START = _E.literal("config-dump-start")
+DUMP_TOKEN_RE = _regex("config-dump-token")
+SCALAR_RE = _regex("config-dump-scalar")
+THREE_DECIMALS_RE = _regex("era-three-decimals")
+LONG_NUMBER_RE = _regex("era-full-repr")
+NUMPY_STARTS = _E.item("era-full-repr").field("starts")
+PIP_LIST_NAMES = _E.literals("pip-list-names")
+VERL_STEP_KEYS = _E.literals("era-step-keys")
+
 # Literal substrings of messages (the same substring is the dispatch keyword and the evidence label).
 MESSAGE_ERA_RULES: dict[str, EraRule] = {
-    r.label: r
-    for r in (
-        EraRule("timing/gen:", 1, 1),
-        EraRule("val/test_score/", None, 3),
-        EraRule("Checkpoint tracker file does not exist: %s ", None, 3),
-        EraRule("TaskRunner hostname:", 4, None),
-        EraRule("val-core/", 4, None),
-        EraRule("timing_s/reward", 4, None),
-        EraRule("timing_s/start_profile", 5, None),
-        EraRule("ray init kwargs:", 6, None),
-        EraRule("AgentLoopManager: [", 6, 7),
-        EraRule("timing_s/update_weights", 7, None),
-        EraRule("LLMServerManager: [", 8, None),
-        EraRule("all initialize finished, ready to fit", 9, 9),
-        EraRule("actor/perf/max_memory_allocated_gb", 7, None),
-        EraRule("colocated worker base class", 4, None),
-        EraRule("Waiting for register center actor", 4, 5),
-        EraRule("Using dataset class:", 4, None),
-        EraRule("len reward_extra_infos_dict['reward']", 4, 5),
-        EraRule("_merge_validation_results validate result will be merged", 7, None),
-        EraRule("train and validate dataloader initialized", 9, 9),
-        EraRule("Legacy trainer `main_ppo_v0.py` is deprecated", 9, 9),
-    )
+    w.value: _era_rule(w.id)
+    for w in _E.section("era")
+    if w.kind == "literal" and w.field("actor") is None and w.field("label") is None
 }
-STEP_ERA_KEYS = (
-    "timing/gen:",
-    "val/test_score/",
-    "val-core/",
-    "timing_s/reward",
-    "timing_s/start_profile",
-    "timing_s/update_weights",
-    "actor/perf/max_memory_allocated_gb",
-)
+STEP_ERA_KEYS = tuple(w.value for w in _E.section("era") if w.field("step_key"))
 # Ray actor prefixes, looked up in the raw line once per new actor name.
-ACTOR_ERA_RULES = {
-    "main_task": EraRule("(main_task pid=", 1, 2),
-    "TaskRunner": EraRule("(TaskRunner pid=", 3, None),
-    "TaskRunnerV1": EraRule("(TaskRunnerV1 pid=", 9, 9),
-    "AsyncvLLMServer": EraRule("(AsyncvLLMServer pid=", 4, 5),
-    "vLLMHttpServer": EraRule("(vLLMHttpServer pid=", 6, None),
-}
-RANK0_SAVE_RULE = EraRule("[rank-0]: Saving model to", None, 3)
-RANK_SAVED_RULE = EraRule("[Rank N] Saved model to", 4, None)
-CKPT_TRACKER_FSTRING_RULE = EraRule("Checkpoint tracker file does not exist: <path>", 4, None)
-THREE_DECIMALS_RULE = EraRule("step values with exactly 3 decimals", None, 4)
-FULL_REPR_RULE = EraRule("step values as np.float64(...) or full floats", 5, None)
+ACTOR_ERA_RULES = {w.field("actor"): _era_rule(w.id) for w in _E.section("era") if w.field("actor")}
+RANK0_SAVE_RULE = _era_rule("era-rank0-saving")
+RANK0_SAVE_MARK = _E.literal("era-rank0-saving")  # in the raw line: the normaliser strips it
+RANK_SAVED_RULE = _era_rule("era-rank-saved")
+RANK_SAVED_MARK = _E.literal("era-rank-saved")
+CKPT_TRACKER_FSTRING_RULE = _era_rule("era-tracker-fstring")
+CKPT_TRACKER_PERCENT_S = _E.literal("era-tracker-fstring")  # its absence marks the f-string
+THREE_DECIMALS_RULE = _era_rule("era-three-decimals")
+FULL_REPR_RULE = _era_rule("era-full-repr")
 
 # Style markers of torch / Ray (no version printed in a normal run); boundaries are approximate.
-TORCH_STYLES = (("[PG ID ", ">=2.5 (log style)"), ("[PG 0 (", "<=2.4 (log style)"))
-RAY_STYLES = (
-    ("were killed due to the node running low on memory", ">=2.55 (log style, approximate)"),
-    ("Task was killed due to the node running low on memory", "<2.55 (log style, approximate)"),
-    ("Lease ID:", ">=2.55 (log style, approximate)"),
-    ("RayTask ID:", "<2.55 (log style, approximate)"),
-)
-VLLM_V1 = ("GPU KV cache size", "Initializing a V1 LLM engine", "Maximum concurrency for")
-VLLM_V0 = ("# GPU blocks:", "Falling back to V0", "Initializing an LLM engine")
-SGLANG_MARKS = (
-    "Init torch distributed begin",
-    "Scheduler hit an exception",
-    "Load weight begin",
-    "mem-fraction-static",
-    "The server is fired up and ready to roll",
-)
+TORCH_STYLES = tuple((w.value, w.field("style")) for w in _E.section("styles") if w.field("fact") == "torch")
+RAY_STYLES = tuple((w.value, w.field("style")) for w in _E.section("styles") if w.field("fact") == "ray")
+VLLM_V1 = _E.literals("vllm-v1-marks")
+VLLM_V0 = _E.literals("vllm-v0-marks")
+SGLANG_MARKS = _E.literals("sglang-marks")
 
 
 def _scalar(text: str) -> ConfigValue:
@@ -286,21 +171,18 @@ def _minor(text: str) -> str:
     return f"{n // 1000}.{(n % 1000) // 10}"
 
 
-COMMON_KEYWORDS = frozenset(
-    {
-        "==",
-        "version",
-        "-packages/",
-        "ip=",
-        "host ",
-        "world_size",
-        "nranks ",
-        "NVIDIA ",
-        "Tesla ",
-        "Quadro ",
-        "WORLD_SIZE",
-    }
-)
+COMMON_KEYWORDS = frozenset(_E.literals("common-keywords"))
+
+
+def _dispatch_keywords(wording_ids: Iterable[str]) -> list[str]:
+    """The keywords of these wordings in order, each once, without those that hold an earlier one (a
+    message with `_world_size_` holds `world_size`: the reader runs for it already)."""
+    out: list[str] = []
+    for wording_id in wording_ids:
+        for keyword in _E.item(wording_id).field("keywords") or ():
+            if not any(k in keyword for k in out):
+                out.append(keyword)
+    return out
 
 
 class EnvironmentTracker:
@@ -332,37 +214,31 @@ class EnvironmentTracker:
 
     def _make_handlers(self) -> dict[str, list[Callable[[Record, str], None]]]:
         """keyword -> the handlers to run on a message that contains it."""
-        h: list[tuple[str, Callable[[Record, str], None]]] = [
-            ("==", self._pip),
-            ("NCCL version", self._nccl),
-            ("cudaDriverVersion", self._cuda_driver),
-            ("Driver Version:", self._smi_header),
-            ("version", self._collect_env),
-            ("CUDA used to build PyTorch", self._collect_env),
-            ("version", self._misc_versions),
-            ("LLM engine", self._misc_versions),
-            ("transformers_version", self._transformers),
-            ("-packages/", self._python),
-            ("total capac", self._gpu_memory),
-            ("memory used/total", self._gpu_memory),
-            ("Free memory on device", self._gpu_memory),
-            ("NVIDIA ", self._gpu_model),
-            ("Tesla ", self._gpu_model),
-            ("Quadro ", self._gpu_model),
-            ("world_size", self._world_size),
-            ("WORLD_SIZE", self._world_size),
-            ("nranks ", self._world_size),
-            ("TaskRunner hostname:", self._hosts),
-            ("host ", self._hosts),
-            ("ip=", self._hosts),
-            ("Worker IP address:", self._hosts),
-            ("Memory on the node (IP:", self._hosts),
-            ("Error executing job with overrides:", self._overrides),
+        # each reader with the wordings it reads: their keywords, in this order, are its dispatch keywords
+        readers: list[tuple[Callable[[Record, str], None], tuple[str, ...]]] = [
+            (self._pip, ("pip-line",)),
+            (self._nccl, ("nccl-version",)),
+            (self._cuda_driver, ("cuda-driver",)),
+            (self._smi_header, ("smi-header",)),
+            (self._collect_env, ("collect-env",)),
+            (self._misc_versions, ("vllm-version", "ray-version", "wandb-version")),
+            (self._transformers, ("transformers-version",)),
+            (self._python, ("python-path",)),
+            (self._gpu_memory, ("gpu-memory",)),
+            (self._gpu_model, ("gpu-model",)),
+            (self._world_size, WORLD_SIZE_IDS),
+            (self._hosts, HOST_IDS),
+            (self._overrides, ("hydra-overrides",)),
+        ]
+        h: list[tuple[str, Callable[[Record, str], None]]] = []
+        for handler, ids in readers:
+            h += [(keyword, handler) for keyword in _dispatch_keywords(ids)]
+        h += [
             (DUMP_START, self._dump_start),
             (STEP_KEYWORD, self._step_line),
-            ("Saving model to", self._saving),
-            ("Saved model to", self._saved),
-            ("Checkpoint tracker file does not exist:", self._tracker_missing),
+            *((k, self._saving) for k in _dispatch_keywords(("era-rank0-saving",))),
+            *((k, self._saved) for k in _dispatch_keywords(("era-rank-saved",))),
+            *((k, self._tracker_missing) for k in _dispatch_keywords(("era-tracker-fstring",))),
         ]
         h += [(style, self._styles) for style, _ in TORCH_STYLES + RAY_STYLES]
         h += [(mark, self._engine) for mark in VLLM_V1 + VLLM_V0 + SGLANG_MARKS]
@@ -467,7 +343,7 @@ class EnvironmentTracker:
             self._package(m.group("pkg"), m.group("ver"))
 
     def _package(self, pkg: str, version: str) -> None:
-        if pkg.startswith("nvidia-nccl"):
+        if pkg.startswith(NCCL_PIP_PACKAGE):
             self._fact("nccl", version)
             return
         key = PIP_PACKAGES[pkg]
@@ -499,15 +375,13 @@ class EnvironmentTracker:
         m = COLLECT_ENV_RE.match(message.strip())
         if not m:
             return
-        field, value = m.group("field"), m.group("value")
-        if field == "PyTorch version":
+        fact, value = COLLECT_ENV_FACTS[m.group("field")], m.group("value")
+        if fact == "torch":
             self._package("torch", value)
-        elif field in ("CUDA used to build PyTorch", "CUDA runtime version"):
-            self._fact("cuda", ".".join(value.split(".")[:2]))
-        elif field == "Python version":
-            self._fact("python", ".".join(value.split(".")[:2]))
-        elif field == "Nvidia driver version":
-            self._fact("nvidia_driver", value)
+        elif fact in ("cuda", "python"):
+            self._fact(fact, ".".join(value.split(".")[:2]))
+        else:
+            self._fact(fact, value)
 
     def _misc_versions(self, rec: Record, message: str) -> None:
         m = VLLM_VERSION_RE.search(message)
@@ -566,13 +440,13 @@ class EnvironmentTracker:
     def _world_size(self, rec: Record, message: str) -> None:
         # each regex needs its literal: without it the search is skipped (checkpoint paths hold
         # `_world_size_8_rank_0` on every rank's every save)
-        explicit = "world_size" in message or "WORLD_SIZE" in message
-        for key, needed, regex in (
-            ("explicit", explicit, WORLD_SIZE_RE),
-            ("checkpoint", "_world_size_" in message, CKPT_WORLD_RE),
-            ("nranks", "nranks " in message, NRANKS_RE),
+        for key, needs, regex in zip(
+            ("explicit", "checkpoint", "nranks"),
+            WORLD_SIZE_NEEDS,
+            (WORLD_SIZE_RE, CKPT_WORLD_RE, NRANKS_RE),
+            strict=True,
         ):
-            m = regex.search(message) if needed else None
+            m = regex.search(message) if any(k in message for k in needs) else None
             if m:
                 value = int(m.group(1))
                 self.world_sizes[key] = max(value, self.world_sizes.get(key, 0))
@@ -591,15 +465,15 @@ class EnvironmentTracker:
                 self._era(rule)
 
     def _saving(self, rec: Record, message: str) -> None:
-        if "[rank-" in rec.line.text:  # the prefix the normaliser strips from v0.2/v0.3 saves
+        if RANK0_SAVE_MARK in rec.line.text:  # the prefix the normaliser strips from v0.2/v0.3 saves
             self._era(RANK0_SAVE_RULE)
 
     def _saved(self, rec: Record, message: str) -> None:
-        if "[Rank " in message:
+        if RANK_SAVED_MARK in message:
             self._era(RANK_SAVED_RULE)
 
     def _tracker_missing(self, rec: Record, message: str) -> None:
-        if "does not exist: %s " not in message:
+        if CKPT_TRACKER_PERCENT_S not in message:
             self._era(CKPT_TRACKER_FSTRING_RULE)
 
     def _step_line(self, rec: Record, message: str) -> None:
@@ -615,9 +489,7 @@ class EnvironmentTracker:
             return
         self._step_lines += 1
         raws = [raw.strip() for _, raw in split[1]]
-        if any(r.startswith(("np.float", "np.int")) for r in raws) or any(
-            LONG_NUMBER_RE.match(r) for r in raws
-        ):
+        if any(r.startswith(NUMPY_STARTS) for r in raws) or any(LONG_NUMBER_RE.match(r) for r in raws):
             self._era(FULL_REPR_RULE)
         elif len(raws) >= 3 and all(THREE_DECIMALS_RE.match(r) for r in raws):
             self._era(THREE_DECIMALS_RULE)

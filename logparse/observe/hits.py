@@ -23,6 +23,7 @@ from logparse.observe.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S, Match, Mat
 from logparse.observe.tracebacks import TB_START, Traceback
 from logparse.read.normalize import Record
 from patterns import Catalog, Entry, Role, Severity
+from patterns.fallback import fallback_rules
 from patterns.stages import MAX_FRAME_FIELD
 
 MAX_GROUPS = 2000
@@ -58,6 +59,12 @@ def mask(message: str) -> str:
     return out
 
 
+def _class_category(exc_type: str) -> str | None:
+    """The category an exception class says (fallback.yaml's type rules), asked only for an entry
+    whose category comes from one (`category_from: {types: true}`)."""
+    return fallback_rules().class_category(exc_type)
+
+
 @dataclass
 class Hit:
     entry: Entry
@@ -72,7 +79,7 @@ class Hit:
 
     @property
     def category(self) -> str:
-        return self.entry.category_for(self.groups)
+        return self.entry.category_for(self.groups, _class_category)
 
     @property
     def role(self) -> Role:

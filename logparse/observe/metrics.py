@@ -525,20 +525,3 @@ class MetricsTracker:
             elif v < lo:
                 lo = v
         return []
-
-
-def ema(values: list[float | None], weight: float) -> list[float | None]:
-    """The debiased exponential moving average W&B and TensorBoard draw as a smoothed line:
-    s_t = weight * s_(t-1) + (1 - weight) * x_t, divided by (1 - weight^t) so the start is not pulled
-    towards zero. Missing and non-finite values are skipped (their smoothed value is None)."""
-    out: list[float | None] = []
-    acc = 0.0
-    count = 0
-    for v in values:
-        if v is None or not math.isfinite(v):
-            out.append(None)
-            continue
-        count += 1
-        acc = weight * acc + (1 - weight) * v
-        out.append(acc / (1 - weight**count) if weight < 1 else v)
-    return out

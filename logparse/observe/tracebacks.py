@@ -28,6 +28,7 @@ import regex
 
 from logparse.read.interleave import NAME_ENDINGS
 from logparse.read.normalize import Record
+from patterns.formats import formats
 from patterns.schema import LazyRe
 
 MAX_TRACEBACK_RECORDS = 200
@@ -43,30 +44,25 @@ CONTEXT_LINES = 5
 # after its traceback, so only the streams whose traceback closed lately need theirs
 MAX_IDLE_STREAMS = 128
 
-TB_START = "Traceback (most recent call last):"
-CHAIN_MARKERS = (
-    "The above exception was the direct cause of the following exception:",
-    "During handling of the above exception, another exception occurred:",
-)
+# The wordings of a traceback's structure are patterns/formats.yaml's (`tracebacks`, `torchrun_summary`,
+# `frame_kinds`), compiled here once.
+_F = formats()
+TB_START = _F.literal("traceback-start")
+INLINE_TB_START = _F.literal("inline-traceback-start")  # SGLang: `Scheduler hit an exception: Traceback ...`
+CHAIN_MARKERS = _F.literals("chain-markers")
+FRAME_MARKER = _F.literal("frame-marker")
 # Frames are indented by Python; pasted excerpts sometimes lose the indentation, so it is optional.
-FRAME_RE = regex.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
-EXC_RE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$")
+FRAME_RE = regex.compile(_F.regex("frame-line"))
+EXC_RE = regex.compile(_F.regex("exception-line"))
 EXC_NAME_RE = LazyRe(rf"(?:{'|'.join(NAME_ENDINGS)})\)?$", engine="regex")
-RAY_TASK_RE = regex.compile(
-    r"ray::(?P<task>[\w.<>]+)\(\)(?:\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?)?"
-)
+RAY_TASK_MARKER = _F.literal("ray-task-marker")
+RAY_TASK_ERROR = _F.literal("ray-task-error")
+RAY_TASK_ERROR_LINE = _F.literal("ray-task-error-line")
+RAY_TASK_RE = regex.compile(_F.regex("ray-task"))
 # A Ray task header printed without a "Traceback" line:
 # `Unhandled error (suppress with ...): ray::X.m() (pid=..` or the driver's
 # `ray.exceptions.RayTaskError(E): ray::X.m() (pid=...` when Ray prints the error alone.
-RAY_HEADER_RE = regex.compile(
-    r"(?:^|: )ray::(?P<task>[\w.<>]+)\(\)\s*\(pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?"
-)
-LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ", "/_private/")
-THIRD_PARTY_OK = ("/verl/",)  # verl is the user's framework: its frames count as user code
-# A launcher's frames start the program and are nobody's code to fix, so never the innermost user
-# frame: a console script (a `bin/` file without an extension: `/opt/venv/bin/torchrun`, `bin/ray`),
-# `python -m`'s runpy, `python -c`.
-LAUNCHER_RE = regex.compile(r"(?:^|/)bin/[^/.]+$|(?:^|/)runpy\.py$|^<string>$|^<stdin>$")
+RAY_HEADER_RE = regex.compile(_F.regex("ray-header"))
 
 
 class FrameKind(str, Enum):
@@ -75,14 +71,23 @@ class FrameKind(str, Enum):
     LAUNCHER = "launcher"  # a console script or interpreter entry point that started the program
 
 
+# Whose code a frame's file is: the first rule that hits it decides, a file no rule names is the user's.
+# (regex: searched in the path; literals: one of them is in it)
+FRAME_RULES: tuple[tuple[FrameKind, regex.Pattern | None, tuple[str, ...]], ...] = tuple(
+    (
+        FrameKind(rule.field("kind")),
+        regex.compile(rule.value) if rule.kind == "regex" else None,
+        rule.value if rule.kind == "literals" else (),
+    )
+    for rule in _F.section("frame_kinds")
+)
+
+
 def frame_kind(file: str) -> FrameKind:
     """Whose code a traceback frame's file is (renderers fold the frames that are not the user's)."""
-    if any(m in file for m in THIRD_PARTY_OK):
-        return FrameKind.USER
-    if LAUNCHER_RE.search(file):
-        return FrameKind.LAUNCHER
-    if any(m in file for m in LIBRARY_MARKERS):
-        return FrameKind.LIBRARY
+    for kind, pattern, words in FRAME_RULES:
+        if pattern.search(file) if pattern is not None else any(w in file for w in words):
+            return kind
     return FrameKind.USER
 
 
@@ -120,12 +125,16 @@ class RaisedException:
 
 
 # (LazyRe: compiled when a log first shows a torchrun failure summary)
-TORCHRUN_FIELD = LazyRe(
-    r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$", engine="regex"
-)
-TORCHRUN_RANK = LazyRe(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)", engine="regex")
-TORCHRUN_EXIT = LazyRe(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?:\s+\((?P<signal>SIG\w+)\))?", engine="regex")
-TORCHRUN_SIGNAL = LazyRe(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)", engine="regex")
+TORCHRUN_SUMMARY_EXCEPTION = _F.literal("summary-exception")
+TORCHRUN_FAILURES = _F.literal("failures-section")
+TORCHRUN_ROOT = _F.literal("root-section")
+TORCHRUN_INDEX = LazyRe(_F.regex("failure-index"), engine="regex")
+TORCHRUN_FIELD = LazyRe(_F.regex("failure-field"), engine="regex")
+TORCHRUN_RANK = LazyRe(_F.regex("failure-rank"), engine="regex")
+TORCHRUN_EXIT = LazyRe(_F.regex("failure-exitcode"), engine="regex")
+TORCHRUN_SIGNAL = LazyRe(_F.regex("failure-signal"), engine="regex")
+TORCHRUN_NO_FILE = _F.literal("no-error-file")
+TORCHRUN_RULE = frozenset(_F.literals("rule-characters"))
 
 
 @dataclass
@@ -157,24 +166,24 @@ def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
     current: TorchrunFailure | None = None
     for rec in records:
         text = rec.message.strip()
-        if text.startswith("Root Cause"):
+        if text.startswith(TORCHRUN_ROOT):
             section = "root"
             current = None
             continue
-        if text.startswith("Failures:"):
+        if text.startswith(TORCHRUN_FAILURES):
             section = "failures"
             current = None
             continue
-        m = regex.match(r"^\[(\d+)\]:$", text)
+        m = TORCHRUN_INDEX.match(text)
         if m:
-            current = TorchrunFailure(section, int(m.group(1)), rec.seq, rec.seq)
+            current = TorchrunFailure(section, int(m.group("index")), rec.seq, rec.seq)
             out.append(current)
             continue
         if current is None:
             continue
         f = TORCHRUN_FIELD.match(rec.message)
         if not f:
-            if text and not set(text) <= set("=-"):
+            if text and not set(text) <= TORCHRUN_RULE:
                 current.last_seq = rec.seq  # a multi-line traceback inside the block
             continue
         current.last_seq = rec.seq
@@ -189,7 +198,7 @@ def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
             current.exitcode, current.pid = int(m.group("code")), int(m.group("pid"))
             current.signal = m.group("signal") or current.signal
         elif key == "error_file":
-            current.error_file = None if value == "<N/A>" else value
+            current.error_file = None if value == TORCHRUN_NO_FILE else value
         elif key == "traceback":
             current.traceback = value
             if m := TORCHRUN_SIGNAL.search(value):
@@ -419,7 +428,7 @@ class TracebackAssembler:
             return
         tb.closed = True
         for exc in tb.exceptions:
-            if exc.short_type == "ChildFailedError":
+            if exc.short_type == TORCHRUN_SUMMARY_EXCEPTION:
                 records = tb.all_records()
                 start = next((k for k, r in enumerate(records) if r is exc.record), 0)
                 tb.torchrun_failures = parse_child_failed(records[start + 1 :])
@@ -449,43 +458,12 @@ class TracebackAssembler:
     def _feed(self, st: _StreamState, rec: Record) -> LineRole:
         msg = rec.message
         stripped = msg.strip()
-        if stripped == TB_START or (stripped.endswith(TB_START) and "hit an exception" in stripped):
-            chained = st.pending_chain
-            if st.tb is not None:
-                chained = chained or None
-                self._close(st)
-            self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=chained))
-            st.pending_chain = None
-            st.tb.add(rec)
-            st.phase = "frames"
-            return LineRole.START
-        if st.tb is None and "ray::" in msg and not msg[:1].isspace():
-            m = RAY_HEADER_RE.search(msg)
-            if m:
-                tb = Traceback(rec.stream, rec, self.context_for(rec))
-                self._open_tb(st, tb)
-                tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
-                tb.add(rec)
-                st.phase = "frames"
-                parsed = parse_exception_line(stripped)
-                if parsed is not None:
-                    tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
-                    return LineRole.EXCEPTION
-                return LineRole.MESSAGE
-        if st.tb is None and 'File "' in msg and FRAME_RE.match(msg):
-            # a traceback whose header was cut off (an excerpt, a rotated file): start it here
-            self._open_tb(
-                st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain)
-            )
-            st.pending_chain = None
-            st.phase = "frames"
+        if stripped == TB_START or (stripped.endswith(TB_START) and INLINE_TB_START in stripped):
+            return self._start(st, rec)
         if st.tb is None:
-            if stripped in CHAIN_MARKERS:
-                st.pending_chain = st.last_closed
-                return LineRole.FRAME
-            if stripped:
-                self._remember(st, rec)
-            return LineRole.NONE
+            role = self._outside(st, rec, stripped)
+            if role is not None:
+                return role
         tb = st.tb
         if stripped in CHAIN_MARKERS:
             st.pending_chain = tb
@@ -499,43 +477,97 @@ class TracebackAssembler:
             st.phase = "code"
             return LineRole.FRAME
         if st.phase in ("frames", "code"):
-            if msg[:1].isspace() or not stripped:
-                # the source line under a frame, caret markers, or faulthandler detail
-                if st.phase == "code" and tb.frames and tb.frames[-1].code is None and stripped:
-                    tb.frames[-1].code = stripped
-                    st.phase = "frames"
+            return self._in_frames(st, rec, stripped)
+        return self._in_message(st, rec, stripped)
+
+    def _start(self, st: _StreamState, rec: Record) -> LineRole:
+        """`Traceback (most recent call last):` (also after a header such as SGLang's): a new one."""
+        chained = st.pending_chain
+        if st.tb is not None:
+            chained = chained or None
+            self._close(st)
+        self._open_tb(st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=chained))
+        st.pending_chain = None
+        st.tb.add(rec)
+        st.phase = "frames"
+        return LineRole.START
+
+    def _outside(self, st: _StreamState, rec: Record, stripped: str) -> LineRole | None:
+        """A line of a stream with no open traceback: a Ray task error header opens one, as does a frame
+        (a traceback whose header was cut off); a chain marker waits for the next; None when the line
+        is then the open traceback's (a frame) to read."""
+        msg = rec.message
+        if RAY_TASK_MARKER in msg and not msg[:1].isspace():
+            m = RAY_HEADER_RE.search(msg)
+            if m:
+                tb = Traceback(rec.stream, rec, self.context_for(rec))
+                self._open_tb(st, tb)
+                tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
                 tb.add(rec)
-                return LineRole.FRAME
-            parsed = parse_exception_line(stripped)
-            if parsed is None:
-                if st.phase == "code" and tb.frames and tb.frames[-1].code is None:
-                    # the source line under a frame, its indentation lost in a paste
-                    tb.frames[-1].code = stripped
-                    tb.add(rec)
-                    st.phase = "frames"
-                    return LineRole.FRAME
-                # an unrelated line of the same stream printed inside the traceback (interleaving)
-                self._remember(st, rec)
-                return LineRole.NONE
-            etype, emsg = parsed
-            tb.exceptions.append(RaisedException(etype, emsg, rec))
-            if "RayTaskError" in etype:
-                # nested task errors (TaskRunner.run -> WorkerDict.update_actor): the innermost names the
-                # worker
-                m = RAY_TASK_RE.search(emsg)
-                if m:
-                    tb.task = m.group("task")
-                    tb.task_pid = int(m.group("pid")) if m.group("pid") else None
-                    tb.task_node = m.group("ip")
+                st.phase = "frames"
+                parsed = parse_exception_line(stripped)
+                if parsed is not None:
+                    tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
+                    return LineRole.EXCEPTION
+                return LineRole.MESSAGE
+        if FRAME_MARKER in msg and FRAME_RE.match(msg):
+            # a traceback whose header was cut off (an excerpt, a rotated file): start it here
+            self._open_tb(
+                st, Traceback(rec.stream, rec, self.context_for(rec), chained_from=st.pending_chain)
+            )
+            st.pending_chain = None
+            st.phase = "frames"
+            return None
+        if stripped in CHAIN_MARKERS:
+            st.pending_chain = st.last_closed
+            return LineRole.FRAME
+        if stripped:
+            self._remember(st, rec)
+        return LineRole.NONE
+
+    def _in_frames(self, st: _StreamState, rec: Record, stripped: str) -> LineRole:
+        """A line among the frames: a frame's source line, a caret line, or the exception that ends them."""
+        tb = st.tb
+        if rec.message[:1].isspace() or not stripped:
+            # the source line under a frame, caret markers, or faulthandler detail
+            if st.phase == "code" and tb.frames and tb.frames[-1].code is None and stripped:
+                tb.frames[-1].code = stripped
+                st.phase = "frames"
             tb.add(rec)
-            st.phase = "message"
-            return LineRole.EXCEPTION
-        # phase == "message": continuation lines of a multi-line exception message
+            return LineRole.FRAME
+        parsed = parse_exception_line(stripped)
+        if parsed is None:
+            if st.phase == "code" and tb.frames and tb.frames[-1].code is None:
+                # the source line under a frame, its indentation lost in a paste
+                tb.frames[-1].code = stripped
+                tb.add(rec)
+                st.phase = "frames"
+                return LineRole.FRAME
+            # an unrelated line of the same stream printed inside the traceback (interleaving)
+            self._remember(st, rec)
+            return LineRole.NONE
+        etype, emsg = parsed
+        tb.exceptions.append(RaisedException(etype, emsg, rec))
+        if RAY_TASK_ERROR in etype:
+            # nested task errors (TaskRunner.run -> WorkerDict.update_actor): the innermost names the worker
+            m = RAY_TASK_RE.search(emsg)
+            if m:
+                tb.task = m.group("task")
+                tb.task_pid = int(m.group("pid")) if m.group("pid") else None
+                tb.task_node = m.group("ip")
+        tb.add(rec)
+        st.phase = "message"
+        return LineRole.EXCEPTION
+
+    def _in_message(self, st: _StreamState, rec: Record, stripped: str) -> LineRole:
+        """A continuation line of a multi-line exception message, or what ends it."""
+        tb = st.tb
+        msg = rec.message
         exc = tb.exceptions[-1]
         if (
-            "ray::" in msg
+            RAY_TASK_MARKER in msg
             and RAY_HEADER_RE.search(msg)
-            and not stripped.startswith("ray.exceptions.RayTaskError")
+            and not stripped.startswith(RAY_TASK_ERROR_LINE)
         ):
             # the next Ray task error starts right after this one (Ray prints one per failed task)
             self._close(st)
@@ -551,7 +583,7 @@ class TracebackAssembler:
             self._remember(st, rec)
             return LineRole.NONE
         parsed = parse_exception_line(stripped)
-        if parsed is not None and tb.task is not None and "RayTaskError" in exc.type:
+        if parsed is not None and tb.task is not None and RAY_TASK_ERROR in exc.type:
             # Ray prints the inner exception right after the RayTaskError header when frames are hidden
             tb.exceptions.append(RaisedException(parsed[0], parsed[1], rec))
             tb.add(rec)

@@ -16,16 +16,17 @@ from pathlib import PurePath
 
 import regex
 
+from patterns.formats import formats
 from patterns.schema import LazyRe
 
-TORCHRUN_FILE = regex.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?:stdout|stderr)\.log$")
-TORCHRUN_ERROR = regex.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
-RAY_WORKER = regex.compile(r"(?:^|/)worker-[0-9a-f]+-[0-9a-f]+-(?P<pid>\d+)\.(?:out|err)$")
-RAY_CORE_WORKER = regex.compile(r"(?:^|/)python-core-(?:worker|driver)-[0-9a-f]+_(?P<pid>\d+)\.log$")
-RAY_DAEMON = regex.compile(
-    r"(?:^|/)(?P<daemon>raylet|gcs_server|monitor|log_monitor|dashboard(?:_agent)?)"
-    r"(?:\.\d+)?\.(?:out|err|log)$"
-)
+# The layouts' wordings are patterns/formats.yaml's (`layouts`), compiled here once.
+_F = formats()
+TORCHRUN_FILE = regex.compile(_F.regex("torchrun-log-file"))
+TORCHRUN_ERROR = regex.compile(_F.regex("torchrun-error-file"))
+RAY_WORKER = regex.compile(_F.regex("ray-worker-file"))
+RAY_CORE_WORKER = regex.compile(_F.regex("ray-core-worker-file"))
+RAY_DAEMON = regex.compile(_F.regex("ray-daemon-file"))
+ERROR_FILE = _F.literal("error-file-name")
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def file_origin(path: str) -> FileOrigin:
     m = RAY_DAEMON.search(p)
     if m:
         return FileOrigin("ray", actor=m.group("daemon"))
-    if p.endswith("error.json"):
+    if p.endswith(ERROR_FILE):
         return FileOrigin(None, error_file=True)
     return FileOrigin()
 
@@ -68,60 +69,15 @@ def file_origin(path: str) -> FileOrigin:
 # Words and numbers that say which process or stream of a job a file holds, not which job: `rank3.log`,
 # `node1/stdout.log`, `driver.log` and `train.log` are parts of one job; `job_a.log` and `job_b.log`, or
 # `exp1/` and `exp2/`, are two.
-_GENERIC_WORDS = frozenset(
-    {
-        "rank",
-        "local",
-        "global",
-        "node",
-        "worker",
-        "workers",
-        "gpu",
-        "host",
-        "proc",
-        "process",
-        "attempt",
-        "part",
-        "stdout",
-        "stderr",
-        "out",
-        "err",
-        "error",
-        "errors",
-        "log",
-        "logs",
-        "output",
-        "outputs",
-        "console",
-        "debug",
-        "info",
-        "all",
-        "combined",
-        "nohup",
-        "driver",
-        "main",
-        "launcher",
-        "head",
-        "train",
-        "training",
-        "trainer",
-        "job",
-        "run",
-        "std",
-        "tee",
-        "torchrun",
-        "ray",
-        "verl",
-    }
-)
+_GENERIC_WORDS = frozenset(_F.literals("generic-words"))
 # (LazyRe: compiled when a folder's file names are first compared)
-_PER_PROCESS = LazyRe(
-    r"^(?:rank|local_?rank|node|worker|gpu|host|proc|process|attempt|part)_?\d+$", engine="regex"
-)
+_PER_PROCESS = LazyRe(_F.regex("per-process-name"), engine="regex")
 # an index (rank 0-99); longer numbers (job ids, dates) differ
-_SMALL_NUMBER = LazyRe(r"^\d{1,2}$", engine="regex")
-_NAME_SPLIT = LazyRe(r"[-_.\s]+", engine="regex")
-_LOG_EXTENSIONS = (".gz", ".log", ".out", ".err", ".txt", ".json")
+_SMALL_NUMBER = LazyRe(_F.regex("small-number"), engine="regex")
+_NAME_SPLIT = LazyRe(_F.regex("name-separators"), engine="regex")
+_LOG_EXTENSIONS = _F.literals("log-extensions")
+_ATTEMPT_FOLDER = LazyRe(_F.regex("torchrun-attempt-folder"), engine="regex")
+_SESSION_FOLDER = _F.literal("ray-session-folder")
 
 
 @dataclass(frozen=True)
@@ -171,14 +127,14 @@ def jobs_in_folder(folder: str, files: list[str]) -> list[JobGroup]:
             continue
         origin = file_origin(f)
         if origin.layout == "torchrun":
-            i = next((k for k, part in enumerate(parts) if regex.fullmatch(r"attempt_\d+", part)), None)
+            i = next((k for k, part in enumerate(parts) if _ATTEMPT_FOLDER.fullmatch(part)), None)
             run = parts[:i] if i else ()
             key = ("torchrun", "/".join(run) or ".")
             layout.setdefault(key, []).append(f)
             roots[key] = str(base.joinpath(*run)) if run else folder
             continue
         if origin.layout == "ray":
-            i = next((k for k, part in enumerate(parts) if part.startswith("session_")), None)
+            i = next((k for k, part in enumerate(parts) if part.startswith(_SESSION_FOLDER)), None)
             session = parts[: i + 1] if i is not None else parts[:-1]
             key = ("ray", "/".join(session) or ".")
             layout.setdefault(key, []).append(f)

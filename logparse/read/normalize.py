@@ -1,6 +1,7 @@
 """Strip the prefixes that launchers put before a log message, and keep what they say.
 
-Real prefixes (see ../shared/reference/verl-log-formats.md): Ray `(WorkerDict pid=1, ip=10.0.0.2)`
+The prefixes are wordings of patterns/formats.yaml (`prefixes`, each with its example lines; the real
+wordings are in ../shared/reference/verl-log-formats.md): Ray `(WorkerDict pid=1, ip=10.0.0.2)`
 (nested for vLLM workers), `(raylet)`, torch.distributed `[rank3]:`, torchrun --tee `[default0]:`,
 c10 glog `[E314 14:33:45.172185860 ProcessGroupNCCL.cpp:607]`, torch's logging formatter
 `W0731 10:50:07.575000 3247964 api.py:897]`, vLLM `INFO 03-14 14:33:45 [file.py:123]`, Python
@@ -18,6 +19,7 @@ import regex
 
 from logparse.read.interleave import NAME_ENDINGS, NOISE, unweave
 from logparse.read.sources import Line
+from patterns.formats import formats
 from patterns.schema import LazyRe
 
 MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
@@ -27,55 +29,24 @@ _GLOG_LEVELS = frozenset("IWEF")
 _TEE_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
 
-RAY_ACTOR = regex.compile(
-    r"\((?:(?P<actor>[^()\s,=]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?"
-)
+# Each regex is a wording of patterns/formats.yaml (`prefixes`, `message_fields`), compiled here once.
+_F = formats()
+RAY_ACTOR = regex.compile(_F.regex("ray-actor"))
 # (LazyRe: compiled on the first line that may carry the prefix; many logs carry none of these)
-RAY_DAEMON = LazyRe(
-    r"\((?P<daemon>raylet|autoscaler|gcs_server|monitor|dashboard(?:_agent)?|log_monitor)"
-    r"(?: \+[0-9hms.]+)?(?:, ip=(?P<ip>[0-9A-Za-z.:_-]+))?\) ?",
-    engine="regex",
-)
-RANK = LazyRe(r"\[rank(?P<rank>\d+)\]: ?", engine="regex")
-TEE = regex.compile(r"\[(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<lr>\d+)\]: ?")
-GLOG = LazyRe(
-    r"\[(?P<lvl>[IWEF])(?P<mon>1[0-2]|0?[1-9])(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?"
-    r"(?: \d+)? (?P<loc>[^\]\s]+:\d+)\] ?",
-    engine="regex",
-)
-TORCH_LOG = LazyRe(
-    r"(?P<lvl>[VIWEC])(?P<mon>[01]\d)(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ (?P<pid>\d+) "
-    r"(?P<loc>\S+:\d+)\] ?",
-    engine="regex",
-)
-VLLM = LazyRe(
-    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>[01]\d)-(?P<day>[0-3]\d) (?P<hms>\d\d:\d\d:\d\d)"
-    r"(?:\.\d+)? (?:\[(?P<loc>[^\]\s]+:\d+)\]|(?P<loc2>[^\]\s]+:\d+)\]) ?",
-    engine="regex",
-)
-PY_LOGGING = LazyRe(
-    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):"
-    r"(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),\d{3}:",
-    engine="regex",
-)
+RAY_DAEMON = LazyRe(_F.regex("ray-daemon"), engine="regex")
+RANK = LazyRe(_F.regex("rank"), engine="regex")
+TEE = regex.compile(_F.regex("tee"))
+GLOG = LazyRe(_F.regex("glog"), engine="regex")
+TORCH_LOG = LazyRe(_F.regex("torch-log"), engine="regex")
+VLLM = LazyRe(_F.regex("vllm"), engine="regex")
+PY_LOGGING = LazyRe(_F.regex("python-logging"), engine="regex")
 # ISO-ish timestamp at line start, optionally bracketed (SGLang, NCCL WARN, Hydra), optionally followed by
-# bracketed fields (a bracketed level, `[ERROR]`, is read as the level: DeepSpeed's and other loggers'
-# `[date] [LEVEL] [file:line:func]` layout), a level and Ray's ` file.py:N -- ` or a ` - name - LEVEL - `
-# logging layout.
-STAMPED = regex.compile(
-    r"\[?(?P<date>\d{4}-\d\d-\d\d)[ T_](?P<hms>\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-    r"(?: (?:TP|DP|PP|EP)\d+(?: ?(?:TP|DP|PP|EP)\d+)*)?\]?"
-    r"(?:\[[^\]]*\])*"
-    r"(?:\s*\[(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\](?:\s*\[[\w.-]+:\d+(?::\w+)?\])?)?"
-    r"(?:(?:\s+|\s*[-|]\s*)(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b)?"
-    r"(?:\s+[\w.-]+\.py:\d+ --|\s*-\s*[\w.]+\s*-)?"
-    r"(?:\s+|\s*-\s+|:\s*|$)"
-)
-NCCL_HOST = regex.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ?")
-MESSAGE_RANK = regex.compile(r"\[(?:Rank |rank-)(?P<rank>\d+)\]")
-REPEATED = regex.compile(
-    r"\[repeated (?P<n>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*+$"
-)
+# bracketed fields, a level and Ray's ` file.py:N -- ` or a ` - name - LEVEL - ` logging layout.
+STAMPED = regex.compile(_F.regex("stamped"))
+NCCL_HOST = regex.compile(_F.regex("nccl-host"))
+MESSAGE_RANK = regex.compile(_F.regex("message-rank"))
+REPEATED = regex.compile(_F.regex("repeated"))
+REPEATED_KEYWORD = _F.item("repeated").field("keywords")[0]
 
 
 # A progress bar's redraw (tqdm's `desc: 50%|###  | 3/6 [..]`, or `16 examples [00:01, 9.2 examples/s]`
@@ -242,7 +213,7 @@ class Normalizer:
         node = actor = level = None
         time = None
         repeat = 1
-        if "[repeated " in text:
+        if REPEATED_KEYWORD in text:
             m = REPEATED.search(text)
             if m:
                 repeat = 1 + int(m.group("n"))

@@ -16,17 +16,17 @@ from typing import NamedTuple
 
 from logparse.read.prefilter import compile_keywords
 from logparse.read.steps import STEP_KEYWORD, STEP_RE
+from patterns.progress import progress_wordings
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 
-TQDM_KEYWORD = "Training Progress"
-
-STEP_TIME_RE = re.compile(
-    r"(?<![\w/])timing(?:_s)?/step:(?:np\.float\d*\()?([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
-)
-
-TQDM_RE = re.compile(r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^\]]*)\]")
-
-RATE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s/it|it/s)")
+# The step time's and the bar's syntax are patterns/progress.yaml's, compiled here once.
+_P = progress_wordings()
+TQDM_KEYWORD = _P.literal("tqdm-keyword")
+STEP_TIME_RE = re.compile(_P.regex("step-time"))
+STEP_TIME_KEY = _P.item("step-time").field("keywords")[0]  # (found first: the regex is slow on a long line)
+TQDM_RE = re.compile(_P.regex("tqdm-bar"))
+RATE_RE = re.compile(_P.regex("tqdm-rate"))
+SECONDS_PER_STEP = _P.literal("seconds-per-step")
 
 MAX_CANDIDATE_SETS = 4096  # MarkerMatcher.candidates() remembered, per set of keywords present
 
@@ -110,7 +110,7 @@ NOTHING = ProgressLine(None, None, None, None)
 def step_seconds(message: str) -> float | None:
     """A step line's `timing_s/step` (seconds), when finite and positive."""
     # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
-    at = message.find("/step:")
+    at = message.find(STEP_TIME_KEY)
     m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
     if m:
         value = float(m.group(1))
@@ -124,7 +124,7 @@ def bar_seconds(bracket: str) -> float | None:
     if not m:
         return None
     value = float(m.group(1))
-    if m.group(2) == "s/it":
+    if m.group(2) == SECONDS_PER_STEP:
         return value
     return 1.0 / value if value > 0 else None
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import re
 
-from patterns.progress import wanted_key
+from patterns.progress import progress_wordings, wanted_key
 
-STEP_KEYWORD = "step:"
+# The step line's syntax is patterns/progress.yaml's (`step_lines`), compiled here once.
+_P = progress_wordings()
+STEP_KEYWORD = _P.literal("step-keyword")
 # `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
-STEP_RE = re.compile(r"(?<![\w/])step:(\d+) - ")
+STEP_RE = re.compile(_P.regex("step-line"))
 # what STEP_RE finds of a step line at the start of a plain ASCII message, in its bytes (its lookbehind
 # holds at the start, and \d is [0-9] in ASCII): the fast path of progress lines
 STEP_HEAD = re.compile(rb"step:([0-9]+) - ")
-NUMPY_SCALAR_RE = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")
+NUMPY_SCALAR_RE = re.compile(_P.regex("numpy-scalar"))
 
-NP_FLOAT64 = "np.float64("
+NP_FLOAT64 = _P.literal("numpy-float64")
 NUMBER_FIRST = frozenset("0123456789+-.niNI")  # what a number's text may start with (after stripping)
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from logparse.model import MetricSeries
-from logparse.observe.metrics import MAX_CHART_POINTS, downsample, ema
+from logparse.model import MetricSeries, downsample
+from logparse.observe.metrics import MAX_CHART_POINTS
 from logparse.pipeline import analyse
 from patterns import load_catalog
-from reports.html import DRAW_MAX_POINTS, MARKER_MAX_POINTS, chart, charts, smoothing_weight, y_range
+from reports.html import DRAW_MAX_POINTS, MARKER_MAX_POINTS, chart, charts, ema, smoothing_weight, y_range
 from tests.conftest import run_cli
 from tests.reports.test_html import _load, browser  # noqa: F401 - the headless Chromium fixture
 

@@ -64,6 +64,7 @@ def handmade_report(evil: str = "", steps: int = 6, failure_step: int = 5) -> Re
         innermost_user_frame=("/workspace/train.py", 10, f"main{evil}"),
         task=None,
         chain=(f"ValueError: earlier {evil}",),
+        frame_kinds=("library", "user", "library"),
     )
     rc = RootCause(
         id="loss-is-nan",
@@ -452,7 +453,11 @@ def test_first_screen_with_a_long_traceback_and_evidence(browser, tmp_path: Path
     report = dataclasses.replace(
         base,
         root_cause=dataclasses.replace(
-            rc, evidence=evidence, traceback=dataclasses.replace(rc.traceback, frames=frames)
+            rc,
+            evidence=evidence,
+            traceback=dataclasses.replace(
+                rc.traceback, frames=frames, frame_kinds=("library",) * 30 + ("user",)
+            ),
         ),
     )
     page = tmp_path / "long.html"

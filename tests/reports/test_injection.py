@@ -16,14 +16,27 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from reports.escape import JOINER, csv_cell, md_code, md_html, md_inline, md_text, neutralise, terminal_text
+from reports.escape import (
+    JOINER,
+    code_spans,
+    csv_cell,
+    md_code,
+    md_html,
+    md_inline,
+    md_text,
+    neutralise,
+    terminal_text,
+)
 from tests.conftest import SAMPLES, run_cli
 
 PAYLOAD = (
     "` </details><img src=x onerror=alert(1)> ![i](https://evil.example/i.png) [l](https://evil.example/l) "
-    "<https://evil.example/a> https://evil.example/b www.evil.example @evilmention #4242 `` ``` "
+    "<https://evil.example/a> https://evil.example/b www.evil.example @evilmention #4242 GH-4242 "
+    "evil/repo#7 `` ``` "
     "</summary> |x| &#64;evilentity mailto:evil@evil.example"
 )
 WORD = "</details><img/src/onerror>@evilmention#4242<www.evil.example>"  # no space, for names and paths
@@ -47,7 +60,9 @@ PLANTS = [
 MD = MarkdownIt("commonmark", {"linkify": True}).enable(["table", "linkify"])  # GitHub autolinks bare URLs
 OUR_HTML = re.compile(r"</?(?:details|summary)>")
 # what GitHub turns into a mention, an issue reference or a link in a text node
-LIVE_TEXT = re.compile(r"(?<![\w`])@[A-Za-z0-9]|(?<![\w&])#\d|\b[a-z]+://|\bwww\.|mailto:", re.IGNORECASE)
+LIVE_TEXT = re.compile(
+    r"(?<![\w`])@[A-Za-z0-9]|(?<![\w&])#\d|\bGH-\d|\b[a-z]+://|\bwww\.|mailto:", re.IGNORECASE
+)
 
 
 @pytest.fixture(scope="module")
@@ -128,10 +143,25 @@ def test_the_fix_line_quotes_job_values_as_code_that_cannot_be_closed(hostile_lo
     assert not [t for t in tokens if t.type in ("image", "link_open", "html_inline")]
 
 
-def test_html_autoescapes_every_template() -> None:
-    from reports.render import _env
+def test_issue_references_in_the_root_cause_line_are_not_live(tmp_path: Path) -> None:
+    """GitHub links `GH-1234`, `#1234` and `owner/repo#1` to issues: in the Markdown they stay text."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 3, in main\n'
+        "RuntimeError: fixed upstream in GH-4242 and gh-77, see #1234 and volcengine/verl#1\n"
+    )
+    text = run_cli(["scan", str(log), "--format", "md", "--no-redact"]).stdout
+    line = next(x for x in text.splitlines() if x.startswith("**Root cause:**"))
+    assert f"GH{JOINER}-4242" in line and f"gh{JOINER}-77" in line
+    assert f"\\#{JOINER}1234" in line and f"volcengine/verl\\#{JOINER}1" in line
+    assert _live_constructs(text)["text"] == []
 
-    env = _env(True)
+
+def test_html_autoescapes_every_template() -> None:
+    from reports.common import jinja_env
+
+    env = jinja_env(True)
     assert env.autoescape is True
     assert env.from_string("{{ x }}").render(x='<img src="x">') == "&lt;img src=&#34;x&#34;&gt;"
 
@@ -157,6 +187,17 @@ def test_markdown_helpers_keep_any_text_inert(text: str) -> None:
     # code keeps the text as it is (whitespace collapsed)
     spans = [t for t in MD.parseInline(md_code(text))[0].children if t.type == "code_inline"]
     assert len(spans) == 1 and spans[0].content.strip() == " ".join(text.split()).strip()
+
+
+# the regex code_spans replaced (superlinear on runs of many lengths): the reference
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(st.lists(st.sampled_from(["`", "``", "```", "a", " ", "\n"]), max_size=16).map("".join))
+def test_code_spans_pair_backtick_runs_as_the_code_span_pattern_did(text: str) -> None:
+    want = [(m.start(), m.end(), m.group(2)) for m in CODE_SPAN.finditer(text)]
+    assert list(code_spans(text)) == want
 
 
 def test_html_in_the_markdown_summary_is_escaped() -> None:
@@ -233,3 +274,73 @@ def test_alert_line_carries_no_escape_sequence() -> None:
     alert = next(line for line in result.stderr.splitlines() if "ALERT" in line)
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202e]", alert), repr(alert)
     assert "CUDA out of memory." in alert and "red" in alert
+
+
+# -- escape sequences and controls in the report files ---------------------------------------------------
+# what a terminal would act on, planted in an exception line: each is gone from every format
+CONTROLS = {
+    "DCS": "\x1bPq#0;2;0;0;0#0~~@@vv@@~~\x1b\\",  # a device control string (here: sixel graphics)
+    "private CSI >": "\x1b[>0c",
+    "private CSI =": "\x1b[=5h",
+    "8-bit CSI": "\x9b",
+    "bidi overrides": "\u202a\u202b\u202c\u202d\u202e",
+    "bidi isolates": "\u2066\u2067\u2068\u2069",
+    "backspaces": "\x08\x08\x08",
+}
+LEFTOVER = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|q#0;2")
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "json", "text"])
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_escape_sequences_and_controls_from_the_log_are_gone_from_every_format(
+    name: str, fmt: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "job.log"
+    seq = CONTROLS[name]
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        f'  File "/w/{seq}train.py", line 3, in main{seq}\n'
+        f"RuntimeError: before{seq} after\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["scan", str(log), "--format", fmt, "--no-redact"])
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    if fmt == "json":
+        report = json.loads(out)  # still valid JSON, every string valid text
+        rc = report["root_cause"]
+        assert rc["error_line"]["text"] == "RuntimeError: before after"
+        assert [e["text"] for e in rc["evidence"]][-1] == "RuntimeError: before after"
+        assert rc["traceback"]["frames"][0] == {"file": "/w/train.py", "line": 3, "function": "main"}
+        leftovers = [s for s in _strings(report) if LEFTOVER.search(s)]
+    else:
+        assert "before after" in out
+        leftovers = LEFTOVER.findall(out)
+    assert not leftovers, leftovers
+
+
+def test_the_reports_keep_a_carriage_return_as_text(tmp_path: Path) -> None:
+    """A `\\r` in a log line is shown, not acted on: `\\r` in JSON, a space in the Markdown's error line."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        'Traceback (most recent call last):\n  File "/w/train.py", line 3, in main\nRuntimeError: a\rb\n'
+    )
+    report = json.loads(run_cli(["scan", str(log), "--format", "json"]).stdout)
+    assert report["root_cause"]["evidence"][-1]["text"] == "RuntimeError: a\rb"
+    assert "> 3: RuntimeError: a b\n" in run_cli(["scan", str(log), "--format", "md"]).stdout
+
+
+def test_terminal_text_drops_device_control_strings_whole() -> None:
+    """A DCS (and SOS, PM, APC) string is the terminal's data, not text: it goes up to its terminator."""
+    hostile = "a\x1bPq#0;2;0;0;0\x1b\\b \x1b_apc\x1b\\c \x1bXsos\x07d \x1b^pm\x1b\\e"
+    assert terminal_text(hostile) == "ab c d e"

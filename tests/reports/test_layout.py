@@ -8,11 +8,14 @@ import dataclasses
 import json
 
 import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from logparse.model import Evidence, TracebackView
+from logparse.model import FRAME_LAUNCHER, FRAME_LIBRARY, FRAME_USER, Evidence, TracebackView
 from logparse.observe.tracebacks import FrameKind, frame_kind
-from reports.layout import FrameLine, error_window, evidence_locations, fold_frames, short_path
+from reports.layout import FrameLine, error_window, evidence_locations, fold_frames, library_root, short_path
 from tests.conftest import SAMPLES, run_cli
 from tests.reports.test_html import handmade_report
 
@@ -44,8 +47,32 @@ def test_short_path_cuts_the_library_root() -> None:
     assert short_path("/workspace/job/main_ppo.py") == "/workspace/job/main_ppo.py"
 
 
+# the regexes library_root replaced (quadratic under `regex` on a path of many folders): the reference
+PACKAGES_ROOT = regex.compile(r"^(?P<root>.*/(?:site|dist)-packages)/(?P<rest>.+)$")
+STDLIB_ROOT = regex.compile(r"^(?P<root>.*/lib/python3(?:\.\d+)?)/(?P<rest>.+)$")
+PATH_PARTS = ["/", "/site", "/dist", "-packages", "/lib/python3", ".", "1", "\u0663", "x", "\n"]
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(st.lists(st.sampled_from(PATH_PARTS), max_size=12).map("".join))
+def test_library_root_splits_a_path_as_the_path_patterns_did(path: str) -> None:
+    m = PACKAGES_ROOT.match(path) or STDLIB_ROOT.match(path)
+    assert library_root(path) == ((m.group("root"), m.group("rest")) if m else None)
+
+
+def test_library_root_splits_at_the_last_library_folder() -> None:
+    assert library_root("/a/lib/python3.10/site-packages/x/dist-packages/torch/a.py") == (
+        "/a/lib/python3.10/site-packages/x/dist-packages",
+        "torch/a.py",
+    )
+    assert library_root("/usr/lib/python3.10/site-packages/") == ("/usr/lib/python3.10", "site-packages/")
+    assert library_root("/usr/lib/python3.x/a.py") is None and library_root("/w/train.py") is None
+
+
 def _tb(frames: list[tuple[str, int, str]], innermost: tuple[str, int, str] | None) -> TracebackView:
-    return TracebackView("RuntimeError", "x", tuple(frames), innermost, None, ())
+    """A view as the verdict builds it: each frame's kind decided by logparse.observe.tracebacks."""
+    kinds = tuple(frame_kind(f[0]).value for f in frames)
+    return TracebackView("RuntimeError", "x", tuple(frames), innermost, None, (), frame_kinds=kinds)
 
 
 def test_fold_frames_folds_runs_of_library_frames_only() -> None:
@@ -72,6 +99,20 @@ def test_fold_frames_folds_runs_of_library_frames_only() -> None:
     assert folded[4].packages == ("torch", "ray") and len(folded[4].frames) == 3
     assert isinstance(folded[3], FrameLine) and folded[3].innermost and folded[3].kind == "user"
     assert folded[2].short == "torch/nn/module.py" and folded[2].file == f"{SITE}/torch/nn/module.py"
+
+
+def test_the_model_names_the_frame_kinds_the_tracebacks_decide() -> None:
+    assert {FRAME_USER, FRAME_LIBRARY, FRAME_LAUNCHER} == {k.value for k in FrameKind}
+
+
+def test_a_view_without_frame_kinds_shows_every_frame_as_user_code() -> None:
+    frames = [("/w/train.py", 10, "main"), (f"{SITE}/torch/a.py", 1, "f"), (f"{SITE}/torch/b.py", 2, "g")]
+    bare = TracebackView("RuntimeError", "x", tuple(frames), frames[0], None, ())
+    folded = fold_frames(bare)
+    assert all(isinstance(f, FrameLine) and f.kind == FRAME_USER for f in folded)
+    # kinds that are not the frames' own (a view whose frames were replaced) are not used either
+    stale = dataclasses.replace(_tb(frames, frames[0]), frames=(*frames, ("/w/more.py", 3, "h")))
+    assert all(isinstance(f, FrameLine) and f.kind == FRAME_USER for f in fold_frames(stale))
 
 
 def test_a_traceback_of_library_frames_only_is_shown_whole() -> None:

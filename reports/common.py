@@ -1,0 +1,149 @@
+"""What the Markdown, HTML and text reports share: how a location, a number, a step, the environment
+and the redaction count read, the marker of left-out lines, and the Jinja2 environment of the templates.
+
+Every format module imports this one and none imports another format module, so there is no circle:
+reports/render.py dispatches to them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from logparse.model import Report, compact_ranks
+from reports.escape import fence, md_cell_code, md_code, md_html, md_inline, md_text
+
+if TYPE_CHECKING:
+    import jinja2
+
+
+def where(rc) -> str:
+    parts = []
+    if rc.rank is not None:
+        parts.append(f"rank {rc.rank}")
+    if rc.local_rank is not None:
+        parts.append(f"local rank {rc.local_rank}")
+    if rc.actor:
+        parts.append(rc.actor)
+    if rc.pid is not None:
+        parts.append(f"pid {rc.pid}")
+    if rc.node:
+        parts.append(f"node {rc.node}")
+    return ", ".join(parts)
+
+
+def clip(text: object, limit: int) -> str:
+    """`text` on one line, at most about `limit` characters, saying how much was cut."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+
+
+def number(value: float | None) -> str:
+    """A metric value for people: 4 significant digits, nan/inf as such."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def redaction_line(report: Report) -> str:
+    """'2 hf-token, 1 email' (what was masked before the report was written), or '' when nothing."""
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(report.redactions.items()))
+
+
+def step_text(report: Report) -> str:
+    """'step 4 of 10 (failed during step 5)' from the progress, or ''."""
+    p = report.progress
+    if p is None or p.last_step is None:
+        return ""
+    text = f"step {p.last_step}" + (f" of {p.total_steps}" if p.total_steps else "")
+    if report.failed and p.failure_step is not None and p.failure_step != p.last_step:
+        text += f" (failure after step {p.failure_step})"
+    return text
+
+
+def env_value(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={env_value(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(env_value(v) for v in value)
+    if isinstance(value, float):
+        return number(value)
+    return str(value)
+
+
+def env_rows(report: Report) -> list[tuple[str, str]]:
+    """(name, value) rows of the environment; a dict value (e.g. config) becomes one row per key."""
+    rows = []
+    for name, value in report.environment.items():
+        if isinstance(value, dict):
+            rows.extend((f"{name}.{k}", env_value(v)) for k, v in value.items())
+        else:
+            rows.append((str(name), env_value(value)))
+    return rows
+
+
+BASIS_WORDS = {
+    "phrase": "its wording",
+    "weak-phrase": "its wording",
+    "type": "its exception type",
+    "weak-type": "its exception type",
+    "frame": "its frames",
+    "marker": "the marker after it",
+    "nearest": "the nearest entry",
+}
+
+
+def basis_text(rc) -> str:
+    """`entry cuda-oom`, or for a failure no entry names, what its category came from."""
+    b = rc.basis
+    if b is None or b.kind in ("entry", "none") or b.kind not in BASIS_WORDS:
+        return f"entry {rc.id}"
+    return f"no entry; category from {BASIS_WORDS[b.kind]} ({b.rule})"
+
+
+@dataclass
+class Gap:
+    """Stands where lines were left out of a list (rendered as '... N lines left out ...')."""
+
+    count: int
+
+
+@functools.lru_cache(maxsize=4)
+def jinja_env(autoescape: bool) -> jinja2.Environment:
+    """The templates' environment (autoescape: HTML), with the filters and globals they format with."""
+    import jinja2  # here: JSON and the text summary need no templates (jinja2 takes ~15 ms to import)
+
+    from reports.layout import FoldedFrames  # (so is the layout of Markdown and HTML: ~4 ms)
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=autoescape,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        md_text=md_text,
+        md_code=md_code,
+        md_cell_code=md_cell_code,
+        md_inline=md_inline,
+        md_html=md_html,
+        compact_ranks=compact_ranks,
+        clip=clip,
+        number=number,
+    )
+    env.globals.update(fence=fence, where=where, basis_text=basis_text)
+    env.tests["gap"] = lambda value: isinstance(value, Gap)
+    env.tests["folded"] = lambda value: isinstance(value, FoldedFrames)
+    return env
