@@ -24,10 +24,10 @@ def grpc_refusal(sock: socket.socket, timeout: float, said: float | None = None)
     else why not (a few words for an error message). Waits at most `timeout` seconds (`said`: the
     limit to name in the message, when it is not `timeout`)."""
     deadline = time.monotonic() + timeout
+    head = b""
     try:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
         sock.sendall(PREFACE + EMPTY_SETTINGS)
-        head = b""
         while len(head) < FRAME_HEADER:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -39,6 +39,8 @@ def grpc_refusal(sock: socket.socket, timeout: float, said: float | None = None)
             head += got
     except TimeoutError:  # (socket.timeout is TimeoutError)
         return f"no answer to a gRPC handshake within {said or timeout:g} s"
+    except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError):
+        pass  # it hung up (while the preface was sent, or after it): judged by what it said before
     except OSError as exc:
         return f"the connection failed during a gRPC handshake ({exc.strerror or exc})"
     if len(head) == FRAME_HEADER and head[3] == SETTINGS and int.from_bytes(head[5:9], "big") == 0:
