@@ -57,14 +57,16 @@ BAR_REDRAW = regex.compile(r"\d{1,3}%\||\d\s?[^\s\[\]]{0,30}\s\[(?:\d+:)?\d\d:\d
 def carriage_message(message: str) -> str:
     """The message of a line with carriage returns. A `\r` rewrites the terminal, not the log: the text
     before it was written all the same (`torch.OutOfMemoryError: ...\r 50%|##  | 3/6` is an OOM whose
-    line a bar redrew). So the non-blank segments that are not a progress bar's redraw are the message,
-    joined by a space; a line of redraws only is its last one (what the terminal showed, and what the
-    stage tracker reads a bar from)."""
+    line a bar redrew). So the message is the last non-blank segment that is not a progress bar's
+    redraw; a line of redraws only is its last one (what the terminal showed, and what the stage
+    tracker reads a bar from). Either way a piece of the line, as every message is."""
     segments = [s for s in message.split("\r") if s.strip()]
     if len(segments) < 2:
         return segments[0] if segments else ""
-    text = [s for s in segments if not BAR_REDRAW.search(s)]
-    return " ".join(text) if text else segments[-1]
+    for segment in reversed(segments):
+        if not BAR_REDRAW.search(segment):
+            return segment
+    return segments[-1]
 
 
 class Origin(NamedTuple):

@@ -1,6 +1,6 @@
 """A carriage return rewrites the terminal, not the log: a fatal line that a `\\r` and a progress bar's
 redraw follow is still the fatal line (`torch.OutOfMemoryError: ...\\r 50%|##   | 3/6` came out
-HEALTHY, exit 0). The segments of a line that are not a bar's redraw are its message; a line of
+HEALTHY, exit 0). The last segment of a line that is not a bar's redraw is its message; a line of
 redraws only is its last redraw, so bars behind a Ray prefix and a `\\r` are read as before, with and
 without the progress lines' fast path."""
 
@@ -36,7 +36,11 @@ RAY = "\x1b[36m(WorkerDict pid=4187, ip=10.0.0.2)\x1b[0m "
         ),
         ("16it [00:00, 4029.11it/s]\rRuntimeError: x", "RuntimeError: x"),
         (f"Traceback (most recent call last):\r{BAR}", "Traceback (most recent call last):"),
-        ("RuntimeError: first\rValueError: second", "RuntimeError: first ValueError: second"),
+        (
+            "RuntimeError: first\rValueError: second",
+            "ValueError: second",
+        ),  # (as before: text redrawn by text)
+        (f"RuntimeError: first\r{BAR}\rValueError: second\r{BAR}", "ValueError: second"),
         ("\r \r", ""),
     ],
 )
