@@ -104,7 +104,8 @@ class RootCause:
     explanation: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = ()
     similar: tuple[str, ...] = ()
-    stage_source: str | None = None  # where `stage` came from (patterns.stages.StageSource)
+    stage_source: str | None = None  # where `stage` came from (logparse.decide.stage.StageSource)
+    step: int | None = None  # the training step it failed in (the one after the last step the log shows)
     basis: Basis | None = None
 
 

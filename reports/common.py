@@ -61,8 +61,14 @@ def redaction_line(report: Report) -> str:
 
 
 def step_text(report: Report) -> str:
-    """'step 4 of 10 (failed during step 5)' from the progress, or ''."""
+    """'in step 5 of 10 (after step 4)' for a failure in a known step, else 'step 4 of 10' from the
+    progress, or ''."""
     p = report.progress
+    rc = report.root_cause
+    if rc is not None and rc.step is not None:
+        total = f" of {p.total_steps}" if p is not None and p.total_steps else ""
+        after = f" (after step {p.failure_step})" if p is not None and p.failure_step is not None else ""
+        return f"in step {rc.step}{total}{after}"
     if p is None or p.last_step is None:
         return ""
     text = f"step {p.last_step}" + (f" of {p.total_steps}" if p.total_steps else "")

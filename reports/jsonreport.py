@@ -63,6 +63,7 @@ def _root(rc: RootCause) -> dict[str, Any]:
         "actor": rc.actor,
         "node": rc.node,
         "stage": rc.stage,
+        "step": rc.step,
         "confidence": rc.confidence,
         "remediation": {
             "summary": rc.remediation.summary,
