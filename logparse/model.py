@@ -34,12 +34,24 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class CitedValue:
+    """One of the job's own settings, as its log shows it, that a fix concerns."""
+
+    key: str  # its dotted path in the job's config (`actor_rollout_ref.rollout.gpu_memory_utilization`)
+    value: str  # its value as the log shows it
+
+    @property
+    def leaf(self) -> str:
+        return self.key.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
 class Fix:
     summary: str
     why: str
     fix: tuple[str, ...]
     references: tuple[str, ...]
-    job_values: str | None = None  # the job's own settings that the fix steps concern, quoted
+    cited: tuple[CitedValue, ...] = ()  # the job's own settings that the fix steps concern
 
 
 # Whose code a traceback frame is (the values of logparse.observe.tracebacks.FrameKind, which decides it)

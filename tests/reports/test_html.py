@@ -209,11 +209,14 @@ def test_handmade_report_has_every_section() -> None:
     assert "0-3, 5-7" in html  # symptom ranks, compact
     # the root cause's stage (actor-update) has no span: no stage is marked failed (a renderer decides
     # no stage), and the failure is still placed on the timeline
-    assert re.findall(
-        r'data-stage="([^"]+)" data-stretches="\d+">\s*<title>[^<]*</title>\s*'
-        r'<text class="stage-label failed"',
-        html,
-    ) == []
+    assert (
+        re.findall(
+            r'data-stage="([^"]+)" data-stretches="\d+">\s*<title>[^<]*</title>\s*'
+            r'<text class="stage-label failed"',
+            html,
+        )
+        == []
+    )
     assert html.count('<g class="failure-marker">') == 1
     assert "nan-inf" in html  # the anomaly list
 
