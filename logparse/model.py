@@ -34,12 +34,24 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class CitedValue:
+    """One of the job's own settings, as its log shows it, that a fix concerns."""
+
+    key: str  # its dotted path in the job's config (`actor_rollout_ref.rollout.gpu_memory_utilization`)
+    value: str  # its value as the log shows it
+
+    @property
+    def leaf(self) -> str:
+        return self.key.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
 class Fix:
     summary: str
     why: str
     fix: tuple[str, ...]
     references: tuple[str, ...]
-    job_values: str | None = None  # the job's own settings that the fix steps concern, quoted
+    cited: tuple[CitedValue, ...] = ()  # the job's own settings that the fix steps concern
 
 
 # Whose code a traceback frame is (the values of logparse.observe.tracebacks.FrameKind, which decides it)
@@ -106,7 +118,8 @@ class RootCause:
     explanation: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = ()
     similar: tuple[str, ...] = ()
-    stage_source: str | None = None  # where `stage` came from (patterns.stages.StageSource)
+    stage_source: str | None = None  # where `stage` came from (logparse.decide.stage.StageSource)
+    step: int | None = None  # the training step it failed in (the one after the last step the log shows)
     basis: Basis | None = None
 
 

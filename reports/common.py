@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from logparse.model import Report, compact_ranks
+from logparse.model import Fix, Report, compact_ranks
 from reports.escape import fence, md_cell_code, md_code, md_html, md_inline, md_text
 
 if TYPE_CHECKING:
@@ -61,8 +61,14 @@ def redaction_line(report: Report) -> str:
 
 
 def step_text(report: Report) -> str:
-    """'step 4 of 10 (failed during step 5)' from the progress, or ''."""
+    """'in step 5 of 10 (after step 4)' for a failure in a known step, else 'step 4 of 10' from the
+    progress, or ''."""
     p = report.progress
+    rc = report.root_cause
+    if rc is not None and rc.step is not None:
+        total = f" of {p.total_steps}" if p is not None and p.total_steps else ""
+        after = f" (after step {p.failure_step})" if p is not None and p.failure_step is not None else ""
+        return f"in step {rc.step}{total}{after}"
     if p is None or p.last_step is None:
         return ""
     text = f"step {p.last_step}" + (f" of {p.total_steps}" if p.total_steps else "")
@@ -118,6 +124,15 @@ class Gap:
     count: int
 
 
+def job_values(fix: Fix) -> str | None:
+    """The fix line that quotes the job's own settings: 'This job sets `leaf=value` (`dotted.key`), ...'
+    (each a code span its own backticks cannot close: the values are the log's), or None."""
+    if not fix.cited:
+        return None
+    quoted = ", ".join(f"{md_code(c.leaf + '=' + c.value)} ({md_code(c.key)})" for c in fix.cited)
+    return f"This job sets {quoted}."
+
+
 @functools.lru_cache(maxsize=4)
 def jinja_env(autoescape: bool) -> jinja2.Environment:
     """The templates' environment (autoescape: HTML), with the filters and globals they format with."""
@@ -143,7 +158,7 @@ def jinja_env(autoescape: bool) -> jinja2.Environment:
         clip=clip,
         number=number,
     )
-    env.globals.update(fence=fence, where=where, basis_text=basis_text)
+    env.globals.update(fence=fence, where=where, basis_text=basis_text, job_values=job_values)
     env.tests["gap"] = lambda value: isinstance(value, Gap)
     env.tests["folded"] = lambda value: isinstance(value, FoldedFrames)
     return env

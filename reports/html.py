@@ -272,16 +272,9 @@ def timeline(report: Report) -> Timeline | None:
         return round(left + (v - lo) / (hi - lo) * (right - left), 1)
 
     order = list(dict.fromkeys(s.stage for s in segments))
-    # the stage the failure happened in: the root cause's own stage, else the stretch around the failure
-    failed_stage = None
-    if rc is not None:
-        if rc.stage in order:
-            failed_stage = rc.stage
-        elif failure_value is not None:
-            before = [i for i, a in enumerate(starts) if a <= failure_value]
-            inside = [i for i in before if failure_value <= ends[i]]
-            pick = inside or before
-            failed_stage = segments[max(pick, key=lambda i: starts[i])].stage if pick else None
+    # the stage the failure happened in, as the verdict says (none: the log does not show it; the
+    # failure's place on the timeline still says where it came)
+    failed_stage = rc.stage if rc is not None and rc.stage in order else None
     rows = []
     for r, stage in enumerate(order):
         y = TL_TOP + r * TL_ROW

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause, StageSpan
+from reports.common import job_values
 from reports.escape import without_controls
 
 
@@ -64,13 +65,15 @@ def _root(rc: RootCause) -> dict[str, Any]:
         "actor": rc.actor,
         "node": rc.node,
         "stage": rc.stage,
+        "step": rc.step,
         "confidence": rc.confidence,
         "remediation": {
             "summary": rc.remediation.summary,
             "why": rc.remediation.why,
             "fix": list(rc.remediation.fix),
             "references": list(rc.remediation.references),
-            "job_values": rc.remediation.job_values,
+            "job_values": job_values(rc.remediation),
+            "cited": [{"key": c.key, "value": c.value} for c in rc.remediation.cited],
         },
         "traceback": tb,
         "explanation": list(rc.explanation),

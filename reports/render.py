@@ -348,10 +348,12 @@ def render_summary(
     the `verl-logscan explain ...` command that works for this root cause (the caller knows the catalog)."""
     rc = report.root_cause
     p = report.progress
-    stage = (rc.stage if rc else None) or (p.stage_reached if p else None)
-    stage_line = ", ".join(
-        x for x in (stage or ("not shown in the log" if rc else ""), step_text(report)) if x
-    )
+    if rc is not None:  # the failure's own stage; the progression's last is only a hint beside it
+        last = f" (the log last showed {p.stage_reached})" if p is not None and p.stage_reached else ""
+        stage = rc.stage or f"not shown in the log{last}"
+    else:
+        stage = (p.stage_reached if p else None) or ""
+    stage_line = ", ".join(x for x in (stage, step_text(report)) if x)
     if p is not None and not rc:
         stage_line += ", completed" if p.completed else ""
     anomalies = report.metrics.anomalies if report.metrics else ()

@@ -4,10 +4,8 @@ quoted from the log (patterns/inference.yaml `cite_config`). The only place that
 
 from __future__ import annotations
 
-import regex
-
 from logparse.decide.candidates import Choice
-from logparse.model import Fix
+from logparse.model import CitedValue, Fix
 from patterns import Entry
 from patterns.fallback import fallback_rules
 from patterns.inference import inference_rules
@@ -30,9 +28,9 @@ UNKNOWN_FIX = Fix(
 )
 
 
-def fix_of(entry: Entry, job_values: str | None = None) -> Fix:
+def fix_of(entry: Entry, cited: tuple[CitedValue, ...] = ()) -> Fix:
     r = entry.remediation
-    return Fix(r.summary, r.why, r.fix, r.references, job_values)
+    return Fix(r.summary, r.why, r.fix, r.references, cited)
 
 
 def fix_for_category(choice: Choice) -> Fix:
@@ -66,24 +64,13 @@ def remedy(choice: Choice, environment: dict) -> Fix:
     return Fix(fix.summary, fix.why, fix.fix, fix.references, cited)
 
 
-def cite_job_values(category: str, environment: dict) -> str | None:
-    """A sentence that quotes the job's own settings (config values the log shows) whose leaf key
-    patterns/inference.yaml `cite_config` lists for `category`; None when the log shows none."""
+def cite_job_values(category: str, environment: dict) -> tuple[CitedValue, ...]:
+    """The job's own settings (config values the log shows) whose leaf key patterns/inference.yaml
+    `cite_config` lists for `category`, at most MAX_CITED, in the order the log showed them."""
     leaves = inference_rules().config_leaves(category)
-    cited = []
-    for key, value in environment.items():
-        if key.startswith("config.") and key.rsplit(".", 1)[-1] in leaves:
-            cited.append(
-                f"{_code(key.rsplit('.', 1)[-1] + '=' + str(value))} ({_code(key[len('config.') :])})"
-            )
-    if not cited:
-        return None
-    return "This job sets " + ", ".join(cited[:MAX_CITED]) + "."
-
-
-def _code(text: str) -> str:
-    """`text` as a Markdown code span that its own backticks cannot close (the value is the log's)."""
-    text = " ".join(text.split())
-    ticks = "`" * (max((len(run) for run in regex.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
+    cited = [
+        CitedValue(key[len("config.") :], str(value))
+        for key, value in environment.items()
+        if key.startswith("config.") and key.rsplit(".", 1)[-1] in leaves
+    ]
+    return tuple(cited[:MAX_CITED])

@@ -184,6 +184,20 @@ def stage_reached(progress: StageTracker, failure_stage: str | None) -> str | No
     return failure_stage or progress.stage_at(progress.last_seq)
 
 
+def step_failed_in(progress: StageTracker, seq: int) -> int | None:
+    """The training step the failure at record `seq` happened in. A training loop prints a step's line
+    (verl's `step:N - ...`, a script's metrics) and moves its progress bar when the step is done (verl
+    validates and saves a step's checkpoint before it), so a failure after step N's line and before the
+    run's end is in step N + 1. None when the loop had not begun, had ended (its total reached, or a
+    completion marker), or the log shows no step."""
+    p = progress.progress(seq, failed=True)
+    if p.last_step is None or p.completed or not progress.training_started_before(seq):
+        return None
+    if p.total_steps is not None and p.last_step >= p.total_steps:
+        return None
+    return p.last_step + 1
+
+
 def messages_of(message: str, after: Sequence) -> tuple[str, ...]:
     """An error line's message and its continuation lines' (as many as the task search reads)."""
     return (message, *(r.message for r in list(after)[:MAX_STAGE_MESSAGE_LINES]))

@@ -19,7 +19,7 @@ from logparse.decide.choose import choose, confidence_for, describe, explanation
 from logparse.decide.classify import nearest_entries
 from logparse.decide.locate import locate
 from logparse.decide.remedy import remedy
-from logparse.decide.stage import StageEvidence, messages_of, stage_of, stage_reached
+from logparse.decide.stage import StageEvidence, messages_of, stage_of, stage_reached, step_failed_in
 from logparse.model import (
     AttemptVerdict,
     Basis,
@@ -259,6 +259,7 @@ def root_cause_of(
         node=place.node,
         stage=stage,
         stage_source=source.value if source else None,
+        step=step_failed_in(obs.progress, rec.seq),
         confidence=confidence_for(choice, choices),
         remediation=remedy(choice, obs.environment),
         error_line=evidence_of(rec),

@@ -93,3 +93,38 @@ def test_healthy_summary_shows_progress() -> None:
     text = render(report, "text")
     assert text.startswith("HEALTHY  no failure found in 200 line(s)")
     assert "progress training, step 6 of 10" in text
+
+
+def test_the_failing_step_agrees_with_the_error_line() -> None:
+    """torchrun-rank-exception: the loss is NaN 'at step 5' after the log's `step:4` line. The report
+    says the failure came in step 5, after step 4, in every format (not 'step 4')."""
+    import json
+
+    from tests.conftest import SAMPLES
+
+    sample = str(SAMPLES / "torchrun-rank-exception.log")
+    report = json.loads(run_cli(["scan", sample, "--format", "json"]).stdout)
+    assert "at step 5" in report["root_cause"]["message"]
+    assert report["root_cause"]["step"] == 5
+    assert (report["progress"]["last_step"], report["progress"]["failure_step"]) == (4, 4)
+    text = run_cli(["scan", sample]).stdout
+    assert "stage   training, in step 5 (after step 4)" in text
+    assert "| Step | in step 5 (after step 4) |" in run_cli(["scan", sample, "--format", "md"]).stdout
+
+
+def test_a_failure_before_the_loop_or_after_it_has_no_failing_step(tmp_path: Path) -> None:
+    import json
+
+    before = tmp_path / "before.log"
+    before.write_text(
+        'Traceback (most recent call last):\n  File "/w/train.py", line 1, in <module>\nValueError: bad\n'
+    )
+    assert json.loads(run_cli(["scan", str(before), "--format", "json"]).stdout)["root_cause"]["step"] is None
+    after = tmp_path / "after.log"  # the bar reached its total: the loop was over
+    after.write_text(
+        "(TaskRunner pid=1) \rTraining Progress: 100%|##########| 3/3 [00:03<00:00,  1.00s/it]\n"
+        "(TaskRunner pid=1) step:3 - actor/pg_loss:0.1\n"
+        'Traceback (most recent call last):\n  File "/w/train.py", line 1, in <module>\nValueError: bad\n'
+    )
+    report = json.loads(run_cli(["scan", str(after), "--format", "json"]).stdout)
+    assert report["root_cause"] is not None and report["root_cause"]["step"] is None
