@@ -132,6 +132,18 @@ class Record:
         return key
 
 
+class _Fields:
+    """What a line's prefixes said so far (Normalizer.normalize's state while it reads them)."""
+
+    __slots__ = ("actor", "level", "local_rank", "node", "pid", "rank", "repeat", "time")
+
+    def __init__(self) -> None:
+        self.rank = self.local_rank = self.pid = None
+        self.node = self.actor = self.level = None
+        self.time = None
+        self.repeat = 1
+
+
 class Normalizer:
     """Stateful only for time: year-less timestamps take the year of the last full date seen."""
 
@@ -210,107 +222,18 @@ class Normalizer:
         """Strip the prefixes of `line`; `default` (from the file's place in a log folder) fills what
         the line's own prefixes do not say."""
         text = line.text
-        pos = 0
-        rank = local_rank = pid = None
-        node = actor = level = None
-        time = None
-        repeat = 1
+        f = _Fields()
         if REPEATED_KEYWORD in text:
             m = REPEATED.search(text)
             if m:
-                repeat = 1 + int(m.group("n"))
+                f.repeat = 1 + int(m.group("n"))
                 text = text[: m.start()].rstrip()
+        pos = 0
         for _ in range(MAX_PREFIXES):
-            if pos >= len(text):
+            end = self._prefix(text, pos, f) if pos < len(text) else None
+            if end is None or end == pos:
                 break
-            c = text[pos]
-            m = None
-            if c == "(":
-                ray = self._ray_prefix(text, pos)
-                if ray is None:
-                    break
-                pos, ray_pid, ray_actor, ray_ip = ray
-                if ray_pid is None:  # a daemon: (raylet), (autoscaler), ...
-                    actor = ray_actor
-                else:
-                    pid = ray_pid
-                    actor = ray_actor or actor
-                if ray_ip:
-                    node = ray_ip
-                continue
-            elif c == "[":
-                # (each regex is tried only where the character after `[` lets it match)
-                nxt = text[pos + 1 : pos + 2]
-                m = RANK.match(text, pos) if nxt == "r" else None
-                if m:
-                    rank = int(m.group("rank"))
-                else:
-                    m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
-                    if m:
-                        level = m.group("lvl")
-                        time = self._stamp(
-                            self.year, int(m.group("mon")), int(m.group("day")), m.group("hms")
-                        )
-                    else:
-                        m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
-                        if m and m.group("role") != "rank":
-                            local_rank = int(m.group("lr"))
-                        else:
-                            m = STAMPED.match(text, pos) if nxt.isdigit() else None
-                            if m:
-                                time = self._full(m.group("date"), m.group("hms"))
-                                level = m.group("lvl") or level
-            elif c.isdigit():
-                m = STAMPED.match(text, pos) if text[pos + 4 : pos + 5] == "-" else None
-                if m:
-                    time = self._full(m.group("date"), m.group("hms"))
-                    level = m.group("lvl") or level
-                else:
-                    m = NCCL_HOST.match(text, pos)
-                    if m:
-                        pid = pid or int(m.group("pid"))
-                        node = node or m.group("host")
-            elif c in "VIWEC" or c in "DF":
-                m = (
-                    TORCH_LOG.match(text, pos)
-                    if c in "VIWEC" and text[pos + 1 : pos + 2] in ("0", "1")
-                    else None
-                )
-                if m:
-                    level = m.group("lvl")
-                    time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
-                    pid = pid or int(m.group("pid"))
-                else:
-                    m = None
-                    if text.startswith(
-                        _LEVELS, pos
-                    ):  # vLLM puts a space after the level, Python logging a colon
-                        after = text[pos + 4 : pos + 9]
-                        if " " in after:
-                            m = VLLM.match(text, pos)
-                        if m is None and ":" in after:
-                            m = PY_LOGGING.match(text, pos)
-                    if m:
-                        level = m.group("lvl")
-                        if "date" in m.groupdict():
-                            time = self._full(m.group("date"), m.group("hms"))
-                        else:
-                            time = self._stamp(
-                                self.year, int(m.group("mon")), int(m.group("day")), m.group("hms")
-                            )
-                    else:
-                        m = NCCL_HOST.match(text, pos)
-                        if m:
-                            pid = pid or int(m.group("pid"))
-                            node = node or m.group("host")
-            elif c.isalpha():
-                m = NCCL_HOST.match(text, pos)
-                if m:
-                    pid = pid or int(m.group("pid"))
-                    node = node or m.group("host")
-            if not m or m.end() == pos:
-                break
-            pos = m.end()
+            pos = end
         message = text[pos:] if pos else text
         if "\r" in message:
             message = carriage_message(message)
@@ -327,6 +250,7 @@ class Normalizer:
                 self.unwoven += 1
                 if self.first_unwoven is None:
                     self.first_unwoven = line
+        rank, local_rank, pid, node, actor = f.rank, f.local_rank, f.pid, f.node, f.actor
         if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
             rank = int(m.group("rank"))
         if default is not None:
@@ -335,5 +259,102 @@ class Normalizer:
             pid = default.pid if pid is None else pid
             node = node or default.node
             actor = actor or default.actor
-        origin = Origin(rank, local_rank, pid, node, actor, time, level, repeat)
+        origin = Origin(rank, local_rank, pid, node, actor, f.time, f.level, f.repeat)
         return Record(line, origin, message, seq)
+
+    # -- the prefixes, by their first character: each reads one at `pos` into `f` and says where it
+    # ends (None: no prefix there). Each regex is tried only where the first characters let it match.
+    def _prefix(self, text: str, pos: int, f: _Fields) -> int | None:
+        c = text[pos]
+        if c == "(":
+            return self._read_ray(text, pos, f)
+        if c == "[":
+            return self._read_bracketed(text, pos, f)
+        if c.isdigit():
+            return self._read_stamped(text, pos, f)
+        if c in "VIWEC" or c in "DF":
+            return self._read_levelled(text, pos, f)
+        if c.isalpha():
+            return self._read_nccl_host(text, pos, f)
+        return None
+
+    def _read_ray(self, text: str, pos: int, f: _Fields) -> int | None:
+        ray = self._ray_prefix(text, pos)
+        if ray is None:
+            return None
+        end, ray_pid, ray_actor, ray_ip = ray
+        if ray_pid is None:  # a daemon: (raylet), (autoscaler), ...
+            f.actor = ray_actor
+        else:
+            f.pid = ray_pid
+            f.actor = ray_actor or f.actor
+        if ray_ip:
+            f.node = ray_ip
+        return end
+
+    def _read_bracketed(self, text: str, pos: int, f: _Fields) -> int | None:
+        """`[rank3]:`, glog's `[E0314 ...]`, torchrun's tee `[default0]:`, a bracketed timestamp."""
+        nxt = text[pos + 1 : pos + 2]
+        m = RANK.match(text, pos) if nxt == "r" else None
+        if m:
+            f.rank = int(m.group("rank"))
+            return m.end()
+        m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
+        if m:
+            f.level = m.group("lvl")
+            f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+            return m.end()
+        m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
+        if m and m.group("role") != "rank":
+            f.local_rank = int(m.group("lr"))
+            return m.end()
+        m = STAMPED.match(text, pos) if nxt.isdigit() else None
+        if m:
+            f.time = self._full(m.group("date"), m.group("hms"))
+            f.level = m.group("lvl") or f.level
+            return m.end()
+        return None
+
+    def _read_stamped(self, text: str, pos: int, f: _Fields) -> int | None:
+        """A line that starts with a date (Ray's own lines, Python logging's default), else NCCL's host."""
+        m = STAMPED.match(text, pos) if text[pos + 4 : pos + 5] == "-" else None
+        if m:
+            f.time = self._full(m.group("date"), m.group("hms"))
+            f.level = m.group("lvl") or f.level
+            return m.end()
+        return self._read_nccl_host(text, pos, f)
+
+    def _read_levelled(self, text: str, pos: int, f: _Fields) -> int | None:
+        """torch's logging `W0731 10:50:07.575000 pid file.py:897]`, vLLM's `INFO 03-14 ...`, Python
+        logging's `INFO:2025-...:`, else NCCL's host."""
+        c = text[pos]
+        m = TORCH_LOG.match(text, pos) if c in "VIWEC" and text[pos + 1 : pos + 2] in ("0", "1") else None
+        if m:
+            f.level = m.group("lvl")
+            f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+            f.pid = f.pid or int(m.group("pid"))
+            return m.end()
+        if text.startswith(_LEVELS, pos):  # vLLM puts a space after the level, Python logging a colon
+            after = text[pos + 4 : pos + 9]
+            if " " in after:
+                m = VLLM.match(text, pos)
+            if m is None and ":" in after:
+                m = PY_LOGGING.match(text, pos)
+        if m:
+            f.level = m.group("lvl")
+            if "date" in m.groupdict():
+                f.time = self._full(m.group("date"), m.group("hms"))
+            else:
+                f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+            return m.end()
+        return self._read_nccl_host(text, pos, f)
+
+    @staticmethod
+    def _read_nccl_host(text: str, pos: int, f: _Fields) -> int | None:
+        """NCCL's `host:pid:tid [dev]`."""
+        m = NCCL_HOST.match(text, pos)
+        if m is None:
+            return None
+        f.pid = f.pid or int(m.group("pid"))
+        f.node = f.node or m.group("host")
+        return m.end()
