@@ -283,6 +283,26 @@ class Redactor:
 
     # -- hosts and users: learnt from the whole report first, so every mention gets one placeholder --
     def learn(self, text: str) -> None:
+        """Learn the host and user names `text` names as such (see the module docstring)."""
+        self._learn_named_hosts(text)
+        if "." in text:
+            self._learn_qualified_names(text)
+        if "ip-" in text:
+            for m in EC2_HOST.finditer(text):
+                self.learn_host(m.group("host"))
+        if "@" in text:
+            for m in SHELL_PROMPT.finditer(text):
+                self.learn_user(m.group("user"))
+                self.learn_host(m.group("host"))
+        if "USER" in text or "LOGNAME" in text:
+            for m in USER_CONTEXTS.finditer(text):
+                self.learn_user(m.group("user"))
+        if "/" in text or "\\" in text:
+            for m in re.finditer(HOME_USER, text):
+                self.learn_user(m.group("user"))
+
+    def _learn_named_hosts(self, text: str) -> None:
+        """Hosts named as such: `hostname:`, `ip=`, MASTER_ADDR, NCCL's `host:pid:tid`, a URL's host."""
         for m in STRONG_HOST_CONTEXTS.finditer(text):
             self.learn_host(m.group("host"))
         for m in WEAK_HOST_CONTEXTS.finditer(text):
@@ -298,27 +318,17 @@ class Redactor:
                     # like a machine (`node17`, `cache-7`), not a word (`judge`, `proxy`)
                     if "." not in host and re.search(r"[\d-]", host):
                         self.learn_host(host)
-        if "." in text:
-            for m in FQDN.finditer(text):
-                host = m.group("host").lower()
-                if m.group("tld").lower() in PRIVATE_TLDS:
-                    if m.group("more") or re.search(r"[\d-]", m.group("first")):
-                        self.learn_host(m.group("host"))
-                elif not any(host == site or host.endswith("." + site) for site in PUBLIC_SITES):
+
+    def _learn_qualified_names(self, text: str) -> None:
+        """Qualified names on private domains (that look like machines) and on public ones (but for
+        documentation and package sites)."""
+        for m in FQDN.finditer(text):
+            host = m.group("host").lower()
+            if m.group("tld").lower() in PRIVATE_TLDS:
+                if m.group("more") or re.search(r"[\d-]", m.group("first")):
                     self.learn_host(m.group("host"))
-        if "ip-" in text:
-            for m in EC2_HOST.finditer(text):
+            elif not any(host == site or host.endswith("." + site) for site in PUBLIC_SITES):
                 self.learn_host(m.group("host"))
-        if "@" in text:
-            for m in SHELL_PROMPT.finditer(text):
-                self.learn_user(m.group("user"))
-                self.learn_host(m.group("host"))
-        if "USER" in text or "LOGNAME" in text:
-            for m in USER_CONTEXTS.finditer(text):
-                self.learn_user(m.group("user"))
-        if "/" in text or "\\" in text:
-            for m in re.finditer(HOME_USER, text):
-                self.learn_user(m.group("user"))
 
     def learn_host(self, host: str) -> None:
         """Remember a host name, to mask wherever it appears (addresses are masked as addresses)."""
