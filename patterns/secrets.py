@@ -171,19 +171,29 @@ class _Builder:
         if any(h != h.lower() for h in hints):
             self.fail("hints", "hints are matched in lower-cased text: write them in lower case")
         prefixes = self.strings("prefixes", False)
-        block = None
-        raw_block = self.raw.get("block")
-        if raw_block is not None:
-            if not isinstance(raw_block, dict) or set(raw_block) != {"begin", "end"}:
-                self.fail("block", "'block' is {begin, end}: two regexes")
-            else:
-                begin = self.regex("block", str(raw_block["begin"]), False)
-                end = self.regex("block", str(raw_block["end"]), False)
-                block = (begin, end) if begin and end else None
+        block = self._block()
         match, no_match = self.examples()
         if not self.ok:
             return None
         kind = SecretKind(ident, title, patterns, hints, prefixes, block, match, no_match, self.line_of())
+        self._check_examples(kind, match, no_match)
+        return kind if self.ok else None
+
+    def _block(self) -> tuple | None:
+        """`block: {begin, end}`: a secret printed over several lines between two regexes."""
+        raw_block = self.raw.get("block")
+        if raw_block is None:
+            return None
+        if not isinstance(raw_block, dict) or set(raw_block) != {"begin", "end"}:
+            self.fail("block", "'block' is {begin, end}: two regexes")
+            return None
+        begin = self.regex("block", str(raw_block["begin"]), False)
+        end = self.regex("block", str(raw_block["end"]), False)
+        return (begin, end) if begin and end else None
+
+    def _check_examples(self, kind: SecretKind, match, no_match) -> None:
+        """Every match example masked where its secret is (and hinted, so its patterns run), every
+        look-alike left alone."""
         for ex in match:
             if ex.secret not in ex.line:
                 self.fail("examples", f"the secret {ex.secret!r} is not in its line {ex.line!r}")
@@ -196,7 +206,6 @@ class _Builder:
         for ex in no_match:
             if kind.values(ex.line):
                 self.fail("examples", f"a no_match line is masked: {ex.line!r} ({ex.why})")
-        return kind if self.ok else None
 
 
 def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKind, ...]:
