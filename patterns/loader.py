@@ -245,21 +245,8 @@ class _EntryBuilder(FieldBuilder):
 def _load_file(
     path: Path, label: str, problems: list[Problem], probe: bool = False, lazy: bool = False
 ) -> list[Entry]:
-    try:
-        size = path.stat().st_size
-        if size > MAX_CATALOG_BYTES:
-            problems.append(
-                Problem(
-                    label,
-                    0,
-                    f"catalog file is {size} bytes (limit {MAX_CATALOG_BYTES})",
-                    "split it into several files in a folder",
-                )
-            )
-            return []
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(Problem(label, 0, f"cannot read catalog file: {exc}"))
+    text = _read_catalog_text(path, label, problems)
+    if text is None:
         return []
     entries: list[Entry] = []
     seen: dict[str, int] = {}
@@ -286,53 +273,14 @@ def _load_file(
 
     import yaml  # here: with the start-up cache warm, a scan parses no YAML
 
-    from patterns.yamlfile import AliasBomb, LineLoader, user_documents
+    from patterns.yamlfile import AliasBomb
 
     try:
-        if lazy:  # the built-in catalog: composed whole by libyaml, the quickest start
-            data = yaml.load(text, Loader=LineLoader)
-            documents: Iterator[tuple[bool, Any]] = iter(() if data is None else ((False, data),))
-        else:  # a user's: one entry at a time, aliases bounded
-            documents = user_documents(text)
-        for streamed, data in documents:
-            if streamed:
-                add(data)
-                continue
-            if data is None:
-                continue
-            if isinstance(data, dict):
-                data = [data]
-            if not isinstance(data, list):
-                problems.append(
-                    Problem(label, 1, "a catalog file holds a list of entries (or one entry mapping)")
-                )
+        for data in _documents(text, lazy):
+            if not _add_document(data, label, problems, add):
                 return []
-            for raw in data:
-                add(raw)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 0
-        problem = str(getattr(exc, "problem", None) or exc)
-        if "could not determine a constructor for the tag" in problem:
-            tag = problem.rsplit("tag", 1)[-1].strip(" '")
-            problems.append(
-                Problem(
-                    label,
-                    line,
-                    f"YAML tag {tag!r} is not allowed: a catalog is plain data "
-                    "(read with a safe loader; nothing in it is run)",
-                    "remove the tag; write the value as a plain string, list or mapping",
-                )
-            )
-        else:
-            problems.append(
-                Problem(
-                    label,
-                    line,
-                    f"invalid YAML: {problem}",
-                    "regexes belong in single-quoted scalars: 'like \\d+ this'",
-                )
-            )
+        problems.append(_yaml_problem(exc, label))
         return []
     except RecursionError:
         problems.append(Problem(label, 0, "invalid YAML: nested too deeply"))
@@ -348,6 +296,74 @@ def _load_file(
         )
         return []
     return entries
+
+
+def _read_catalog_text(path: Path, label: str, problems: list[Problem]) -> str | None:
+    try:
+        size = path.stat().st_size
+        if size > MAX_CATALOG_BYTES:
+            problems.append(
+                Problem(
+                    label,
+                    0,
+                    f"catalog file is {size} bytes (limit {MAX_CATALOG_BYTES})",
+                    "split it into several files in a folder",
+                )
+            )
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(label, 0, f"cannot read catalog file: {exc}"))
+        return None
+
+
+def _documents(text: str, lazy: bool) -> Iterator[tuple[bool, Any]]:
+    """(streamed, data) of a catalog file: the built-in catalog composed whole by libyaml (the quickest
+    start); a user's one entry at a time, aliases bounded (streamed: each an entry)."""
+    import yaml
+
+    from patterns.yamlfile import LineLoader, user_documents
+
+    if lazy:
+        data = yaml.load(text, Loader=LineLoader)
+        return iter(() if data is None else ((False, data),))
+    return user_documents(text)
+
+
+def _add_document(item: tuple[bool, Any], label: str, problems: list[Problem], add) -> bool:
+    """Add the entries of one document; False when it is no list of entries (or entry)."""
+    streamed, data = item
+    if streamed:
+        add(data)
+        return True
+    if data is None:
+        return True
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        problems.append(Problem(label, 1, "a catalog file holds a list of entries (or one entry mapping)"))
+        return False
+    for raw in data:
+        add(raw)
+    return True
+
+
+def _yaml_problem(exc: Exception, label: str) -> Problem:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark else 0
+    problem = str(getattr(exc, "problem", None) or exc)
+    if "could not determine a constructor for the tag" in problem:
+        tag = problem.rsplit("tag", 1)[-1].strip(" '")
+        return Problem(
+            label,
+            line,
+            f"YAML tag {tag!r} is not allowed: a catalog is plain data "
+            "(read with a safe loader; nothing in it is run)",
+            "remove the tag; write the value as a plain string, list or mapping",
+        )
+    return Problem(
+        label, line, f"invalid YAML: {problem}", "regexes belong in single-quoted scalars: 'like \\d+ this'"
+    )
 
 
 def _catalog_files(path: Path) -> list[Path]:
