@@ -110,6 +110,7 @@ class Analysis:
         self.collectives = CollectiveAnalyzer()
         self.bare = BareLines()
         self.messages = OpenMessages()
+        self._open_messages = self.messages.streams  # stream -> open message (checked every record)
         keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
         keywords |= set(self.bare.keywords)
         for entry in catalog.entries:
@@ -134,6 +135,7 @@ class Analysis:
             all_metrics=config.all_metrics,
             progress_lines=config.progress_lines,
         )
+        self._reading = self.reader.reading_blocks  # source -> the block being read (lines read back)
         self.assembler = self._new_assembler()
         self.facts = ProgressFacts(self, self.stages, self.metrics, self.env)
         self.attempts: list = []  # earlier attempts, each decided on its own (AttemptVerdict)
@@ -189,7 +191,7 @@ class Analysis:
         """Must the next line of `source` be read even without a keyword (a traceback, a message or a
         config dump of it is open)?"""
         self.assembler.expire(source, number)
-        if self.messages.open_in(source, number):
+        if self._open_messages and self.messages.open_in(source, number):
             return True
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
@@ -225,7 +227,7 @@ class Analysis:
         if role != LineRole.FRAME:
             self.metrics.feed(rec)
             self.env.feed(rec, route.env_words)
-        if self.messages and rec.stream in self.messages:
+        if self._open_messages and rec.stream in self._open_messages:
             self.messages.feed(rec, role)
         if role in UNMATCHED_ROLES:
             return
@@ -315,7 +317,7 @@ class Analysis:
         """Must the traceback assembler remember `rec` as context of its stream? Not for a line of a
         block being read (it is read back from the raw block, so a stream that printed and went quiet
         costs nothing); yes for the others (an error.json's, lines fed one by one)."""
-        return not self.reader.reading(rec.line.source)
+        return rec.line.source not in self._reading
 
     # -- deciding ------------------------------------------------------------------------------------
     def finish(self) -> None:

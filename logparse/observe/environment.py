@@ -318,8 +318,9 @@ class EnvironmentTracker:
                 return
             found = [k for k in self._handlers if k in message]
         else:  # the rare keywords the prefilter found, and the common ones it does not look for
-            found = [k for k in keywords if k in message and k in self._order]
-            found += [k for k in self._common if k in message]
+            found = [k for k in keywords if k in message and k in self._order] if keywords else []
+            if self._common_pattern.search(message):  # (one search before a look for each of them)
+                found += [k for k in self._common if k in message]
             if not found:
                 return
             found.sort(key=self._order.__getitem__)

@@ -209,9 +209,11 @@ class StageTracker:
         # while the job is in that checkpoint stage; see `apply`
         self._checkpoint_step: int | None = None
         self._steps = _Marks(1, 1)  # seq; step; timing_s/step
-        # (seq, step) of the highest step line of the attempt so far (the latest of equals); what a
-        # finding's "training went on after it" is measured against
-        self._last_step: tuple[int, int] | None = None
+        # (seq, step) of the highest step line of the attempt so far (the latest of equals; None: none
+        # yet); what a finding's "training went on after it" is measured against. Only this tracker
+        # writes it (a plain attribute: every catalog hit reads it). `progress().last_step` is what a
+        # report shows (a resumed run's step counts there too).
+        self.last_step: tuple[int, int] | None = None
         self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
         self._attempt_starts: list[AttemptStart] = []
         self.attempts_started = 0  # every attempt start seen (the list above is bounded), for a cheap check
@@ -264,8 +266,8 @@ class StageTracker:
             self._on_marker(seq, source, number, time, repeat, hit)
         if line.step is not None:
             self._steps.append(seq, (line.step,), (line.seconds,))
-            if self._last_step is None or line.step >= self._last_step[1]:
-                self._last_step = (seq, line.step)
+            if self.last_step is None or line.step >= self.last_step[1]:
+                self.last_step = (seq, line.step)
             if self._steps.trim(self.config.max_marks):
                 self._dropped.add("step")
             self._progress_since_start = True
@@ -349,9 +351,9 @@ class StageTracker:
                 self._dropped.add("step")
             self._progress_since_start = True
             top = max(steps[j] for j in step_at)
-            if self._last_step is None or top >= self._last_step[1]:
+            if self.last_step is None or top >= self.last_step[1]:
                 last = next(j for j in reversed(step_at) if steps[j] == top)
-                self._last_step = (seq + last, top)
+                self.last_step = (seq + last, top)
         if bar_at:
             if self._bars.extend(
                 array("q", [seq + j for j in bar_at]),
@@ -480,15 +482,9 @@ class StageTracker:
         )
         return [note]
 
-    @property
-    def last_step(self) -> tuple[int, int] | None:
-        """(seq, step) of the highest step line seen in this attempt, the latest of equals (None: none
-        yet). `progress().last_step` is what a report shows (a resumed run's step counts there too)."""
-        return self._last_step
-
     def forget_last_step(self) -> None:
         """A new attempt of the job begins (the analysis decides when): its steps count afresh."""
-        self._last_step = None
+        self.last_step = None
 
     def stepped_at(self, seq: int) -> bool:
         """Was record `seq` a step line?"""

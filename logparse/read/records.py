@@ -128,9 +128,10 @@ class RecordReader:
         self.inputs: list[InputStats] = []
         self.attribution: dict[str, Origin] = {}  # file -> what its place in a layout says
         self.skipped: list[str] = []  # inputs of a folder that could not be read
-        self._blocks: dict[
-            str, tuple[Block, bytes]
-        ] = {}  # source -> (block being read, tail of the previous)
+        # source -> (block being read, tail of the previous); read as a table by the analysis, which asks
+        # for every record whether its source's block is at hand
+        self._blocks: dict[str, tuple[Block, bytes]] = {}
+        self.reading_blocks = self._blocks
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
         self._defaults: dict[str, Origin] = {}
@@ -140,12 +141,10 @@ class RecordReader:
     def job(self, paths: list[str]) -> Iterator[Record]:
         """The records of several inputs read as one job (see the module docstring)."""
         if len(paths) == 1:
-            yield from self.records(paths[0])
-        elif len(paths) <= self.merge_files:
-            yield from merge_by_time([self._readable(p, alone=False) for p in paths])
-        else:
-            for p in paths:
-                yield from self._readable(p)
+            return self.records(paths[0])  # (the input's own iterator: no layer a record)
+        if len(paths) <= self.merge_files:
+            return merge_by_time([self._readable(p, alone=False) for p in paths])
+        return (rec for p in paths for rec in self._readable(p))
 
     def _readable(self, path: str, alone: bool = True) -> Iterator[Record]:
         try:
