@@ -8,6 +8,7 @@ import os
 import signal
 import stat
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -300,12 +301,12 @@ def cli() -> None:
     """Find the root cause in the logs of a failed verl / torchrun / Ray job.
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    5 no log line read (empty input).
+    Exit codes: 0 no failure found, 1 failure found,
+    2 usage, input or catalog error, 5 no log line read (empty input).
     """
 
 
-@cli.command()
+@cli.command(short_help="Report the root cause of one job: files, folders, .gz or stdin.")
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
 @click.option(
     "--format",
@@ -393,9 +394,11 @@ def scan(
       torchrun ... 2>&1 | verl-logscan scan --format json
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
+    Exit codes: 0 no failure found, 1 failure found,
+    2 usage, input or catalog error, 5 no log line read (empty input),
+    130 / 143 interrupted (SIGINT / SIGTERM).
     """
+    started = time.monotonic()
     redact = _redact_config(no_redact, redact_hosts)
     planned = _plan_scan_outputs(outputs, fmt, tee, follow, paths, metrics_csv)
     catalog = _without(_load(catalogs), disabled)
@@ -424,7 +427,7 @@ def scan(
         trailing.append(note)
         click.echo(f"verl-logscan: {note}", err=True)
     report = analysis.report(redact, folder_notes, trailing, complete=interrupted is None)
-    _write_reports(report, planned, color, catalog, catalogs)
+    _write_reports(report, planned, color, catalog, catalogs, started)
     if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
         try:
             # a metric key that starts like a formula must not run in a spreadsheet
@@ -493,12 +496,35 @@ def _verdict_words(report: Report) -> str:
     return "no log lines read" if report.empty else "healthy"
 
 
+def _terminal_width(stream) -> int | None:
+    """The columns a summary on `stream` wraps to: a terminal's, else None (a file or a pipe gets every
+    field on one line)."""
+    if not _isatty(stream):
+        return None
+    from logparse.console import terminal_columns
+
+    return terminal_columns(stream)
+
+
 def _write_reports(
-    report: Report, planned: list[Output], color: bool | None, catalog: Catalog, catalogs: tuple[str, ...]
+    report: Report,
+    planned: list[Output],
+    color: bool | None,
+    catalog: Catalog,
+    catalogs: tuple[str, ...],
+    started: float | None = None,
 ) -> None:
     """Every planned output, each rendered once; the terminal gets the summary when no report went to it.
-    (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.)"""
+    (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.) A
+    summary on a terminal wraps to its width and ends with the seconds since `started`."""
     hint = explain_hint(report, catalog, catalogs)
+
+    def on_screen(stream) -> dict:
+        width = _terminal_width(stream)
+        if width is None:
+            return {}
+        return {"width": width, "elapsed": time.monotonic() - started if started is not None else None}
+
     to_stdout = next((o for o in planned if o.to_stdout), None)
     files = [o for o in planned if not o.to_stdout]
     for o in files:
@@ -506,7 +532,8 @@ def _write_reports(
     written = ", ".join(o.path for o in files)
     if to_stdout is not None:
         painted = to_stdout.fmt == "text" and use_color(color, sys.stdout)
-        _echo_report(render(report, to_stdout.fmt, color=painted, explain=hint))
+        screen = on_screen(sys.stdout) if to_stdout.fmt == "text" else {}
+        _echo_report(render(report, to_stdout.fmt, color=painted, explain=hint, **screen))
         if files:
             click.echo(
                 f"verl-logscan: {_verdict_words(report)}; also written to {terminal_text(written)}", err=True
@@ -520,7 +547,9 @@ def _write_reports(
     else:  # the files hold the full report; the terminal gets the summary and where the files are
         err_color = use_color(color, sys.stderr)
         click.echo(
-            render(report, "text", color=err_color, report_path=written, explain=hint),
+            render(
+                report, "text", color=err_color, report_path=written, explain=hint, **on_screen(sys.stderr)
+            ),
             err=True,
             nl=False,
             color=err_color,
@@ -532,7 +561,7 @@ FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_F
 DEFAULT_JOB_TIMEOUT_S = 600.0
 
 
-@cli.command()
+@cli.command(short_help="Summarise many jobs at once: one row per job.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))
 @click.option(
     "--format",
@@ -608,10 +637,10 @@ def fleet(
     `verl-logscan scan FOLDER` does). Each job is analysed on its own, with the same result as
     scanning it alone (redacted the same way); the rows keep the order of the PATHs.
 
-    \b
     A PATH that cannot be read (missing, a folder without log files, not gzip), or whose job runs
     past --job-timeout, is a row with status `error` and the reason; the other jobs are still analysed.
     Ctrl-C or SIGTERM writes the rows done so far, marked incomplete (exit 130 / 143).
+
     Exit codes: 0 every job healthy; 1 a failure was found in at least one job (rows with status
     `error` may be among them); 2 no failure found but some job could not be read, or a usage,
     catalog or engine error (e.g. --engine ray without Ray installed, or no Ray at --address).
@@ -720,7 +749,7 @@ def catalog_group() -> None:
     """List or check the failure catalog."""
 
 
-@catalog_group.command(name="list")
+@catalog_group.command(name="list", short_help="List every catalog entry.")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
 def catalog_list(catalogs: tuple[str, ...]) -> None:
     """List every catalog entry: id, category, role, priority, title."""
@@ -734,7 +763,7 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
     click.echo(f"{len(rows)} entries", err=True)
 
 
-@catalog_group.command(name="check")
+@catalog_group.command(name="check", short_help="Validate the catalog and run its examples.")
 @click.argument("path", required=False, type=click.Path())
 def catalog_check(path: str | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
@@ -758,7 +787,7 @@ def catalog_check(path: str | None) -> None:
     click.echo(f"catalog ok: {summary}")
 
 
-@cli.command()
+@cli.command(short_help="What an entry or a category means, and how to fix it.")
 @click.argument("entry_id")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
 def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
