@@ -206,9 +206,11 @@ class _Live:
         self.follow = follow
         self.tee = tee
         self.alerts = follow or tee or files == ["-"]
+        self.color = color
         self.followed: list[FollowFile] = []
         self.tees: list[TeeStream] = []
         self.status: StatusLine | None = None
+        self.analysis: Analysis | None = None
         if _isatty(sys.stderr):
             from logparse.console import StatusLine
 
@@ -218,12 +220,18 @@ class _Live:
 
     def wire(self, analysis: Analysis, redact: RedactConfig | None) -> None:
         """Hook follow/tee streams, fatal-line alerts and the terminal status line into the analysis."""
+        self.analysis = analysis
         on_fatal = None
         if self.alerts:
             from logparse.console import Alerts
 
-            on_fatal = Alerts(sys.stderr, _alert_cleaner(redact), self.status)
-        analysis.hear(self._open_stream if self.follow or self.tee else None, on_fatal, self.status)
+            on_fatal = Alerts(
+                sys.stderr, _alert_cleaner(redact), self.status, color=use_color(self.color, sys.stderr)
+            )
+        # a status line also hears when the input is quiet, to show what was read (not the state at
+        # the start of the last burst of lines)
+        wrap = self.follow or self.tee or (self.status is not None and self.files == ["-"])
+        analysis.hear(self._open_stream if wrap else None, on_fatal, self.status)
         if self.follow and self.files != ["-"]:
 
             def stop_following(signum: int, frame: object) -> None:
@@ -236,12 +244,14 @@ class _Live:
             signal.signal(signal.SIGINT, stop_following)
 
     def _open_stream(self, path: str, stream):
-        from logparse.read.follow import FollowFile, TeeStream
+        from logparse.read.follow import FollowFile, QuietStream, TeeStream
 
         if self.follow and path != "-":
             stream.close()
-            stream = FollowFile(path)
+            stream = FollowFile(path, on_wait=self._quiet)
             self.followed.append(stream)
+        elif path == "-" and self.status is not None:
+            stream = QuietStream(stream, self._quiet)
         if self.tee:
             # the status line is wiped around passed-through text only when both share a terminal
             stream = TeeStream(
@@ -252,6 +262,11 @@ class _Live:
             )
             self.tees.append(stream)
         return stream
+
+    def _quiet(self) -> None:
+        """The input is quiet: the status line shows what was read so far."""
+        if self.status is not None and self.analysis is not None:
+            self.status.waiting(self.analysis)
 
     def clear(self) -> None:
         if self.status is not None:
@@ -355,7 +370,7 @@ def cli() -> None:
     "--tee",
     is_flag=True,
     help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
-    "--tee -o report.md`); needs -o, since stdout carries the log. If the reader of stdout goes "
+    "--tee -o report.md`); without -o the summary goes to stderr at the end. If the reader of stdout goes "
     "away, the log is still read to its end and the report written.",
 )
 @click.option(
@@ -415,6 +430,8 @@ def scan(
     ]
     for note in folder_notes:
         click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
+    if files == ["-"] and _isatty(sys.stdin):  # no silent wait for a log that is not coming
+        click.echo("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)", err=True)
     analysis = Analysis(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = _Live(files, follow, tee, color)
     live.wire(analysis, redact)
@@ -459,7 +476,11 @@ def _plan_scan_outputs(
         _fail(str(exc))
     to_stdout = any(o.to_stdout for o in planned)
     if tee and to_stdout:
-        _fail("--tee passes the log through to stdout, so the report needs -o FILE")
+        if outputs or fmt not in (None, "text"):
+            _fail("--tee passes the log through to stdout, so the report needs -o FILE")
+        # `... | verl-logscan scan --tee`: the log goes on to stdout, the summary to stderr at the end
+        planned = [o for o in planned if not o.to_stdout]
+        to_stdout = False
     if (to_stdout or tee) and _stdout_closed():  # said before the scan, not after it
         _fail(
             "standard output is closed; write the report with -o FILE"
@@ -540,15 +561,20 @@ def _write_reports(
             )
         elif report.empty and to_stdout.fmt != "text":  # the text summary says it; JSON on a pipe does not
             click.echo("verl-logscan: no log lines read", err=True)
-    elif all(o.fmt == "text" for o in files):
+    elif files and all(o.fmt == "text" for o in files):
         click.echo(
             f"verl-logscan: {_verdict_words(report)}; report written to {terminal_text(written)}", err=True
         )
-    else:  # the files hold the full report; the terminal gets the summary and where the files are
+    else:  # the files (if any: --tee alone) hold the full report; stderr gets the summary and where
         err_color = use_color(color, sys.stderr)
         click.echo(
             render(
-                report, "text", color=err_color, report_path=written, explain=hint, **on_screen(sys.stderr)
+                report,
+                "text",
+                color=err_color,
+                report_path=written or None,
+                explain=hint,
+                **on_screen(sys.stderr),
             ),
             err=True,
             nl=False,

@@ -122,9 +122,13 @@ def test_tee_passes_bytes_through_and_alerts_while_running(tmp_path: Path) -> No
     assert "cuda-oom" in out.read_text()
 
 
-def test_tee_needs_output() -> None:
+def test_tee_without_output_passes_the_log_and_gives_the_summary_on_stderr() -> None:
+    # (issue 24: `--tee` alone was a usage error; a report other than the summary still needs -o)
     p = subprocess.run(CLI + ["scan", "--tee"], input=b"x\n", capture_output=True, timeout=30)
-    assert p.returncode == 2 and b"needs -o" in p.stderr
+    assert p.returncode == 0 and p.stdout == b"x\n" and p.stderr.startswith(b"HEALTHY")
+    for extra in (["--format", "json"], ["-o", "-"]):
+        p = subprocess.run(CLI + ["scan", "--tee", *extra], input=b"x\n", capture_output=True, timeout=30)
+        assert p.returncode == 2 and b"needs -o" in p.stderr
 
 
 def test_status_line_shows_bytes_of_the_total_rate_stage_and_step() -> None:
