@@ -32,7 +32,7 @@ from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor
 from logparse.startup import release_signals
-from patterns import Catalog, CatalogError, load_catalog
+from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
 
@@ -814,16 +814,26 @@ def catalog_check(path: str | None) -> None:
 
 
 @cli.command(short_help="What an entry or a category means, and how to fix it.")
-@click.argument("entry_id")
+@click.argument("entry_id", metavar="NAME")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
-def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
-    """Show what a catalog entry means and how to fix it (`explain unknown`: what an unknown verdict
-    means and how to add an entry)."""
+@click.option(
+    "--category",
+    "as_category",
+    is_flag=True,
+    help="Explain the category NAME where an entry has that id too.",
+)
+def explain(entry_id: str, catalogs: tuple[str, ...], as_category: bool) -> None:
+    """Show what a catalog entry (cuda-oom), a root-cause category (host-oom, the word after FAILED
+    in a summary) or a fallback rule means and how to fix it (`explain unknown`: what an unknown
+    verdict means and how to add an entry)."""
+    from logparse.explain import names
+
     catalog = _load(catalogs)
-    text = explain_text(catalog, entry_id)
+    text = explain_text(catalog, entry_id, category=as_category)
     if text is None:
-        ids = [e.id for e in catalog.entries]
-        _fail(f"no catalog entry '{entry_id}'{_did_you_mean(entry_id, ids)}; see 'verl-logscan catalog list'")
+        what = "category" if as_category else "catalog entry, category or rule"
+        known = list(CATEGORIES) if as_category else names(catalog)
+        _fail(f"no {what} '{entry_id}'{_did_you_mean(entry_id, known)}; see 'verl-logscan catalog list'")
     click.echo(text, nl=False)
 
 
