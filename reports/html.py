@@ -15,7 +15,16 @@ from datetime import datetime, timedelta
 from markupsafe import Markup, escape
 
 from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks, downsample
-from reports.common import Gap, env_rows, jinja_env, number, redaction_line, step_text, where
+from reports.common import (
+    Gap,
+    env_rows,
+    finding_kind,
+    jinja_env,
+    number,
+    redaction_line,
+    step_text,
+    where,
+)
 from reports.escape import code_spans, without_controls
 from reports.layout import (
     FoldedFrames,
@@ -188,7 +197,7 @@ def _finding_row(f: FindingView) -> FindingRow:
     return FindingRow(
         f.id,
         f.title,
-        f.category,
+        finding_kind(f),  # (a symptom of no category says what it is: `echo of cuda-oom`)
         f.role,
         f.count,
         compact_ranks(f.ranks) or "-",

@@ -30,6 +30,9 @@ GITHUB_BODY_LIMIT = 65_536
 MD_BUDGET = 60_000
 MD_LINE_CHARS = 1_000  # a code line (evidence, traceback) longer than this is clipped
 MD_CELL_CHARS = 300  # a table cell / list item
+# an error line longer than this is quoted as wrapping text above the code block, where it is cut: a
+# code block on GitHub does not wrap, and a one-line message should not need a sideways scroll
+MD_FENCE_CHARS = 100
 MD_MAX_FRAMES = 100  # traceback frames shown at most (the first fifth and the rest from the end)
 SUMMARY_MAX_LINES = 25
 SUMMARY_FIELD_CHARS = 200
@@ -83,6 +86,17 @@ class MdView:
     cut: dict[str, tuple[int, int]] = field(default_factory=dict)  # what -> (left out, of)
     window: list[Evidence] = field(default_factory=list)  # the error line and the lines before it
     evidence_source: str | None = None  # the one file every evidence line is from
+    error_line: tuple[str, int] | None = None  # (source, line) of the error line
+
+    @property
+    def long_error(self) -> bool:
+        """Is the error line, shown in the window, too long for a code block that does not scroll?"""
+        return any(e.text is not None and len(e.text) > MD_FENCE_CHARS for e in self._error_rows())
+
+    def _error_rows(self) -> list[Evidence]:
+        return [
+            e for e in self.window if self.error_line is not None and (e.source, e.line) == self.error_line
+        ]
 
     def compact_frames(self, tb) -> list:
         """The (trimmed) frames with library runs folded (reports.layout.fold_frames)."""
@@ -158,6 +172,7 @@ def _md_view(report: Report) -> MdView:
         cut=cut,
         window=list(window.lines) if window else [],
         evidence_source=evidence_locations(rc.evidence)[0] if rc else None,
+        error_line=(rc.error_line.source, rc.error_line.line) if rc and rc.error_line else None,
         findings=list(report.findings),
         symptoms=list(report.symptoms),
         evidence=list(rc.evidence) if rc else [],
@@ -171,19 +186,22 @@ def _md_view(report: Report) -> MdView:
     )
 
 
+def _cut_in_fence(text: str, limit: int, note: str) -> str:
+    return text if len(text) <= limit else text[:limit] + "…" + note
+
+
 def _render_md(report: Report, view: MdView) -> str:
-    return (
-        jinja_env(False)
-        .get_template("report.md.j2")
-        .render(
-            r=report,
-            v=view,
-            step=step_text(report),
-            redacted=redaction_line(report),
-            line_chars=MD_LINE_CHARS,
-            cell_chars=MD_CELL_CHARS,
-            Gap=Gap,
-        )
+    env = jinja_env(False)
+    env.filters.setdefault("cut", _cut_in_fence)
+    return env.get_template("report.md.j2").render(
+        r=report,
+        v=view,
+        step=step_text(report),
+        redacted=redaction_line(report),
+        line_chars=MD_LINE_CHARS,
+        cell_chars=MD_CELL_CHARS,
+        fence_chars=MD_FENCE_CHARS,
+        Gap=Gap,
     )
 
 
