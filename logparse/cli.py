@@ -645,6 +645,15 @@ DEFAULT_JOB_TIMEOUT_S = 600.0
     help="Also mask IP addresses, host names and user names, as for scan. Secrets are always masked.",
 )
 @click.option("--no-redact", is_flag=True, help="Do not mask secrets in the summary.")
+@click.option(
+    "--reports",
+    "reports_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Also write each job's own HTML report into DIR (created if missing), linked from its row "
+    "in the Markdown and HTML summaries.",
+)
 def fleet(
     paths: tuple[str, ...],
     fmt: str | None,
@@ -656,6 +665,7 @@ def fleet(
     job_timeout: float,
     redact_hosts: bool,
     no_redact: bool,
+    reports_dir: str | None,
 ) -> None:
     """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
 
@@ -674,19 +684,18 @@ def fleet(
     \b
     Examples:
       verl-logscan fleet runs/*/ -o fleet.md
+      verl-logscan fleet runs/*/ -o fleet.html --reports reports/
       verl-logscan fleet logs/*.log --jobs 4 --format csv
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
     from logparse.console import terminal_columns
-    from logparse.fleet import Engine, EngineError, JobStatus, iter_fleet, summarise
+    from logparse.fleet import Engine, JobStatus, iter_fleet, summarise
     from reports.fleet import render_fleet
 
     redact = _redact_config(no_redact, redact_hosts)
     target = _plan_fleet_output(paths, fmt, output, engine, address)
     catalog = _load(catalogs)
     jobs = list(dict.fromkeys(paths))  # a job given twice is analysed once
-    rows: dict = {}
-    interrupted: tuple[int, str] | None = None
     run = iter_fleet(
         jobs,
         catalog,
@@ -696,18 +705,13 @@ def fleet(
         address=address,
         job_timeout=job_timeout or None,
         redact=redact,
+        write_report=_plan_job_reports(reports_dir, jobs),
     )
-    try:
-        for index, row in run:  # rows as jobs finish: an interrupt keeps those done
-            rows[index] = row
-    except EngineError as exc:
-        _fail(str(exc))
-    except (KeyboardInterrupt, Terminated) as exc:
-        interrupted = _interrupt_code(exc)
-        _default_signals()
-    finally:
-        run.close()  # stops the workers still running
-    summary = summarise(jobs, rows)
+    rows, interrupted = _fleet_rows(run, len(jobs))
+    summary = _linked_from(summarise(jobs, rows), None if target.to_stdout else target.path)
+    for row in summary.jobs:
+        if reports_dir and row.status is not JobStatus.ERROR and row.report is None:
+            click.echo(f"verl-logscan: could not write the report of {terminal_text(row.job)}", err=True)
     for row in summary.jobs:
         if row.status is JobStatus.ERROR and row.message:
             click.echo(f"verl-logscan: {terminal_text(row.message)}", err=True)
@@ -733,6 +737,83 @@ def fleet(
     if summary.failed:
         sys.exit(EXIT_FAILURE_FOUND)
     sys.exit(EXIT_ERROR if summary.errors else EXIT_HEALTHY)
+
+
+def _fleet_rows(run, total: int) -> tuple[dict, tuple[int, str] | None]:
+    """The rows of the jobs done, by index, as they finish (a counter on a terminal meanwhile), and the
+    exit code and signal name of an interrupt, which keeps the rows done."""
+    from logparse.fleet import EngineError
+
+    counter = None
+    if _isatty(sys.stderr):
+        from logparse.console import JobCounter
+
+        counter = JobCounter(sys.stderr, total)
+        counter.draw()
+    rows: dict = {}
+    interrupted = None
+    try:
+        for index, row in run:
+            rows[index] = row
+            if counter is not None:
+                counter.one_done()
+    except EngineError as exc:
+        if counter is not None:
+            counter.clear()
+        _fail(str(exc))
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = _interrupt_code(exc)
+        _default_signals()
+    finally:
+        run.close()  # stops the workers still running
+        if counter is not None:
+            counter.clear()
+    return rows, interrupted
+
+
+def _plan_job_reports(folder: str | None, jobs: list[str]):
+    """`fleet --reports DIR`: the function each worker calls to write its job's HTML report into DIR,
+    under the job's short name (reports.fleet.short_names, made a file name); None without DIR."""
+    if folder is None:
+        return None
+    import functools
+
+    from reports.fleet import report_file_names
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        _fail(f"--reports {folder}: cannot create the folder: {exc.strerror or exc}")
+    names = dict(zip(jobs, report_file_names(jobs), strict=True))
+    for job, name in names.items():
+        if same_path(os.path.join(folder, name), job):
+            _fail(f"--reports {folder}: {name} would be written over the job {job}")
+    return functools.partial(_write_job_report, folder, names)
+
+
+def _write_job_report(folder: str, names: dict[str, str], job: str, report: Report) -> str | None:
+    """In a fleet worker: write `job`'s HTML report; where, or None when it cannot be written."""
+    path = os.path.join(folder, names[job])
+    try:
+        write_atomically(path, render(report, "html"))
+    except OSError:
+        return None
+    return path
+
+
+def _linked_from(summary, summary_path: str | None):
+    """`summary` with each job's report path relative to the folder of the summary (the current folder
+    for stdout), as its links need them."""
+    import dataclasses
+
+    base = os.path.dirname(os.path.abspath(summary_path)) if summary_path else os.getcwd()
+    jobs = tuple(
+        dataclasses.replace(row, report=os.path.relpath(os.path.abspath(row.report), base))
+        if row.report
+        else row
+        for row in summary.jobs
+    )
+    return dataclasses.replace(summary, jobs=jobs)
 
 
 def _plan_fleet_output(

@@ -166,3 +166,31 @@ class StatusLine:
             self.out.write("\r" + " " * self._width + "\r")
             self.out.flush()
             self._width = 0
+
+
+class JobCounter:
+    """`fleet`'s progress on a terminal (stderr): `verl-logscan: 12 of 23 job(s) done`, redrawn as each
+    job ends, so that the screen is not blank while the first jobs run; wiped before the summary."""
+
+    def __init__(self, out: TextIO, total: int):
+        self.out = out
+        self.total = total
+        self.done = 0
+        self._width = 0
+
+    def draw(self) -> None:
+        text = f"verl-logscan: {self.done} of {self.total} job(s) done"
+        text = text[: max(terminal_columns(self.out) - 1, 0)]
+        self.out.write("\r" + text + " " * max(self._width - len(text), 0))
+        self.out.flush()
+        self._width = len(text)
+
+    def one_done(self) -> None:
+        self.done += 1
+        self.draw()
+
+    def clear(self) -> None:
+        if self._width:
+            self.out.write("\r" + " " * self._width + "\r")
+            self.out.flush()
+            self._width = 0

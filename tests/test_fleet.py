@@ -200,11 +200,16 @@ def test_md_tables_render(tmp_path: Path) -> None:
     r = run_cli(["fleet", *jobs(), str(odd), "--format", "md"])
     assert r.exit_code == EXIT_FAILURE_FOUND
     tables = md_tables(r.stdout)
-    assert len(tables) == 3  # jobs, by category, by stage
-    header, *rows = tables[0]
-    assert header[:3] == ["job", "status", "root cause"] and len(rows) == len(jobs()) + 1
-    assert all(len(row) == len(header) for row in rows)
-    assert str(odd) in rows[-1][0]
+    # (issue 24: the jobs are grouped, a table per root-cause category and one for the healthy jobs,
+    # where there was one table of every job and one of counts per category; then the stages)
+    *job_tables, stages = tables
+    assert stages[0] == ["stage", "jobs"]
+    assert [t[0][:2] for t in job_tables[:-1]] == [["job", "root cause"]] * (len(job_tables) - 1)
+    assert job_tables[-1][0] == ["job", "last step"]  # the healthy jobs
+    rows = [row for t in job_tables for row in t[1:]]
+    assert len(rows) == len(jobs()) + 1
+    assert all(len(row) == len(t[0]) for t in job_tables for row in t[1:])
+    assert str(odd) in job_tables[-1][-1][0]
     assert "<i>" not in MarkdownIt("commonmark").enable("table").render(r.stdout)
 
 
