@@ -87,6 +87,16 @@ def env_value(value: object) -> str:
     return str(value)
 
 
+def anomaly_text(report: Report) -> str:
+    """The metric anomalies in one line, as the summary and the HTML banner show them: how many, and
+    the first (`2: step 9 grad-norm-spike (actor/grad_norm: ...)`); '' when there are none."""
+    anomalies = report.metrics.anomalies if report.metrics else ()
+    if not anomalies:
+        return ""
+    a = anomalies[0]
+    return f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})"
+
+
 def finding_kind(f: FindingView) -> str:
     """What a finding's category column says. A symptom or wrapper of no category of its own says
     what it is (`echo of cuda-oom`, `wrapper on rank 3`): `unknown` there reads as 'could not

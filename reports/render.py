@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from logparse.model import Evidence, FindingView, Report, compact_ranks
 from reports.common import (
     Gap,
+    anomaly_text,
     basis_text,
     env_rows,
     jinja_env,
@@ -567,11 +568,7 @@ def render_summary(
     stage_line = ", ".join(x for x in (stage, step_text(report)) if x)
     if p is not None and not rc:
         stage_line += ", completed" if p.completed else ""
-    anomalies = report.metrics.anomalies if report.metrics else ()
-    anomaly_line = ""
-    if anomalies:
-        a = anomalies[0]
-        anomaly_line = f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})"
+    anomaly_line = anomaly_text(report)
     limit = SUMMARY_FIELD_CHARS if width is None else max(width, 40) * SUMMARY_FIELD_LINES
 
     def field(text: object, chars: int = limit) -> str:  # log text, on one line, bounded
