@@ -40,6 +40,7 @@ def test_every_category_is_explained_with_its_entries_and_fix(category: str) -> 
     assert sorted(listed) == sorted(entries) or (not entries and "none" in parts["Catalog entries"][0])
 
 
+@pytest.mark.slow
 def test_the_category_a_failed_summary_shows_is_explained() -> None:
     """`FAILED host-oom` on the terminal; `verl-logscan explain host-oom` answered 'no catalog entry'."""
     scan = subprocess.run(

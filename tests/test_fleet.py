@@ -86,6 +86,7 @@ def test_samples_cover_both_verdicts_and_a_folder(expected: list[dict[str, Any]]
     assert folder["job"] == str(LOGDIR) and folder["error_source"].startswith(str(LOGDIR) + os.sep)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_local_engine_rows_equal_scanning_each_job_alone(
     expected: list[dict[str, Any]], workers: str
@@ -95,6 +96,7 @@ def test_local_engine_rows_equal_scanning_each_job_alone(
     assert data["jobs"] == expected
 
 
+@pytest.mark.slow
 def test_counts_per_status_category_and_stage(expected: list[dict[str, Any]]) -> None:
     data = fleet_json([*jobs(), "--jobs", "2"])
     failed = [row for row in expected if row["status"] == "failed"]
@@ -109,12 +111,14 @@ def test_counts_per_status_category_and_stage(expected: list[dict[str, Any]]) ->
         assert data["counts"]["category"][row["category"]] >= 1
 
 
+@pytest.mark.slow
 def test_library_rows_equal_job_row_of_each_scan() -> None:
     catalog = load_catalog([])
     summary = analyse_fleet(jobs(), catalog, (), engine=Engine.LOCAL, workers=2)
     assert list(summary.jobs) == [job_row(job, analyse([job], catalog)) for job in jobs()]
 
 
+@pytest.mark.slow  # fleet on Ray
 def test_ray_engine_rows_equal_scanning_each_job_alone(expected: list[dict[str, Any]]) -> None:
     if os.environ.get("CI") == "true":
         import ray  # under CI the Ray engine must be tested: the `test` extra installs ray
@@ -129,6 +133,7 @@ def test_ray_engine_rows_equal_scanning_each_job_alone(expected: list[dict[str, 
     assert data == fleet_json([*jobs(), "--engine", "local", "--jobs", "2"])
 
 
+@pytest.mark.slow  # fleet on Ray
 def test_ray_engine_starts_its_own_ray_with_an_extra_catalog(tmp_path: Path) -> None:
     if os.environ.get("CI") != "true":
         pytest.importorskip("ray")
@@ -165,6 +170,7 @@ def test_engine_ray_without_ray_installed_is_a_clear_error(monkeypatch: pytest.M
     assert "pip install 'verl-logscan[ray]'" in r.stderr
 
 
+@pytest.mark.slow
 def test_csv_parses_one_row_per_job(expected: list[dict[str, Any]]) -> None:
     r = run_cli(["fleet", *jobs(), "--format", "csv", "--jobs", "2"])
     assert r.exit_code == EXIT_FAILURE_FOUND
@@ -194,6 +200,7 @@ def md_tables(text: str) -> list[list[list[str]]]:
     return tables
 
 
+@pytest.mark.slow
 def test_md_tables_render(tmp_path: Path) -> None:
     odd = tmp_path / "a|b `x` <i>.log"  # a cell must survive a pipe, backticks and HTML in a path
     odd.write_text(HEALTHY)
@@ -213,6 +220,7 @@ def test_md_tables_render(tmp_path: Path) -> None:
     assert "<i>" not in MarkdownIt("commonmark").enable("table").render(r.stdout)
 
 
+@pytest.mark.slow
 def test_text_and_html(tmp_path: Path) -> None:
     r = run_cli(["fleet", *jobs(), "--jobs", "2"])
     assert r.exit_code == EXIT_FAILURE_FOUND
@@ -251,6 +259,7 @@ def test_duplicates_analysed_once_and_order_kept(tmp_path: Path) -> None:
     assert [row["job"] for row in data["jobs"]] == [a, b]
 
 
+@pytest.mark.slow
 def test_output_file_written_and_never_an_input(tmp_path: Path) -> None:
     out = tmp_path / "fleet.csv"
     r = run_cli(["fleet", *jobs(), "--format", "csv", "-o", str(out)])

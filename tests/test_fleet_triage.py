@@ -57,6 +57,7 @@ def on_pty(args: list[str], columns: int = 80, stderr_on_pty: bool = False) -> t
     return screen_lines(raw), raw + err, code
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux")
 def test_80_columns_name_every_job_apart_and_drop_columns_before_cutting_names(
     same_named_jobs: list[str],
@@ -78,6 +79,7 @@ def test_80_columns_name_every_job_apart_and_drop_columns_before_cutting_names(
     assert "root cause" in lines[header] and "status" in lines[header]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux")
 def test_a_job_counter_shows_while_the_jobs_run_and_is_wiped_before_the_summary() -> None:
     jobs = [str(p) for p in sample_logs()]
@@ -89,11 +91,13 @@ def test_a_job_counter_shows_while_the_jobs_run_and_is_wiped_before_the_summary(
     assert not [line for line in lines if "job(s) done" in line]
 
 
+@pytest.mark.slow
 def test_no_counter_when_stderr_is_not_a_terminal() -> None:
     r = subprocess.run(CLI + ["fleet", str(sample_logs()[0])], capture_output=True, text=True, timeout=120)
     assert "job(s) done" not in r.stderr
 
 
+@pytest.mark.slow
 def test_reports_dir_writes_each_jobs_report_and_every_row_links_to_it(
     tmp_path: Path, same_named_jobs: list[str]
 ) -> None:
@@ -130,6 +134,7 @@ def test_without_reports_the_machine_formats_keep_their_columns() -> None:
     assert csv.splitlines()[0].split(",")[-1] == "message"
 
 
+@pytest.mark.slow
 def test_markdown_groups_the_jobs_by_root_cause_with_their_counts(same_named_jobs: list[str]) -> None:
     extra = [str(FIXTURES / "cascades" / "torchrun-oom-watchdog.log"), "/nonexistent/job.log"]
     md = run_cli(["fleet", *same_named_jobs, *extra, "--format", "md"]).stdout

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 OOM = (
     "(WorkerDict pid=7, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
     "GPU 0 has a total capacity of 79.11 GiB of which 1.00 GiB is free.\n"
@@ -38,6 +40,7 @@ def read_until(stream, needle: str, timeout: float = 30.0) -> str:
     return "".join(got)
 
 
+@pytest.mark.slow
 def test_follow_survives_truncation_and_rotation_and_alerts(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text("".join(STEP.format(n=n) for n in range(1, 4)))

@@ -74,6 +74,7 @@ def field(lines: list[str], label: str) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_summary_wraps_to_an_80_column_terminal_with_a_hanging_indent(tmp_path: Path) -> None:
     lines, code, raw = on_pty(["scan", str(OOM_SAMPLE)], columns=80)
     assert code == 1
@@ -105,6 +106,7 @@ def test_summary_wraps_to_an_80_column_terminal_with_a_hanging_indent(tmp_path: 
     assert re.fullmatch(r"FAILED cuda-oom · WorkerDict pid 11847 · stage actor-update · \d+\.\d s", lines[-1])
 
 
+@pytest.mark.slow
 def test_a_wide_terminal_keeps_each_field_on_one_line_and_the_summary_names_the_report(
     tmp_path: Path,
 ) -> None:
@@ -129,6 +131,7 @@ def test_a_narrow_terminal_still_fits_and_stays_within_25_lines() -> None:
     assert OUTCOME.match(lines[-2]) and lines[-1].startswith("  ")  # the last line wraps too
 
 
+@pytest.mark.slow
 def test_healthy_and_piped_summaries_end_with_the_outcome_line_but_no_time() -> None:
     lines, code, _ = on_pty(["scan", str(SAMPLES / "ray-healthy.log")], columns=80)
     assert code == 0
@@ -139,6 +142,7 @@ def test_healthy_and_piped_summaries_end_with_the_outcome_line_but_no_time() -> 
     assert not SGR.search(piped.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [[], ["scan"], ["fleet"], ["explain"], ["catalog"], ["catalog", "check"]])
 def test_help_fits_80_columns_and_cuts_no_description(command: list[str]) -> None:
     lines, code, _ = on_pty([*command, "--help"], columns=80)

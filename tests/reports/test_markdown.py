@@ -109,6 +109,7 @@ def _distinct_errors_log(path: Path, n: int = 10_000) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_ten_thousand_distinct_errors_fit_a_github_issue(tmp_path: Path) -> None:
     log = _distinct_errors_log(tmp_path / "many.log")
     result = run_cli(["scan", str(log), "--format", "md"])
