@@ -8,6 +8,7 @@ import os
 import signal
 import stat
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +32,7 @@ from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import Names, RedactConfig, Redactor
 from logparse.startup import release_signals
-from patterns import Catalog, CatalogError, load_catalog
+from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
 
@@ -207,9 +208,11 @@ class _Live:
         self.follow = follow
         self.tee = tee
         self.alerts = follow or tee or files == ["-"]
+        self.color = color
         self.followed: list[FollowFile] = []
         self.tees: list[TeeStream] = []
         self.status: StatusLine | None = None
+        self.analysis: Analysis | None = None
         if _isatty(sys.stderr):
             from logparse.console import StatusLine
 
@@ -219,13 +222,22 @@ class _Live:
 
     def wire(self, analysis: Analysis, redact: RedactConfig | None) -> None:
         """Hook follow/tee streams, fatal-line alerts and the terminal status line into the analysis."""
+        self.analysis = analysis
         on_fatal = None
         if self.alerts:
             from logparse.console import Alerts
 
             names = analysis.names.names if analysis.names is not None else None
-            on_fatal = Alerts(sys.stderr, _alert_cleaner(redact, names), self.status)
-        analysis.hear(self._open_stream if self.follow or self.tee else None, on_fatal, self.status)
+            on_fatal = Alerts(
+                sys.stderr,
+                _alert_cleaner(redact, names),
+                self.status,
+                color=use_color(self.color, sys.stderr),
+            )
+        # a status line also hears when the input is quiet, to show what was read (not the state at
+        # the start of the last burst of lines)
+        wrap = self.follow or self.tee or (self.status is not None and self.files == ["-"])
+        analysis.hear(self._open_stream if wrap else None, on_fatal, self.status)
         if self.follow and self.files != ["-"]:
 
             def stop_following(signum: int, frame: object) -> None:
@@ -238,12 +250,14 @@ class _Live:
             signal.signal(signal.SIGINT, stop_following)
 
     def _open_stream(self, path: str, stream):
-        from logparse.read.follow import FollowFile, TeeStream
+        from logparse.read.follow import FollowFile, QuietStream, TeeStream
 
         if self.follow and path != "-":
             stream.close()
-            stream = FollowFile(path)
+            stream = FollowFile(path, on_wait=self._quiet)
             self.followed.append(stream)
+        elif path == "-" and self.status is not None:
+            stream = QuietStream(stream, self._quiet)
         if self.tee:
             # the status line is wiped around passed-through text only when both share a terminal
             stream = TeeStream(
@@ -254,6 +268,11 @@ class _Live:
             )
             self.tees.append(stream)
         return stream
+
+    def _quiet(self) -> None:
+        """The input is quiet: the status line shows what was read so far."""
+        if self.status is not None and self.analysis is not None:
+            self.status.waiting(self.analysis)
 
     def clear(self) -> None:
         if self.status is not None:
@@ -303,12 +322,12 @@ def cli() -> None:
     """Find the root cause in the logs of a failed verl / torchrun / Ray job.
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    5 no log line read (empty input).
+    Exit codes: 0 no failure found, 1 failure found,
+    2 usage, input or catalog error, 5 no log line read (empty input).
     """
 
 
-@cli.command()
+@cli.command(short_help="Report the root cause of one job: files, folders, .gz or stdin.")
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
 @click.option(
     "--format",
@@ -357,7 +376,7 @@ def cli() -> None:
     "--tee",
     is_flag=True,
     help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
-    "--tee -o report.md`); needs -o, since stdout carries the log. If the reader of stdout goes "
+    "--tee -o report.md`); without -o the summary goes to stderr at the end. If the reader of stdout goes "
     "away, the log is still read to its end and the report written.",
 )
 @click.option(
@@ -396,9 +415,11 @@ def scan(
       torchrun ... 2>&1 | verl-logscan scan --format json
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
+    Exit codes: 0 no failure found, 1 failure found,
+    2 usage, input or catalog error, 5 no log line read (empty input),
+    130 / 143 interrupted (SIGINT / SIGTERM).
     """
+    started = time.monotonic()
     redact = _redact_config(no_redact, redact_hosts)
     planned = _plan_scan_outputs(outputs, fmt, tee, follow, paths, metrics_csv)
     catalog = _without(_load(catalogs), disabled)
@@ -415,6 +436,8 @@ def scan(
     ]
     for note in folder_notes:
         click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
+    if files == ["-"] and _isatty(sys.stdin):  # no silent wait for a log that is not coming
+        click.echo("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)", err=True)
     learn_names = redact is not None and redact.hosts
     analysis = Analysis(catalog, ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names))
     live = _Live(files, follow, tee, color)
@@ -428,7 +451,7 @@ def scan(
         trailing.append(note)
         click.echo(f"verl-logscan: {note}", err=True)
     report = analysis.report(redact, folder_notes, trailing, complete=interrupted is None)
-    _write_reports(report, planned, color, catalog, catalogs)
+    _write_reports(report, planned, color, catalog, catalogs, started)
     if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
         try:
             # a metric key that starts like a formula must not run in a spreadsheet
@@ -460,7 +483,11 @@ def _plan_scan_outputs(
         _fail(str(exc))
     to_stdout = any(o.to_stdout for o in planned)
     if tee and to_stdout:
-        _fail("--tee passes the log through to stdout, so the report needs -o FILE")
+        if outputs or fmt not in (None, "text"):
+            _fail("--tee passes the log through to stdout, so the report needs -o FILE")
+        # `... | verl-logscan scan --tee`: the log goes on to stdout, the summary to stderr at the end
+        planned = [o for o in planned if not o.to_stdout]
+        to_stdout = False
     if (to_stdout or tee) and _stdout_closed():  # said before the scan, not after it
         _fail(
             "standard output is closed; write the report with -o FILE"
@@ -497,12 +524,35 @@ def _verdict_words(report: Report) -> str:
     return "no log lines read" if report.empty else "healthy"
 
 
+def _terminal_width(stream) -> int | None:
+    """The columns a summary on `stream` wraps to: a terminal's, else None (a file or a pipe gets every
+    field on one line)."""
+    if not _isatty(stream):
+        return None
+    from logparse.console import terminal_columns
+
+    return terminal_columns(stream)
+
+
 def _write_reports(
-    report: Report, planned: list[Output], color: bool | None, catalog: Catalog, catalogs: tuple[str, ...]
+    report: Report,
+    planned: list[Output],
+    color: bool | None,
+    catalog: Catalog,
+    catalogs: tuple[str, ...],
+    started: float | None = None,
 ) -> None:
     """Every planned output, each rendered once; the terminal gets the summary when no report went to it.
-    (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.)"""
+    (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.) A
+    summary on a terminal wraps to its width and ends with the seconds since `started`."""
     hint = explain_hint(report, catalog, catalogs)
+
+    def on_screen(stream) -> dict:
+        width = _terminal_width(stream)
+        if width is None:
+            return {}
+        return {"width": width, "elapsed": time.monotonic() - started if started is not None else None}
+
     to_stdout = next((o for o in planned if o.to_stdout), None)
     files = [o for o in planned if not o.to_stdout]
     for o in files:
@@ -510,21 +560,29 @@ def _write_reports(
     written = ", ".join(o.path for o in files)
     if to_stdout is not None:
         painted = to_stdout.fmt == "text" and use_color(color, sys.stdout)
-        _echo_report(render(report, to_stdout.fmt, color=painted, explain=hint))
+        screen = on_screen(sys.stdout) if to_stdout.fmt == "text" else {}
+        _echo_report(render(report, to_stdout.fmt, color=painted, explain=hint, **screen))
         if files:
             click.echo(
                 f"verl-logscan: {_verdict_words(report)}; also written to {terminal_text(written)}", err=True
             )
         elif report.empty and to_stdout.fmt != "text":  # the text summary says it; JSON on a pipe does not
             click.echo("verl-logscan: no log lines read", err=True)
-    elif all(o.fmt == "text" for o in files):
+    elif files and all(o.fmt == "text" for o in files):
         click.echo(
             f"verl-logscan: {_verdict_words(report)}; report written to {terminal_text(written)}", err=True
         )
-    else:  # the files hold the full report; the terminal gets the summary and where the files are
+    else:  # the files (if any: --tee alone) hold the full report; stderr gets the summary and where
         err_color = use_color(color, sys.stderr)
         click.echo(
-            render(report, "text", color=err_color, report_path=written, explain=hint),
+            render(
+                report,
+                "text",
+                color=err_color,
+                report_path=written or None,
+                explain=hint,
+                **on_screen(sys.stderr),
+            ),
             err=True,
             nl=False,
             color=err_color,
@@ -536,7 +594,7 @@ FLEET_FORMATS = ("text", "md", "html", "csv", "json")  # = reports.fleet.FLEET_F
 DEFAULT_JOB_TIMEOUT_S = 600.0
 
 
-@cli.command()
+@cli.command(short_help="Summarise many jobs at once: one row per job.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))
 @click.option(
     "--format",
@@ -594,6 +652,15 @@ DEFAULT_JOB_TIMEOUT_S = 600.0
     help="Also mask IP addresses, host names and user names, as for scan. Secrets are always masked.",
 )
 @click.option("--no-redact", is_flag=True, help="Do not mask secrets in the summary.")
+@click.option(
+    "--reports",
+    "reports_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Also write each job's own HTML report into DIR (created if missing), linked from its row "
+    "in the Markdown and HTML summaries.",
+)
 def fleet(
     paths: tuple[str, ...],
     fmt: str | None,
@@ -605,6 +672,7 @@ def fleet(
     job_timeout: float,
     redact_hosts: bool,
     no_redact: bool,
+    reports_dir: str | None,
 ) -> None:
     """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
 
@@ -612,10 +680,10 @@ def fleet(
     `verl-logscan scan FOLDER` does). Each job is analysed on its own, with the same result as
     scanning it alone (redacted the same way); the rows keep the order of the PATHs.
 
-    \b
     A PATH that cannot be read (missing, a folder without log files, not gzip), or whose job runs
     past --job-timeout, is a row with status `error` and the reason; the other jobs are still analysed.
     Ctrl-C or SIGTERM writes the rows done so far, marked incomplete (exit 130 / 143).
+
     Exit codes: 0 every job healthy; 1 a failure was found in at least one job (rows with status
     `error` may be among them); 2 no failure found but some job could not be read, or a usage,
     catalog or engine error (e.g. --engine ray without Ray installed, or no Ray at --address).
@@ -623,19 +691,18 @@ def fleet(
     \b
     Examples:
       verl-logscan fleet runs/*/ -o fleet.md
+      verl-logscan fleet runs/*/ -o fleet.html --reports reports/
       verl-logscan fleet logs/*.log --jobs 4 --format csv
       verl-logscan fleet runs/*/ --engine ray --address ray://head:10001
     """
     from logparse.console import terminal_columns
-    from logparse.fleet import Engine, EngineError, JobStatus, iter_fleet, summarise
+    from logparse.fleet import Engine, JobStatus, iter_fleet, summarise
     from reports.fleet import render_fleet
 
     redact = _redact_config(no_redact, redact_hosts)
     target = _plan_fleet_output(paths, fmt, output, engine, address)
     catalog = _load(catalogs)
     jobs = list(dict.fromkeys(paths))  # a job given twice is analysed once
-    rows: dict = {}
-    interrupted: tuple[int, str] | None = None
     run = iter_fleet(
         jobs,
         catalog,
@@ -645,18 +712,13 @@ def fleet(
         address=address,
         job_timeout=job_timeout or None,
         redact=redact,
+        write_report=_plan_job_reports(reports_dir, jobs),
     )
-    try:
-        for index, row in run:  # rows as jobs finish: an interrupt keeps those done
-            rows[index] = row
-    except EngineError as exc:
-        _fail(str(exc))
-    except (KeyboardInterrupt, Terminated) as exc:
-        interrupted = _interrupt_code(exc)
-        _default_signals()
-    finally:
-        run.close()  # stops the workers still running
-    summary = summarise(jobs, rows)
+    rows, interrupted = _fleet_rows(run, len(jobs))
+    summary = _linked_from(summarise(jobs, rows), None if target.to_stdout else target.path)
+    for row in summary.jobs:
+        if reports_dir and row.status is not JobStatus.ERROR and row.report is None:
+            click.echo(f"verl-logscan: could not write the report of {terminal_text(row.job)}", err=True)
     for row in summary.jobs:
         if row.status is JobStatus.ERROR and row.message:
             click.echo(f"verl-logscan: {terminal_text(row.message)}", err=True)
@@ -682,6 +744,83 @@ def fleet(
     if summary.failed:
         sys.exit(EXIT_FAILURE_FOUND)
     sys.exit(EXIT_ERROR if summary.errors else EXIT_HEALTHY)
+
+
+def _fleet_rows(run, total: int) -> tuple[dict, tuple[int, str] | None]:
+    """The rows of the jobs done, by index, as they finish (a counter on a terminal meanwhile), and the
+    exit code and signal name of an interrupt, which keeps the rows done."""
+    from logparse.fleet import EngineError
+
+    counter = None
+    if _isatty(sys.stderr):
+        from logparse.console import JobCounter
+
+        counter = JobCounter(sys.stderr, total)
+        counter.draw()
+    rows: dict = {}
+    interrupted = None
+    try:
+        for index, row in run:
+            rows[index] = row
+            if counter is not None:
+                counter.one_done()
+    except EngineError as exc:
+        if counter is not None:
+            counter.clear()
+        _fail(str(exc))
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = _interrupt_code(exc)
+        _default_signals()
+    finally:
+        run.close()  # stops the workers still running
+        if counter is not None:
+            counter.clear()
+    return rows, interrupted
+
+
+def _plan_job_reports(folder: str | None, jobs: list[str]):
+    """`fleet --reports DIR`: the function each worker calls to write its job's HTML report into DIR,
+    under the job's short name (reports.fleet.short_names, made a file name); None without DIR."""
+    if folder is None:
+        return None
+    import functools
+
+    from reports.fleet import report_file_names
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        _fail(f"--reports {folder}: cannot create the folder: {exc.strerror or exc}")
+    names = dict(zip(jobs, report_file_names(jobs), strict=True))
+    for job, name in names.items():
+        if same_path(os.path.join(folder, name), job):
+            _fail(f"--reports {folder}: {name} would be written over the job {job}")
+    return functools.partial(_write_job_report, folder, names)
+
+
+def _write_job_report(folder: str, names: dict[str, str], job: str, report: Report) -> str | None:
+    """In a fleet worker: write `job`'s HTML report; where, or None when it cannot be written."""
+    path = os.path.join(folder, names[job])
+    try:
+        write_atomically(path, render(report, "html"))
+    except OSError:
+        return None
+    return path
+
+
+def _linked_from(summary, summary_path: str | None):
+    """`summary` with each job's report path relative to the folder of the summary (the current folder
+    for stdout), as its links need them."""
+    import dataclasses
+
+    base = os.path.dirname(os.path.abspath(summary_path)) if summary_path else os.getcwd()
+    jobs = tuple(
+        dataclasses.replace(row, report=os.path.relpath(os.path.abspath(row.report), base))
+        if row.report
+        else row
+        for row in summary.jobs
+    )
+    return dataclasses.replace(summary, jobs=jobs)
 
 
 def _plan_fleet_output(
@@ -724,7 +863,7 @@ def catalog_group() -> None:
     """List or check the failure catalog."""
 
 
-@catalog_group.command(name="list")
+@catalog_group.command(name="list", short_help="List every catalog entry.")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
 def catalog_list(catalogs: tuple[str, ...]) -> None:
     """List every catalog entry: id, category, role, priority, title."""
@@ -738,7 +877,7 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
     click.echo(f"{len(rows)} entries", err=True)
 
 
-@catalog_group.command(name="check")
+@catalog_group.command(name="check", short_help="Validate the catalog and run its examples.")
 @click.argument("path", required=False, type=click.Path())
 def catalog_check(path: str | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
@@ -762,17 +901,27 @@ def catalog_check(path: str | None) -> None:
     click.echo(f"catalog ok: {summary}")
 
 
-@cli.command()
-@click.argument("entry_id")
+@cli.command(short_help="What an entry or a category means, and how to fix it.")
+@click.argument("entry_id", metavar="NAME")
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
-def explain(entry_id: str, catalogs: tuple[str, ...]) -> None:
-    """Show what a catalog entry means and how to fix it (`explain unknown`: what an unknown verdict
-    means and how to add an entry)."""
+@click.option(
+    "--category",
+    "as_category",
+    is_flag=True,
+    help="Explain the category NAME where an entry has that id too.",
+)
+def explain(entry_id: str, catalogs: tuple[str, ...], as_category: bool) -> None:
+    """Show what a catalog entry (cuda-oom), a root-cause category (host-oom, the word after FAILED
+    in a summary) or a fallback rule means and how to fix it (`explain unknown`: what an unknown
+    verdict means and how to add an entry)."""
+    from logparse.explain import names
+
     catalog = _load(catalogs)
-    text = explain_text(catalog, entry_id)
+    text = explain_text(catalog, entry_id, category=as_category)
     if text is None:
-        ids = [e.id for e in catalog.entries]
-        _fail(f"no catalog entry '{entry_id}'{_did_you_mean(entry_id, ids)}; see 'verl-logscan catalog list'")
+        what = "category" if as_category else "catalog entry, category or rule"
+        known = list(CATEGORIES) if as_category else names(catalog)
+        _fail(f"no {what} '{entry_id}'{_did_you_mean(entry_id, known)}; see 'verl-logscan catalog list'")
     click.echo(text, nl=False)
 
 

@@ -1,7 +1,8 @@
 """What a live scan shows on the terminal, for the CLI: an ALERT line per fatal cause the moment its
 line is read, and a one-line status redrawn while scanning.
 
-* `Alerts` is told about each finding and prints one line per fatal cause, once per catalog entry;
+* `Alerts` is told about each finding and prints one line per fatal cause, once per catalog entry
+  (bold red when colour is on, so that it stands out among passed-through log lines);
 * `StatusLine` redraws a one-line status (stage, step, findings so far) on a terminal, cut to its
   width, and is wiped before any other output reaches that terminal.
 """
@@ -33,11 +34,16 @@ class Alerts:
     its very end may be incomplete."""
 
     def __init__(
-        self, out: TextIO, clean: Callable[[str, bool], str] = _plain, status: StatusLine | None = None
+        self,
+        out: TextIO,
+        clean: Callable[[str, bool], str] = _plain,
+        status: StatusLine | None = None,
+        color: bool = False,
     ):
         self.out = out
         self.clean = clean
         self.status = status
+        self.color = color  # red and bold (on a terminal, unless NO_COLOR: the CLI decides)
         self.seen: set[str] = set()
         self.first_alert_at: float | None = None
 
@@ -56,14 +62,15 @@ class Alerts:
         message = rec.message
         # masked before it is clipped, so the clip cannot leave the start of a token in clear
         shown = self.clean(message[:ALERT_WINDOW_CHARS], len(message) > ALERT_WINDOW_CHARS)
-        self.out.write(
-            f"verl-logscan: ALERT {hit.category} ({entry.id}) at {place}: {shown[:ALERT_MESSAGE_CHARS]}\n"
-        )
+        line = f"verl-logscan: ALERT {hit.category} ({entry.id}) at {place}: {shown[:ALERT_MESSAGE_CHARS]}"
+        # (the log's part of the line is clean: no escape sequence of its own to end ours early)
+        self.out.write(f"{_ALERT}{line}{_RESET}\n" if self.color else line + "\n")
         self.out.flush()
 
 
 DEFAULT_COLUMNS = 80
 _DIM, _RESET = "\x1b[2m", "\x1b[0m"
+_ALERT = "\x1b[1m\x1b[31m"  # bold red: an alert stands out in a flood of passed-through log lines
 
 
 def terminal_columns(stream: TextIO | None) -> int:
@@ -92,7 +99,9 @@ class StatusLine:
     ):
         self.out = out
         self.total = total_bytes if total_bytes and not follow else None  # a followed file grows
+        self.follow = follow
         self.color = color
+        self._waited = False  # drawn once since the input went quiet
         self._start = time.monotonic()
         self._last = 0.0
         self._width = 0  # columns of the status now on screen (0: none drawn)
@@ -100,24 +109,39 @@ class StatusLine:
 
     def __call__(self, analysis) -> None:  # analysis: logparse.pipeline.Analysis
         now = time.monotonic()
+        self._waited = False  # input arrives: the next quiet moment is shown at once
         if self._held or now - self._last < STATUS_EVERY_SECONDS:
             return
         self._last = now
         self.draw(self.text(analysis, now))
 
-    def text(self, analysis, now: float | None = None) -> str:
-        """The status, plain (no control characters)."""
+    def waiting(self, analysis) -> None:
+        """The input is quiet (a followed file at its end, a pipe with nothing to read): show what was
+        read so far, at once the first time and then at most every STATUS_EVERY_SECONDS, with how to stop."""
+        now = time.monotonic()
+        if self._held or (self._waited and now - self._last < STATUS_EVERY_SECONDS):
+            return
+        self._waited = True
+        self._last = now
+        self.draw(self.text(analysis, now, waiting=True))
+
+    def text(self, analysis, now: float | None = None, waiting: bool = False) -> str:
+        """The status, plain (no control characters); `waiting`: the input is quiet (no rate, and how
+        to stop: Ctrl-C ends a followed file, Ctrl-D a terminal's input)."""
         st = analysis.status()
         seconds = (now if now is not None else time.monotonic()) - self._start
-        rate = f", {st.bytes_read / 1e6 / seconds:,.0f} MB/s" if seconds > 0 else ""
+        rate = f", {st.bytes_read / 1e6 / seconds:,.0f} MB/s" if seconds > 0 and not waiting else ""
         if self.total:
             read = st.bytes_read
             done = f"{read / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({min(read / self.total, 1.0):.0%})"
         else:
-            done = f"{st.bytes_read / 1e6:,.1f} MB read"
+            done = f"{st.bytes_read / 1e6:,.1f} MB" + ("" if waiting else " read")  # (room for the hint)
+        hint = ""
+        if waiting:
+            hint = "; Ctrl-C to stop" if self.follow else "; waiting for input"
         return (
             f"verl-logscan: {done}{rate}, stage {st.stage or '-'}, step "
-            f"{st.step if st.step is not None else '-'}, {st.findings} finding(s)"
+            f"{st.step if st.step is not None else '-'}, {st.findings} finding(s){hint}"
         )
 
     def draw(self, text: str) -> None:
@@ -136,6 +160,34 @@ class StatusLine:
     def after_output(self, line_open: bool) -> None:
         """Passed-through text was written; while it leaves a line open, a status would overwrite it."""
         self._held = line_open
+
+    def clear(self) -> None:
+        if self._width:
+            self.out.write("\r" + " " * self._width + "\r")
+            self.out.flush()
+            self._width = 0
+
+
+class JobCounter:
+    """`fleet`'s progress on a terminal (stderr): `verl-logscan: 12 of 23 job(s) done`, redrawn as each
+    job ends, so that the screen is not blank while the first jobs run; wiped before the summary."""
+
+    def __init__(self, out: TextIO, total: int):
+        self.out = out
+        self.total = total
+        self.done = 0
+        self._width = 0
+
+    def draw(self) -> None:
+        text = f"verl-logscan: {self.done} of {self.total} job(s) done"
+        text = text[: max(terminal_columns(self.out) - 1, 0)]
+        self.out.write("\r" + text + " " * max(self._width - len(text), 0))
+        self.out.flush()
+        self._width = len(text)
+
+    def one_done(self) -> None:
+        self.done += 1
+        self.draw()
 
     def clear(self) -> None:
         if self._width:

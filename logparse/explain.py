@@ -1,6 +1,6 @@
-"""`verl-logscan explain ID`: what a catalog entry, a fallback rule or the `unknown` verdict means, and
-how to fix it (as ruff's `ruff rule X`: what it is, why it happens, an example, the fix). Returns the
-text; the CLI prints it."""
+"""`verl-logscan explain NAME`: what a catalog entry, a root-cause category (the word a summary's
+`FAILED host-oom` shows), a fallback rule or the `unknown` verdict means, and how to fix it (as ruff's
+`ruff rule X`: what it is, why it happens, an example, the fix). Returns the text; the CLI prints it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from logparse.decide.remedy import UNKNOWN_FIX
 from logparse.model import Report
-from patterns import Catalog, Entry
+from patterns import CATEGORIES, Catalog, Entry
 from patterns.fallback import FrameCategoryRule, MessageMarker, PhraseRule, fallback_rules
 
 UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
@@ -42,15 +42,61 @@ ENTRY_SKELETON = """\
 """
 
 
-def explain_text(catalog: Catalog, entry_id: str) -> str | None:
-    """The explanation of `entry_id` (an entry of `catalog`, a fallback rule, or `unknown`); None when
-    there is no such thing."""
+def explain_text(catalog: Catalog, entry_id: str, category: bool = False) -> str | None:
+    """The explanation of `entry_id`: an entry of `catalog`, else a root-cause category, a fallback
+    rule, or `unknown` (`category`: the category of that name, even where an entry has it too); None
+    when there is no such thing."""
+    if category:
+        return explain_category(catalog, entry_id) if entry_id in CATEGORIES else None
     entry = catalog.get(entry_id)
     if entry is not None:
-        return explain_entry(entry)
+        text = explain_entry(entry)
+        if entry_id in CATEGORIES and entry_id != UNKNOWN_ID:  # `cuda-oom` is both
+            text += f"\nThe category {entry_id} has more: verl-logscan explain --category {entry_id}\n"
+        return text
     if entry_id == UNKNOWN_ID:
         return explain_unknown(catalog)
+    if entry_id in CATEGORIES:
+        return explain_category(catalog, entry_id)
     return explain_rule(entry_id)
+
+
+def names(catalog: Catalog) -> list[str]:
+    """Every name `explain` takes: entry ids, categories, fallback rules."""
+    rules = fallback_rules()
+    every = (*rules.phrases, *rules.types, *rules.frames, *rules.bare.message_markers)
+    return sorted({*(e.id for e in catalog.entries), *CATEGORIES, *(r.id for r in every)})
+
+
+def explain_category(catalog: Catalog, category: str) -> str:
+    """A root-cause category: what it means, the catalog entries and fallback rules that name it, and
+    its fix (the steps a report gives for a failure of it that no entry names)."""
+    rules = fallback_rules()
+    fix = rules.fix_for(category)
+    entries = sorted(
+        (e for e in catalog.entries if e.category == category),
+        key=lambda e: (e.role.value != "cause", -e.priority, e.id),
+    )
+    every = (*rules.phrases, *rules.types, *rules.frames, *rules.bare.message_markers)
+    named_by = [r.id for r in every if r.category == category]
+    out = [f"{category}: a root-cause category", CATEGORIES[category]]
+    if fix is not None:
+        out += ["\nWhat it is\n  " + fix.summary, "\nWhy it happens\n  " + fix.why]
+    out.append(f"\nCatalog entries ({len(entries)})")
+    if entries:
+        width = max(len(e.id) for e in entries)
+        out += [f"  {e.id:{width}}  {e.role.value:7}  {e.title}" for e in entries]
+        out.append("  (verl-logscan explain ID shows one of them)")
+    else:
+        out.append("  none: only the fallback rules below name it")
+    if named_by:
+        out += ["\nFallback rules (for a failure no entry names)", "  " + ", ".join(named_by)]
+    out += ["\nFix", *_numbered(fix.fix if fix is not None else UNKNOWN_FIX.fix)]
+    if fix is not None and fix.references:
+        out.append("\nReferences")
+        out += [f"  {ref}" for ref in fix.references]
+    out.append("\nDefined in patterns/taxonomy.yaml (the categories) and patterns/fallback.yaml (the fix)")
+    return "\n".join(out) + "\n"
 
 
 def explain_entry(entry: Entry) -> str:

@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from enum import Enum
 from multiprocessing.connection import Connection, wait
 from types import ModuleType
@@ -54,18 +54,24 @@ class Engine(str, Enum):
     RAY = "ray"
 
 
+# what a job's own report becomes (`fleet --reports DIR`): told the job and its report, in the worker
+# that analysed it, it writes the report and returns where (None: not written); the CLI gives one that
+# renders, since this module renders nothing
+ReportWriter = Callable[[str, Report], "str | None"]
+
+
 class EngineError(Exception):
     """The engine could not run the jobs: Ray is not installed or not reachable, a worker process died."""
 
 
-def job_row(job: str, report: Report) -> JobRow:
-    """The fleet row of one job's report."""
+def job_row(job: str, report: Report, written: str | None = None) -> JobRow:
+    """The fleet row of one job's report (`written`: where the report itself was written)."""
     rc = report.root_cause
     last_step = report.progress.last_step if report.progress is not None else None
     if report.empty:  # nothing to judge: not a healthy job
         return JobRow(job=job, status=JobStatus.ERROR, message=f"{job}: no log lines read")
     if rc is None:
-        return JobRow(job=job, status=JobStatus.HEALTHY, last_step=last_step)
+        return JobRow(job=job, status=JobStatus.HEALTHY, last_step=last_step, report=written)
     return JobRow(
         job=job,
         status=JobStatus.FAILED,
@@ -77,11 +83,15 @@ def job_row(job: str, report: Report) -> JobRow:
         error_source=rc.error_line.source if rc.error_line else None,
         error_line=rc.error_line.line if rc.error_line else None,
         message=rc.summary if rc.id == UNKNOWN_ROOT_CAUSE else None,
+        report=written,
     )
 
 
-def analyse_job(job: str, catalog: Catalog, redact: RedactConfig | None = None) -> JobRow:
-    """Analyse one job (a file, or a folder read as one job) exactly as a scan of it does."""
+def analyse_job(
+    job: str, catalog: Catalog, redact: RedactConfig | None = None, write_report: ReportWriter | None = None
+) -> JobRow:
+    """Analyse one job (a file, or a folder read as one job) exactly as a scan of it does; with
+    `write_report`, its report is also written (in this worker: the reports are written in parallel)."""
     try:
         files = expand_inputs([job])  # raises for a missing path or a folder with no log files
         report = analyse(files, catalog, redact=redact)
@@ -91,7 +101,8 @@ def analyse_job(job: str, catalog: Catalog, redact: RedactConfig | None = None) 
         raise
     except BaseException as exc:
         return error_row(job, f"could not be analysed ({type(exc).__name__}: {exc})")
-    return job_row(job, report)
+    written = write_report(job, report) if write_report is not None and not report.empty else None
+    return job_row(job, report, written)
 
 
 def error_row(job: str, why: str) -> JobRow:
@@ -103,7 +114,11 @@ _worker_catalog: tuple[tuple[str, ...], Catalog] | None = None  # (catalog paths
 
 
 def _child_main(
-    job: str, catalog_paths: tuple[str, ...], redact: RedactConfig | None, out: Connection
+    job: str,
+    catalog_paths: tuple[str, ...],
+    redact: RedactConfig | None,
+    out: Connection,
+    write_report: ReportWriter | None = None,
 ) -> None:
     """In a child: analyse one job and send its row. Ctrl-C is the parent's to handle (it stops the
     children); SIGTERM ends a child at once."""
@@ -113,7 +128,7 @@ def _child_main(
         catalog = _worker_catalog[1]
     else:  # spawned (no fork here): load it
         catalog = load_catalog(list(catalog_paths))
-    out.send(analyse_job(job, catalog, redact))
+    out.send(analyse_job(job, catalog, redact, write_report))
     out.close()
 
 
@@ -129,6 +144,7 @@ def run_local(
     workers: int,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
     redact: RedactConfig | None = None,
+    write_report: ReportWriter | None = None,
 ) -> Iterator[tuple[int, JobRow]]:
     """(index, row) of each job as it finishes; at most `workers` children at a time, each killed when
     its job runs past `job_timeout` seconds (None: no limit). Closing the generator (an interrupt)
@@ -147,7 +163,7 @@ def run_local(
                 recv, send = ctx.Pipe(duplex=False)
                 proc = ctx.Process(
                     target=_child_main,
-                    args=(job, paths, redact, send),
+                    args=(job, paths, redact, send, write_report),
                     daemon=True,
                     name=f"verl-logscan-fleet-{index}",
                 )
@@ -201,14 +217,18 @@ _ray_catalogs: dict[tuple[str, ...], Catalog] = {}
 
 
 def _analyse_as_ray_task(
-    job: str, catalog_paths: tuple[str, ...], cwd: str, redact: RedactConfig | None = None
+    job: str,
+    catalog_paths: tuple[str, ...],
+    cwd: str,
+    redact: RedactConfig | None = None,
+    write_report: ReportWriter | None = None,
 ) -> JobRow:
     if os.path.isdir(cwd) and os.getcwd() != cwd:
         os.chdir(cwd)  # a Ray worker starts wherever its raylet did; relative paths are the caller's
     catalog = _ray_catalogs.get(catalog_paths)
     if catalog is None:
         catalog = _ray_catalogs[catalog_paths] = load_catalog(list(catalog_paths))
-    return analyse_job(job, catalog, redact)
+    return analyse_job(job, catalog, redact, write_report)
 
 
 def import_ray() -> ModuleType:
@@ -288,6 +308,7 @@ def run_ray(
     workers: int | None = None,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
     redact: RedactConfig | None = None,
+    write_report: ReportWriter | None = None,
 ) -> Iterator[tuple[int, JobRow]]:
     """(index, row) of each job as it finishes, one Ray task per job (at most `workers` in flight when
     given, so a job's time counts from its start). Uses the Ray session this process already has, else
@@ -312,7 +333,8 @@ def run_ray(
         while waiting or running:
             while waiting and len(running) < flight:
                 index, job = waiting.popleft()
-                running[task.remote(job, tuple(catalog_paths), cwd, redact)] = (index, time.monotonic())
+                ref = task.remote(job, tuple(catalog_paths), cwd, redact, write_report)
+                running[ref] = (index, time.monotonic())
             done, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             for ref in done:
                 index, _ = running.pop(ref)
@@ -346,19 +368,26 @@ def iter_fleet(
     address: str | None = None,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
     redact: RedactConfig | None = None,
+    write_report: ReportWriter | None = None,
 ) -> Iterator[tuple[int, JobRow]]:
     """(index into `jobs`, row) of each job as it finishes. `catalog` must be `load_catalog(catalog_paths)`
     (workers that cannot inherit it reload it from the paths); `redact`: how each job's report is
-    redacted (None: not at all)."""
+    redacted (None: not at all); `write_report`: writes each job's own report (see ReportWriter)."""
     if not jobs:
         return
     if engine is Engine.RAY:
         yield from run_ray(
-            jobs, catalog_paths, address=address, workers=workers, job_timeout=job_timeout, redact=redact
+            jobs,
+            catalog_paths,
+            address=address,
+            workers=workers,
+            job_timeout=job_timeout,
+            redact=redact,
+            write_report=write_report,
         )
     else:
         cores = workers or os.cpu_count() or 1
-        yield from run_local(jobs, catalog, catalog_paths, cores, job_timeout, redact)
+        yield from run_local(jobs, catalog, catalog_paths, cores, job_timeout, redact, write_report)
 
 
 def summarise(jobs: Sequence[str], rows: dict[int, JobRow]) -> FleetSummary:

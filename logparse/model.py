@@ -311,6 +311,7 @@ class JobRow:
     # status `error`: what could not be read and why; an `unknown` failure: its error (the category
     # says nothing there, so the row carries the exception itself)
     message: str | None = None
+    report: str | None = None  # where the job's own report was written (`fleet --reports DIR`)
 
     @property
     def error_at(self) -> str | None:

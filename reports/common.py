@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from logparse.model import Fix, Report, compact_ranks
+from logparse.model import FindingView, Fix, Report, compact_ranks
 from reports.escape import fence, md_cell_code, md_code, md_html, md_inline, md_text
 
 if TYPE_CHECKING:
@@ -87,6 +87,37 @@ def env_value(value: object) -> str:
     return str(value)
 
 
+def anomaly_text(report: Report) -> str:
+    """The metric anomalies in one line, as the summary and the HTML banner show them: how many, and
+    the first (`2: step 9 grad-norm-spike (actor/grad_norm: ...)`); '' when there are none."""
+    anomalies = report.metrics.anomalies if report.metrics else ()
+    if not anomalies:
+        return ""
+    a = anomalies[0]
+    return f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})"
+
+
+def finding_kind(f: FindingView) -> str:
+    """What a finding's category column says. A symptom or wrapper of no category of its own says
+    what it is (`echo of cuda-oom`, `wrapper on rank 3`): `unknown` there reads as 'could not
+    classify'. A cause keeps its category, `unknown` included."""
+    if f.category != "unknown" or f.role not in ("symptom", "wrapper"):
+        return f.category
+    kind = "echo" if f.role == "symptom" else "wrapper"
+    if f.explained_by:  # `cuda-oom at job.log:88`: the id says which
+        return f"{kind} of {f.explained_by.split(' at ')[0]}"
+    if f.ranks:
+        kind += f" on rank{'s' if len(f.ranks) > 1 else ''} {compact_ranks(f.ranks)}"
+    return kind
+
+
+def env_summary(rows: list[tuple[str, str]], shown: int = 3) -> str:
+    """The folded environment's one line: how many values, and the first few (`verl_era >=0.6, ...`)."""
+    first = [f"{name} {value}" for name, value in rows if not name.endswith("_evidence")][:shown]
+    more = ", …" if len(rows) > shown else ""
+    return f"{len(rows)} value(s): " + ", ".join(first) + more
+
+
 def env_rows(report: Report) -> list[tuple[str, str]]:
     """(name, value) rows of the environment; a dict value (e.g. config) becomes one row per key."""
     rows = []
@@ -158,7 +189,14 @@ def jinja_env(autoescape: bool) -> jinja2.Environment:
         clip=clip,
         number=number,
     )
-    env.globals.update(fence=fence, where=where, basis_text=basis_text, job_values=job_values)
+    env.globals.update(
+        fence=fence,
+        where=where,
+        basis_text=basis_text,
+        job_values=job_values,
+        finding_kind=finding_kind,
+        env_summary=env_summary,
+    )
     env.tests["gap"] = lambda value: isinstance(value, Gap)
     env.tests["folded"] = lambda value: isinstance(value, FoldedFrames)
     return env

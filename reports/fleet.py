@@ -8,9 +8,11 @@ and the counts, keys sorted, `schema_version` 1.
 
 from __future__ import annotations
 
-import html
 import json
 import os
+import re
+import urllib.parse
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -53,6 +55,7 @@ def _row_dict(row: JobRow) -> dict[str, Any]:
         "error_source": row.error_source,
         "error_line": row.error_line,
         "message": row.message,
+        "report": row.report,
     }
 
 
@@ -122,15 +125,13 @@ def _text_cell(value: object) -> str:
 
 
 _NUMERIC_COLUMNS = {"last step", "confidence", "jobs", "step", "conf."}
-# Which columns give up width, in order, when a table is wider than the terminal, and how far: the
-# paths first (cut on the left: a path's end names the job), then the ids. Status and the numbers
-# never shrink.
+# Which columns go, in order, when the job table is wider than the terminal: whole columns first (a
+# column cut to a few characters says nothing), names last. Job, status and root cause always stay.
+_DROP = ("conf.", "step", "category", "stage", "error at")
+# ... then these shrink (cut on the right, ids; the job on the left, after the end of a path named it)
 _SHRINK = (
+    ("root cause", 12, "right"),
     ("job", 14, "left"),
-    ("error at", 8, "left"),
-    ("root cause", 10, "right"),
-    ("category", 10, "right"),
-    ("stage", 8, "right"),
 )
 _LAST_RESORT = 5  # the narrowest a shrinking column gets
 # short headers on a terminal, so that the job table fits 80 columns
@@ -146,42 +147,107 @@ def _cut(text: str, width: int, side: str) -> str:
     return "…" + text[len(text) - width + 1 :] if side == "left" else text[: width - 1] + "…"
 
 
-def _text_table(frame: pd.DataFrame, width: int | None = None) -> str:
+def short_names(jobs: list[str]) -> list[str]:
+    """Each job named by the fewest last parts of its path that tell it from every other job
+    (`run-7/`, `a/rank0.log` and `b/rank0.log`), as editors name tabs of files with the same name: a
+    fleet's jobs mostly share all but the end of their paths."""
+    parts = [[p for p in job.replace(os.sep, "/").split("/") if p not in ("", ".")] or [job] for job in jobs]
+    depth = [1] * len(jobs)
+
+    def name(i: int) -> str:
+        tail = "/".join(parts[i][-depth[i] :])
+        return tail + "/" if jobs[i].endswith(("/", os.sep)) and depth[i] <= len(parts[i]) else tail
+
+    while True:
+        names = [name(i) for i in range(len(jobs))]
+        seen: dict[str, list[int]] = {}
+        for i, n in enumerate(names):
+            seen.setdefault(n, []).append(i)
+        clashes = [i for group in seen.values() if len(group) > 1 for i in group if depth[i] < len(parts[i])]
+        if not clashes:
+            return [n if depth[i] < len(parts[i]) else jobs[i] for i, n in enumerate(names)]
+        for i in clashes:
+            depth[i] += 1
+
+
+def report_file_names(jobs: list[str]) -> list[str]:
+    """A file name for each job's own report (`fleet --reports DIR`): its short name with `/` as
+    `__` and only the characters a file name is safe with, unique, `.html`."""
+    out: list[str] = []
+    for name in short_names(jobs):
+        stem = re.sub(r"(?:\.(?:log|out|err|txt|json|gz))+$", "", name.strip("/"))  # `rank0.log.gz`: `rank0`
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", stem.replace("/", "__")).strip("._") or "job"
+        stem = stem[:120]
+        candidate, n = stem, 1
+        while f"{candidate}.html" in out:
+            n += 1
+            candidate = f"{stem}-{n}"
+        out.append(f"{candidate}.html")
+    return out
+
+
+def _fit_columns(columns: list[str], widths: list[int], width: int) -> tuple[list[int], list[str]]:
+    """Which columns stay (their indexes) and which were dropped, and the widths, so that the table
+    fits `width`: columns are dropped (_DROP) before any is cut (_SHRINK)."""
+    keep = list(range(len(columns)))
+    dropped: list[str] = []
+
+    def excess() -> int:
+        return sum(widths[i] for i in keep) + _GAP * (len(keep) - 1) - width
+
+    for name in _DROP:
+        if excess() <= 0:
+            break
+        if name in columns and columns.index(name) in keep:
+            keep.remove(columns.index(name))
+            dropped.append(name)
+    # then, on a very narrow terminal, the ids and names give up width, down to their minimums
+    for floor in (lambda name, minimum: max(minimum, len(name)), lambda name, minimum: _LAST_RESORT):
+        for name, minimum, _ in _SHRINK:
+            over = excess()
+            if over <= 0:
+                break
+            if name in columns:
+                i = columns.index(name)
+                give = min(over, max(widths[i] - floor(name, minimum), 0))
+                widths[i] -= give
+    return keep, dropped
+
+
+def _text_table(frame: pd.DataFrame, width: int | None = None) -> tuple[str, list[str]]:
     """Columns two spaces apart, text left-aligned, numbers right-aligned, no trailing blanks; with
-    `width`, the wide columns shrink (see _SHRINK) until the table fits, as far as their minimums allow."""
+    `width`, columns are dropped (and then the widest cut) until the table fits (_fit_columns).
+    Returns the table and the names of the columns dropped."""
     cells = frame.astype(str).map(terminal_text)  # no escape sequences from a path or a message
     columns = [str(c) for c in cells.columns]
     widths = [min(max([len(c)] + [len(v) for v in cells[c]]), TEXT_CELL_CHARS) for c in columns]
+    keep, dropped = list(range(len(columns))), []
     if width is not None:
-        excess = sum(widths) + _GAP * (len(widths) - 1) - width
-        # first down to each column's minimum (or its header), then, on a very narrow terminal, further
-        for floor in (lambda name, minimum: max(minimum, len(name)), lambda name, minimum: _LAST_RESORT):
-            for name, minimum, _ in _SHRINK:
-                if excess <= 0:
-                    break
-                if name in columns:
-                    i = columns.index(name)
-                    give = min(excess, max(widths[i] - floor(name, minimum), 0))
-                    widths[i] -= give
-                    excess -= give
+        keep, dropped = _fit_columns(columns, widths, width)
     sides = {name: side for name, _, side in _SHRINK}
     right = [c in _NUMERIC_COLUMNS for c in columns]
 
     def line(values: list[str]) -> str:
-        values = [_cut(v, w, sides.get(c, "right")) for v, w, c in zip(values, widths, columns, strict=True)]
-        return "  ".join(
-            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
-        ).rstrip()
+        shown = [
+            (_cut(values[i], widths[i], sides.get(columns[i], "right")), widths[i], right[i]) for i in keep
+        ]
+        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in shown).rstrip()
 
-    return "\n".join([line(columns)] + [line(list(r)) for r in cells.itertuples(index=False)])
+    rows = [line(columns)] + [line(list(r)) for r in cells.itertuples(index=False)]
+    return "\n".join(rows), dropped
 
 
 def render_fleet_text(summary: FleetSummary, width: int | None = None) -> str:
-    """The fleet summary for a terminal; `width`: its columns (the job table is fitted to them). A
-    row's message (why a job could not be read, the error of an `unknown` failure) goes on an
-    indented line under the row rather than in a column: one long message would widen every row."""
+    """The fleet summary for a terminal; `width`: its columns (the job table is fitted to them: each
+    job named by the end of its path that tells it from the others, and columns left out, said in a
+    line under the headline, before anything is cut). A row's message (why a job could not be read,
+    the error of an `unknown` failure) goes on an indented line under the row rather than in a
+    column: one long message would widen every row."""
     frame = jobs_frame(summary, messages=False).rename(columns=_TEXT_HEADERS)
-    table = _text_table(frame, width).split("\n")
+    if width is not None:
+        frame["job"] = short_names([j.job for j in summary.jobs])
+    text, dropped = _text_table(frame, width)
+    table = text.split("\n")
     lines = table[:1]
     # (strict=False: a job name holding a line break spans more than one line of the table)
     for row, body in zip(summary.jobs, table[1:], strict=False):
@@ -189,15 +255,74 @@ def render_fleet_text(summary: FleetSummary, width: int | None = None) -> str:
         if row.message:
             note = "    " + _text_cell(" ".join(row.message.split()))
             lines.append(_cut(note, width, "right") if width is not None else note)
-    out = [f"fleet: {_headline(summary)}", "", "\n".join(lines)]
+    head = [f"fleet: {_headline(summary)}"]
+    if dropped:
+        note = f"(left out to fit: {', '.join(dropped)}; --format html or md has them)"
+        head.append(_cut(note, width, "right"))
+    out = ["\n".join(head), "", "\n".join(lines)]
     if summary.category_counts():
         out += [
             "",
             "failed jobs by category",
-            _text_table(counts_frame(summary.category_counts(), "category")),
+            _text_table(counts_frame(summary.category_counts(), "category"))[0],
         ]
-        out += ["", "failed jobs by stage", _text_table(counts_frame(summary.stage_counts(), "stage"))]
+        out += ["", "failed jobs by stage", _text_table(counts_frame(summary.stage_counts(), "stage"))[0]]
     return "\n".join(out) + "\n"
+
+
+# -- groups: the triage view of Markdown and HTML ------------------------------------------------
+@dataclass(frozen=True)
+class Group:
+    """Jobs with the same outcome: failed ones by root-cause category (most jobs first), then the
+    healthy ones, then those that could not be read."""
+
+    key: str  # the anchor: `cuda-oom`, `healthy`, `error`
+    title: str  # `cuda-oom: 5 jobs`
+    status: JobStatus
+    frame: pd.DataFrame  # the rows, with the columns that say something within the group
+
+
+_GROUP_COLUMNS = {
+    JobStatus.FAILED: ["job", "root cause", "stage", "last step", "confidence", "error at", "message"],
+    JobStatus.HEALTHY: ["job", "last step"],
+    JobStatus.ERROR: ["job", "message"],
+}
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+def groups(summary: FleetSummary) -> list[Group]:
+    """The jobs in groups, each with its count (`cuda-oom: 5 jobs`): what a triage page reads first."""
+    out = []
+
+    def group(key: str, title: str, status: JobStatus, rows: list[JobRow]) -> None:
+        frame = jobs_frame(FleetSummary(tuple(rows)))
+        columns = [c for c in _GROUP_COLUMNS[status] if c in frame.columns]
+        if any(r.report for r in rows):
+            frame["report"] = [r.report or MISSING for r in rows]
+            columns.append("report")
+        out.append(Group(key, title, status, frame[columns]))
+
+    failed = [j for j in summary.jobs if j.status is JobStatus.FAILED]
+    for category, n in summary.category_counts():
+        rows = [j for j in failed if (j.category or "unknown") == category]
+        group(category, f"{category}: {_jobs(n)}", JobStatus.FAILED, rows)
+    for status, key, title in (
+        (JobStatus.HEALTHY, "healthy", "healthy"),
+        (JobStatus.ERROR, "unreadable", "could not be read"),
+    ):
+        rows = [j for j in summary.jobs if j.status is status]
+        if rows:
+            group(key, f"{title}: {_jobs(len(rows))}", status, rows)
+    return out
+
+
+def report_href(path: str) -> str:
+    """A job's report path (relative to the summary) as a link target: every character that is not
+    plain in a URL path is %-escaped, so no path makes another link, markup or a `javascript:` URL."""
+    return "./" + urllib.parse.quote(path.replace(os.sep, "/"), safe="/")
 
 
 # -- Markdown --------------------------------------------------------------------------------------
@@ -208,6 +333,8 @@ def _md_table(frame: pd.DataFrame) -> str:
     def cell(column: str, value: object) -> str:
         if value == MISSING:
             return MISSING
+        if column == "report":
+            return f"[report]({report_href(str(value))})"
         return md_cell_code(value) if column in _MD_CODE_COLUMNS else md_text(value)
 
     lines = [
@@ -222,70 +349,94 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 
 def render_fleet_markdown(summary: FleetSummary) -> str:
-    out = [
-        "## verl-logscan fleet summary",
-        "",
-        md_text(_headline(summary)),
-        "",
-        _md_table(jobs_frame(summary)),
-    ]
+    """The fleet as a triage page for an issue: the headline, then one section per group of jobs
+    (failed ones by root-cause category, most jobs first, with their count), then the failed jobs by
+    stage."""
+    out = ["## verl-logscan fleet summary", "", md_text(_headline(summary))]
+    for g in groups(summary):
+        out += ["", f"### {md_text(g.title)}", "", _md_table(g.frame)]
     if summary.category_counts():
-        out += [
-            "",
-            "### Failed jobs by category",
-            "",
-            _md_table(counts_frame(summary.category_counts(), "category")),
-        ]
         out += ["", "### Failed jobs by stage", "", _md_table(counts_frame(summary.stage_counts(), "stage"))]
     return "\n".join(out) + "\n"
 
 
 # -- HTML ------------------------------------------------------------------------------------------
-_HTML_STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
-    "table{border-collapse:collapse;margin:.5em 0 1.5em}"
-    "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;font-size:.9em}"
-    "th{background:#f3f3f3}"
-)
+@dataclass(frozen=True)
+class HtmlCell:
+    text: str
+    label: str  # the column, shown before the value when a narrow screen stacks a row's cells
+    kind: str  # CSS classes: "num", "mono job" (a path: breaks anywhere), "mono short" (never breaks), ...
+    href: str | None = None
 
 
-def _html_table(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, escape=True, border=0, classes="fleet")
+def _html_rows(frame: pd.DataFrame) -> list[list[HtmlCell]]:
+    rows = []
+    for record in frame.itertuples(index=False):
+        row = []
+        for column, value in zip(frame.columns, record, strict=True):
+            text = str(value)
+            if column == "report" and text != MISSING:
+                row.append(HtmlCell("report", column, "short", report_href(text)))
+            elif column in _NUMERIC_COLUMNS:
+                row.append(HtmlCell(text, column, "num"))
+            elif column == "job":
+                row.append(HtmlCell(text, column, "mono job"))
+            else:
+                short = column in ("root cause", "stage", "error at", "report", "category")
+                mono = column in _MD_CODE_COLUMNS
+                row.append(HtmlCell(text, column, " ".join(c for c in ("mono" * mono, "short" * short) if c)))
+        rows.append(row)
+    return rows
 
 
 def render_fleet_html(summary: FleetSummary) -> str:
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        "<title>verl-logscan fleet summary</title>",
-        f"<style>{_HTML_STYLE}</style></head><body>",
-        "<h1>verl-logscan fleet summary</h1>",
-        f"<p>{html.escape(_headline(summary))}</p>",
-        _html_table(jobs_frame(summary)),
-    ]
-    if summary.category_counts():
-        parts += [
-            "<h2>Failed jobs by category</h2>",
-            _html_table(counts_frame(summary.category_counts(), "category")),
-            "<h2>Failed jobs by stage</h2>",
-            _html_table(counts_frame(summary.stage_counts(), "stage")),
-        ]
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    """The fleet as a triage page in the scan report's style (the same banner, palette and tables):
+    a banner with the counts, a link per group, then the groups, each a table whose rows stack into
+    cards on a phone. Every string is escaped by the template."""
+    from reports.common import jinja_env
+
+    status = (
+        "failed" if summary.failed else ("error" if summary.errors else "healthy")
+    )  # the worst of the jobs
+    stage_counts = counts_frame(summary.stage_counts(), "stage") if summary.category_counts() else None
+    return (
+        jinja_env(True)
+        .get_template("fleet.html.j2")
+        .render(
+            summary=summary,
+            status=status,
+            headline=_headline(summary),
+            groups=[(g, list(g.frame.columns), _html_rows(g.frame)) for g in groups(summary)],
+            stages=(list(stage_counts.columns), _html_rows(stage_counts))
+            if stage_counts is not None
+            else None,
+        )
+    )
 
 
 # -- CSV and JSON ----------------------------------------------------------------------------------
+def _row_keys(summary: FleetSummary) -> list[str]:
+    """The keys of a machine-readable row: `report` too when the jobs' reports were written."""
+    return list(ROW_KEYS) + (["report"] if any(j.report for j in summary.jobs) else [])
+
+
 def render_fleet_csv(summary: FleetSummary) -> str:
-    frame = pd.DataFrame([_row_dict(j) for j in summary.jobs], columns=list(ROW_KEYS), dtype=object)
+    keys = _row_keys(summary)
+    frame = pd.DataFrame(
+        [{k: v for k, v in _row_dict(j).items() if k in keys} for j in summary.jobs],
+        columns=keys,
+        dtype=object,
+    )
     return csv_safe_frame(frame).to_csv(index=False, lineterminator="\n")  # no formula runs in a spreadsheet
 
 
 def fleet_to_dict(summary: FleetSummary) -> dict[str, Any]:
+    keys = _row_keys(summary)
     return {
         "schema_version": FLEET_SCHEMA_VERSION,
         "complete": summary.complete,
         "not_analysed": list(summary.pending),
-        "jobs": [_row_dict(j) for j in summary.jobs],
+        "jobs": [{k: v for k, v in _row_dict(j).items() if k in keys} for j in summary.jobs],
         "counts": {
             "status": dict(summary.status_counts()),
             "category": dict(summary.category_counts()),

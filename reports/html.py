@@ -15,7 +15,17 @@ from datetime import datetime, timedelta
 from markupsafe import Markup, escape
 
 from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_ranks, downsample
-from reports.common import Gap, env_rows, jinja_env, number, redaction_line, step_text, where
+from reports.common import (
+    Gap,
+    anomaly_text,
+    env_rows,
+    finding_kind,
+    jinja_env,
+    number,
+    redaction_line,
+    step_text,
+    where,
+)
 from reports.escape import code_spans, without_controls
 from reports.layout import (
     FoldedFrames,
@@ -33,6 +43,25 @@ BANNER_ERROR_CHARS = 300
 # chart geometry (SVG user units; the SVGs scale to their box)
 TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_BAR, TL_TOP, TL_AXIS = 960, 150, 24, 24, 14, 22, 34
 TL_MIN_BAR = 1.5  # a stretch of one line is still drawn
+
+
+@dataclass(frozen=True)
+class TimelineShape:
+    """Where a timeline's parts go: `wide` (labels left of the bars, for a screen) or `narrow` (each
+    label above its bar, across a phone's width, so that its text is drawn at about its own size: the
+    wide one scaled to 400 px drew 4 px text)."""
+
+    name: str
+    width: int
+    left: int  # where the bars start
+    right: int  # the room after them
+    row: int
+    top: int
+    stacked: bool  # labels above the bars, not left of them
+
+
+TL_WIDE = TimelineShape("wide", TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_TOP, False)
+TL_NARROW = TimelineShape("narrow", 380, 8, 12, 34, 28, True)
 MC_WIDTH, MC_HEIGHT, MC_LEFT, MC_RIGHT, MC_TOP, MC_BOTTOM = 440, 190, 58, 14, 16, 30
 DRAW_MAX_POINTS = 300  # vertices of a chart's line: about one per unit of its 368-unit plot width
 MARKER_MAX_POINTS = 100  # beyond this many points a marker on each is a solid block: markers only for news
@@ -111,6 +140,10 @@ class Timeline:
     ticks: tuple[Tick, ...]
     failure_x: float | None
     failure_label: str
+    shape: str = "wide"  # TimelineShape.name
+    label_x: float = TL_LABEL - 8  # where the stage labels are anchored
+    label_anchor: str = "end"
+    failure_anchor: str = "end"  # the failure's label: left of its line, or right of it near the start
 
 
 @dataclass(frozen=True)
@@ -176,19 +209,21 @@ class HtmlView:
     references: tuple[tuple[str, str | None], ...]  # (text, href or None)
     error: str  # the error line, clipped for the banner (the evidence has it in full)
     timeline: Timeline | None
+    timeline_narrow: Timeline | None  # the same, laid out for a phone (shown under 640 px)
     charts: tuple[Chart, ...]
     symptoms: tuple[FindingRow, ...]
     findings: tuple[FindingRow, ...]
     findings_open: bool
     environment: tuple[tuple[str, str], ...]
     confidence_pct: int
+    anomalies: str  # the metric anomalies in one line, for the banner (as the text summary shows them)
 
 
 def _finding_row(f: FindingView) -> FindingRow:
     return FindingRow(
         f.id,
         f.title,
-        f.category,
+        finding_kind(f),  # (a symptom of no category says what it is: `echo of cuda-oom`)
         f.role,
         f.count,
         compact_ranks(f.ranks) or "-",
@@ -233,10 +268,11 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def timeline(report: Report) -> Timeline | None:
+def timeline(report: Report, shape: TimelineShape = TL_WIDE) -> Timeline | None:
     """The stage timeline as the job's progression: one row per stage (in order of first appearance),
     a bar for each stretch the job spent in it, a stretch ending where the next stage began
-    (Progress.segments; a report without them draws each stage from its first to its last line)."""
+    (Progress.segments; a report without them draws each stage from its first to its last line);
+    laid out as `shape` says."""
     p = report.progress
     if p is None or not (p.segments or p.timeline):
         return None
@@ -259,14 +295,18 @@ def timeline(report: Report) -> Timeline | None:
     if rc is not None:
         if not use_time and rc.error_line is not None and rc.error_line.source in sources:
             failure_value = float(rc.error_line.line)
-            failure_label = f"failure: {rc.error_line.source}:{rc.error_line.line}"
+            failure_label = (
+                f"failure: line {rc.error_line.line}"
+                if shape.stacked
+                else f"failure: {rc.error_line.source}:{rc.error_line.line}"
+            )
         else:
             failure_value = hi
             failure_label = "failure (after the last stage line)"
         hi = max(hi, failure_value)
     if hi <= lo:
         hi = lo + 1
-    left, right = TL_LABEL, TL_WIDTH - TL_RIGHT
+    left, right = shape.left, shape.width - shape.right
 
     def x(v: float) -> float:
         return round(left + (v - lo) / (hi - lo) * (right - left), 1)
@@ -277,7 +317,7 @@ def timeline(report: Report) -> Timeline | None:
     failed_stage = rc.stage if rc is not None and rc.stage in order else None
     rows = []
     for r, stage in enumerate(order):
-        y = TL_TOP + r * TL_ROW
+        y = shape.top + r * shape.row + (14 if shape.stacked else 0)
         bars = []
         mine = [i for i, s in enumerate(segments) if s.stage == stage]
         for i in mine:
@@ -309,19 +349,19 @@ def timeline(report: Report) -> Timeline | None:
             Row(
                 stage,
                 y,
-                y + TL_BAR - 3,
+                y - 4 if shape.stacked else y + TL_BAR - 3,
                 tuple(bars),
                 f"{len(bars)} stretch(es), {reach}",
                 stage == failed_stage,
             )
         )
-    axis_y = TL_TOP + len(order) * TL_ROW + 4
+    axis_y = shape.top + len(order) * shape.row + (0 if shape.stacked else 4)
     if use_time:
         ticks = tuple(Tick(x(lo + d), _clock(lo + d)) for d in _nice_ticks(0, hi - lo))
     else:
         ticks = tuple(Tick(x(v), f"{int(v):,}") for v in _nice_ticks(lo, hi) if v == int(v))
     return Timeline(
-        TL_WIDTH,
+        shape.width,
         int(axis_y + TL_AXIS),
         axis_y,
         left,
@@ -331,6 +371,10 @@ def timeline(report: Report) -> Timeline | None:
         ticks,
         x(failure_value) if failure_value is not None else None,
         failure_label,
+        shape.name,
+        shape.left if shape.stacked else shape.left - 8,
+        "start" if shape.stacked else "end",
+        "start" if failure_value is not None and x(failure_value) < shape.width / 2 else "end",
     )
 
 
@@ -523,12 +567,14 @@ def view(report: Report) -> HtmlView:
         redacted=redaction_line(report),
         references=references,
         timeline=timeline(report),
+        timeline_narrow=timeline(report, TL_NARROW),
         charts=charts(report),
         symptoms=tuple(_finding_row(f) for f in report.symptoms),
         findings=findings,
         findings_open=len(findings) <= FINDINGS_OPEN_ROWS,
         environment=tuple(env_rows(report)),
         confidence_pct=round(rc.confidence * 100) if rc else 0,
+        anomalies=clip_cell(anomaly_text(report), BANNER_ERROR_CHARS),
     )
 
 

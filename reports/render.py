@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from logparse.model import Evidence, FindingView, Report, compact_ranks
 from reports.common import (
     Gap,
+    anomaly_text,
     basis_text,
-    clip,
     env_rows,
     jinja_env,
     redaction_line,
@@ -31,6 +31,9 @@ GITHUB_BODY_LIMIT = 65_536
 MD_BUDGET = 60_000
 MD_LINE_CHARS = 1_000  # a code line (evidence, traceback) longer than this is clipped
 MD_CELL_CHARS = 300  # a table cell / list item
+# an error line longer than this is quoted as wrapping text above the code block, where it is cut: a
+# code block on GitHub does not wrap, and a one-line message should not need a sideways scroll
+MD_FENCE_CHARS = 100
 MD_MAX_FRAMES = 100  # traceback frames shown at most (the first fifth and the rest from the end)
 SUMMARY_MAX_LINES = 25
 SUMMARY_FIELD_CHARS = 200
@@ -84,6 +87,17 @@ class MdView:
     cut: dict[str, tuple[int, int]] = field(default_factory=dict)  # what -> (left out, of)
     window: list[Evidence] = field(default_factory=list)  # the error line and the lines before it
     evidence_source: str | None = None  # the one file every evidence line is from
+    error_line: tuple[str, int] | None = None  # (source, line) of the error line
+
+    @property
+    def long_error(self) -> bool:
+        """Is the error line, shown in the window, too long for a code block that does not scroll?"""
+        return any(e.text is not None and len(e.text) > MD_FENCE_CHARS for e in self._error_rows())
+
+    def _error_rows(self) -> list[Evidence]:
+        return [
+            e for e in self.window if self.error_line is not None and (e.source, e.line) == self.error_line
+        ]
 
     def compact_frames(self, tb) -> list:
         """The (trimmed) frames with library runs folded (reports.layout.fold_frames)."""
@@ -159,6 +173,7 @@ def _md_view(report: Report) -> MdView:
         cut=cut,
         window=list(window.lines) if window else [],
         evidence_source=evidence_locations(rc.evidence)[0] if rc else None,
+        error_line=(rc.error_line.source, rc.error_line.line) if rc and rc.error_line else None,
         findings=list(report.findings),
         symptoms=list(report.symptoms),
         evidence=list(rc.evidence) if rc else [],
@@ -172,19 +187,22 @@ def _md_view(report: Report) -> MdView:
     )
 
 
+def _cut_in_fence(text: str, limit: int, note: str) -> str:
+    return text if len(text) <= limit else text[:limit] + "…" + note
+
+
 def _render_md(report: Report, view: MdView) -> str:
-    return (
-        jinja_env(False)
-        .get_template("report.md.j2")
-        .render(
-            r=report,
-            v=view,
-            step=step_text(report),
-            redacted=redaction_line(report),
-            line_chars=MD_LINE_CHARS,
-            cell_chars=MD_CELL_CHARS,
-            Gap=Gap,
-        )
+    env = jinja_env(False)
+    env.filters.setdefault("cut", _cut_in_fence)
+    return env.get_template("report.md.j2").render(
+        r=report,
+        v=view,
+        step=step_text(report),
+        redacted=redaction_line(report),
+        line_chars=MD_LINE_CHARS,
+        cell_chars=MD_CELL_CHARS,
+        fence_chars=MD_FENCE_CHARS,
+        Gap=Gap,
     )
 
 
@@ -254,13 +272,89 @@ def render_markdown(report: Report, budget: int = MD_BUDGET) -> str:
 
 
 # -- the terminal summary ---------------------------------------------------------------------------
+SUMMARY_ERROR_LINES = 3  # the error: a 3-line snippet at most (the full reports have it whole)
+SUMMARY_FIELD_LINES = 3  # any other field, wrapped
+SUMMARY_ERROR_CHARS = 300  # the error's budget when nothing is wrapped (a file or a pipe)
+LABEL = 8  # the width of a field's label (`stage   `), after an indent of two
+_PRIVATE = re.compile("[\ue000-\ue001]")  # the colour markers' brackets: never from log text
+
+
+def cut_words(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, at a word's end when one is near, with `…`."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(limit - 1, 0)]
+    space = head.rfind(" ")
+    if space >= limit * 3 // 4:
+        head = head[:space]
+    return head.rstrip() + "…"
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One line of the summary before it is fitted to the terminal: `head` (painted; what the text
+    follows), `text` (plain) painted with `style` once wrapped, continuation lines indented by `hang`
+    columns, at most `lines` lines."""
+
+    head: str
+    width: int  # the columns `head` takes on screen
+    text: str
+    lines: int = 2
+    style: tuple[str, ...] = ()
+    hang: int | None = None  # None: under the text's first column
+
+    def wrapped(self, width: int | None, lines: int, paint: Callable[..., str]) -> list[str]:
+        if width is None or self.width + len(self.text) <= width:
+            return [self.head + paint(self.text, *self.style)]
+        hang = self.width if self.hang is None else self.hang
+        rows = _wrap_words(self.text, max(width - self.width, 10), max(width - hang, 10), lines)
+        return [self.head + paint(rows[0], *self.style)] + [
+            " " * hang + paint(row, *self.style) for row in rows[1:]
+        ]
+
+
+def _wrap_words(text: str, first: int, rest: int, lines: int) -> list[str]:
+    """`text` in lines of at most `first` (the first line) and `rest` columns, broken at spaces (a word
+    longer than a line is cut), at most `lines` lines, the last cut with `…` when text is left over."""
+    out: list[str] = []
+    current = ""
+    for word in text.split(" "):
+        room = first if not out else rest
+        if current and len(current) + 1 + len(word) <= room:
+            current += " " + word
+            continue
+        if current:
+            out.append(current)
+            room = rest
+        while len(word) > room:  # longer than a whole line (a path, a token): cut where it must be
+            out.append(word[:room])
+            word, room = word[room:], rest
+        current = word
+    out.append(current)
+    if len(out) > lines:
+        room = first if lines == 1 else rest
+        out = out[: lines - 1] + [cut_words(out[lines - 1] + " " + out[lines], room)]
+    return out
+
+
 def _symptoms_line(report: Report) -> str:
     parts = []
     for s in report.symptoms[:4]:
         ranks = f" (ranks {compact_ranks(s.ranks)})" if s.ranks else ""
         parts.append(f"{s.id} x{s.count}{ranks}")
     more = f", +{len(report.symptoms) - 4} more" if len(report.symptoms) > 4 else ""
-    return clip(", ".join(parts), SUMMARY_FIELD_CHARS) + more
+    return cut_words(", ".join(parts), SUMMARY_FIELD_CHARS) + more
+
+
+def _label(paint: Callable[..., str], name: str, style: str = "dim") -> tuple[str, int]:
+    """A field's head: two blanks and the label, padded (a longer label is followed by one blank)."""
+    padded = name.ljust(LABEL) if len(name) < LABEL else name + " "
+    return f"  {paint(padded, style)}", 2 + len(padded)
+
+
+def _field(paint: Callable[..., str], name: str, text: str, lines: int = 2, *style: str) -> _Field:
+    head, width = _label(paint, name)
+    return _Field(head, width, text, lines, style)
 
 
 def _failed_lines(
@@ -273,28 +367,71 @@ def _failed_lines(
     error: str,
     fix: str,
     symptoms: str,
-) -> list[str]:
-    """The summary's first lines for a failure: the verdict, where, the stage, the error, the fix."""
+    code: str = "",
+) -> list[_Field]:
+    """The summary's first lines for a failure: the verdict, where (the log's file:line, and the
+    innermost user frame's, both as `path:line`, which terminals make clickable), the stage, the
+    error (a snippet of up to SUMMARY_ERROR_LINES lines), the fix."""
     rc = r.root_cause
+    verdict = f"{paint('FAILED', 'bold', 'red')}  {paint(rc.category, 'bold')}  "
     out = [
-        f"{paint('FAILED', 'bold', 'red')}  {paint(rc.category, 'bold')}  "
-        f"(confidence {rc.confidence:.2f}, {basis_text(rc)})",
-        f"  {summary}",
+        _Field(
+            verdict,
+            len(f"FAILED  {rc.category}  "),
+            f"(confidence {rc.confidence:.2f}, {basis_text(rc)})",
+            hang=2,
+        ),
+        _Field("  ", 2, summary),
     ]
-    if rc.error_line:
-        out.append(
-            f"  {paint('at      ', 'dim')}{rc.error_line.source}:{rc.error_line.line}"
-            + (f"  ({where})" if where else "")
-        )
-    elif where:
-        out.append(f"  {paint('at      ', 'dim')}{where}")
-    out.append(f"  {paint('stage   ', 'dim')}{stage}")
-    out.append(f"  {paint('error   ', 'dim')}{error}")
+    if where:
+        out.append(_field(paint, "at", where))
+    if code:
+        out.append(_field(paint, "code", code))
+    out.append(_field(paint, "stage", stage))
+    out.append(_field(paint, "error", error, SUMMARY_ERROR_LINES))
     if fix:
-        out.append(f"  {paint('fix     ', 'dim')}{paint(fix, 'yellow')}")
+        out.append(_field(paint, "fix", fix, SUMMARY_FIELD_LINES, "yellow"))
     if symptoms:
-        out.append(f"  {paint('symptoms', 'dim')} {len(r.symptoms)}: {symptoms}")
+        out.append(_field(paint, "symptoms", f"{len(r.symptoms)}: {symptoms}"))
     return out
+
+
+def _outcome_line(
+    r: Report,
+    paint: Callable[..., str],
+    report_path: str | None,
+    elapsed: float | None,
+) -> _Field:
+    """The last line, as pytest ends its run: the verdict and where in one line
+    (`FAILED cuda-oom · rank 3 · stage rollout · 1.2 s · full report written to r.html`)."""
+    rc = r.root_cause
+    parts: list[str] = []
+    if rc is not None:
+        head, shown = (
+            f"{paint('FAILED', 'bold', 'red')} {paint(rc.category, 'bold')}",
+            f"FAILED {rc.category}",
+        )
+        if rc.rank is not None:
+            parts.append(f"rank {rc.rank}")
+        elif rc.actor or rc.pid is not None:
+            parts.append(" ".join(x for x in (rc.actor, f"pid {rc.pid}" if rc.pid is not None else "") if x))
+        parts.append(f"stage {rc.stage}" if rc.stage else "stage not shown")
+    elif r.status == "empty":
+        head, shown = paint("EMPTY", "bold", "yellow"), "EMPTY"
+        parts.append("no log lines read")
+    else:
+        head, shown = paint("HEALTHY", "bold", "green"), "HEALTHY"
+        p = r.progress
+        if p is not None and p.stage_reached:
+            parts.append(f"stage {p.stage_reached}")
+        parts += [x for x in (step_text(r), "completed" if p is not None and p.completed else "") if x]
+    if elapsed is not None:
+        parts.append(f"{elapsed:.1f} s")
+    if report_path:
+        parts.append(f"full report written to {report_path}")
+    if not parts:
+        return _Field(head, len(shown), "")
+    return _Field(head + " · ", len(shown) + 3, " · ".join(parts), hang=2)
 
 
 def _summary_text(
@@ -314,56 +451,113 @@ def _summary_text(
     report_path: str | None,
     lines: int,
     explain: str | None,
+    width: int | None = None,
+    elapsed: float | None = None,
+    code: str = "",
 ) -> str:
     """The summary's lines from the values render_summary chose. Plain Python, not a template: every
     scan that writes a file prints this summary, and Jinja2 (import, environment, compiling the
-    template) cost it about 20 ms of a 0.2 s start-up. Like a template it only formats."""
+    template) cost it about 20 ms of a 0.2 s start-up. Like a template it only formats; with `width`
+    (a terminal's columns) each field wraps to it with a hanging indent."""
     rc = r.root_cause
+    out: list[_Field]
     if rc:
         out = _failed_lines(
-            r, paint, where=where, stage=stage, summary=summary, error=error, fix=fix, symptoms=symptoms
+            r,
+            paint,
+            where=where,
+            stage=stage,
+            summary=summary,
+            error=error,
+            fix=fix,
+            symptoms=symptoms,
+            code=code,
         )
     elif r.status == "empty":
         out = [
-            f"{paint('EMPTY', 'bold', 'yellow')}  no log lines read from {len(r.inputs)} input(s): "
-            "nothing to judge"
+            _Field(
+                f"{paint('EMPTY', 'bold', 'yellow')}  ",
+                len("EMPTY  "),
+                f"no log lines read from {len(r.inputs)} input(s): nothing to judge",
+                hang=2,
+            )
         ]
     else:
-        out = [f"{paint('HEALTHY', 'bold', 'green')}  no failure found in {lines} line(s)"]
+        out = [
+            _Field(
+                f"{paint('HEALTHY', 'bold', 'green')}  ", 9, f"no failure found in {lines} line(s)", hang=2
+            )
+        ]
         if stage:
-            out.append(f"  {paint('progress', 'dim')} {stage}")
+            out.append(_field(paint, "progress", stage))
     if anomalies:
-        out.append(f"  {paint('metrics ', 'dim')} {anomalies}")
+        out.append(_field(paint, "metrics", anomalies))
     if r.attempts:
         out.append(
-            f"  {paint('attempts', 'dim')} {len(r.attempts)} earlier attempt(s) in this log; "
-            "this is the last one"
+            _field(
+                paint, "attempts", f"{len(r.attempts)} earlier attempt(s) in this log; this is the last one"
+            )
         )
     if not r.complete:
-        out.append(
-            f"  {paint('partial ', 'yellow')} the scan was interrupted; this covers only what was read"
-        )
+        head, shown = _label(paint, "partial", "yellow")
+        out.append(_Field(head, shown, "the scan was interrupted; this covers only what was read"))
     if redacted:
-        out.append(f"  {paint('redacted', 'dim')} {redacted}")
+        out.append(_field(paint, "redacted", redacted))
     for n in notes:
-        out.append(f"  {paint('note    ', 'dim')}{n}")
+        out.append(_field(paint, "note", n))
     if more_notes:
-        out.append(f"  {paint('note    ', 'dim')}+{more_notes} more note(s) in the full report")
-    if report_path:
-        out.append(f"  {paint('report  ', 'dim')}full report written to {report_path}")
-    elif rc:
-        out.append(
-            f"  {paint('more    ', 'dim')}-o report.html or -o report.md for the full report"
-            + (f"; {explain}" if explain else "")
-        )
-    return "".join(line + "\n" for line in out)
+        out.append(_field(paint, "note", f"+{more_notes} more note(s) in the full report", 1))
+    if not report_path and rc:
+        more = "-o report.html or -o report.md for the full report" + (f"; {explain}" if explain else "")
+        out.append(_field(paint, "more", more))
+    out.append(_outcome_line(r, paint, report_path, elapsed))
+    return "".join(line + "\n" for line in _fit(out, width, paint))
+
+
+def _fit(fields: list[_Field], width: int | None, paint: Callable[..., str]) -> list[str]:
+    """The lines of `fields` wrapped to `width`; when that makes more than SUMMARY_MAX_LINES, the
+    fields may take fewer lines, the last ones first (the verdict, where and the error come first)."""
+    limits = [f.lines for f in fields]
+    while True:
+        lines = [row for f, n in zip(fields, limits, strict=True) for row in f.wrapped(width, n, paint)]
+        if len(lines) <= SUMMARY_MAX_LINES or max(limits) <= 1:
+            return lines
+        limits[max(i for i, n in enumerate(limits) if n > 1)] -= 1
+
+
+def _location(rc) -> str:
+    """Where the error line is in the log (`path:line`, which a terminal makes a link) and who wrote it."""
+    who = where(rc)
+    if rc.error_line is None:
+        return who
+    return f"{rc.error_line.source}:{rc.error_line.line}" + (f"  ({who})" if who else "")
+
+
+def _innermost(rc) -> str:
+    """The innermost user frame of the root cause's traceback as `path:line in function`, or ''."""
+    frame = rc.traceback.innermost_user_frame if rc.traceback else None
+    return f"{frame[0]}:{frame[1]} in {frame[2]}" if frame is not None else ""
+
+
+def _plain(text: object) -> str:
+    """Log text for a summary line: on one line, without what a terminal acts on or our colour
+    markers' brackets."""
+    return _PRIVATE.sub("", terminal_text(str(text).replace("\r", " ").replace("\n", " ")))
 
 
 def render_summary(
-    report: Report, color: bool = False, report_path: str | None = None, explain: str | None = None
+    report: Report,
+    color: bool = False,
+    report_path: str | None = None,
+    explain: str | None = None,
+    width: int | None = None,
+    elapsed: float | None = None,
 ) -> str:
-    """The short terminal summary (at most SUMMARY_MAX_LINES lines; every field on one line). `explain`:
-    the `verl-logscan explain ...` command that works for this root cause (the caller knows the catalog)."""
+    """The short terminal summary (at most SUMMARY_MAX_LINES lines), ending with one line that says
+    it all (as pytest's last line does). `explain`: the `verl-logscan explain ...` command that works
+    for this root cause (the caller knows the catalog); `width`: the terminal's columns, which every
+    field wraps to with a hanging indent (None: a file or a pipe, every field on one line); `elapsed`:
+    the seconds the scan took (for a terminal only: a report file holds nothing from the clock)."""
     rc = report.root_cause
     p = report.progress
     if rc is not None:  # the failure's own stage; the progression's last is only a hint beside it
@@ -374,45 +568,55 @@ def render_summary(
     stage_line = ", ".join(x for x in (stage, step_text(report)) if x)
     if p is not None and not rc:
         stage_line += ", completed" if p.completed else ""
-    anomalies = report.metrics.anomalies if report.metrics else ()
-    anomaly_line = ""
-    if anomalies:
-        a = anomalies[0]
-        anomaly_line = clip(
-            f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})", SUMMARY_FIELD_CHARS
-        )
-    notes = [clip(n, SUMMARY_FIELD_CHARS) for n in report.notes[:SUMMARY_NOTES]]
+    anomaly_line = anomaly_text(report)
+    limit = SUMMARY_FIELD_CHARS if width is None else max(width, 40) * SUMMARY_FIELD_LINES
+
+    def field(text: object, chars: int = limit) -> str:  # log text, on one line, bounded
+        return cut_words(_plain(text), chars)
+
+    notes = [field(n) for n in report.notes[:SUMMARY_NOTES]]
     if p is not None and p.note and not rc:
-        notes.insert(0, clip(p.note, SUMMARY_FIELD_CHARS))
+        notes.insert(0, field(p.note))
     mark = os.urandom(8).hex()  # = secrets.token_hex(8), without importing secrets for it
+    error_chars = SUMMARY_ERROR_CHARS if width is None else max(width, 40) * SUMMARY_ERROR_LINES
     text = _summary_text(
         report,
         _paint(color, mark),
-        where=where(rc) if rc else "",
-        stage=stage_line,
-        summary=clip(rc.summary, SUMMARY_FIELD_CHARS) if rc else "",
-        error=clip(rc.message.strip(), SUMMARY_FIELD_CHARS) if rc else "",
-        fix=clip(rc.remediation.fix[0], SUMMARY_FIELD_CHARS) if rc and rc.remediation.fix else "",
-        symptoms=_symptoms_line(report) if report.symptoms else "",
-        anomalies=anomaly_line,
-        redacted=redaction_line(report),
+        where=field(_location(rc)) if rc else "",
+        code=field(_innermost(rc)) if rc else "",
+        stage=field(stage_line),
+        summary=field(rc.summary) if rc else "",
+        error=field(rc.message.strip(), error_chars) if rc else "",
+        fix=field(rc.remediation.fix[0]) if rc and rc.remediation.fix else "",
+        symptoms=field(_symptoms_line(report)) if report.symptoms else "",
+        anomalies=field(anomaly_line),
+        redacted=field(redaction_line(report)),
         notes=notes[:SUMMARY_NOTES],
         more_notes=max(
             0, len(report.notes) + (1 if p is not None and p.note and not rc else 0) - SUMMARY_NOTES
         ),
-        report_path=report_path,
+        report_path=_plain(report_path) if report_path else None,
         lines=sum(i.lines for i in report.inputs),
         explain=explain,
+        width=width,
+        elapsed=elapsed,
     )
     # log text carries no escape sequence or control character onto the terminal; then the colours
     return _unmark(terminal_text(text), mark) if color else terminal_text(text)
 
 
 def render(
-    report: Report, fmt: str, color: bool = False, report_path: str | None = None, explain: str | None = None
+    report: Report,
+    fmt: str,
+    color: bool = False,
+    report_path: str | None = None,
+    explain: str | None = None,
+    width: int | None = None,
+    elapsed: float | None = None,
 ) -> str:
-    """`report` as `fmt`; `report_path` (text only) names where the full report was written, `explain`
-    (text only) the command that explains the root cause's entry."""
+    """`report` as `fmt`; for text only: `report_path` names where the full report was written,
+    `explain` the command that explains the root cause's entry, `width` the terminal's columns and
+    `elapsed` the seconds the scan took (see render_summary)."""
     if fmt == "json":
         return render_json(report)
     if fmt == "md":
@@ -422,5 +626,7 @@ def render(
 
         return render_html(report)
     if fmt == "text":
-        return render_summary(report, color=color, report_path=report_path, explain=explain)
+        return render_summary(
+            report, color=color, report_path=report_path, explain=explain, width=width, elapsed=elapsed
+        )
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

@@ -28,6 +28,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bless", action="store_true", help="rewrite golden files from the current output")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives headless Chromium (the `browser` fixture) is slow: `pytest -m "not slow"`
+    leaves it out (README, Development)."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def bless(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--bless"))

@@ -38,6 +38,7 @@ def gz_variants() -> dict[str, tuple[bytes, int, str | None]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("process", ["inline", "reader-process"])
 @pytest.mark.parametrize("case", sorted(gz_variants()))
 def test_gzip_members_padding_garbage_and_truncation(
@@ -92,6 +93,7 @@ def test_dev_zero_stops_with_a_note(tmp_path: Path) -> None:
     assert not any("NUL byte(s) dropped" in n for n in report["notes"])  # one note, not two
 
 
+@pytest.mark.slow
 def test_gzip_bomb_of_zeros_stops_after_the_cap(tmp_path: Path) -> None:
     """A .gz of 300 MB of zeros after an OOM line (300 KB on disk): the line is read, the zeros stop
     at MAX_BINARY_RUN_BYTES of decompressed data."""

@@ -139,6 +139,7 @@ def test_a_very_long_keyword_is_no_crash(tmp_path: Path, length: int) -> None:
     assert json.loads(result.stdout)["root_cause"]["id"] == "my-failure"
 
 
+@pytest.mark.slow
 def test_keywords_that_branch_at_every_character_still_compile() -> None:
     # b, ab, aab, ..., a*999 b: a trie nested 1,000 groups deep, past what `re` can parse
     words = ["a" * i + "b" for i in range(1000)]
@@ -216,6 +217,7 @@ def test_a_catalog_of_many_entries_loads_entry_by_entry(tmp_path: Path) -> None:
     assert e.patterns[0].group_names == {"what"} and e.patterns[0].search("MyDataError7x: row 3")
 
 
+@pytest.mark.slow
 def test_a_regex_that_times_out_on_every_line_is_disabled_with_a_note(tmp_path: Path) -> None:
     slow = (
         GOOD.replace("my-failure", "my-slow-failure")

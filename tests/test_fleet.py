@@ -86,6 +86,7 @@ def test_samples_cover_both_verdicts_and_a_folder(expected: list[dict[str, Any]]
     assert folder["job"] == str(LOGDIR) and folder["error_source"].startswith(str(LOGDIR) + os.sep)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_local_engine_rows_equal_scanning_each_job_alone(
     expected: list[dict[str, Any]], workers: str
@@ -95,6 +96,7 @@ def test_local_engine_rows_equal_scanning_each_job_alone(
     assert data["jobs"] == expected
 
 
+@pytest.mark.slow
 def test_counts_per_status_category_and_stage(expected: list[dict[str, Any]]) -> None:
     data = fleet_json([*jobs(), "--jobs", "2"])
     failed = [row for row in expected if row["status"] == "failed"]
@@ -109,12 +111,14 @@ def test_counts_per_status_category_and_stage(expected: list[dict[str, Any]]) ->
         assert data["counts"]["category"][row["category"]] >= 1
 
 
+@pytest.mark.slow
 def test_library_rows_equal_job_row_of_each_scan() -> None:
     catalog = load_catalog([])
     summary = analyse_fleet(jobs(), catalog, (), engine=Engine.LOCAL, workers=2)
     assert list(summary.jobs) == [job_row(job, analyse([job], catalog)) for job in jobs()]
 
 
+@pytest.mark.slow  # fleet on Ray
 def test_ray_engine_rows_equal_scanning_each_job_alone(expected: list[dict[str, Any]]) -> None:
     if os.environ.get("CI") == "true":
         import ray  # under CI the Ray engine must be tested: the `test` extra installs ray
@@ -129,6 +133,7 @@ def test_ray_engine_rows_equal_scanning_each_job_alone(expected: list[dict[str, 
     assert data == fleet_json([*jobs(), "--engine", "local", "--jobs", "2"])
 
 
+@pytest.mark.slow  # fleet on Ray
 def test_ray_engine_starts_its_own_ray_with_an_extra_catalog(tmp_path: Path) -> None:
     if os.environ.get("CI") != "true":
         pytest.importorskip("ray")
@@ -165,6 +170,7 @@ def test_engine_ray_without_ray_installed_is_a_clear_error(monkeypatch: pytest.M
     assert "pip install 'verl-logscan[ray]'" in r.stderr
 
 
+@pytest.mark.slow
 def test_csv_parses_one_row_per_job(expected: list[dict[str, Any]]) -> None:
     r = run_cli(["fleet", *jobs(), "--format", "csv", "--jobs", "2"])
     assert r.exit_code == EXIT_FAILURE_FOUND
@@ -194,20 +200,27 @@ def md_tables(text: str) -> list[list[list[str]]]:
     return tables
 
 
+@pytest.mark.slow
 def test_md_tables_render(tmp_path: Path) -> None:
     odd = tmp_path / "a|b `x` <i>.log"  # a cell must survive a pipe, backticks and HTML in a path
     odd.write_text(HEALTHY)
     r = run_cli(["fleet", *jobs(), str(odd), "--format", "md"])
     assert r.exit_code == EXIT_FAILURE_FOUND
     tables = md_tables(r.stdout)
-    assert len(tables) == 3  # jobs, by category, by stage
-    header, *rows = tables[0]
-    assert header[:3] == ["job", "status", "root cause"] and len(rows) == len(jobs()) + 1
-    assert all(len(row) == len(header) for row in rows)
-    assert str(odd) in rows[-1][0]
+    # (issue 24: the jobs are grouped, a table per root-cause category and one for the healthy jobs,
+    # where there was one table of every job and one of counts per category; then the stages)
+    *job_tables, stages = tables
+    assert stages[0] == ["stage", "jobs"]
+    assert [t[0][:2] for t in job_tables[:-1]] == [["job", "root cause"]] * (len(job_tables) - 1)
+    assert job_tables[-1][0] == ["job", "last step"]  # the healthy jobs
+    rows = [row for t in job_tables for row in t[1:]]
+    assert len(rows) == len(jobs()) + 1
+    assert all(len(row) == len(t[0]) for t in job_tables for row in t[1:])
+    assert str(odd) in job_tables[-1][-1][0]
     assert "<i>" not in MarkdownIt("commonmark").enable("table").render(r.stdout)
 
 
+@pytest.mark.slow
 def test_text_and_html(tmp_path: Path) -> None:
     r = run_cli(["fleet", *jobs(), "--jobs", "2"])
     assert r.exit_code == EXIT_FAILURE_FOUND
@@ -246,6 +259,7 @@ def test_duplicates_analysed_once_and_order_kept(tmp_path: Path) -> None:
     assert [row["job"] for row in data["jobs"]] == [a, b]
 
 
+@pytest.mark.slow
 def test_output_file_written_and_never_an_input(tmp_path: Path) -> None:
     out = tmp_path / "fleet.csv"
     r = run_cli(["fleet", *jobs(), "--format", "csv", "-o", str(out)])

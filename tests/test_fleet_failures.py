@@ -31,6 +31,7 @@ def stuck_job(tmp_path: Path) -> Path:
     return fifo
 
 
+@pytest.mark.slow
 def test_a_stuck_job_becomes_an_error_row_and_the_others_go_on(tmp_path: Path) -> None:
     stuck = stuck_job(tmp_path)
     result = run_cli(
@@ -45,6 +46,7 @@ def test_a_stuck_job_becomes_an_error_row_and_the_others_go_on(tmp_path: Path) -
     assert "not finished after 2 s" in result.stderr
 
 
+@pytest.mark.slow
 def test_one_worker_runs_the_jobs_one_after_the_other_with_the_same_timeout(tmp_path: Path) -> None:
     stuck = stuck_job(tmp_path)
     result = run_cli(
@@ -73,6 +75,7 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc to see the workers")
 def test_sigterm_writes_the_rows_done_marked_incomplete(tmp_path: Path) -> None:
     stuck = stuck_job(tmp_path)

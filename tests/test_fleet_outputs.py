@@ -73,6 +73,7 @@ def test_a_format_that_contradicts_the_extension_is_a_usage_error(job: Path, tmp
     assert not (tmp_path / "fleet.html").exists()
 
 
+@pytest.mark.slow  # fleet on Ray
 def test_fleet_on_ray_masks_as_the_local_engine_does(job: Path) -> None:
     ray = pytest.importorskip("ray")
     local = run_cli(["fleet", str(job), "--jobs", "1", "--format", "json"])

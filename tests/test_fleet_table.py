@@ -32,6 +32,7 @@ def fleet_jobs(tmp_path: Path) -> list[str]:
     return [str(deep), *[str(p) for p in sample_logs()], str(empty), str(tmp_path / "missing")]
 
 
+@pytest.mark.slow
 def test_unknown_rows_carry_their_error_and_an_empty_job_is_an_error(fleet_jobs: list[str]) -> None:
     r = run_cli(["fleet", *fleet_jobs, "--format", "json"])
     assert r.exit_code == EXIT_FAILURE_FOUND
@@ -53,6 +54,7 @@ def _lines_of_job_table(text: str) -> list[str]:
     return text.split("\n\n")[1].splitlines()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [79, 99, 139])
 def test_text_table_fits_the_width(fleet_jobs: list[str], width: int) -> None:
     r = run_cli(["fleet", *fleet_jobs, "--format", "json"])
@@ -89,6 +91,7 @@ def test_text_table_fits_the_width(fleet_jobs: list[str], width: int) -> None:
     assert fleet_jobs[0][-110:] in unfitted and max(len(line) for line in unfitted.splitlines()) > 200
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux")
 def test_fleet_on_an_80_column_terminal(fleet_jobs: list[str]) -> None:
     master, slave = open_pty(columns=80)

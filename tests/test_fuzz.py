@@ -7,6 +7,7 @@ import io
 import json
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -178,6 +179,7 @@ SUFFIXES = [
     st.one_of(st.sampled_from(MESSAGES), st.text(max_size=80)),
     st.sampled_from(SUFFIXES),
 )
+@pytest.mark.slow
 def test_normaliser_never_raises_and_the_message_comes_from_the_line(
     prefixes: list[str], message: str, suffix: str
 ) -> None:

@@ -416,6 +416,7 @@ def healthy_bait_run(steps: int, seed: int = 5) -> str:
     return "\n".join(out) + "\n"
 
 
+@pytest.mark.slow
 def test_a_long_healthy_run_with_bait_stays_healthy() -> None:
     report, code = scan(healthy_bait_run(5000))
     assert (report["status"], code) == ("healthy", 0), report["root_cause"]
@@ -451,6 +452,7 @@ def loeo_cases() -> list[tuple[str, str, object]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, category, path", loeo_cases(), ids=[c[0] for c in loeo_cases()])
 def test_verdict_without_the_entries_that_name_it(name: str, category: str, path) -> None:
     text = path.read_text()

@@ -169,6 +169,7 @@ def test_frame_regexes_get_the_same_checks(tmp_path: Path) -> None:
     refused_at(tmp_path, text, 9, "frame regex #2 is refused", "nests unbounded quantifiers")
 
 
+@pytest.mark.slow
 def test_overlapping_alternation_is_bounded_at_match_time(tmp_path: Path) -> None:
     # (a|a)*b and (?:.*a){8}x pass the loader (the regex module does not blow up on the probes); a long
     # line is bounded by the matcher's per-search timeout and the report says so

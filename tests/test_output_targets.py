@@ -127,6 +127,7 @@ def test_a_fifo_is_written_into_for_its_reader(tmp_path: Path, option: str) -> N
         assert csv_steps(got[0]) == ["1", "2", "3"]
 
 
+@pytest.mark.slow
 def test_dev_stdout_is_the_standard_output(tmp_path: Path) -> None:
     log = job(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -226,6 +226,7 @@ def closed(*fds: int):
     return close
 
 
+@pytest.mark.slow
 def test_closed_stdout_without_output_is_exit_2_before_scanning(tmp_path: Path) -> None:
     copy_sample(tmp_path)
     run = run_process(["scan", "job.log"], tmp_path, preexec=closed(1))
@@ -239,6 +240,7 @@ def test_closed_stdout_without_output_is_exit_2_before_scanning(tmp_path: Path) 
     assert run.rc == EXIT_ERROR and "standard output is closed" in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fds", [(1,), (2,), (1, 2)], ids=["stdout", "stderr", "both"])
 def test_closed_stdout_or_stderr_with_output_writes_the_report(tmp_path: Path, fds: tuple[int, ...]) -> None:
     copy_sample(tmp_path)
@@ -248,6 +250,7 @@ def test_closed_stdout_or_stderr_with_output_writes_the_report(tmp_path: Path, f
     assert report["root_cause"]["id"] == "cuda-oom"
 
 
+@pytest.mark.slow
 def test_closed_stderr_reports_on_stdout_with_the_verdicts_exit_code(tmp_path: Path) -> None:
     copy_sample(tmp_path)
     run = run_process(["scan", "job.log", "--format", "json"], tmp_path, preexec=closed(2))

@@ -77,6 +77,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, address: str, why
     assert result.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_web_server_at_the_address_is_a_clear_error() -> None:
     pytest.importorskip("ray")
     with http_server() as port:
@@ -84,6 +85,7 @@ def test_a_web_server_at_the_address_is_a_clear_error() -> None:
     assert_one_line_error(result, f"127.0.0.1:{port}", "a web server answers there")
 
 
+@pytest.mark.slow
 def test_a_service_that_never_answers_is_a_clear_error() -> None:
     pytest.importorskip("ray")
     with tcp_server(lambda conn: None) as port:  # accepts, reads nothing, says nothing
@@ -91,6 +93,7 @@ def test_a_service_that_never_answers_is_a_clear_error() -> None:
     assert_one_line_error(result, f"ray://127.0.0.1:{port}", "no answer to a gRPC handshake within 5 s")
 
 
+@pytest.mark.slow
 def test_a_service_that_hangs_up_is_a_clear_error() -> None:
     pytest.importorskip("ray")
     with tcp_server(lambda conn: conn.close()) as port:

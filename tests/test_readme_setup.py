@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, SAMPLES
 
 README = (ROOT / "README.md").read_text()
@@ -47,6 +49,7 @@ def _modules_after(args: list[str], tmp_path: Path) -> set[str]:
     return set(p.stderr.strip().splitlines()[-1].split()) if p.stderr.strip() else set()
 
 
+@pytest.mark.slow
 def test_pandas_only_where_readme_says(tmp_path: Path) -> None:
     sample = str(SAMPLES / "ray-healthy.log")
     assert "pandas" not in _modules_after(["scan", sample, "--format", "json"], tmp_path)

@@ -234,6 +234,7 @@ def test_invalid_utf8(tmp_path: Path) -> None:
     assert root_id(run.json()) == "cuda-oom"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig"])
 def test_utf16_and_bom_logs_are_decoded(tmp_path: Path, encoding: str) -> None:
     # PowerShell's `>` writes UTF-16 with a byte-order mark; utf-16-le/be here have none
@@ -276,6 +277,7 @@ LONG_TOKEN_LINES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(LONG_TOKEN_LINES))
 def test_over_long_line_reaching_the_trackers_is_scanned(tmp_path: Path, case: str) -> None:
     # (how long it takes is benchmarks/bench_hostile_inputs.py's: about 0.3 s, it once took minutes)
@@ -393,6 +395,7 @@ def test_permission_denied_real(tmp_path: Path) -> None:
         folder.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_folder_of_10000_small_files(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     for d in range(10):
@@ -444,6 +447,7 @@ def test_stdin_that_is_closed_altogether(tmp_path: Path) -> None:
     assert_one_line_error(run, "standard input is closed")
 
 
+@pytest.mark.slow  # 100,000 tracebacks
 def test_100000_tracebacks(tmp_path: Path) -> None:
     block = (
         "[rank{r}]: Traceback (most recent call last):\n"
@@ -464,6 +468,7 @@ def test_100000_tracebacks(tmp_path: Path) -> None:
     assert report["inputs"][0]["lines"] == 600_000
 
 
+@pytest.mark.slow
 def test_traceback_that_never_ends(tmp_path: Path) -> None:
     with open(tmp_path / "endless.log", "w") as fh:
         fh.write("INFO start\n[rank0]: Traceback (most recent call last):\n")
@@ -575,6 +580,7 @@ HOSTILE_BYTES = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["json", "md", "html", "text"])
 def test_control_bytes_and_surrogates_give_valid_output(tmp_path: Path, fmt: str) -> None:
     (tmp_path / "ctl.log").write_bytes(HOSTILE_BYTES)

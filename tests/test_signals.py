@@ -73,6 +73,7 @@ def check_partial_report(text: bytes | str, name: str) -> dict:
     return report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_while_reading_a_fifo_reports_what_was_found(tmp_path: Path, sig: int) -> None:
     fifo = tmp_path / "live.log"
@@ -92,6 +93,7 @@ def test_signal_while_reading_a_fifo_reports_what_was_found(tmp_path: Path, sig:
     assert f"interrupted by {sig.name}" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_while_reading_slow_stdin_writes_the_output_file(tmp_path: Path, sig: int) -> None:
     (tmp_path / "report.json").write_text("an older report\n")

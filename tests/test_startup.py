@@ -58,6 +58,7 @@ def _modules_after(
     return set(last.split()[1:]), p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
 def test_a_json_scan_imports_no_fleet_checker_or_templates(tmp_path: Path, cache: bool) -> None:
     args = ["scan", str(SAMPLES / "ray-actor-exception.log"), "--format", "json", "-o", "r.json"]

@@ -110,6 +110,7 @@ def status_segments(shown: str) -> list[str]:
     return [s for s in segments(SGR.sub("", shown)) if s.startswith(STATUS) and "ALERT" not in s]
 
 
+@pytest.mark.slow
 def test_status_is_cut_to_the_terminal_width_and_kept_out_of_teed_stdout(tmp_path: Path) -> None:
     chunks = feed()
     shown, out, code = run_live(tmp_path, chunks, columns=50, env={"NO_COLOR": "1"})
@@ -124,6 +125,7 @@ def test_status_is_cut_to_the_terminal_width_and_kept_out_of_teed_stdout(tmp_pat
     assert "\x1b" not in shown  # NO_COLOR: no escape sequence at all
 
 
+@pytest.mark.slow
 def test_status_is_wiped_before_an_alert(tmp_path: Path) -> None:
     shown, _, code = run_live(tmp_path, feed(), columns=80, env={"NO_COLOR": "1"})
     assert code == 1
@@ -137,6 +139,7 @@ def test_status_is_wiped_before_an_alert(tmp_path: Path) -> None:
     assert "finding(s)" not in after and after.rstrip("\r").endswith("1.00 GiB is free.")
 
 
+@pytest.mark.slow
 def test_colour_dims_the_status_unless_no_color(tmp_path: Path) -> None:
     shown, _, _ = run_live(tmp_path, feed(steps=3), columns=100, env={})
     assert "\x1b[2m" + STATUS in shown  # dimmed on a colour terminal
@@ -168,6 +171,7 @@ def screen_lines(shown: str) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_teed_text_on_the_same_terminal_never_runs_into_the_status(tmp_path: Path) -> None:
     # the reported bug: `...0 finding(s)epoch 9 ok` on a terminal that shows both
     chunks = [

@@ -6,6 +6,8 @@
   deleted is followed in the file still open (its writer may go on writing to it); a path replaced by
   something that is no file (a folder), or that cannot be opened, ends following with a note: what was
   read is kept and reported.
+* `QuietStream` tells a listener while its input (a pipe) is silent, so a status can show what was
+  read so far instead of the state at the start of the last burst.
 * `TeeStream` writes every byte it reads to another stream, unchanged, as soon as it is read. When the
   reader of that stream goes away (a broken pipe: `... | head -1`), it stops passing bytes on and keeps
   reading, so the scan and its report are not lost; a note says so.
@@ -34,9 +36,10 @@ POLL_SECONDS = 0.2
 class FollowFile:
     """A binary stream over `path` that never ends by itself (until stop() or Ctrl-C)."""
 
-    def __init__(self, path: str, poll: float = POLL_SECONDS):
+    def __init__(self, path: str, poll: float = POLL_SECONDS, on_wait: Callable[[], None] | None = None):
         self.path = path
         self.poll = poll
+        self.on_wait = on_wait  # told at each look while at the end of the file (the status line)
         self._fh = open(path, "rb")  # noqa: SIM115 - closed in close()
         self._ino = os.fstat(self._fh.fileno()).st_ino
         self.stopped = False
@@ -114,6 +117,8 @@ class FollowFile:
                 if data:
                     self.read_bytes += len(data)
                     return data
+                if self.on_wait is not None:
+                    self.on_wait()
                 time.sleep(self.poll)
             except KeyboardInterrupt:
                 self.stopped = True
@@ -123,6 +128,38 @@ class FollowFile:
 
     def close(self) -> None:
         self._fh.close()
+
+
+class QuietStream:
+    """Reads from `inner` (a pipe: stdin) as it is, but tells `on_wait` every `poll` seconds while no
+    byte arrives, so that what waits on the input (the status line) can say what was read so far."""
+
+    def __init__(self, inner: BinaryIO, on_wait: Callable[[], None], poll: float = POLL_SECONDS):
+        self.inner = inner
+        self.on_wait = on_wait
+        self.poll = poll
+        self._read = getattr(inner, "read1", None) or inner.read
+        try:
+            self._fd: int | None = inner.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None
+
+    def read1(self, n: int = -1) -> bytes:
+        if self._fd is not None:
+            import select
+
+            try:
+                while not select.select([self._fd], [], [], self.poll)[0]:
+                    self.on_wait()
+            except (OSError, ValueError):  # not a descriptor select takes: read as it is
+                self._fd = None
+        return self._read(n)
+
+    read = read1
+
+    def close(self) -> None:
+        if hasattr(self.inner, "close"):
+            self.inner.close()
 
 
 class TeeStream:

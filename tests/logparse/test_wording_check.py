@@ -15,6 +15,7 @@ def _line_of(text: str, needle: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
+@pytest.mark.slow
 def test_every_example_of_every_wordings_file_passes() -> None:
     summary, failures = check_builtin_wordings()
     assert not failures, "\n".join(map(str, failures))
@@ -93,6 +94,7 @@ def test_an_unknown_fact_names_those_the_reader_tells() -> None:
     )
 
 
+@pytest.mark.slow
 def test_catalog_check_counts_the_wordings_and_fails_on_a_broken_example(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -128,6 +130,7 @@ def test_every_wording_is_read_by_the_code() -> None:
                 assert f'"{item.id}"' in sources, f"{item.id} is read by no module"
 
 
+@pytest.mark.slow
 def test_a_version_line_goes_through_the_environment_tracker() -> None:
     from patterns.environment import load_environment, read_environment_text
 
@@ -142,6 +145,7 @@ def test_a_version_line_goes_through_the_environment_tracker() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_step_value_format_is_tried_on_each_value_of_the_step_line() -> None:
     from patterns.environment import load_environment, read_environment_text
 

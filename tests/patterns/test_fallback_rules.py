@@ -61,6 +61,7 @@ def test_every_category_has_a_fix() -> None:
         assert fix is not None and fix.summary and fix.why and fix.fix, category
 
 
+@pytest.mark.slow
 def test_a_wrong_example_is_caught() -> None:
     text = fallback_text().replace(
         '        - "RuntimeError: loss is nan at step 12"\n',

@@ -126,6 +126,7 @@ def test_catalog_check_refuses_a_match_example_a_scan_never_tries(tmp_path: Path
     assert "`block:` example" in result.output
 
 
+@pytest.mark.slow
 def test_catalog_check_cli_ok_and_broken_schema(tmp_path: Path) -> None:
     assert run_cli(["catalog", "check"]).exit_code == 0
     result = run_cli(["catalog", "check", str(write(tmp_path, GOOD.replace("role: cause", "role: bogus")))])

@@ -217,7 +217,10 @@ def test_handmade_report_has_every_section() -> None:
         )
         == []
     )
-    assert html.count('<g class="failure-marker">') == 1
+    # one failure marker in each layout of the timeline (issue 24: a wide one, and a narrow one for a phone)
+    timelines = [t.split("</svg>", 1)[0] for t in html.split('<svg class="timeline ')[1:]]
+    assert [t.split('"', 1)[0] for t in timelines] == ["wide", "narrow"]
+    assert [t.count('<g class="failure-marker">') for t in timelines] == [1, 1]
     assert "nan-inf" in html  # the anomaly list
 
 

@@ -193,6 +193,7 @@ def test_markdown_helpers_keep_any_text_inert(text: str) -> None:
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None, database=None)
 @given(st.lists(st.sampled_from(["`", "``", "```", "a", " ", "\n"]), max_size=16).map("".join))
 def test_code_spans_pair_backtick_runs_as_the_code_span_pattern_did(text: str) -> None:

@@ -53,6 +53,7 @@ STDLIB_ROOT = regex.compile(r"^(?P<root>.*/lib/python3(?:\.\d+)?)/(?P<rest>.+)$"
 PATH_PARTS = ["/", "/site", "/dist", "-packages", "/lib/python3", ".", "1", "\u0663", "x", "\n"]
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None, database=None)
 @given(st.lists(st.sampled_from(PATH_PARTS), max_size=12).map("".join))
 def test_library_root_splits_a_path_as_the_path_patterns_did(path: str) -> None:

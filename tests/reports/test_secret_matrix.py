@@ -118,6 +118,7 @@ def test_invisible_character_inside_a_token(tmp_path: Path, invisible: str, fmt:
 @pytest.mark.parametrize(
     "prefix", ["hf_abc", "ghp_aB3", "sk-proj-Q1", "glpat-x", "xoxb-12", "AKIAIOSF", "eyJhbGci"]
 )
+@pytest.mark.slow
 def test_a_token_cut_at_the_line_limit_is_masked(tmp_path: Path, prefix: str) -> None:
     """A line longer than MAX_LINE_BYTES is cut; the cut lands inside a token, whose start is left."""
     head = f"[rank0]: {ERROR}payload "

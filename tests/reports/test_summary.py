@@ -58,6 +58,7 @@ def test_summary_of_a_huge_report_stays_within_25_lines() -> None:
     assert any(line.strip().startswith("metrics ") and "nan-inf" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_summary_of_ten_thousand_errors(tmp_path: Path) -> None:
     log = _distinct_errors_log(tmp_path / "many.log")
     out = run_cli(["scan", str(log)]).stdout

@@ -7,6 +7,8 @@ import random
 import string
 from pathlib import Path
 
+import pytest
+
 from logparse.observe.hits import OVERFLOW_KEY, FindingCollector, Hit
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import Line
@@ -34,6 +36,7 @@ def _varied_watchdog_log(path: Path, hits: int) -> None:
             fh.write(WATCHDOG.format(rank=n % 8, n=n, word=word))
 
 
+@pytest.mark.slow
 def test_symptom_count_is_the_true_count_past_the_group_limit(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     _varied_watchdog_log(log, 6_000)

@@ -163,6 +163,7 @@ PART = st.one_of(
         max_size=4,
     )
 )
+@pytest.mark.slow
 def test_step_parser_keeps_the_wanted_values_of_the_reference(lines: list[list[str]]) -> None:
     """Line after line (the parser reuses a line's shape): the wanted keys' values (every key's for a
     CSV) are the reference's, and the names are every key of the line."""

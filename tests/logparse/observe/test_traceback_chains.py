@@ -64,6 +64,7 @@ def test_a_long_chain_keeps_its_first_and_latest_links_and_counts_the_rest() -> 
     assert len(shown) == CHAIN_SHOWN and left_out == 2_000 - 1 - CHAIN_SHOWN
 
 
+@pytest.mark.slow
 def test_memory_of_a_chain_is_flat() -> None:
     """The tracebacks alive after a chain of 20,000 links are as many as after one of 5,000 (the kept
     ones: the first and the most recent closed, each chain's first and latest links)."""
@@ -79,6 +80,7 @@ def test_a_short_chain_is_shown_whole() -> None:
     assert view.chain_cut == 0 and view.chain_cut_after == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["json", "md", "html"])
 def test_the_report_notes_the_cut_of_a_chain(tmp_path: Path, fmt: str) -> None:
     log = tmp_path / "job.log"

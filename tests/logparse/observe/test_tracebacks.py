@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import tracemalloc
 
+import pytest
+
 from logparse.observe.tracebacks import (
     MAX_FRAMES,
     MAX_IDLE_STREAMS,
@@ -125,6 +127,7 @@ def test_frame_lines_are_not_matchable() -> None:
     assert roles == [LineRole.START, LineRole.FRAME, LineRole.FRAME, LineRole.EXCEPTION]
 
 
+@pytest.mark.slow  # a million frame lines
 def test_never_ending_traceback_stays_bounded() -> None:
     """A million frame lines: what is kept is capped (MAX_FRAMES frames, MAX_TRACEBACK_RECORDS lines),
     and memory does not grow between the 100,000th and the 1,000,000th line."""
@@ -152,6 +155,7 @@ def test_never_ending_traceback_stays_bounded() -> None:
     assert grown < 200_000  # bytes; the tail ring replaces, it does not append
 
 
+@pytest.mark.slow
 def test_state_is_kept_for_open_tracebacks_and_a_bounded_number_of_idle_streams() -> None:
     """A log from 60,000 processes (a dense run with a fresh pid on every line) and a caught traceback
     now and then: state stays with the open tracebacks and at most MAX_IDLE_STREAMS idle streams, and

@@ -8,6 +8,8 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from logparse.read.keyword_automaton import KeywordAutomaton
 from logparse.read.prefilter import MAX_SEARCHED, Prefilter, containing
 from tests.conftest import run_cli
@@ -67,6 +69,7 @@ def best_of(runs: int, work) -> float:
     return best
 
 
+@pytest.mark.slow
 def test_which_keywords_hold_which_is_linear_in_the_keywords() -> None:
     """20,000 keywords against 5,000 (4x): about 4x the time (quadratic would be 16x)."""
     small, large = words(5_000), words(20_000)
@@ -109,6 +112,7 @@ def user_catalog(path: Path, keywords: list[str]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_first_load_of_a_large_user_catalog_is_linear(tmp_path: Path, monkeypatch) -> None:
     """A scan with a user catalog of 20,000 keywords, no start-up cache: the prefilter is built from
     scratch (the keywords that hold others, the Hyperscan database or the `re` trie). 4x the keywords,
@@ -144,6 +148,7 @@ def test_keywords_too_long_for_hyperscan_are_found_whole() -> None:
         assert found == {b"KKKKK": {"KKK"}, b".....": {"..."}, b"other": {"oth"}}, engine
 
 
+@pytest.mark.slow
 def test_a_catalog_keyword_too_long_for_hyperscan_passes_check_and_scan(tmp_path: Path) -> None:
     """`catalog check` accepted a keyword of 16,001 characters that `scan` could not load
     (hyperscan.error: Pattern length exceeds limit); both work with it now, with either engine."""

@@ -63,11 +63,13 @@ def assert_same_reports(path: Path, tmp: Path, all_metrics: bool = False, small_
         assert outputs(path, tmp, small_bounds, reader_process_bytes=1, all_metrics=all_metrics) == reference
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(p.parents[1])))
 def test_samples_and_fixtures(path: Path, tmp_path: Path) -> None:
     assert_same_reports(path, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,caught", [("realistic", None), ("dense", None), ("dense", 0), ("mix", None)])
 def test_benchmark_logs(kind: str, caught: int | None, tmp_path: Path) -> None:
     log = tmp_path / f"{kind}.log"
@@ -75,6 +77,7 @@ def test_benchmark_logs(kind: str, caught: int | None, tmp_path: Path) -> None:
     assert_same_reports(log, tmp_path, all_metrics=kind == "dense")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_step_lines_left_to_the_scanner(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A reader process that runs behind leaves the step lines' metrics and timing to the scanner
@@ -99,6 +102,7 @@ def test_step_lines_left_to_the_scanner(seed: int, tmp_path: Path, monkeypatch: 
     assert outputs(log, tmp_path, reader_process_bytes=None, all_metrics=seed == 2) == reference
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_plain_step_lines_read_from_their_bytes_as_any_line(
     seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -331,6 +335,7 @@ def _line(rnd: random.Random, step: int, hosts: int) -> str:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_random_logs(seed: int, tmp_path: Path) -> None:
     rnd = random.Random(seed)

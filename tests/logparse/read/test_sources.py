@@ -98,6 +98,7 @@ def test_folder_expansion_is_recursive_sorted_and_log_like(tmp_path: Path) -> No
         max_size=10,
     )
 )
+@pytest.mark.slow
 def test_strip_ansi_fast_path_equals_the_regex(pieces: list[str]) -> None:
     text = "".join(pieces)
     assert strip_ansi(text) == ANSI_RE.sub("", text)
