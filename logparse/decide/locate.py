@@ -8,8 +8,10 @@ In order:
 2. a line of torchrun's ChildFailedError summary: the block names the failed rank, pid and host;
 3. a Ray task error: the worker named in its header (`ray::WorkerDict.update_actor() (pid=N, ip=...)`),
    wherever the error was printed;
-4. a collective timeout is printed by the ranks that waited, not by the one at fault: the rank is the
-   single laggard the collective analysis finds (logparse.observe.collectives), else none;
+4. a collective timeout is printed by the ranks that waited, not by the one at fault: the rank its
+   own line blames (`Rank N failed to pass monitoredBarrier`: an entry's `blame_rank` group), else the
+   single laggard the collective analysis finds (logparse.observe.collectives), else the one rank that
+   reported a timeout when only one did (a 2-rank job: the rank that timed out first), else none;
 5. a process with no prefix of its own: the one rank the launcher reports as failed (torchrun's
    ChildFailedError summary, else its `failed (exitcode: N) local_rank: N` lines);
 6. a local rank (a torchrun --log-dir folder) is mapped to its global rank by torchrun's summary.
@@ -17,13 +19,14 @@ In order:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from logparse.observe.collectives import CollectiveReport
 from logparse.observe.hits import FindingGroup
 from logparse.observe.tracebacks import Traceback
 from logparse.read.normalize import Record
+from patterns import Role
 from patterns.inference import inference_rules
 
 
@@ -47,6 +50,27 @@ def laggard(collective: CollectiveReport | None) -> int | None:
     return suspects.pop() if len(suspects) == 1 else None
 
 
+def blamed_rank(hit_groups: Mapping[str, str | None] | None) -> int | None:
+    """The one rank an error line names as the one at fault (a catalog entry's `blame_rank`, or a
+    `blame_ranks` list of one), else None."""
+    if not hit_groups:
+        return None
+    named = hit_groups.get("blame_rank") or hit_groups.get("blame_ranks") or ""
+    ranks = {int(r) for r in named.replace(",", " ").split() if r.isdigit()}
+    return ranks.pop() if len(ranks) == 1 else None
+
+
+def lone_timeout_rank(groups: Iterable[FindingGroup], observer: Iterable[str]) -> int | None:
+    """The rank that reported a collective timeout when it is the only one that did (in a 2-rank job,
+    the rank that timed out first; the other never got that far). None when several did: they all
+    waited, and the one at fault is not among them."""
+    ranks: set[int] = set()
+    for g in groups:
+        if g.entry.role == Role.CAUSE and g.entry.category in observer:
+            ranks |= g.ranks
+    return ranks.pop() if len(ranks) == 1 else None
+
+
 def locate(
     rec: Record,
     tb: Traceback | None,
@@ -55,15 +79,23 @@ def locate(
     tracebacks: Sequence[Traceback],
     groups: Iterable[FindingGroup],
     collective: CollectiveReport | None,
+    hit_groups: Mapping[str, str | None] | None = None,
 ) -> Place:
     """Where the failure of `rec` (its traceback `tb`) happened (see the module docstring).
     `entry_category`: the category of the catalog entry that named it (None: no entry); a collective
-    timeout named by an entry is placed on its laggard."""
+    timeout named by an entry is placed on the rank it blames, else its laggard. `hit_groups`: the
+    named groups of the entry's match."""
     place = _from_lines(rec, tb)
     observer = inference_rules().observer_categories
     if entry_category is not None and entry_category in observer:
         # the rank that printed a collective timeout only waited for the one at fault
-        place = Place(laggard(collective), None, None, None, place.node)
+        groups = list(groups)
+        rank = blamed_rank(hit_groups)
+        if rank is None:
+            rank = laggard(collective)
+        if rank is None:
+            rank = lone_timeout_rank(groups, observer)
+        place = Place(rank, None, None, None, place.node)
     if place.unknown() and category not in observer:
         # a process with no prefix of its own: the launcher's report names the rank that failed
         launcher = launcher_failed_rank(tracebacks, groups)

@@ -231,6 +231,7 @@ def root_cause_of(
         obs.tracebacks,
         obs.collector.groups.values(),
         obs.collective,
+        choice.hit.groups if choice.hit is not None else None,
     )
     stage, source = stage_of(
         StageEvidence(
