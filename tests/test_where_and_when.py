@@ -200,3 +200,71 @@ def test_monitored_barrier_blames_the_rank_it_names() -> None:
     )
     symptoms = {s["id"] for s in report["symptoms"]}
     assert "monitored-barrier-peer-error" in symptoms  # rank 1 arrived; it only reports rank 0's failure
+
+
+# -- 3. Ray worker deaths as one verdict ------------------------------------------------------------------
+
+
+def test_a_killed_ray_worker_is_named_with_its_actor_method_node_and_likely_cause() -> None:
+    """tests/fixtures/ray/README.md: WorkerDict rank 1 SIGKILLed inside actor_rollout_generate_sequences;
+    the raylet, the driver's RayTaskError(ActorDiedError) and its ActorDiedError block each tell part."""
+    report, code = scan_file(FIXTURES / "ray" / "ray-actor-sigkill.log")
+    rc = report["root_cause"]
+    assert code == 1 and (rc["id"], rc["category"]) == ("ray-worker-died", "ray-error")
+    assert "A worker died or was killed" in rc["message"]  # the raylet's line, not the wrapper's
+    assert (rc["actor"], rc["pid"], rc["rank"], rc["node"]) == ("WorkerDict", 13349, 1, "10.0.0.1")
+    assert rc["stage"] == "rollout"
+    assert rc["confidence"] >= 0.5  # that a worker died is certain; only why is not
+    said = " ".join(rc["explanation"])
+    assert "actor_rollout_generate_sequences" in said and "OOM killer" in said
+    wrappers = {s["id"] for s in report["symptoms"]}
+    assert {"ray-task-error", "ray-actor-died"} <= wrappers
+
+
+def test_a_ray_session_folder_blames_the_reported_death_not_a_warning_about_a_lookup() -> None:
+    report, _ = scan_file(FIXTURES / "ray" / "session_logs")
+    rc = report["root_cause"]
+    assert rc["id"] == "ray-worker-died" and "Reporting worker exit" in rc["message"]
+    assert "Failed to look up actor" not in rc["message"]
+
+
+def test_an_actor_killed_for_host_memory_is_host_oom_with_the_dead_actor() -> None:
+    # ActorDiedError's system-failure form (reference §4.3) with Ray's NODE_OUT_OF_MEMORY exit type
+    text = (
+        "\x1b[36m(TaskRunner pid=3165)\x1b[0m step:3 - actor/pg_loss:0.01 - timing_s/step:50.0\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/verl/trainer/ppo/ray_trainer.py", line 1190, in fit\n'
+        "    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)\n"
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\n"
+        "\tactor_id: 7a7e28706e933f93da5fe49701000000\n"
+        "\tpid: 26103\n"
+        "\tname: WQ0HJEWorkerDict_0:2\n"
+        "\tnamespace: 00e278ee-52c1-4f18-85b6-8be135bdb1b6\n"
+        "\tip: 10.80.8.181\n"
+        "The actor is dead because its worker process has died. Worker exit type: NODE_OUT_OF_MEMORY Worker exit "
+        "detail: Task was killed due to the node running low on memory.\n"
+    )
+    rc = root(text)
+    assert (rc["category"], rc["actor"], rc["pid"], rc["rank"], rc["node"]) == (
+        "host-oom",
+        "WorkerDict",
+        26103,
+        2,
+        "10.80.8.181",
+    )
+    assert rc["stage"] == "old-log-prob"
+
+
+# -- 4. causes outside tracebacks ---------------------------------------------------------------------
+
+
+def test_an_error_level_raylet_line_is_a_failure() -> None:
+    # Ray's C++ log layout: `[date time,ms L pid tid] (raylet) file.cc:N: message`
+    rc = root(
+        "[2025-06-01 10:00:01,000 I 13150 13150] (raylet) main.cc:100: Starting raylet\n"
+        "[2025-06-01 10:00:05,123 E 13150 13150] (raylet) worker_pool.cc:701: Failed to register worker to "
+        "Raylet: IOError: [RayletClient] Unable to register worker with raylet. Failed to read data from the "
+        "socket: End of file worker_id=01000000\n"
+    )
+    assert rc["category"] == "ray-error" and "Failed to register worker to Raylet" in rc["message"]

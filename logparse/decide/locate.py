@@ -12,9 +12,12 @@ In order:
    own line blames (`Rank N failed to pass monitoredBarrier`: an entry's `blame_rank` group), else the
    single laggard the collective analysis finds (logparse.observe.collectives), else the one rank that
    reported a timeout when only one did (a 2-rank job: the rank that timed out first), else none;
-5. a process with no prefix of its own: the one rank the launcher reports as failed (torchrun's
+5. a Ray worker death (the raylet's `A worker died ...` line, an `ActorDiedError`): the dead worker, as
+   every report of its pid tells it (logparse.observe.worker_deaths): its pid, actor class, node, and
+   its rank from verl's actor name (`...WorkerDict_0:1`: rank 1 of the first placement group);
+6. a process with no prefix of its own: the one rank the launcher reports as failed (torchrun's
    ChildFailedError summary, else its `failed (exitcode: N) local_rank: N` lines);
-6. a local rank (a torchrun --log-dir folder) is mapped to its global rank by torchrun's summary.
+7. a local rank (a torchrun --log-dir folder) is mapped to its global rank by torchrun's summary.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from logparse.observe.collectives import CollectiveReport
 from logparse.observe.hits import FindingGroup
 from logparse.observe.tracebacks import Traceback
+from logparse.observe.worker_deaths import DeadWorker, dead_worker, report_lines
 from logparse.read.normalize import Record
 from patterns import Role
 from patterns.inference import inference_rules
@@ -80,12 +84,21 @@ def locate(
     groups: Iterable[FindingGroup],
     collective: CollectiveReport | None,
     hit_groups: Mapping[str, str | None] | None = None,
+    messages: Sequence[str] = (),
+    deaths: Mapping[int, DeadWorker] | None = None,
 ) -> Place:
     """Where the failure of `rec` (its traceback `tb`) happened (see the module docstring).
     `entry_category`: the category of the catalog entry that named it (None: no entry); a collective
     timeout named by an entry is placed on the rank it blames, else its laggard. `hit_groups`: the
-    named groups of the entry's match."""
+    named groups of the entry's match; `messages`: its line's message and continuation lines;
+    `deaths`: the job's worker deaths by pid (logparse.observe.worker_deaths.death_reports)."""
     place = _from_lines(rec, tb)
+    death = dead_worker_of(_death_lines(rec, tb, messages), deaths or {})
+    if death is not None:
+        # a worker death is reported by the raylet or the caller: the place is the dead worker's
+        place = Place(
+            death.rank, death.local_rank, death.pid, death.actor or place.actor, death.node or place.node
+        )
     observer = inference_rules().observer_categories
     if entry_category is not None and entry_category in observer:
         # the rank that printed a collective timeout only waited for the one at fault
@@ -135,6 +148,27 @@ def _from_lines(rec: Record, tb: Traceback | None) -> Place:
         # the error was raised in the Ray worker named in the header, wherever it was printed
         pid, actor, node = tb.task_pid, tb.task.split(".", 1)[0], tb.task_node or node
     return Place(rank, local_rank, pid, actor, node)
+
+
+def _death_lines(rec: Record, tb: Traceback | None, messages: Sequence[str]) -> list[str]:
+    """The lines that may report a worker death for the failure of `rec`: its own message and
+    continuation lines (or the rest of its traceback), else its traceback's final exception and what
+    follows it (an ActorDiedError's block, when the failure is a line after it)."""
+    own = report_lines(messages[0], messages[1:], tb, rec.seq) if messages else []
+    if dead_worker(own) is None and tb is not None and tb.final is not None and tb.final.record is not rec:
+        final = tb.final.record
+        return report_lines(final.message, [], tb, final.seq)
+    return own
+
+
+def dead_worker_of(messages: Sequence[str], deaths: Mapping[int, DeadWorker]) -> DeadWorker | None:
+    """The worker a death report (its message and continuation lines) names, completed by the other
+    reports of the same pid; None when `messages` report no death."""
+    own = dead_worker(messages) if messages else None
+    if own is None or own.pid is None:
+        return None
+    other = deaths.get(own.pid)
+    return own.joined(other) if other is not None else own
 
 
 def launcher_failed_rank(

@@ -245,6 +245,23 @@ def step_failed_in(progress: StageTracker, seq: int) -> int | None:
     return p.last_step + 1
 
 
+def task_called_after(tracebacks: Sequence[Traceback], seq: int) -> str | None:
+    """The Ray task or actor method the caller was waiting on when the failure at `seq` reached it:
+    the first traceback reported after it names it in its header (`ray::WorkerDict.update_actor()`) or
+    in a frame's call (`ray.get([w.actor_rollout_generate_sequences.remote(step) ...])`). None: none."""
+    for tb in tracebacks:
+        if tb.start.seq < seq or tb.torchrun_failures:
+            continue
+        if stage_of_task(tb.task):
+            return tb.task.rsplit(".", 1)[-1]
+        for frame in reversed(tb.frames):
+            for word in _WORD.findall((frame.code or "")[:MAX_FRAME_FIELD]):
+                if _task_word_stage(word):
+                    return word
+        return None
+    return None
+
+
 def messages_of(message: str, after: Sequence) -> tuple[str, ...]:
     """An error line's message and its continuation lines' (as many as the task search reads)."""
     return (message, *(r.message for r in list(after)[:MAX_STAGE_MESSAGE_LINES]))
