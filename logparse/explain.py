@@ -53,6 +53,13 @@ def explain_text(catalog: Catalog, entry_id: str) -> str | None:
     return explain_rule(entry_id)
 
 
+def _with_jobs(steps: tuple[str, ...], applies_to: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Fix steps, each written for some jobs only (`applies_to`) followed by the jobs it is for: a
+    scan shows only the steps that fit the job (decide/remedy.py), explain shows them all."""
+    jobs = applies_to or ((),) * len(steps)
+    return [f"{s} (for {', '.join(j)})" if j else s for s, j in zip(steps, jobs, strict=True)]
+
+
 def explain_entry(entry: Entry) -> str:
     r = entry.remediation
     out = [
@@ -63,7 +70,7 @@ def explain_entry(entry: Entry) -> str:
         "\nWhy it happens\n  " + r.why,
         "\nExample\n  " + entry.examples.match[0].line,
         "\nFix",
-        *_numbered(r.fix),
+        *_numbered(_with_jobs(r.fix, r.applies_to)),
     ]
     if r.references:
         out.append("\nReferences")

@@ -268,3 +268,27 @@ def test_an_error_level_raylet_line_is_a_failure() -> None:
         "socket: End of file worker_id=01000000\n"
     )
     assert rc["category"] == "ray-error" and "Failed to register worker to Raylet" in rc["message"]
+
+
+# -- 6. fixes that fit the job ----------------------------------------------------------------------------
+
+
+def test_a_plain_torchrun_oom_is_not_told_to_lower_the_rollout_reservation() -> None:
+    report, _ = scan_file(FIXTURES / "cascades" / "torchrun-oom-watchdog.log")
+    steps = report["root_cause"]["remediation"]["fix"]
+    assert report["root_cause"]["category"] == "cuda-oom"
+    assert not any("actor_rollout_ref." in step for step in steps)
+    assert "batch size" in steps[0]
+
+
+def test_a_verl_oom_with_vllm_keeps_the_rollout_fix_first_and_quotes_the_jobs_value() -> None:
+    report, _ = scan_file(SAMPLES / "ray-actor-exception.log")
+    remediation = report["root_cause"]["remediation"]
+    assert "gpu_memory_utilization" in remediation["fix"][0]
+    assert not any("gradient_checkpointing_enable()" in step for step in remediation["fix"])
+    assert "gpu_memory_utilization=0.6" in remediation["job_values"]
+
+
+def test_explain_shows_every_step_with_the_jobs_it_is_for() -> None:
+    said = run_cli(["explain", "cuda-oom"]).stdout
+    assert "(for verl-vllm, verl-sglang)" in said and "(for torchrun, deepspeed, megatron)" in said
