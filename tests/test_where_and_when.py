@@ -270,6 +270,157 @@ def test_an_error_level_raylet_line_is_a_failure() -> None:
     assert rc["category"] == "ray-error" and "Failed to register worker to Raylet" in rc["message"]
 
 
+# vLLM V1 (reference §7.1, §7.3): the engine core process logs its own traceback, then the client in the
+# Ray worker raises `Engine core initialization failed. See root cause above.`
+ENGINE_CORE = "(EngineCore_0 pid=4300) ERROR 08-27 21:03:26 [core.py:700] "
+ENGINE_INIT_FAILED = (
+    ENGINE_CORE
+    + "EngineCore failed to start.\n"
+    + ENGINE_CORE
+    + "Traceback (most recent call last):\n"
+    + ENGINE_CORE
+    + '  File "/opt/venv/lib/python3.11/site-packages/vllm/v1/engine/core.py", line 691, in run_engine_core\n'
+    + ENGINE_CORE
+    + "    engine_core = EngineCoreProc(*args, **kwargs)\n"
+    + ENGINE_CORE
+    + '  File "/opt/venv/lib/python3.11/site-packages/vllm/v1/engine/core.py", line 150, in _initialize_kv_caches\n'
+    + ENGINE_CORE
+    + "    kv_cache_configs = get_kv_cache_config(vllm_config, kv_cache_spec, available_gpu_memory)\n"
+    + ENGINE_CORE
+    + "{error}\n"
+    "Traceback (most recent call last):\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/verl/trainer/main_ppo.py", line 42, in main\n'
+    "    run_ppo(config)\n"
+    "ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_init_model() (pid=4121, ip=10.0.0.2, "
+    "actor_id=abc, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f>)\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/vllm/v1/engine/utils.py", line 700, in wait_for_engine_startup\n'
+    '    raise RuntimeError("Engine core initialization failed. "\n'
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {{}}\n"
+)
+
+
+def test_engine_core_initialization_failed_defers_to_the_engines_own_error_above() -> None:
+    rc = root(
+        ENGINE_INIT_FAILED.format(error="AttributeError: 'Qwen2Config' object has no attribute 'rope_theta'")
+    )
+    assert rc["message"].startswith("AttributeError: 'Qwen2Config'") and rc["pid"] == 4300
+    assert rc["stage"] == "model-load"  # the engine was starting, not generating
+    rc = root(
+        ENGINE_INIT_FAILED.format(
+            error="ValueError: To serve at least one request with the model's max seq len (32768), (7.00 GiB KV "
+            "cache is needed, which is larger than the available KV cache memory (2.15 GiB)."
+        )
+    )
+    assert rc["id"] == "vllm-max-model-len-exceeds-kv-cache" and rc["stage"] == "model-load"
+
+
+def test_engine_core_initialization_failed_alone_is_a_low_confidence_vllm_error() -> None:
+    rc = root(
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
+    assert (rc["category"], rc["stage"]) == ("vllm-error", "model-load") and rc["confidence"] < 0.5
+
+
+def test_a_traceback_frame_line_is_never_the_root_line() -> None:
+    # a traceback cut after its last `File` line (the job was killed while it printed)
+    rc = root(
+        "step:3 - actor/pg_loss:0.01\n"
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/job/train.py", line 88, in <module>\n'
+        "    main()\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 4600, in barrier\n'
+    )
+    assert rc["message"].startswith("Traceback (most recent call last)")
+    report, _ = scan_text(
+        "step:3 - actor/pg_loss:0.01\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/verl/workers/reward_manager/error_handler.py", line 88, in f\n'
+        "step:4 - actor/pg_loss:0.01\n"
+    )
+    assert report["status"] == "healthy"
+
+
+def test_a_placement_group_vllm_cannot_get_is_a_ray_error_not_healthy() -> None:
+    # vllm/executor/ray_utils.py: initialize_ray_cluster's warning, then _wait_until_pg_ready's log lines
+    rc = root(
+        "Started a local Ray instance.\n"
+        "WARNING 02-02 19:54:20 ray_utils.py:315] The number of required GPUs exceeds the total number of "
+        "available GPUs in the placement group.\n"
+        "INFO 02-02 19:54:30 ray_utils.py:212] Waiting for creating a placement group of specs for 10 seconds. "
+        "specs=[{'GPU': 1.0, 'node:172.31.42.4': 0.001}, {'GPU': 1.0}]. Check `ray status` to see if you have "
+        "enough resources.\n"
+    )
+    assert (rc["category"], rc["id"]) == ("ray-error", "vllm-placement-group-unschedulable")
+
+
+def megatron_nan(i: int, loss: str = "NAN", grad: str = "nan") -> str:
+    # megatron/training/training.py training_log (Megatron-LM 2023+: a ` [date time]` first); a NaN
+    # loss prints `{:.6E}` -> NAN, a NaN grad norm `{:.3f}` -> nan
+    return (
+        f" [2025-06-01 10:00:0{i}] iteration {i:8d}/{100:8d} | consumed samples: {i * 256:12d} | elapsed time "
+        f"per iteration (ms): 1200.5 | learning rate: 1.000000E-05 | global batch size:   256 | lm loss: {loss} | "
+        f"loss scale: 1.0 | grad norm: {grad} | number of skipped iterations:   0 | number of nan iterations:   "
+        f"{int(loss == 'NAN')} |\n"
+    )
+
+
+def test_nan_on_the_progress_lines_to_the_end_of_the_run_is_numerical_instability_from_its_first_line() -> (
+    None
+):
+    report, code = scan_text(megatron_nan(1, "2.301000E+00", "1.234") + megatron_nan(2) + megatron_nan(3))
+    rc = report["root_cause"]
+    assert code == 1 and rc["category"] == "numerical-instability"
+    assert "iteration        2/" in rc["message"] and rc["stage"] == "training"
+    assert report["progress"]["last_step"] == 3
+
+
+def test_nan_in_common_shapes_is_numerical_instability() -> None:
+    for line in (
+        "epoch 0 step 12 grad norm: nan",
+        "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.2}",
+    ):
+        assert root(line + "\n" + line + "\n")["category"] == "numerical-instability", line
+
+
+def test_one_nan_the_run_recovers_from_is_not_a_failure() -> None:
+    text = (
+        megatron_nan(1, "2.301000E+00", "1.234") + megatron_nan(2) + megatron_nan(3, "2.100000E+00", "1.100")
+    )
+    report, code = scan_text(text)
+    assert code == 0 and report["status"] == "healthy"
+
+
+# -- 5. type is the weakest evidence ----------------------------------------------------------------------
+
+# verl 0.4's reward path: RayPPOTrainer.fit -> compute_reward (verl/trainer/ppo/reward.py) -> the reward
+# manager's __call__ (verl/workers/reward_manager/naive.py), which reads each row's reward fields
+REWARD_PATH = (
+    "(TaskRunner pid=3165) step:3 - actor/pg_loss:0.01\n"
+    "Traceback (most recent call last):\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/verl/trainer/ppo/ray_trainer.py", line 1100, in fit\n'
+    "    reward_tensor, reward_extra_infos_dict = compute_reward(batch, self.reward_fn)\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/verl/trainer/ppo/reward.py", line 160, in compute_reward\n'
+    "    reward_result = reward_fn(data, return_dict=True)\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/verl/workers/reward_manager/naive.py", line 75, in __call__\n'
+)
+
+
+def test_a_dataset_column_missing_when_the_reward_manager_reads_a_batch_is_a_data_error() -> None:
+    rc = root(
+        REWARD_PATH + '    ground_truth = data_item.non_tensor_batch["reward_model"]["ground_truth"]\n'
+        "KeyError: 'reward_model'\n"
+    )
+    assert (rc["id"], rc["category"], rc["stage"]) == ("dataset-missing-column", "data-error", "reward")
+
+
+def test_a_reward_managers_check_of_the_scores_is_a_reward_error() -> None:
+    rc = root(
+        REWARD_PATH + "    assert len(scores) == len(data)\nAssertionError: len(scores)=4 != len(data)=8\n"
+    )
+    assert (rc["category"], rc["stage"]) == ("reward-error", "reward")
+    rc = root(REWARD_PATH + '    reward = score["score"]\n' + "KeyError: 'score'\n")
+    assert rc["category"] == "reward-error"
+
+
 # -- 6. fixes that fit the job ----------------------------------------------------------------------------
 
 

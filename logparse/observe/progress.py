@@ -508,6 +508,17 @@ class StageTracker:
             return True
         return any(span.first[2] > seq and stage not in ignore for stage, span in self._spans.items())
 
+    def went_on_between(self, seq: int, until: int, ignore: frozenset[str] = frozenset()) -> bool:
+        """went_on_after, counting only what came between record `seq` and record `until` (both left
+        out): did the job show progress before `until` came?"""
+        for marks in (self._steps, self._bars):
+            i = bisect_right(marks.seqs, seq)
+            if i < len(marks.seqs) and marks.seqs[i] < until:
+                return True
+        if any(seq < c < until for c in self._completions):
+            return True
+        return any(seq < span.first[2] < until and stage not in ignore for stage, span in self._spans.items())
+
     def completed_before(self, seq: int) -> bool:
         """Was a completion marker seen before record `seq` (in the same attempt)?"""
         starts = [a.seq for a in self._attempt_starts if a.seq <= seq]
