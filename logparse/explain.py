@@ -95,7 +95,7 @@ def explain_rule(rule_id: str) -> str | None:
             f"\nWhat it looks for\n  a line matching {rule.pattern.pattern}",
             "\nWhy\n  " + rule.why,
             "\nFix",
-            *_numbered(fix.fix if fix is not None else UNKNOWN_FIX.fix),
+            *_numbered(_with_jobs(fix.fix, fix.applies_to) if fix is not None else UNKNOWN_FIX.fix),
             f"\nDefined in patterns/fallback.yaml:{rule.line}",
         ]
         return "\n".join(out) + "\n"
@@ -114,7 +114,10 @@ def explain_rule(rule_id: str) -> str | None:
     ]
     if rule.examples.match:
         out.append("\nExample\n  " + rule.examples.match[0].line.replace("\n", "\n  ").rstrip())
-    steps = [*getattr(rule, "fix", ()), *(fix.fix if fix is not None else UNKNOWN_FIX.fix)]
+    steps = [
+        *getattr(rule, "fix", ()),
+        *(_with_jobs(fix.fix, fix.applies_to) if fix is not None else UNKNOWN_FIX.fix),
+    ]
     if fix is not None:
         out.append("\nWhat it is\n  " + fix.summary)
     out += ["\nFix", *_numbered(steps), f"\nDefined in patterns/fallback.yaml:{rule.line}"]

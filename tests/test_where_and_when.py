@@ -440,6 +440,22 @@ def test_a_verl_oom_with_vllm_keeps_the_rollout_fix_first_and_quotes_the_jobs_va
     assert "gpu_memory_utilization=0.6" in remediation["job_values"]
 
 
+def test_a_gpu_oom_no_entry_names_gets_the_category_fix_that_fits_a_torchrun_job() -> None:
+    # ROCm torch's wording (c10/hip: "HIP out of memory"), named cuda-oom by the fallback phrase rules
+    report, _ = scan_text(
+        "[rank0]:[W1003 18:05:09.100000000 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 0]  using GPU 0 "
+        "to perform barrier as devices used by this process are currently unknown.\n"
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/workspace/job/sft.py", line 71, in main\n'
+        "[rank0]:     loss.backward()\n"
+        "[rank0]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 63.98 GiB of which 1.00 GiB is free.\n"
+    )
+    rc = report["root_cause"]
+    assert (rc["id"], rc["category"]) == ("unknown", "cuda-oom")
+    assert not any("actor_rollout_ref." in step for step in rc["remediation"]["fix"])
+
+
 def test_explain_shows_every_step_with_the_jobs_it_is_for() -> None:
     said = run_cli(["explain", "cuda-oom"]).stdout
     assert "(for verl-vllm, verl-sglang)" in said and "(for torchrun, deepspeed, megatron)" in said

@@ -70,7 +70,7 @@ def steps_for(r: Remediation, kinds: frozenset[str] | None) -> tuple[str, ...]:
     )
 
 
-def fix_for_category(choice: Choice) -> Fix:
+def fix_for_category(choice: Choice, kinds: frozenset[str] | None = None) -> Fix:
     """The remediation of a failure no entry names: its category's (patterns/fallback.yaml), else
     the generic one; a nearest entry is named for its own fix."""
     rules = fallback_rules()
@@ -81,7 +81,7 @@ def fix_for_category(choice: Choice) -> Fix:
     # a phrase that says more than its category (a DataLoader worker's exit) gives its own steps first
     steps = [
         *(rules.phrase_fix(c.rule) if c is not None and c.basis in ("phrase", "weak-phrase") else ()),
-        *r.fix,
+        *steps_for(r, kinds),
     ]
     if c is not None and c.basis == "nearest":
         steps.append(
@@ -97,7 +97,7 @@ def remedy(choice: Choice, environment: dict) -> Fix:
     cited = cite_job_values(choice.category, environment)
     if choice.hit is not None and choice.classification is None:
         return fix_of(choice.hit.entry, cited, job_kinds(environment))
-    fix = fix_for_category(choice)
+    fix = fix_for_category(choice, job_kinds(environment))
     return Fix(fix.summary, fix.why, fix.fix, fix.references, cited)
 
 
