@@ -10,8 +10,8 @@ failure would leave: the exception's type, its frames, its message, the fallback
   detected   the re-scan still says `failed` (not `healthy`)
   category   the re-scan names the expected category
   stage      the re-scan names the expected stage (only where one is expected)
-  rank       the re-scan names the expected failing rank, or none where the label says none (only
-             where a label gives `rank` / `failing_rank`)
+  rank       the expected failing rank, or none where the label says none (only where a label gives
+             `rank` / `failing_rank`): with the full catalog (`rank (full)`) and in the re-scan
 
 Case sets: the dev corpus (../shared/corpus/dev/labels.yaml, third-party logs read in place, never
 copied), samples/expected.yaml, tests/fixtures/cascades/expected.yaml, and every `cause` entry's
@@ -75,6 +75,7 @@ class Outcome:
     got: str = ""
     got_stage: str | None = None
     got_rank: int | None = None
+    baseline_rank: int | None = None  # the rank named with the full catalog
     basis: str = ""  # what decided the category in the re-scan
 
     @property
@@ -95,6 +96,11 @@ class Outcome:
     @property
     def rank_kept(self) -> bool | None:
         return self.got_rank == self.case.rank if self.case.has_rank else None
+
+    @property
+    def rank_right(self) -> bool | None:
+        """With the full catalog: is the failing rank the label's?"""
+        return self.baseline_rank == self.case.rank if self.case.has_rank else None
 
 
 def scan(path: Path, catalog: Catalog):
@@ -134,6 +140,7 @@ def run_case(case: Case, catalog: Catalog, strict: bool) -> Outcome:
     report = scan(case.path, catalog)
     rc = report.root_cause
     out = Outcome(case, rc.category if rc else "healthy")
+    out.baseline_rank = rc.rank if rc else None
     fired = {f.id for f in report.findings if strict or f.category == case.category}
     if rc is not None and rc.id != "unknown":
         fired.add(rc.id)
@@ -184,7 +191,7 @@ def main() -> int:
     print(f"leave-one-entry-out{' (strict: every entry that fired disabled)' if a.strict else ''}")
     print(
         f"{'cases':18} {'n':>4}  {'full catalog':>14}  {'detected':>14}  "
-        f"{'category kept':>14}  {'stage kept':>14}  {'rank kept':>14}"
+        f"{'category kept':>14}  {'stage kept':>14}  {'rank (full)':>14}  {'rank kept':>14}"
     )
     for s in sets:
         rows = [o for o in outcomes if o.case.set == s]
@@ -195,6 +202,7 @@ def main() -> int:
             f"{pct(sum(o.detected for o in rows), len(rows)):>14}  "
             f"{pct(sum(o.category_kept for o in rows), len(rows)):>14}  "
             f"{pct(sum(bool(o.stage_kept) for o in staged), len(staged)):>14}  "
+            f"{pct(sum(bool(o.rank_right) for o in ranked), len(ranked)):>14}  "
             f"{pct(sum(bool(o.rank_kept) for o in ranked), len(ranked)):>14}"
         )
     if a.show_misses:
