@@ -202,6 +202,17 @@ def test_monitored_barrier_blames_the_rank_it_names() -> None:
     assert "monitored-barrier-peer-error" in symptoms  # rank 1 arrived; it only reports rank 0's failure
 
 
+def test_the_deepspeed_launcher_names_the_local_rank_that_exited() -> None:
+    # deepspeed/launcher/launch.py: each rank's command carries `--local_rank=N`; sigkill_handler logs it
+    rc = root(
+        "[2024-05-01 10:11:10,000] [INFO] [launch.py:256:main] process 4122 spawned with command: "
+        "['/usr/bin/python3', '-u', 'train.py', '--local_rank=0', '--deepspeed', 'ds.json']\n"
+        "[2024-05-01 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', "
+        "'train.py', '--local_rank=3', '--deepspeed', 'ds.json'] exits with return code = -11\n"
+    )
+    assert (rc["category"], rc["local_rank"]) == ("segfault", 3)
+
+
 # -- 3. Ray worker deaths as one verdict ------------------------------------------------------------------
 
 
