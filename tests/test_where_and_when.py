@@ -210,7 +210,17 @@ def test_the_deepspeed_launcher_names_the_local_rank_that_exited() -> None:
         "[2024-05-01 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', "
         "'train.py', '--local_rank=3', '--deepspeed', 'ds.json'] exits with return code = -11\n"
     )
-    assert (rc["category"], rc["local_rank"]) == ("segfault", 3)
+    assert (rc["category"], rc["local_rank"], rc["rank"]) == ("segfault", 3, None)  # which node: not shown
+
+
+def test_the_deepspeed_launchers_node_placement_maps_the_local_rank_to_its_global_rank() -> None:
+    # deepspeed/launcher/launch.py main(): `nnodes=N, num_local_procs=P, node_rank=R`
+    rc = root(
+        "[2024-05-01 10:11:08,000] [INFO] [launch.py:152:main] nnodes=2, num_local_procs=4, node_rank=1\n"
+        "[2024-05-01 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', "
+        "'train.py', '--local_rank=3', '--deepspeed', 'ds.json'] exits with return code = -11\n"
+    )
+    assert (rc["local_rank"], rc["rank"]) == (3, 7)
 
 
 # -- 3. Ray worker deaths as one verdict ------------------------------------------------------------------

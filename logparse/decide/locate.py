@@ -116,7 +116,7 @@ def locate(
             place = Place(launcher[0], launcher[1], place.pid, place.actor, place.node)
     if place.rank is None and place.local_rank is not None:
         # torchrun's summary maps a local rank (a --log-dir folder) to its global rank
-        rank = global_rank(place.local_rank, tracebacks)
+        rank = global_rank(place.local_rank, tracebacks, groups)
         if rank is not None:
             place = Place(rank, place.local_rank, place.pid, place.actor, place.node)
     return place
@@ -190,8 +190,12 @@ def launcher_failed_rank(
     return None
 
 
-def global_rank(local_rank: int, tracebacks: Sequence[Traceback]) -> int | None:
-    """The global rank torchrun's ChildFailedError summary gives a local rank, if it does."""
+def global_rank(
+    local_rank: int, tracebacks: Sequence[Traceback], groups: Iterable[FindingGroup] = ()
+) -> int | None:
+    """The global rank torchrun's ChildFailedError summary gives a local rank, else the DeepSpeed
+    launcher's placement of its node (`node_rank` x `num_local_procs` + the local rank: the groups of
+    a catalog entry that reads it), when the log shows one node's placement only."""
     for tb in tracebacks:
         f = next(
             (f for f in tb.torchrun_failures if f.local_rank == local_rank and f.rank is not None),
@@ -199,4 +203,13 @@ def global_rank(local_rank: int, tracebacks: Sequence[Traceback]) -> int | None:
         )
         if f is not None:
             return f.rank
+    placements = {
+        (int(g.first.groups["node_rank"]), int(g.first.groups["num_local_procs"]))
+        for g in groups
+        if (g.first.groups.get("node_rank") or "").isdigit()
+        and (g.first.groups.get("num_local_procs") or "").isdigit()
+    }
+    if len(placements) == 1:
+        node_rank, procs = placements.pop()
+        return node_rank * procs + local_rank if local_rank < procs else None
     return None
