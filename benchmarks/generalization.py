@@ -10,6 +10,8 @@ failure would leave: the exception's type, its frames, its message, the fallback
   detected   the re-scan still says `failed` (not `healthy`)
   category   the re-scan names the expected category
   stage      the re-scan names the expected stage (only where one is expected)
+  rank       the expected failing rank, or none where the label says none (only where a label gives
+             `rank` / `failing_rank`): with the full catalog (`rank (full)`) and in the re-scan
 
 Case sets: the dev corpus (../shared/corpus/dev/labels.yaml, third-party logs read in place, never
 copied), samples/expected.yaml, tests/fixtures/cascades/expected.yaml, and every `cause` entry's
@@ -61,6 +63,8 @@ class Case:
     path: Path
     category: str
     stage: str | None = None
+    rank: int | None = None
+    has_rank: bool = False  # the label says which rank failed (None: none is to be named)
 
 
 @dataclass
@@ -70,6 +74,8 @@ class Outcome:
     disabled: list[str] = field(default_factory=list)
     got: str = ""
     got_stage: str | None = None
+    got_rank: int | None = None
+    baseline_rank: int | None = None  # the rank named with the full catalog
     basis: str = ""  # what decided the category in the re-scan
 
     @property
@@ -87,6 +93,15 @@ class Outcome:
         want = self.case.stage
         return self.got_stage == want or (want == "training" and self.got_stage in TRAINING_STAGES)
 
+    @property
+    def rank_kept(self) -> bool | None:
+        return self.got_rank == self.case.rank if self.case.has_rank else None
+
+    @property
+    def rank_right(self) -> bool | None:
+        """With the full catalog: is the failing rank the label's?"""
+        return self.baseline_rank == self.case.rank if self.case.has_rank else None
+
 
 def scan(path: Path, catalog: Catalog):
     scanner = Analysis(catalog)
@@ -103,7 +118,9 @@ def labelled_cases(label_file: Path, set_name: str) -> list[Case]:
         if not want or want == "healthy":
             continue
         log = label_file.parent / (label.get("file") or f"{label['id']}.log")
-        out.append(Case(set_name, log.name, log, want, label.get("stage")))
+        key = next((k for k in ("rank", "failing_rank") if k in label), None)
+        rank = label.get(key) if key else None
+        out.append(Case(set_name, log.name, log, want, label.get("stage"), rank, key is not None))
     return out
 
 
@@ -123,6 +140,7 @@ def run_case(case: Case, catalog: Catalog, strict: bool) -> Outcome:
     report = scan(case.path, catalog)
     rc = report.root_cause
     out = Outcome(case, rc.category if rc else "healthy")
+    out.baseline_rank = rc.rank if rc else None
     fired = {f.id for f in report.findings if strict or f.category == case.category}
     if rc is not None and rc.id != "unknown":
         fired.add(rc.id)
@@ -131,6 +149,7 @@ def run_case(case: Case, catalog: Catalog, strict: bool) -> Outcome:
     rc = again.root_cause
     out.got = rc.category if rc else "healthy"
     out.got_stage = rc.stage if rc else None
+    out.got_rank = rc.rank if rc else None
     if rc is not None:
         b = rc.basis
         out.basis = f"{b.kind}:{b.rule}" if b is not None and b.rule else (b.kind if b is not None else rc.id)
@@ -172,16 +191,19 @@ def main() -> int:
     print(f"leave-one-entry-out{' (strict: every entry that fired disabled)' if a.strict else ''}")
     print(
         f"{'cases':18} {'n':>4}  {'full catalog':>14}  {'detected':>14}  "
-        f"{'category kept':>14}  {'stage kept':>14}"
+        f"{'category kept':>14}  {'stage kept':>14}  {'rank (full)':>14}  {'rank kept':>14}"
     )
     for s in sets:
         rows = [o for o in outcomes if o.case.set == s]
         staged = [o for o in rows if o.stage_kept is not None]
+        ranked = [o for o in rows if o.rank_kept is not None]
         print(
             f"{s:18} {len(rows):>4}  {pct(sum(o.baseline == o.case.category for o in rows), len(rows)):>14}  "
             f"{pct(sum(o.detected for o in rows), len(rows)):>14}  "
             f"{pct(sum(o.category_kept for o in rows), len(rows)):>14}  "
-            f"{pct(sum(bool(o.stage_kept) for o in staged), len(staged)):>14}"
+            f"{pct(sum(bool(o.stage_kept) for o in staged), len(staged)):>14}  "
+            f"{pct(sum(bool(o.rank_right) for o in ranked), len(ranked)):>14}  "
+            f"{pct(sum(bool(o.rank_kept) for o in ranked), len(ranked)):>14}"
         )
     if a.show_misses:
         for o in outcomes:
@@ -189,6 +211,11 @@ def main() -> int:
                 print(
                     f"  miss {o.case.set:16} {o.case.name:40} want={o.case.category:20} got={o.got:20} "
                     f"basis={o.basis} disabled={','.join(o.disabled)}"
+                )
+            elif o.stage_kept is False or o.rank_kept is False:
+                print(
+                    f"  place {o.case.set:15} {o.case.name:40} stage want={o.case.stage} got={o.got_stage} "
+                    f"rank want={o.case.rank if o.case.has_rank else '-'} got={o.got_rank}"
                 )
     if a.json:
         Path(a.json).write_text(
@@ -204,6 +231,8 @@ def main() -> int:
                         basis=o.basis,
                         stage_want=o.case.stage,
                         stage_got=o.got_stage,
+                        rank_want=o.case.rank if o.case.has_rank else "-",
+                        rank_got=o.got_rank,
                     )
                     for o in outcomes
                 ],

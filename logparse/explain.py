@@ -91,12 +91,19 @@ def explain_category(catalog: Catalog, category: str) -> str:
         out.append("  none: only the fallback rules below name it")
     if named_by:
         out += ["\nFallback rules (for a failure no entry names)", "  " + ", ".join(named_by)]
-    out += ["\nFix", *_numbered(fix.fix if fix is not None else UNKNOWN_FIX.fix)]
+    out += ["\nFix", *_numbered(_with_jobs(fix.fix, fix.applies_to) if fix is not None else UNKNOWN_FIX.fix)]
     if fix is not None and fix.references:
         out.append("\nReferences")
         out += [f"  {ref}" for ref in fix.references]
     out.append("\nDefined in patterns/taxonomy.yaml (the categories) and patterns/fallback.yaml (the fix)")
     return "\n".join(out) + "\n"
+
+
+def _with_jobs(steps: tuple[str, ...], applies_to: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Fix steps, each written for some jobs only (`applies_to`) followed by the jobs it is for: a
+    scan shows only the steps that fit the job (decide/remedy.py), explain shows them all."""
+    jobs = applies_to or ((),) * len(steps)
+    return [f"{s} (for {', '.join(j)})" if j else s for s, j in zip(steps, jobs, strict=True)]
 
 
 def explain_entry(entry: Entry) -> str:
@@ -109,7 +116,7 @@ def explain_entry(entry: Entry) -> str:
         "\nWhy it happens\n  " + r.why,
         "\nExample\n  " + entry.examples.match[0].line,
         "\nFix",
-        *_numbered(r.fix),
+        *_numbered(_with_jobs(r.fix, r.applies_to)),
     ]
     if r.references:
         out.append("\nReferences")
@@ -134,7 +141,7 @@ def explain_rule(rule_id: str) -> str | None:
             f"\nWhat it looks for\n  a line matching {rule.pattern.pattern}",
             "\nWhy\n  " + rule.why,
             "\nFix",
-            *_numbered(fix.fix if fix is not None else UNKNOWN_FIX.fix),
+            *_numbered(_with_jobs(fix.fix, fix.applies_to) if fix is not None else UNKNOWN_FIX.fix),
             f"\nDefined in patterns/fallback.yaml:{rule.line}",
         ]
         return "\n".join(out) + "\n"
@@ -153,7 +160,10 @@ def explain_rule(rule_id: str) -> str | None:
     ]
     if rule.examples.match:
         out.append("\nExample\n  " + rule.examples.match[0].line.replace("\n", "\n  ").rstrip())
-    steps = [*getattr(rule, "fix", ()), *(fix.fix if fix is not None else UNKNOWN_FIX.fix)]
+    steps = [
+        *getattr(rule, "fix", ()),
+        *(_with_jobs(fix.fix, fix.applies_to) if fix is not None else UNKNOWN_FIX.fix),
+    ]
     if fix is not None:
         out.append("\nWhat it is\n  " + fix.summary)
     out += ["\nFix", *_numbered(steps), f"\nDefined in patterns/fallback.yaml:{rule.line}"]

@@ -168,6 +168,15 @@ def collective_facts(example: WordingExample) -> dict[str, Any]:
     return {name: getattr(st, name) if st is not None else None for name in names}
 
 
+def worker_death_facts(example: WordingExample) -> dict[str, Any]:
+    """The dead worker that dead_worker reads in the example (its lines' bare messages; none: all None)."""
+    from logparse.observe.worker_deaths import dead_worker
+
+    death = dead_worker([r.message for r in _records(example.text, example.source == "block")])
+    names = ("pid", "node", "actor", "name", "rank", "local_rank", "exit_type")
+    return {name: getattr(death, name) if death is not None else None for name in names}
+
+
 def progress_facts(example: WordingExample) -> dict[str, Any]:
     """A line: what ProgressSyntax.parse makes of its bare message (step, step time, bar) and the values
     of its step line (parse_step_line); a key: the number parse_value reads in it."""
@@ -245,6 +254,7 @@ READERS: dict[str, SectionReader] = {
     "frame_kinds": SectionReader(frame_facts, ("path",)),
     "layouts": SectionReader(layout_facts, ("path", "name")),
     "collectives": SectionReader(collective_facts, ("line",)),
+    "worker_deaths": SectionReader(worker_death_facts, ("line", "block")),
     "step_lines": SectionReader(progress_facts, ("line", "key")),
     "progress_bars": SectionReader(progress_facts, ("line",)),
     # (a key is judged by what key_family and wanted_key say of it: whether a word applies as the

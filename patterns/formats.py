@@ -35,6 +35,7 @@ SECTIONS = {
     ),
     "layouts": SectionSpec(("regex", "literal", "literals")),
     "collectives": SectionSpec(("regex", "literals")),
+    "worker_deaths": SectionSpec(("regex",)),
 }
 
 

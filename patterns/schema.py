@@ -155,12 +155,21 @@ class Severity(str, Enum):
     INFO = "info"
 
 
+# The jobs a fix step can be written for (`applies_to`), told apart by decide/remedy from the environment
+# evidence: verl with a vLLM or SGLang rollout, verl itself, Megatron (verl's megatron strategy),
+# DeepSpeed, a plain torchrun script (no verl evidence), or any job.
+JOB_KINDS = ("verl-vllm", "verl-sglang", "verl", "megatron", "deepspeed", "torchrun", "any")
+
+
 @dataclass(frozen=True)
 class Remediation:
     summary: str
     why: str
     fix: tuple[str, ...]
     references: tuple[str, ...]
+    # per fix step, the jobs it applies to (JOB_KINDS; () = any job): a step written as
+    # `{step: ..., applies_to: [verl-vllm, verl-sglang]}` in YAML
+    applies_to: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,16 @@ MARKER_FIELDS = {
     "repeat_stage": False,
 }
 EXAMPLE_FIELDS = ("match", "no_match")
-TOP_FIELDS = ("task_stages", "markers", "frame_stages", "message_tasks", "actor_stages", "category_stages")
+TOP_FIELDS = (
+    "task_stages",
+    "markers",
+    "frame_stages",
+    "loop_roles",
+    "message_stages",
+    "message_tasks",
+    "actor_stages",
+    "category_stages",
+)
 
 
 TIMEOUT_FROM_CHARS = 2000  # messages longer than this are searched with a timeout
@@ -383,29 +392,62 @@ def builtin_stage_markers() -> StageMarkers:
 @dataclass(frozen=True)
 class FrameRule:
     """A traceback frame -> stage rule of stages.yaml `frame_stages` (one of function/code/file).
-    A `weak` rule is tried only when no other rule matches any frame."""
+    A `weak` rule is tried only when no other rule matches any frame; a `before_loop` rule only for a
+    failure before the training loop began; a `refine` rule names a generic loop frame (a backward, a
+    loss, an optimizer step) whose stage the frames' roles (`loop_roles`) make precise; a `defer` rule
+    a generic call (a barrier) whose stage is that of an outer frame's work, when one names it."""
 
     stage: str
     function: regex.Pattern | None = None
     code: regex.Pattern | None = None
     file: regex.Pattern | None = None
     weak: bool = False
+    before_loop: bool = False
+    refine: bool = False
+    defer: bool = False
+
+
+def _frame_rule(raw: Any, table: str, i: int, flags: tuple[str, ...]) -> FrameRule:
+    if not isinstance(raw, dict) or raw.get("stage") not in STAGES:
+        raise ValueError(f"patterns/stages.yaml: {table} #{i + 1}: needs a known 'stage'")
+    fields = {k: regex.compile(raw[k]) for k in ("function", "code", "file") if raw.get(k)}
+    if len(fields) != 1:
+        raise ValueError(f"patterns/stages.yaml: {table} #{i + 1}: exactly one of function, code, file")
+    unknown = set(raw) - {"stage", "function", "code", "file", *flags}
+    if unknown:
+        raise ValueError(f"patterns/stages.yaml: {table} #{i + 1}: unknown field(s) {sorted(unknown)}")
+    return FrameRule(raw["stage"], **fields, **{f: bool(raw.get(f, False)) for f in flags})
 
 
 @functools.lru_cache(maxsize=1)
 def frame_rules() -> tuple[FrameRule, ...]:
-    data = _builtin_data()
-    rules = []
-    for i, raw in enumerate(data.get("frame_stages") or ()):
-        if not isinstance(raw, dict) or raw.get("stage") not in STAGES:
-            raise ValueError(f"patterns/stages.yaml: frame_stages #{i + 1}: needs a known 'stage'")
-        fields = {k: regex.compile(raw[k]) for k in ("function", "code", "file") if raw.get(k)}
-        if len(fields) != 1:
+    rules = _builtin_data().get("frame_stages") or ()
+    return tuple(
+        _frame_rule(raw, "frame_stages", i, ("weak", "before_loop", "refine", "defer"))
+        for i, raw in enumerate(rules)
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def loop_roles() -> tuple[FrameRule, ...]:
+    """stages.yaml `loop_roles`: frames that say whose loop work a generic loop frame is part of
+    (an actor's update, a critic's, an evaluation)."""
+    rules = _builtin_data().get("loop_roles") or ()
+    return tuple(_frame_rule(raw, "loop_roles", i, ()) for i, raw in enumerate(rules))
+
+
+@functools.lru_cache(maxsize=1)
+def message_stages() -> tuple[tuple[regex.Pattern, str], ...]:
+    """stages.yaml `message_stages`: an error message that names where it is raised (vLLM's check of a
+    prompt against the maximum model length runs when a request is generated)."""
+    out = []
+    for i, raw in enumerate(_builtin_data().get("message_stages") or ()):
+        if not isinstance(raw, dict) or raw.get("stage") not in STAGES or not raw.get("pattern"):
             raise ValueError(
-                f"patterns/stages.yaml: frame_stages #{i + 1}: exactly one of function, code, file"
+                f"patterns/stages.yaml: message_stages #{i + 1}: needs 'pattern' and a known 'stage'"
             )
-        rules.append(FrameRule(raw["stage"], **fields, weak=bool(raw.get("weak", False))))
-    return tuple(rules)
+        out.append((regex.compile(raw["pattern"]), raw["stage"]))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=1)

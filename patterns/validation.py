@@ -16,7 +16,7 @@ from typing import Any
 import regex
 from rapidfuzz import process as fuzz_process
 
-from patterns.schema import Example, Examples, LazyPattern, LazyRe, Remediation
+from patterns.schema import JOB_KINDS, Example, Examples, LazyPattern, LazyRe, Remediation
 
 REMEDIATION_FIELDS = {"summary": True, "why": True, "fix": True, "references": False}
 EXAMPLE_FIELDS = {"match": True, "no_match": True, "todo_match": False}
@@ -340,14 +340,41 @@ class FieldBuilder:
                     f"remediation.{key} must be a non-empty string, got {_short(v)}",
                     line=lines.get(key),
                 )
-        fix = self.text_list("remediation", value.get("fix"))
+        fix, applies_to = self.fix_steps(value.get("fix"), lines.get("fix"))
         refs = self.text_list("remediation", value.get("references", []), required=False)
         return Remediation(
             summary.strip() if isinstance(summary, str) else "",
             why.strip() if isinstance(why, str) else "",
             fix,
             refs,
+            applies_to if any(applies_to) else (),
         )
+
+    def fix_steps(self, value: Any, line: int | None) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        """remediation.fix: strings (any job), or `{step: text, applies_to: [kind, ...]}` mappings."""
+        if not isinstance(value, list) or not value:
+            self.fail(
+                "remediation", f"'fix' must be a non-empty list of steps, got {_short(value)}", line=line
+            )
+            return (), ()
+        steps, kinds = [], []
+        for item in value:
+            if isinstance(item, dict) and set(item) <= {"step", "applies_to"} and "step" in item:
+                text, raw = item.get("step"), item.get("applies_to") or []
+            else:
+                text, raw = item, []
+            bad = [k for k in raw if k not in JOB_KINDS] if isinstance(raw, list) else [raw]
+            if not isinstance(text, str) or not text or bad:
+                self.fail(
+                    "remediation",
+                    f"a fix step is a string or {{step: text, applies_to: [...]}}, got {_short(item)}",
+                    f"applies_to names jobs among: {', '.join(JOB_KINDS)}",
+                    line=line,
+                )
+                continue
+            steps.append(text)
+            kinds.append(tuple(raw))
+        return tuple(steps), tuple(kinds)
 
     def _examples(self) -> Examples | None:
         value = self.raw.get("examples")

@@ -199,11 +199,13 @@ def test_stage_sources_of_the_samples_are_recorded() -> None:
             assert rc["stage_source"] in (
                 "ray-task",
                 "frames",
+                "message",
                 "entry",
                 "traceback",
                 "memory-monitor",
                 "collective",
                 "actor",
+                "progress",
                 "marker",
                 "category",
             ), path.name
@@ -221,7 +223,9 @@ def test_real_torchrun_failures_of_a_data_worker_and_of_a_launcher_flag() -> Non
     """Captured with torchrun (tests/fixtures/torchrun/README.md): no entry names either wording."""
     report, code = scan((FIXTURES / "torchrun" / "dataloader-worker-exit.log").read_text())
     rc = report["root_cause"]
-    assert code == 1 and (rc["category"], rc["rank"], rc["stage"]) == ("data-error", 1, "data-load")
+    # the worker died fetching step 5's batch, after four steps: inside the training loop, not while the
+    # data was loaded (issue 22, point 1)
+    assert code == 1 and (rc["category"], rc["rank"], rc["stage"]) == ("data-error", 1, "training")
     assert rc["basis"]["rule"] == "phrase-dataloader-worker"  # (not a Ray worker that died: ray-error)
     # the phrase's own advice comes before the data-error category's
     fix = rc["remediation"]["fix"]

@@ -147,8 +147,9 @@ def test_a_followed_log_shows_what_was_read_and_how_to_stop(tmp_path: Path) -> N
     log = tmp_path / "job.log"
     log.write_bytes((SAMPLES / "torchrun-healthy.log").read_bytes())
     live = Live(["scan", "--follow", str(log)])
-    # read to its end and waiting for more: the status says how far the log got, and how to stop
-    live.wait_for(r"stage training, step 20, 0 finding\(s\); Ctrl-C to stop")
+    # read to its end and waiting for more: the status says how far the log got (the sample ends with
+    # torchrun's completion, so the job is in shutdown after step 20), and how to stop
+    live.wait_for(r"stage shutdown, step 20, 0 finding\(s\); Ctrl-C to stop")
     with log.open("a") as f:
         f.write("[rank0]: step:21 - loss:0.5\n")
     live.wait_for(r"step 21, 0 finding\(s\); Ctrl-C to stop")

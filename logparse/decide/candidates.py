@@ -22,7 +22,7 @@ from logparse.observe.evidence import (
 )
 from logparse.observe.hits import FindingCollector, FindingGroup, Hit
 from logparse.observe.progress import StageTracker
-from logparse.observe.tracebacks import TB_START, Traceback
+from logparse.observe.tracebacks import FRAME_RE, TB_START, Traceback
 from logparse.read.normalize import Record
 from patterns import Catalog, Role
 from patterns.inference import InferenceRules
@@ -302,13 +302,42 @@ def live_bare_lines(
     not go on (no later step line, progress bar, completion marker, or a stage it had not reached)
     and that did not come after the run completed."""
     cut = [
-        BareLine(tb.all_records()[-1], "cut-traceback", None, "", None, tb.context, traceback=tb)
+        BareLine(cut_line(tb), "cut-traceback", None, "", None, tb.context, traceback=tb)
         for tb in tracebacks
         if tb.final is None and tb.frames and tb.start.message.strip().endswith(TB_START)
     ]
     # (after a completion marker, error lines are the teardown's: the run itself succeeded)
-    return [
+    live = [
         b
         for b in kept + cut
         if not stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED) and not stages.completed_before(b.seq)
     ]
+    return repeated_to_the_end(kept, live, stages) + live
+
+
+def repeated_to_the_end(kept: list[BareLine], live: list[BareLine], stages: StageTracker) -> list[BareLine]:
+    """Failure phrases on progress lines that repeat to the end of the run (`loss = nan` on every step
+    from one step on): the first of such a run of lines, and the lines after it, are failures too,
+    although each step line after them shows the job went on. A phrase line belongs to the run when
+    the only progress between it and the next phrase line of its source is that next line itself."""
+    failing = {id(b) for b in live}  # grows backwards along each run
+    following: dict[str, BareLine] = {}
+    out: list[BareLine] = []
+    for b in sorted((b for b in kept if b.kind == "phrase"), key=lambda b: b.seq, reverse=True):
+        source = b.record.line.source
+        nxt = following.get(source)
+        following[source] = b
+        if id(b) in failing or nxt is None or id(nxt) not in failing:
+            continue
+        if not stages.went_on_between(b.seq, nxt.seq, ignore=WENT_ON_IGNORED):
+            failing.add(id(b))
+            out.append(b)
+    return out[::-1]
+
+
+def cut_line(tb: Traceback) -> Record:
+    """The line that stands for a traceback cut before its exception: its last line (the source line
+    the innermost frame ran), or its header when that is a `File "...", line N, in f` frame, which
+    names where, never what failed."""
+    last = tb.all_records()[-1]
+    return tb.start if FRAME_RE.match(last.message) else last

@@ -59,7 +59,10 @@ def choose(
         for b in bare_lines
         if b.kind == "phrase"
     ]
-    cands += phrased
+    for c in phrased:
+        classify_choice(c, catalog)
+    reported = _reported_earlier(phrased, groups, rules.chronology_tolerance_s)
+    cands += [c for c in phrased if id(c) not in reported]
     bare_lines = [b for b in bare_lines if b.kind != "phrase"]
     live = [c for c in cands if c.survived_to is None]
     for c in live:
@@ -121,6 +124,25 @@ def choose(
     return None, survivors
 
 
+def _reported_earlier(phrased: list[Choice], groups: list[FindingGroup], tol: float) -> set[int]:
+    """The phrase lines (ids) whose failure a wrapper of the same category reported clearly before them:
+    what follows a Ray worker's death report in its daemons' logs (a node or owner marked dead, workers
+    killed at teardown) reads as the same failure, told later and with less structure."""
+    firsts: dict[str, Choice] = {}
+    for g in groups:
+        if g.entry.role != Role.WRAPPER:
+            continue
+        w = Choice("wrapper", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
+        if w.category != "unknown" and (w.category not in firsts or w.seq < firsts[w.category].seq):
+            firsts[w.category] = w
+    out = set()
+    for c in phrased:
+        w = firsts.get(c.category)
+        if w is not None and chrono_cmp(w, c, tol) < 0:
+            out.add(id(c))
+    return out
+
+
 BASIS_CONFIDENCE = {
     "phrase": 0.0,
     "type": 0.0,
@@ -132,7 +154,10 @@ BASIS_CONFIDENCE = {
 }
 
 
-def confidence_for(choice: Choice, choices: list[Choice]) -> float:
+def confidence_for(choice: Choice, choices: list[Choice], dead_worker_known: bool = False) -> float:
+    """How sure the verdict is. `dead_worker_known`: the choice reports a Ray worker death whose worker
+    the job's reports identify (pid and node): that a worker died is then certain, only its cause is not
+    (a wrapper's usual 0.35 becomes 0.5)."""
     rules = inference_rules()
     explained = sum(1 for c in choices if c.explained_by is choice)
     rivals = sum(
@@ -154,6 +179,8 @@ def confidence_for(choice: Choice, choices: list[Choice]) -> float:
         base = 0.35
     elif choice.kind == "wrapper":
         base = 0.35 if choice.category != "unknown" else 0.25
+        if dead_worker_known and choice.category != "unknown":
+            base = 0.5
     else:
         base = 0.2
     if choice.classification is not None:

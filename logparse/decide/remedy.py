@@ -9,6 +9,7 @@ from logparse.model import CitedValue, Fix
 from patterns import Entry
 from patterns.fallback import fallback_rules
 from patterns.inference import inference_rules
+from patterns.schema import Remediation
 
 MAX_CITED = 8  # settings quoted at most
 
@@ -28,12 +29,48 @@ UNKNOWN_FIX = Fix(
 )
 
 
-def fix_of(entry: Entry, cited: tuple[CitedValue, ...] = ()) -> Fix:
+def fix_of(entry: Entry, cited: tuple[CitedValue, ...] = (), kinds: frozenset[str] | None = None) -> Fix:
     r = entry.remediation
-    return Fix(r.summary, r.why, r.fix, r.references, cited)
+    return Fix(r.summary, r.why, steps_for(r, kinds), r.references, cited)
 
 
-def fix_for_category(choice: Choice) -> Fix:
+def job_kinds(environment: dict) -> frozenset[str] | None:
+    """Which job the log shows, as the fix steps' `applies_to` names them (patterns/schema.py JOB_KINDS):
+    verl (its era markers or its config), with its rollout engine (verl-vllm, verl-sglang; both when
+    the log does not tell) and its Megatron strategy; else a plain torchrun script when the log shows
+    torch (its version, launcher or NCCL). None when the log shows neither (every step is kept)."""
+    verl = any(k in ("verl", "verl_era") or k.startswith("config.actor_rollout_ref.") for k in environment)
+    if verl:
+        kinds = {"any", "verl"}
+        engine = environment.get("rollout_engine")
+        # a verl job rolls out with vLLM or SGLang: when the log does not say which, both steps stay
+        kinds |= {f"verl-{engine}"} if engine in ("vllm", "sglang") else {"verl-vllm", "verl-sglang"}
+        if "megatron" in (
+            environment.get("config.actor_rollout_ref.actor.strategy"),
+            environment.get("config.critic.strategy"),
+        ):
+            kinds.add("megatron")
+        return frozenset(kinds)
+    if "torch" in environment or "nccl" in environment:
+        return frozenset({"any", "torchrun"})
+    return None
+
+
+def steps_for(r: Remediation, kinds: frozenset[str] | None) -> tuple[str, ...]:
+    """The fix steps that apply to the job (`kinds`; None: not known, all of them), in their order."""
+    if kinds is None or not r.applies_to:
+        return r.fix
+    return (
+        tuple(
+            step
+            for step, applies in zip(r.fix, r.applies_to, strict=True)
+            if not applies or kinds & set(applies)
+        )
+        or r.fix
+    )
+
+
+def fix_for_category(choice: Choice, kinds: frozenset[str] | None = None) -> Fix:
     """The remediation of a failure no entry names: its category's (patterns/fallback.yaml), else
     the generic one; a nearest entry is named for its own fix."""
     rules = fallback_rules()
@@ -44,7 +81,7 @@ def fix_for_category(choice: Choice) -> Fix:
     # a phrase that says more than its category (a DataLoader worker's exit) gives its own steps first
     steps = [
         *(rules.phrase_fix(c.rule) if c is not None and c.basis in ("phrase", "weak-phrase") else ()),
-        *r.fix,
+        *steps_for(r, kinds),
     ]
     if c is not None and c.basis == "nearest":
         steps.append(
@@ -59,8 +96,8 @@ def remedy(choice: Choice, environment: dict) -> Fix:
     category (or no entry named it), with the job's own settings for that category quoted."""
     cited = cite_job_values(choice.category, environment)
     if choice.hit is not None and choice.classification is None:
-        return fix_of(choice.hit.entry, cited)
-    fix = fix_for_category(choice)
+        return fix_of(choice.hit.entry, cited, job_kinds(environment))
+    fix = fix_for_category(choice, job_kinds(environment))
     return Fix(fix.summary, fix.why, fix.fix, fix.references, cited)
 
 

@@ -9,16 +9,22 @@ names, frame rules, the tasks named in messages, actor and category stages).
 In order of trust:
 
 1. ray-task: the Ray task of the failure's own traceback (`ray::WorkerDict.actor_rollout_update_actor()`);
-2. frames: the frames of its own traceback (frame_stages);
-3. entry: the catalog entry's stage hint;
-4. traceback: the task or frames of the first traceback reported after it (the wrapper that carried it);
-5. memory-monitor: a Ray task named in its message (Ray's memory monitor names the task it killed);
-6. collective (early): a collective that timed out among the first of its group, before any
+2. frames: the frames of its own traceback (frame_stages; a backward, a loss or an optimizer step is
+   the update of the role its frames show, else `training`; an init frame such as a dataset's
+   `__getitem__` counts only before the training loop began);
+3. message: its message says where such an error is raised (message_stages: vLLM's check of a prompt
+   against the maximum model length runs at generation time);
+4. entry: the catalog entry's stage hint (an init stage only before the training loop began);
+5. traceback: the task or frames of the first traceback reported after it (the wrapper that carried it);
+6. memory-monitor: a Ray task named in its message (Ray's memory monitor names the task it killed);
+7. collective (early): a collective that timed out among the first of its group, before any
    training step, was part of the group's set-up: distributed-init;
-7. actor: the Ray actor that printed it, when all that actor does is one stage (actor_stages);
-8. marker: the last stage marker before it (logparse.observe.progress);
-9. collective (late): a collective thousands of calls into its group ran in the training loop;
-10. category: before the training loop began, the init stage its category implies (category_stages).
+8. actor: the Ray actor that printed it, when all that actor does is one stage (actor_stages);
+9. progress: once the training loop had begun in its attempt (a step line, a progress bar, an
+   `iteration N/M`, an `Epoch N` summary, a Trainer log dict: logparse.observe.progress), the loop stage
+   the last marker shows, else `training`;
+10. marker: before the loop, the last stage marker before it;
+11. category: before the training loop began, the init stage its category implies (category_stages).
 """
 
 from __future__ import annotations
@@ -41,12 +47,19 @@ from patterns.stages import (
     actor_stages,
     category_stages,
     frame_rules,
+    loop_roles,
+    message_stages,
     message_task_patterns,
     task_stages,
 )
+from patterns.vocabulary import STAGES
 
 MAX_STAGE_MESSAGE_LINES = 20  # continuation lines of an error searched for task names (Ray's OOM table)
 _WORD = regex.compile(r"\w+")
+TRAINING = "training"
+# the training loop's stages (TAXONOMY: `training` through `checkpoint`), and the run's end
+LOOP_STAGES = frozenset(STAGES[STAGES.index(TRAINING) : STAGES.index("shutdown")])
+AFTER_INIT = LOOP_STAGES | {"shutdown"}
 
 
 class StageSource(str, Enum):
@@ -54,11 +67,13 @@ class StageSource(str, Enum):
 
     RAY_TASK = "ray-task"
     FRAMES = "frames"
+    MESSAGE = "message"
     ENTRY = "entry"
     TRACEBACK = "traceback"
     MEMORY_MONITOR = "memory-monitor"
     COLLECTIVE = "collective"
     ACTOR = "actor"
+    PROGRESS = "progress"
     MARKER = "marker"
     CATEGORY = "category"
 
@@ -90,21 +105,42 @@ def from_ray_task(ev: StageEvidence) -> str | None:
     return stage_of_task(tb.task) if tb is not None and not tb.torchrun_failures else None
 
 
+def _in_loop(ev: StageEvidence) -> bool:
+    return ev.progress.loop_began_before(ev.seq)
+
+
 def from_frames(ev: StageEvidence) -> str | None:
     frames = _own_frames(ev.traceback)
-    return stage_of_frames(frames) if frames is not None else None
+    return stage_of_frames(frames, _in_loop(ev)) if frames is not None else None
+
+
+def from_message(ev: StageEvidence) -> str | None:
+    for text in ev.messages[:1]:
+        for pattern, stage in message_stages():
+            try:
+                if pattern.search(text[: MAX_FRAME_FIELD * 4], timeout=REGEX_TIMEOUT_S):
+                    return stage
+            except TimeoutError:
+                continue
+    return None
 
 
 def from_entry(ev: StageEvidence) -> str | None:
-    return ev.entry.stage if ev.entry is not None and ev.entry.stage else None
+    stage = ev.entry.stage if ev.entry is not None and ev.entry.stage else None
+    if stage is not None and stage not in AFTER_INIT and _in_loop(ev):
+        return None  # where such an error usually happens; the progress says where this one did
+    return stage
 
 
 def from_later_traceback(ev: StageEvidence) -> str | None:
     """The first traceback reported after the failure carried it: its task or frames tell where."""
+    in_loop = None
     for other in ev.tracebacks:
         if other.start.seq >= ev.seq and not other.torchrun_failures:
+            if in_loop is None:
+                in_loop = _in_loop(ev)
             stage = stage_of_task(other.task) or stage_of_frames(
-                [(f.file, f.function, f.code) for f in other.frames]
+                [(f.file, f.function, f.code) for f in other.frames], in_loop
             )
             if stage:
                 return stage
@@ -138,6 +174,15 @@ def from_actor(ev: StageEvidence) -> str | None:
     return None
 
 
+def from_progress(ev: StageEvidence) -> str | None:
+    """Inside the training loop (its attempt showed a step, a bar or a loop marker before the
+    failure): the loop stage the last marker shows, else `training`."""
+    if not _in_loop(ev):
+        return None
+    stage = ev.progress.stage_at(ev.seq)
+    return stage if stage in AFTER_INIT else TRAINING
+
+
 def from_marker(ev: StageEvidence) -> str | None:
     return ev.progress.stage_at(ev.seq)
 
@@ -149,7 +194,7 @@ def from_late_collective(ev: StageEvidence) -> str | None:
 
 
 def from_category(ev: StageEvidence) -> str | None:
-    if not ev.progress.training_started_before(ev.seq):
+    if not _in_loop(ev):
         return category_stages().get(ev.category)
     return None
 
@@ -158,11 +203,13 @@ def from_category(ev: StageEvidence) -> str | None:
 STAGE_CHAIN: tuple[tuple[StageSource, Callable[[StageEvidence], str | None]], ...] = (
     (StageSource.RAY_TASK, from_ray_task),
     (StageSource.FRAMES, from_frames),
+    (StageSource.MESSAGE, from_message),
     (StageSource.ENTRY, from_entry),
     (StageSource.TRACEBACK, from_later_traceback),
     (StageSource.MEMORY_MONITOR, from_memory_monitor),
     (StageSource.COLLECTIVE, from_early_collective),
     (StageSource.ACTOR, from_actor),
+    (StageSource.PROGRESS, from_progress),
     (StageSource.MARKER, from_marker),
     (StageSource.COLLECTIVE, from_late_collective),
     (StageSource.CATEGORY, from_category),
@@ -198,6 +245,23 @@ def step_failed_in(progress: StageTracker, seq: int) -> int | None:
     return p.last_step + 1
 
 
+def task_called_after(tracebacks: Sequence[Traceback], seq: int) -> str | None:
+    """The Ray task or actor method the caller was waiting on when the failure at `seq` reached it:
+    the first traceback reported after it names it in its header (`ray::WorkerDict.update_actor()`) or
+    in a frame's call (`ray.get([w.actor_rollout_generate_sequences.remote(step) ...])`). None: none."""
+    for tb in tracebacks:
+        if tb.start.seq < seq or tb.torchrun_failures:
+            continue
+        if stage_of_task(tb.task):
+            return tb.task.rsplit(".", 1)[-1]
+        for frame in reversed(tb.frames):
+            for word in _WORD.findall((frame.code or "")[:MAX_FRAME_FIELD]):
+                if _task_word_stage(word):
+                    return word
+        return None
+    return None
+
+
 def messages_of(message: str, after: Sequence) -> tuple[str, ...]:
     """An error line's message and its continuation lines' (as many as the task search reads)."""
     return (message, *(r.message for r in list(after)[:MAX_STAGE_MESSAGE_LINES]))
@@ -230,55 +294,94 @@ def stage_of_message(messages: Sequence[str]) -> str | None:
     return None
 
 
-def stage_of_frames(frames: list[tuple[str, str, str | None]]) -> str | None:
+def stage_of_frames(frames: list[tuple[str, str, str | None]], in_loop: bool = False) -> str | None:
     """frames: (file, function, code) from outermost to innermost. The innermost frame that a
-    function/code rule or a Ray task method name matches wins; else the innermost a file rule matches."""
-    rules = frame_rules()
+    function/code rule or a Ray task method name matches wins; else the innermost a file rule matches.
+    `in_loop`: the training loop had begun, so rules that hold only before it (`before_loop`) are not
+    tried. A `refine` rule's stage is made precise by the frames' roles (loop_roles)."""
+    rules = [r for r in frame_rules() if not (in_loop and r.before_loop)]
     cap = MAX_FRAME_FIELD  # a cut or garbled line can make a frame's function a megabyte long
     frames = [
         (file[:cap], (function or "")[:cap], code[:cap] if code else code) for file, function, code in frames
     ]
+    deferred = None
     for _file, function, code in reversed(frames):
-        stage = _strong_frame_stage(function, code, rules)
-        if stage:
-            return stage
+        stage, rule = _strong_frame_stage(function, code, rules)
+        if stage and rule is not None and rule.defer:
+            deferred = deferred or stage  # an outer frame's work, if one names it, else this
+        elif stage:
+            return _refined(stage, rule, frames)
+    if deferred:
+        return deferred
     for weak in (False, True):
         for file, function, code in reversed(frames):
-            stage = _file_frame_stage(file, function, code, rules, weak)
-            if stage:
-                return stage
+            rule = _file_frame_rule(file, function, code, rules, weak)
+            if rule is not None:
+                return _refined(rule.stage, rule, frames)
     return None
 
 
-def _strong_frame_stage(function: str, code: str | None, rules: Sequence[FrameRule]) -> str | None:
+def _refined(stage: str, rule: FrameRule | None, frames: list[tuple[str, str, str | None]]) -> str:
+    """A generic loop frame's stage (`refine`): the role the frames show (innermost first), else its own."""
+    if rule is None or not rule.refine:
+        return stage
+    for file, function, _code in reversed(frames):
+        for role in loop_roles():
+            if (role.function is not None and role.function.search(function)) or (
+                role.file is not None and role.file.search(file)
+            ):
+                return role.stage
+    return stage
+
+
+def _task_word_stage(word: str) -> str | None:
+    """The stage of a Ray task method named in a frame's source line: exactly
+    (`self.actor_rollout_wg.compute_log_prob(batch)`) or with its role prefix
+    (`w.actor_rollout_generate_sequences.remote(step)`)."""
+    tasks = task_stages()
+    if word in tasks:
+        return tasks[word] if len(word) > 6 else None
+    if "_" in word:
+        best = None
+        for name, stage in tasks.items():
+            if len(name) > 6 and word.endswith("_" + name) and (best is None or len(name) > len(best[0])):
+                best = (name, stage)
+        return best[1] if best else None
+    return None
+
+
+def _strong_frame_stage(
+    function: str, code: str | None, rules: Sequence[FrameRule]
+) -> tuple[str | None, FrameRule | None]:
     tasks = task_stages()
     if function in tasks:
-        return tasks[function]
+        return tasks[function], None
     if code:
         # `self.actor_rollout_wg.compute_log_prob(batch)` inside fit(): the call names the sub-stage
         for word in _WORD.findall(code):
-            if word in tasks and len(word) > 6:
-                return tasks[word]
+            stage = _task_word_stage(word)
+            if stage:
+                return stage, None
     for rule in rules:
         if rule.weak:
             continue
         if rule.function is not None and rule.function.search(function):
-            return rule.stage
+            return rule.stage, rule
         if rule.code is not None and code and rule.code.search(code):
-            return rule.stage
-    return None
+            return rule.stage, rule
+    return None, None
 
 
-def _file_frame_stage(
+def _file_frame_rule(
     file: str, function: str, code: str | None, rules: Sequence[FrameRule], weak: bool
-) -> str | None:
+) -> FrameRule | None:
     for rule in rules:
         if rule.weak != weak:
             continue
         if rule.file is not None and rule.file.search(file):
-            return rule.stage
+            return rule
         if weak and rule.function is not None and rule.function.search(function):
-            return rule.stage
+            return rule
         if weak and rule.code is not None and code and rule.code.search(code):
-            return rule.stage
+            return rule
     return None

@@ -19,7 +19,14 @@ from logparse.decide.choose import choose, confidence_for, describe, explanation
 from logparse.decide.classify import nearest_entries
 from logparse.decide.locate import locate
 from logparse.decide.remedy import remedy
-from logparse.decide.stage import StageEvidence, messages_of, stage_of, stage_reached, step_failed_in
+from logparse.decide.stage import (
+    StageEvidence,
+    messages_of,
+    stage_of,
+    stage_reached,
+    step_failed_in,
+    task_called_after,
+)
 from logparse.model import (
     AttemptVerdict,
     Basis,
@@ -37,6 +44,7 @@ from logparse.observe.evidence import FailureEvidence
 from logparse.observe.hits import FindingCollector, FindingGroup, merge_similar
 from logparse.observe.progress import StageTracker
 from logparse.observe.tracebacks import HEAD_FRAMES, Traceback, frame_kind
+from logparse.observe.worker_deaths import DeadWorker, death_reports
 from logparse.read.normalize import Record
 from patterns import Catalog, Entry, Role
 
@@ -223,6 +231,8 @@ def root_cause_of(
     )
     failure = failure_of(choice)
     rec, tb = failure.record, failure.traceback
+    messages = messages_of(rec.message, failure.after)
+    deaths = death_reports(g.first for g in groups)
     place = locate(
         rec,
         tb if choice.bare is None else None,
@@ -231,6 +241,9 @@ def root_cause_of(
         obs.tracebacks,
         obs.collector.groups.values(),
         obs.collective,
+        choice.hit.groups if choice.hit is not None else None,
+        messages,
+        deaths,
     )
     stage, source = stage_of(
         StageEvidence(
@@ -238,13 +251,15 @@ def root_cause_of(
             choice.category,
             failure.entry,
             tb,
-            messages_of(rec.message, failure.after),
+            messages,
             place.actor,
             obs.tracebacks,
             obs.collective,
             obs.progress,
         )
     )
+    death = deaths.get(place.pid) if place.pid is not None else None
+    dead = () if death is None else (death_sentence(death, task_called_after(obs.tracebacks, rec.seq)),)
     return RootCause(
         id=failure.id,
         category=choice.category,
@@ -260,11 +275,11 @@ def root_cause_of(
         stage=stage,
         stage_source=source.value if source else None,
         step=step_failed_in(obs.progress, rec.seq),
-        confidence=confidence_for(choice, choices),
+        confidence=confidence_for(choice, choices, dead_worker_known=bool(dead) and death.node is not None),
         remediation=remedy(choice, obs.environment),
         error_line=evidence_of(rec),
         traceback=traceback_view(tb),
-        explanation=tuple(explanation(choice, choices, echoes)) + extra_explanation,
+        explanation=tuple(explanation(choice, choices, echoes)) + dead + extra_explanation,
         candidates=tuple(
             Candidate(other.entry_id, other.category, why_lost(choice, other), evidence_of(other.record))
             for other in choices[1:MAX_CHARTED_EXPLANATION]
@@ -272,6 +287,29 @@ def root_cause_of(
         similar=similar_entries(catalog, failure.similar),
         basis=basis_of(choice),
     )
+
+
+# what Ray's exit types say of a worker's death (reference §4.3, §4.4)
+EXIT_TYPE_SAYS = {
+    "SYSTEM_ERROR": (
+        "Ray saw the process vanish without a Python error and names no cause of its own: a SIGKILL from "
+        "the kernel OOM killer (host memory) is the most common, `ray stop --force` or a crash in native "
+        "code (SIGSEGV) the others; check the node's kernel log (`dmesg -T | grep -i oom`)."
+    ),
+    "NODE_OUT_OF_MEMORY": "Ray's memory monitor killed it: the node ran low on host memory.",
+    "USER_ERROR": "Its own code raised: its traceback is the cause.",
+}
+
+
+def death_sentence(death: DeadWorker, task: str | None) -> str:
+    """One sentence of who died, where, in which task, and what Ray's exit type says of why."""
+    who = death.actor or "a Ray worker"
+    named = f" ({death.name}{f', rank {death.rank}' if death.rank is not None else ''})" if death.name else ""
+    where = f" on node {death.node}" if death.node else ""
+    during = f" while running {task}" if task else ""
+    exit_type = f", exit type {death.exit_type}" if death.exit_type else ""
+    says = EXIT_TYPE_SAYS.get(death.exit_type or "", "")
+    return f"The worker that died: {who} pid {death.pid}{named}{where}{during}{exit_type}. {says}".rstrip()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import regex
 
 from logparse.observe.evidence import MAX_MESSAGE_LINES, FailureEvidence, context_messages, origin_frames
-from logparse.observe.tracebacks import FRAME_RE, TB_START
+from logparse.observe.tracebacks import FRAME_MARKER, FRAME_RE, TB_START
 from logparse.read.lookback import CONTEXT_LINES, starts_record
 from logparse.read.normalize import Record
 from logparse.read.prefilter import trie_regex
@@ -74,6 +74,8 @@ class BareLineDetector:
         text = msg[:2000]
         if self._benign is not None and _any((self._benign,), text):
             return None
+        if FRAME_MARKER in text and FRAME_RE.match(rec.message):
+            return None  # a traceback's `File "...", line N, in f` names where, never what failed
         m = _match(bare.exception, text)
         if (
             self._phrase_words is not None

@@ -265,12 +265,7 @@ class StageTracker:
         if hit is not None:
             self._on_marker(seq, source, number, time, repeat, hit)
         if line.step is not None:
-            self._steps.append(seq, (line.step,), (line.seconds,))
-            if self.last_step is None or line.step >= self.last_step[1]:
-                self.last_step = (seq, line.step)
-            if self._steps.trim(self.config.max_marks):
-                self._dropped.add("step")
-            self._progress_since_start = True
+            self._mark_step(seq, line.step, line.seconds)
             if not self._completed and repeat == 1:
                 self._record_stage(source, number, seq, time, STEP_STAGE)
         if line.bar is not None:
@@ -281,6 +276,16 @@ class StageTracker:
             if self._bars.trim(self.config.max_marks):
                 self._dropped.add("progress-bar")
             self._progress_since_start = True
+
+    def _mark_step(self, seq: int, step: int, seconds: float | None) -> None:
+        """A step the loop reached: verl's step line, or a marker that reads one (`step` group: a
+        Megatron `iteration N/M` line, DeepSpeed's `step=N, skipped=...`)."""
+        self._steps.append(seq, (step,), (seconds,))
+        if self.last_step is None or step >= self.last_step[1]:
+            self.last_step = (seq, step)
+        if self._steps.trim(self.config.max_marks):
+            self._dropped.add("step")
+        self._progress_since_start = True
 
     @property
     def checkpoint_pending(self) -> bool:
@@ -409,6 +414,8 @@ class StageTracker:
         if marker.repeat_stage is not None and marker.id in self._seen_in_attempt:
             stage = marker.repeat_stage
         self._seen_in_attempt.add(marker.id)
+        if groups.get("step"):
+            self._mark_step(seq, int(groups["step"]), None)
         if stage == CHECKPOINT_STAGE and groups.get("checkpoint_step"):
             self._checkpoint_step = int(groups["checkpoint_step"])
         self._record_stage(source, number, seq, time, stage)
@@ -501,6 +508,17 @@ class StageTracker:
             return True
         return any(span.first[2] > seq and stage not in ignore for stage, span in self._spans.items())
 
+    def went_on_between(self, seq: int, until: int, ignore: frozenset[str] = frozenset()) -> bool:
+        """went_on_after, counting only what came between record `seq` and record `until` (both left
+        out): did the job show progress before `until` came?"""
+        for marks in (self._steps, self._bars):
+            i = bisect_right(marks.seqs, seq)
+            if i < len(marks.seqs) and marks.seqs[i] < until:
+                return True
+        if any(seq < c < until for c in self._completions):
+            return True
+        return any(seq < span.first[2] < until and stage not in ignore for stage, span in self._spans.items())
+
     def completed_before(self, seq: int) -> bool:
         """Was a completion marker seen before record `seq` (in the same attempt)?"""
         starts = [a.seq for a in self._attempt_starts if a.seq <= seq]
@@ -514,6 +532,24 @@ class StageTracker:
                 return True
         span = self._spans.get(STEP_STAGE)
         return span is not None and span.first[2] < seq
+
+    def loop_began_before(self, seq: int) -> bool:
+        """Had the training loop begun before record `seq` in the attempt that holds it (a step, a
+        progress bar or a training-loop marker after that attempt's start)? What a stage source asks:
+        an earlier attempt's steps say nothing of where a restart failed."""
+        starts = [a.seq for a in self._attempt_starts if a.seq <= seq]
+        begin = starts[-1] if starts else -1
+        for marks in (self._steps, self._bars):
+            j = bisect_left(marks.seqs, begin)
+            if j < len(marks.seqs) and marks.seqs[j] < seq:
+                return True
+        k = bisect_left(self._transition_seqs, begin)
+        for at, stage in zip(self._transition_seqs[k:], self._transition_stages[k:], strict=True):
+            if at >= seq:
+                return False
+            if stage == STEP_STAGE:
+                return True
+        return False
 
     def stage_at(self, seq: int) -> str | None:
         """The last stage seen at or before record `seq` (None: none yet, or older than what is kept)."""
@@ -577,6 +613,10 @@ class StageTracker:
             last_step = self._bars.ints[0][bars[-1]]
         totals = window(self._totals) or [t for t in self._totals if t[0] <= end]
         total_steps = totals[-1][1] if totals else (self._bars.ints[1][bars[-1]] if bars else None)
+        if total_steps is not None and last_step is not None and last_step > total_steps:
+            # a total the run went past (`step 948 of 435`: a resumed run's longer schedule, a bar of
+            # another loop) is no total of this run: unknown
+            total_steps = None
         times = self._steps.last_float(0, steps, self.config.step_time_window)
         seconds = median(times) if times else None
         if seconds is None:

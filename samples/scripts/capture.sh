@@ -103,6 +103,12 @@ s.bind(('0.0.0.0', 29604)); s.listen(); time.sleep(60)" &
         "$TORCHRUN" --nproc_per_node 4 --master_port 29609 toy_train.py --case loader-worker-exit --fail-step 4
     run_case "$FIX_T/bad-master-port.log" 60 \
         "$TORCHRUN" --nproc_per_node 2 --master_port 295001 toy_train.py --case healthy
+    # fixtures: a 2-rank gloo timeout (rank 1 stalls, only rank 0 reports it); a monitored_barrier
+    # that rank 2 never reaches (rank 0 names it)
+    run_case "$FIX_T/gloo-timeout-two-ranks.log" 90 \
+        "$TORCHRUN" --nproc_per_node 2 --master_port 29711 toy_train.py --case hang --fail-step 3 --timeout 10 --hang-s 30
+    run_case "$FIX_T/monitored-barrier.log" 90 \
+        "$TORCHRUN" --nproc_per_node 3 --master_port 29712 toy_train.py --case monitored-barrier --fail-step 3 --timeout 5 --hang-s 25
 
     # wordings taken from the runs above
     grep -h -m1 'EADDRINUSE' "$SAMPLES/torchrun-port-in-use.log" > "$WORD/torchrun-eaddrinuse.txt"

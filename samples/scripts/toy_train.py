@@ -8,7 +8,10 @@ Cases (--case):
   nan-guard     rank 2's batch carries NaNs at step 5; the user-code loss guard raises
                 RuntimeError while the other ranks wait in DDP's backward all_reduce
   sigkill       rank 1 SIGKILLs itself at step 4 (what the host OOM killer does)
-  hang          rank 3 stalls before step 3's collectives; the others hit the gloo timeout
+  hang          the last rank (--hang-rank, default world_size - 1) stalls before step --fail-step's
+                collectives; the others hit the gloo timeout
+  monitored-barrier  the last rank stalls before step --fail-step; every rank then calls
+                dist.monitored_barrier (gloo), so rank 0 names the rank that never arrived
   interleaved   ranks 1, 2 and 3 meet at a barrier, then all raise at the same moment
                 from a few frames deep (rank 0 waits in an all_reduce)
   record        rank 1 fails to open its next data shard (FileNotFoundError) at --fail-step;
@@ -211,8 +214,12 @@ def run(args):
         if args.case == "sigkill" and rank == 1 and step == args.fail_step:
             # what the kernel OOM killer does to a process: no Python exception, no output
             os.kill(os.getpid(), signal.SIGKILL)
-        if args.case == "hang" and rank == 3 and step == args.fail_step:
+        hang_rank = world - 1 if args.hang_rank is None else args.hang_rank
+        if args.case in ("hang", "monitored-barrier") and rank == hang_rank and step == args.fail_step:
             time.sleep(args.hang_s)  # a stalled data loader on this rank
+        if args.case == "monitored-barrier" and step == args.fail_step:
+            # rank 0 waits for every other rank and names the first that does not arrive
+            dist.monitored_barrier(timeout=timedelta(seconds=args.timeout))
         if args.case == "record" and rank == 1 and step == args.fail_step:
             load_next_shard(args.data_dir, rank)  # this rank's next shard is missing
 
@@ -244,12 +251,14 @@ def parse():
             "record",
             "missing-key",
             "loader-worker-exit",
+            "monitored-barrier",
         ],
     )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--fail-step", type=int, default=5)
     p.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
     p.add_argument("--hang-s", type=float, default=60.0)
+    p.add_argument("--hang-rank", type=int, default=None, help="the rank that stalls (default: the last)")
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--no-destroy", action="store_true")

@@ -71,6 +71,22 @@ def test_every_problem_reported_with_line_and_help(tmp_path: Path) -> None:
     assert all(p.line > 0 for p in problems)
 
 
+def test_a_fix_step_names_the_jobs_it_applies_to(tmp_path: Path) -> None:
+    steps = (
+        "fix:\n      - 'Fix the data.'\n      - step: 'Shrink the verl batch.'\n        applies_to: [verl]\n"
+    )
+    cat = load_catalog([str(write(tmp_path, GOOD.replace("fix: ['Fix the data.']\n", steps)))])
+    r = next(e for e in cat.entries if e.id == "my-failure").remediation
+    assert r.fix == ("Fix the data.", "Shrink the verl batch.") and r.applies_to == ((), ("verl",))
+
+
+def test_a_fix_step_for_an_unknown_job_is_refused_with_the_known_ones(tmp_path: Path) -> None:
+    steps = "fix:\n      - step: 'Shrink it.'\n        applies_to: [verl-vlm]\n"
+    with pytest.raises(CatalogError) as err:
+        load_catalog([str(write(tmp_path, GOOD.replace("fix: ['Fix the data.']\n", steps)))])
+    assert "applies_to names jobs among: verl-vllm" in str(err.value)
+
+
 def test_duplicate_id_within_one_source_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD + GOOD[0:0] + GOOD)
     with pytest.raises(CatalogError, match="duplicate id 'my-failure'"):

@@ -38,7 +38,12 @@ def test_builtin_markers_load_with_known_stages_and_unique_ids() -> None:
     assert len(ids) == len(set(ids)) > 50
     assert all(m.stage in STAGES for m in MARKERS.markers)
     assert all(m.repeat_stage in (None, *STAGES) for m in MARKERS.markers)
-    assert {m.id for m in MARKERS.markers if m.completion} == {"final-validation-metrics", "sft-total-time"}
+    assert {m.id for m in MARKERS.markers if m.completion} == {
+        "final-validation-metrics",
+        "sft-total-time",
+        "training-finished",
+        "torchrun-worker-group-succeeded",
+    }
     assert {"ray-init-kwargs", "ray-local-instance", "torchrun-omp-banner"} <= {
         m.id for m in MARKERS.markers if m.attempt_start
     }
