@@ -29,7 +29,7 @@ from logparse.outputs import (
 from logparse.pipeline import Analysis, ScanConfig
 from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
-from logparse.redact import RedactConfig, Redactor
+from logparse.redact import Names, RedactConfig, Redactor
 from logparse.startup import release_signals
 from patterns import Catalog, CatalogError, load_catalog
 from reports import FORMATS, render
@@ -169,15 +169,17 @@ def _redact_config(no_redact: bool, redact_hosts: bool) -> RedactConfig | None:
     return None if no_redact else RedactConfig(hosts=redact_hosts)
 
 
-def _alert_cleaner(redact: RedactConfig | None) -> Callable[[str, bool], str]:
-    """What an ALERT line does to log text before printing it: mask secrets (and hosts, learnt from the
-    alert lines themselves: their placeholders may be numbered unlike the report's) and drop terminal
-    escape sequences."""
+def _alert_cleaner(redact: RedactConfig | None, names: Names | None = None) -> Callable[[str, bool], str]:
+    """What an ALERT line does to log text before printing it: mask secrets (and hosts: those the scan
+    learnt from the log read so far, `names`, and those the alert line names; their placeholders may
+    be numbered unlike the report's) and drop terminal escape sequences."""
     redactor = Redactor(redact) if redact is not None else None
 
     def clean(text: str, cut: bool = False) -> str:
         if redactor is not None:
             if redact.hosts:
+                if names is not None:
+                    redactor.adopt(names)
                 redactor.learn(text)
             text = redactor.text(text, cut=cut)
         return terminal_text(text)
@@ -221,7 +223,8 @@ class _Live:
         if self.alerts:
             from logparse.console import Alerts
 
-            on_fatal = Alerts(sys.stderr, _alert_cleaner(redact), self.status)
+            names = analysis.names.names if analysis.names is not None else None
+            on_fatal = Alerts(sys.stderr, _alert_cleaner(redact, names), self.status)
         analysis.hear(self._open_stream if self.follow or self.tee else None, on_fatal, self.status)
         if self.follow and self.files != ["-"]:
 
@@ -412,7 +415,8 @@ def scan(
     ]
     for note in folder_notes:
         click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
-    analysis = Analysis(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
+    learn_names = redact is not None and redact.hosts
+    analysis = Analysis(catalog, ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names))
     live = _Live(files, follow, tee, color)
     live.wire(analysis, redact)
     interrupted = _feed(analysis, files, live)

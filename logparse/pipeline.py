@@ -12,6 +12,7 @@ attempt so far is decided on its own and set aside, and the report is the last a
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +28,7 @@ from logparse.observe.environment import EnvironmentTracker
 from logparse.observe.hits import CatalogHits, Hit
 from logparse.observe.messages import OpenMessages
 from logparse.observe.metrics import MetricsTracker
+from logparse.observe.names import NameSightings
 from logparse.observe.progress import StageTracker
 from logparse.observe.progress_facts import MAX_SAMPLE_TEXT_LINES, ProgressFacts
 from logparse.observe.routes import Route, Routes
@@ -82,6 +84,9 @@ class ScanConfig:
     # (logparse.read.progress_lines); False: every line worth a look is a record (the reference that the
     # tests compare reports with)
     progress_lines: bool = True
+    # learn host and user names from every line that names one (logparse.observe.names), for a report
+    # redacted with hosts: set by `analyse` and `scan` when `--redact-hosts` is given
+    learn_names: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,9 @@ class Analysis:
         self._open_messages = self.messages.streams  # stream -> open message (checked every record)
         keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
         keywords |= set(self.bare.keywords)
+        self.names = NameSightings() if config.learn_names else None
+        if self.names is not None:
+            keywords |= set(self.names.keywords)
         for entry in catalog.entries:
             keywords.update(entry.keywords)
         prefilter = Prefilter(keywords, config.engine)
@@ -211,6 +219,8 @@ class Analysis:
         rec.seq = self.seq
         if (rec.message.startswith("[") or self.sample_text) and self._model_text(rec):
             return
+        if self.names is not None:
+            self.names.feed(rec)
         ids = rec.keywords
         route = NO_ROUTE if ids is None else self._routes.get(ids) or self.routes.route(ids)
         if route.stage_words is None or route.stage_words:
@@ -387,7 +397,9 @@ class Analysis:
             trailing=trailing,
             complete=complete,
         )
-        return redact_report(report, redact) if redact is not None else report
+        if redact is None:
+            return report
+        return redact_report(report, redact, self.names.names if self.names is not None else None)
 
 
 @contextmanager
@@ -418,6 +430,8 @@ def analyse(
 ) -> Report:
     """The report of one job: its files and folders (or stdin, `-`) read as one job. `redact`: how to
     mask secrets in it (None: not at all)."""
+    if redact is not None and redact.hosts:
+        config = dataclasses.replace(config or ScanConfig(), learn_names=True)
     analysis = Analysis(catalog, config)
     analysis.feed_inputs(expand_inputs(paths or ["-"]))
     return analysis.report(redact)

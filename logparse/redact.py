@@ -113,7 +113,12 @@ _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 IPV4 = rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.\d)"
 # IPv6 candidates; `valid_ipv6` then wants the full form (8 groups) or a compressed one (`::`) with at
 # least 3 groups or a link-local `fe80::` prefix, so that `c10d::add` or a `hh:mm:ss` time is no address.
-IPV6 = r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"
+# An IPv4-mapped or -compatible address (`::ffff:172.31.3.4`, as a dual-stack socket names an IPv4 peer)
+# ends in a dotted quad: it is taken whole, so the IPv4 inside is never left behind.
+IPV6 = (
+    r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}"
+    rf"(?:{_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.\d)|[0-9A-Fa-f]{{0,4}}(?![\w:]))"
+)
 # A user's own folder: /home/<user> (also under /mnt/<fs>/home/), /Users/, /scratch/<user>,
 # /data/users/<user>, /u/<user>, C:\\Users\\<user>
 HOME_USER = (
@@ -253,37 +258,69 @@ NOT_HOSTS = frozenset(
 KEEP_ADDRESSES = frozenset({"0.0.0.0", "127.0.0.1", "::", "::1", "255.255.255.255"})
 
 
-class Redactor:
-    """One report's redaction state: placeholders given so far and distinct values per kind."""
+MAX_NAMES = 512  # host names, and user names, one report masks by name at most
+# What a line must hold for Names.learn to find a name in it: the scan learns from the lines of the whole
+# log that hold one (logparse.observe.names), not only from those the report shows. (Not `ip=`: every
+# Ray prefix has it, with an address, which is masked as an address anyway.)
+NAME_KEYWORDS = (
+    "host",
+    "Host",
+    "HOST",
+    "node",
+    "Node",
+    "MASTER_ADDR",
+    "master_addr",
+    "master-addr",
+    "Worker IP address",
+    "(IP:",
+    "SLURM",
+    "USER",
+    "LOGNAME",
+    "ip-",
+    "@",
+    "] NCCL",
+    "://",
+    ".internal",
+    ".local",
+    ".lan",
+    ".corp",
+    ".intra",
+    "/home/",
+    "/homes/",
+    "/Users/",
+    "/users/",
+    "/scratch/",
+    "/u/",
+    ":\\Users\\",
+)
 
-    def __init__(self, config: RedactConfig | None = None, kinds: tuple[SecretKind, ...] | None = None):
-        self.config = config or RedactConfig()
-        self.kinds = kinds if kinds is not None else secret_kinds()
-        self.seen: dict[str, set[str]] = {}
-        self.placeholders: dict[tuple[str, str], str] = {}  # (kind, value) -> placeholder
-        self.known_hosts: set[str] = set()
-        self.known_users: set[str] = set()
-        self._hosts_re: re.Pattern[str] | None = None
-        self._hosts_re_v4: re.Pattern[str] | None = None
-        prefixes = sorted(((p, k.id) for k in self.kinds for p in k.prefixes), key=lambda pk: -len(pk[0]))
-        self._prefix_kind = dict(prefixes)
-        self._cut_token_re: re.Pattern[str] | None = None  # compiled when a cut text first needs it
-        self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
-        # hint -> the kinds (bits of their index) it lets through; the kinds without hints always run
-        hint_bits: dict[str, int] = {}
-        for i, kind in enumerate(self.kinds):
-            for hint in kind.hints:
-                hint_bits[hint] = hint_bits.get(hint, 0) | 1 << i
-        self._hints = tuple(hint_bits.items())
-        self._unhinted = [k for k in self.kinds if not k.hints]
-        self._unhinted_mask = sum(1 << i for i, k in enumerate(self.kinds) if not k.hints)
-        # a report repeats strings (an error line is evidence, message and a finding's first line):
-        # each distinct one is redacted once. Cleared when a new host or user is learnt.
-        self._memo: dict[tuple[str, bool | None], str] = {}
 
-    # -- hosts and users: learnt from the whole report first, so every mention gets one placeholder --
-    def learn(self, text: str) -> None:
-        """Learn the host and user names `text` names as such (see the module docstring)."""
+class Names:
+    """The host and user names to mask, learnt where a text names one as such: home and scratch paths,
+    `USER=`, shell prompts, `hostname:`, `MASTER_ADDR=`, URLs, NCCL's `host:pid:tid`, EC2 `ip-10-1-2-3`
+    names, qualified names. A scan fills one from every line of the log that holds such a context
+    (NAME_KEYWORDS; logparse.observe.names), so a host named only on an early line is masked in the
+    error that follows; the report's own strings are learnt from too. At most MAX_NAMES of each."""
+
+    def __init__(self) -> None:
+        self.hosts: set[str] = set()
+        self.users: set[str] = set()
+        self.version = 0  # counts the names learnt (a redactor remakes its patterns when it moves)
+        self._merged: dict[int, int] = {}  # id of a book merged -> its version then
+
+    def merge(self, other: Names) -> None:
+        if self._merged.get(id(other)) == other.version:
+            return  # (a live scan's book, adopted before each ALERT line, seldom grows)
+        self._merged[id(other)] = other.version
+        for host in sorted(other.hosts):
+            self.learn_host(host)
+        for user in sorted(other.users):
+            self.learn_user(user)
+
+    def learn(self, text: str, strict: bool = False) -> None:
+        """Learn the host and user names `text` names as such (see the module docstring). `strict`: a
+        line of the log rather than of the report, where `USER:` may be a chat turn (`USER: Solve ...`)
+        and names a user only as an assignment (`USER=jdoe`) or a quoted value (`'USER': 'jdoe'`)."""
         self._learn_named_hosts(text)
         if "." in text:
             self._learn_qualified_names(text)
@@ -296,7 +333,8 @@ class Redactor:
                 self.learn_host(m.group("host"))
         if "USER" in text or "LOGNAME" in text:
             for m in USER_CONTEXTS.finditer(text):
-                self.learn_user(m.group("user"))
+                if not strict or "=" in m.group(0) or m.group(0)[-len(m.group("user")) - 1] in "'\"":
+                    self.learn_user(m.group("user"))
         if "/" in text or "\\" in text:
             for m in re.finditer(HOME_USER, text):
                 self.learn_user(m.group("user"))
@@ -338,27 +376,87 @@ class Redactor:
             or host.lower() in NOT_HOSTS
             or re.fullmatch(r"[\d.]+|[0-9A-Fa-f:]+", host)
             or len(host) > 253
+            or host in self.hosts
+            or len(self.hosts) >= MAX_NAMES
         ):
             return
-        self.known_hosts.add(host)
-        self._hosts_re = None
-        self._memo.clear()
+        self.hosts.add(host)
+        self.version += 1
         short = host.split(".", 1)[0]
         if short != host and len(short) >= 3 and re.search(r"[\d-]", short):
-            self.known_hosts.add(short)  # `gpu-07.cluster.local` is also mentioned as `gpu-07`
+            self.hosts.add(short)  # `gpu-07.cluster.local` is also mentioned as `gpu-07`
 
     def learn_user(self, user: str) -> None:
         """Remember a user name, to mask wherever it appears as a word, also within a name such as
         `run_jdoe_job` (delimited by anything but a letter or digit). A name every machine has
         (`root`) says nothing; one of one or two letters stays masked only in the places that name a
         user (masking it everywhere would eat words)."""
-        if user.lower() in NOT_USERS or len(user) < 3 or user in self.known_users:
+        if user.lower() in NOT_USERS or len(user) < 3 or user in self.users or len(self.users) >= MAX_NAMES:
             return
-        self.known_users.add(user)
+        self.users.add(user)
+        self.version += 1
+
+
+class Redactor:
+    """One report's redaction state: placeholders given so far and distinct values per kind."""
+
+    def __init__(self, config: RedactConfig | None = None, kinds: tuple[SecretKind, ...] | None = None):
+        self.config = config or RedactConfig()
+        self.kinds = kinds if kinds is not None else secret_kinds()
+        self.seen: dict[str, set[str]] = {}
+        self.placeholders: dict[tuple[str, str], str] = {}  # (kind, value) -> placeholder
+        self.names = Names()  # the hosts and users to mask
+        self._names_version = 0  # the book's version the patterns and memo were made with
+        self._hosts_re: re.Pattern[str] | None = None
+        self._hosts_re_v4: re.Pattern[str] | None = None
+        prefixes = sorted(((p, k.id) for k in self.kinds for p in k.prefixes), key=lambda pk: -len(pk[0]))
+        self._prefix_kind = dict(prefixes)
+        self._cut_token_re: re.Pattern[str] | None = None  # compiled when a cut text first needs it
+        self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
+        # hint -> the kinds (bits of their index) it lets through; the kinds without hints always run
+        hint_bits: dict[str, int] = {}
+        for i, kind in enumerate(self.kinds):
+            for hint in kind.hints:
+                hint_bits[hint] = hint_bits.get(hint, 0) | 1 << i
+        self._hints = tuple(hint_bits.items())
+        self._unhinted = [k for k in self.kinds if not k.hints]
+        self._unhinted_mask = sum(1 << i for i, k in enumerate(self.kinds) if not k.hints)
+        # a report repeats strings (an error line is evidence, message and a finding's first line):
+        # each distinct one is redacted once. Cleared when a new host or user is learnt.
+        self._memo: dict[tuple[str, bool | None], str] = {}
+
+    # -- hosts and users: learnt from the whole log and report first, so every mention gets one placeholder
+    @property
+    def known_hosts(self) -> set[str]:
+        return self.names.hosts
+
+    @property
+    def known_users(self) -> set[str]:
+        return self.names.users
+
+    def learn(self, text: str) -> None:
+        """Learn the host and user names `text` names as such (see Names.learn)."""
+        self.names.learn(text)
+
+    def learn_host(self, host: str) -> None:
+        self.names.learn_host(host)
+
+    def learn_user(self, user: str) -> None:
+        self.names.learn_user(user)
+
+    def adopt(self, names: Names) -> None:
+        """Mask the names another book learnt too (those the scan saw in the whole log)."""
+        self.names.merge(names)
+
+    def _names_changed(self) -> None:
+        """A name learnt since the patterns were made: make them again, and forget what was masked."""
+        self._names_version = self.names.version
         self._hosts_re = None
         self._memo.clear()
 
     def _host_pattern(self, ipv6: bool = True) -> re.Pattern[str]:
+        if self._names_version != self.names.version:
+            self._names_changed()
         if self._hosts_re is None:
             alternatives = [
                 rf"(?P<mac>{MAC})",
@@ -415,10 +513,16 @@ class Redactor:
             return self._host_pattern(ipv6=False).sub(self._mask_host, m.group(0))
         address = m.group("ipv6") or m.group("ipv4")
         if address is not None:
-            if address in KEEP_ADDRESSES or address.startswith("127."):
-                return address
-            return self._placeholder(Kind.IP_ADDRESS, "ip", address.lower())
+            inner = mapped_ipv4(address)
+            if inner is not None:  # the IPv4 peer of a dual-stack socket: the same placeholder as alone
+                return address[: len(address) - len(inner)] + self._address(inner)
+            return self._address(address)
         return self._placeholder(Kind.HOSTNAME, "node", m.group("name"))
+
+    def _address(self, address: str) -> str:
+        if address in KEEP_ADDRESSES or address.startswith("127."):
+            return address
+        return self._placeholder(Kind.IP_ADDRESS, "ip", address.lower())
 
     def _user(self, user: str) -> str:
         if user.lower() in NOT_USERS:
@@ -488,6 +592,8 @@ class Redactor:
 
     def text(self, value: str, cut: bool | None = None) -> str:
         """`value` with its secrets masked (and, with `config.hosts`, its hosts and users)."""
+        if self._names_version != self.names.version:
+            self._names_changed()
         key = (value, cut)
         done = self._memo.get(key)
         if done is None:
@@ -604,11 +710,21 @@ def valid_ipv6(text: str) -> bool:
     if text.count("::") > 1 or ":::" in text:
         return False
     groups = [g for g in text.split(":") if g]
+    width = len(groups)
+    if groups and "." in groups[-1]:  # an IPv4 tail holds two groups' bits
+        groups.pop()
+        width += 1
     if any(len(g) > 4 for g in groups):
         return False
     if "::" not in text:
-        return len(groups) == 8
-    return len(groups) >= 3 or (bool(groups) and groups[0].lower() == "fe80")
+        return width == 8
+    return width >= 3 or (bool(groups) and groups[0].lower() == "fe80")
+
+
+def mapped_ipv4(address: str) -> str | None:
+    """The IPv4 address inside an IPv4-mapped IPv6 one (`::ffff:10.0.0.7` -> `10.0.0.7`), else None."""
+    head, _, tail = address.rpartition(":")
+    return tail if "." in tail and head.lower() in ("::ffff", "::", "0:0:0:0:0:ffff") else None
 
 
 def strings(value: object) -> Iterator[str]:
@@ -627,11 +743,14 @@ def strings(value: object) -> Iterator[str]:
             yield from strings(v)
 
 
-def redact_report(report: Report, config: RedactConfig | None = None) -> Report:
+def redact_report(report: Report, config: RedactConfig | None = None, names: Names | None = None) -> Report:
     """A copy of `report` with secrets (and, with `config.hosts`, hosts and users) masked in every
-    string, and `redactions` set to {kind: distinct values masked}."""
+    string, and `redactions` set to {kind: distinct values masked}. `names`: the hosts and users the
+    scan learnt from the whole log (logparse.observe.names), masked with those the report names."""
     redactor = Redactor(config)
     if redactor.config.hosts:
+        if names is not None:
+            redactor.adopt(names)
         for text in strings(report):
             redactor.learn(text)
         if report.root_cause is not None and report.root_cause.node:

@@ -276,3 +276,74 @@ def test_a_line_of_many_url_schemes_is_redacted_in_linear_time() -> None:
     out = Redactor(RedactConfig()).text(line)
     assert "pa/ss%21w0rd" not in out and "[redacted:url-password]" in out
     assert out.startswith("a://b:c" * 100)
+
+
+# A job that names its master host and its user once, at the start (a launcher script's `set -x` echo
+# and a shell prompt), then runs 300 steps, then fails with an error that names them again without
+# saying that they are a host and a user, from an IPv4 peer written as an IPv4-mapped IPv6 address.
+_EARLY_NAMES = (
+    "+ export MASTER_ADDR=gpu-node-17\n"
+    "+ export USER=jdoe\n"
+    "[jdoe@login-3 job]$ bash run.sh\n"
+    "USER: Solve the equation step by step\n"
+    + "".join(f"(TaskRunner pid=11, ip=10.0.0.2) step:{i} - actor/loss:0.5\n" for i in range(1, 301))
+    + "Traceback (most recent call last):\n"
+    '  File "/workspace/job/train.py", line 10, in <module>\n'
+    "    main()\n"
+    "RuntimeError: Solve failed: connection to gpu-node-17 refused for jdoe "
+    "from [::ffff:172.31.3.4]:29500 via login-3\n"
+)
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html", "json"])
+def test_redact_hosts_learns_names_from_the_whole_log(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "job.log"
+    path.write_text(_EARLY_NAMES)
+    plain = run_cli(["scan", str(path), "--format", "json"]).stdout
+    assert "gpu-node-17" in plain and "+ export USER=jdoe" not in plain  # the early lines are not shown
+    out = run_cli(["scan", str(path), "--format", fmt, "--redact-hosts"]).stdout
+    for value in ("gpu-node-17", "jdoe", "login-3", "172.31.3.4"):
+        assert value not in out, f"{value} in {fmt}"
+    # a chat turn (`USER: Solve ...`) names no user: the word stays in the error
+    assert "Solve failed" in out
+    if fmt == "json":
+        message = json.loads(out)["root_cause"]["message"]
+        assert re.fullmatch(
+            r"RuntimeError: Solve failed: connection to node-1 refused for user-1 "
+            r"from \[::ffff:ip-1\]:29500 via node-2",
+            message,
+        )
+
+
+def test_fleet_redact_hosts_learns_names_from_the_whole_log(tmp_path: Path) -> None:
+    job = tmp_path / "jobs" / "job-a"
+    job.mkdir(parents=True)
+    (job / "job.log").write_text(_EARLY_NAMES)
+    out = run_cli(["fleet", str(tmp_path / "jobs"), "--format", "json", "--redact-hosts", "--jobs", "1"])
+    for value in ("gpu-node-17", "jdoe", "login-3", "172.31.3.4"):
+        assert value not in out.stdout
+
+
+def test_alert_lines_mask_names_the_log_gave_before() -> None:
+    log = _EARLY_NAMES.replace("RuntimeError: Solve failed", "torch.OutOfMemoryError: CUDA out of memory")
+    result = run_cli(["scan", "--redact-hosts", "--format", "json"], input=log)
+    alerts = [line for line in result.stderr.splitlines() if "ALERT" in line]
+    assert alerts and "CUDA out of memory" in alerts[0]
+    for value in ("gpu-node-17", "jdoe", "login-3", "172.31.3.4"):
+        assert value not in alerts[0]
+    assert "node-1" in alerts[0] and "user-1" in alerts[0] and "[::ffff:ip-1]:29500" in alerts[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("connect to [::ffff:172.31.3.4]:29500 failed", "connect to [::ffff:ip-1]:29500 failed"),
+        ("peer ::ffff:172.31.3.4 and 172.31.3.4", "peer ::ffff:ip-1 and ip-1"),  # one address
+        ("[::FFFF:10.1.2.3]", "[::FFFF:ip-1]"),
+        ("::ffff:127.0.0.1 is loopback", "::ffff:127.0.0.1 is loopback"),
+        ("64:ff9b::192.0.2.33", "ip-1"),  # another IPv6 with an IPv4 tail: masked whole
+        ("at c10d::add 12:30:45", "at c10d::add 12:30:45"),  # no address
+    ],
+)
+def test_ipv4_mapped_ipv6_addresses_are_masked_whole(text: str, expected: str) -> None:
+    assert Redactor(RedactConfig(hosts=True)).text(text) == expected
