@@ -258,16 +258,23 @@ NOT_HOSTS = frozenset(
 KEEP_ADDRESSES = frozenset({"0.0.0.0", "127.0.0.1", "::", "::1", "255.255.255.255"})
 
 
+# The literals (lower-cased) without which the named-host contexts cannot match a line, the private
+# domains' and the home folders' (Names.learn looks for each context only where its literal is)
+_STRONG_HOST_HINTS = ("hostname", "host ", "master", "ip address", "(ip:", "slurm")
+_WEAK_HOST_GATE = re.compile(r"(?:host|node)\w{0,12}\s*[:=]")
+MAX_NCCL_PREFIXES = 4096  # NCCL line prefixes (one per process and device) remembered as looked at
+_PRIVATE_TLD_HINTS = (".internal", ".local", ".lan", ".corp", ".intra")
+_HOME_HINTS = ("/home/", "/homes/", "/Users/", "/users/", "/scratch/", "/u/", ":\\Users\\")
 MAX_NAMES = 512  # host names, and user names, one report masks by name at most
-# What a line must hold for Names.learn to find a name in it: the scan learns from the lines of the whole
-# log that hold one (logparse.observe.names), not only from those the report shows. (Not `ip=`: every
-# Ray prefix has it, with an address, which is masked as an address anyway.)
+# Where a line names a host or user in so many words: the scan reads every line that holds one of
+# these (logparse.observe.names), not only the lines the report shows, and learns from it. Contexts
+# that are common in bulk (a host in every NCCL INFO prefix, `node`, a home folder in every frame) are
+# learnt from the lines the scan reads anyway; adding them here would make each such line a record.
+# (Not `ip=`: every Ray prefix has it, with an address, which is masked as an address anyway.)
 NAME_KEYWORDS = (
-    "host",
-    "Host",
-    "HOST",
-    "node",
-    "Node",
+    "hostname",
+    "Hostname",
+    "HOSTNAME",
     "MASTER_ADDR",
     "master_addr",
     "master-addr",
@@ -278,21 +285,15 @@ NAME_KEYWORDS = (
     "LOGNAME",
     "ip-",
     "@",
-    "] NCCL",
     "://",
     ".internal",
     ".local",
     ".lan",
     ".corp",
     ".intra",
-    "/home/",
-    "/homes/",
-    "/Users/",
-    "/users/",
-    "/scratch/",
-    "/u/",
-    ":\\Users\\",
 )
+# What Names.learn looks for in a log line before it tries the contexts: NAME_KEYWORDS and the bulk ones
+NAME_HINTS = (*NAME_KEYWORDS, "host", "Host", "HOST", "node", "Node", "NODE", "NCCL", *_HOME_HINTS)
 
 
 class Names:
@@ -307,6 +308,7 @@ class Names:
         self.users: set[str] = set()
         self.version = 0  # counts the names learnt (a redactor remakes its patterns when it moves)
         self._merged: dict[int, int] = {}  # id of a book merged -> its version then
+        self._nccl_prefixes: set[str] = set()
 
     def merge(self, other: Names) -> None:
         if self._merged.get(id(other)) == other.version:
@@ -319,11 +321,12 @@ class Names:
 
     def learn(self, text: str, strict: bool = False) -> None:
         """Learn the host and user names `text` names as such (see the module docstring). `strict`: a
-        line of the log rather than of the report, where `USER:` may be a chat turn (`USER: Solve ...`)
-        and names a user only as an assignment (`USER=jdoe`) or a quoted value (`'USER': 'jdoe'`)."""
-        self._learn_named_hosts(text)
-        if "." in text:
-            self._learn_qualified_names(text)
+        line of the log rather than of the report: each context is looked for only where its literal
+        is (a log has millions of lines; a report, a few hundred strings), and `USER:` names a user
+        only as an assignment (`USER=jdoe`) or a quoted value (`'USER': 'jdoe'`), since on a log line
+        it may be a chat turn (`USER: Solve ...`)."""
+        lowered = text.lower() if strict else ""
+        self._learn_hosts(text, strict, lowered)
         if "ip-" in text:
             for m in EC2_HOST.finditer(text):
                 self.learn_host(m.group("host"))
@@ -331,31 +334,54 @@ class Names:
             for m in SHELL_PROMPT.finditer(text):
                 self.learn_user(m.group("user"))
                 self.learn_host(m.group("host"))
+        self._learn_users(text, strict)
+
+    def _learn_hosts(self, text: str, strict: bool, lowered: str) -> None:
+        """Hosts named as such: `hostname:`, `host :`, `ip=`, MASTER_ADDR, `node=`, SLURM's names,
+        NCCL's `host:pid:tid` prefix, a URL's host, qualified names."""
+        if not strict or any(h in lowered for h in _STRONG_HOST_HINTS):
+            for m in STRONG_HOST_CONTEXTS.finditer(text):
+                self.learn_host(m.group("host"))
+        if not strict or _WEAK_HOST_GATE.search(lowered):
+            for m in WEAK_HOST_CONTEXTS.finditer(text):
+                if re.search(r"[\d.-]", m.group("host")):
+                    self.learn_host(m.group("host"))
+        if ":" in text and (not strict or "NCCL" in text) and self._new_nccl_prefix(text, strict):
+            for m in NCCL_HOST.finditer(text):
+                self.learn_host(m.group("host"))
+        if "://" in text:
+            self._learn_url_hosts(text)
+        if "." in text and (not strict or "://" in text or any(t in lowered for t in _PRIVATE_TLD_HINTS)):
+            self._learn_qualified_names(text)
+
+    def _learn_users(self, text: str, strict: bool) -> None:
         if "USER" in text or "LOGNAME" in text:
             for m in USER_CONTEXTS.finditer(text):
                 if not strict or "=" in m.group(0) or m.group(0)[-len(m.group("user")) - 1] in "'\"":
                     self.learn_user(m.group("user"))
-        if "/" in text or "\\" in text:
+        if ("/" in text or "\\" in text) and (not strict or any(h in text for h in _HOME_HINTS)):
             for m in re.finditer(HOME_USER, text):
                 self.learn_user(m.group("user"))
 
-    def _learn_named_hosts(self, text: str) -> None:
-        """Hosts named as such: `hostname:`, `ip=`, MASTER_ADDR, NCCL's `host:pid:tid`, a URL's host."""
-        for m in STRONG_HOST_CONTEXTS.finditer(text):
-            self.learn_host(m.group("host"))
-        for m in WEAK_HOST_CONTEXTS.finditer(text):
-            if re.search(r"[\d.-]", m.group("host")):
-                self.learn_host(m.group("host"))
-        if ":" in text:
-            for m in NCCL_HOST.finditer(text):
-                self.learn_host(m.group("host"))
-            if "://" in text:
-                for m in URL_HOST.finditer(text):
-                    host = m.group("host").strip(".")
-                    # a dotted name is judged as a qualified name below; a one-label one must look
-                    # like a machine (`node17`, `cache-7`), not a word (`judge`, `proxy`)
-                    if "." not in host and re.search(r"[\d-]", host):
-                        self.learn_host(host)
+    def _new_nccl_prefix(self, text: str, strict: bool) -> bool:
+        """Is what precedes NCCL's word on this log line new? (With NCCL_DEBUG=INFO every line of a
+        process repeats its `host:pid:tid [dev]` prefix: one look per process.)"""
+        if not strict:
+            return True
+        prefix = text[: text.find("NCCL")]
+        if prefix in self._nccl_prefixes:
+            return False
+        if len(self._nccl_prefixes) < MAX_NCCL_PREFIXES:
+            self._nccl_prefixes.add(prefix)
+        return True
+
+    def _learn_url_hosts(self, text: str) -> None:
+        for m in URL_HOST.finditer(text):
+            host = m.group("host").strip(".")
+            # a dotted name is judged as a qualified name below; a one-label one must look
+            # like a machine (`node17`, `cache-7`), not a word (`judge`, `proxy`)
+            if "." not in host and re.search(r"[\d-]", host):
+                self.learn_host(host)
 
     def _learn_qualified_names(self, text: str) -> None:
         """Qualified names on private domains (that look like machines) and on public ones (but for
