@@ -64,7 +64,8 @@ stats = analysis.reader.inputs[0]
 readers = list(getattr(stats, "reader_cpu", None) or ([c1 - c0] if c1 - c0 > 0.005 else []))
 print(json.dumps({
     "feed_s": w1 - w0, "scanner_cpu": s1 - s0, "readers_cpu": readers,
-    "blocks_here": getattr(stats, "scanner_blocks", None), "blocks_here_cpu": getattr(stats, "scanner_block_cpu", None),
+    "blocks_here": getattr(stats, "scanner_blocks", None),
+    "blocks_here_cpu": getattr(stats, "scanner_block_cpu", None),
     "report_s": w2 - w1, "report_cpu": s2 - s1, "report_chars": len(text),
 }))
 """
@@ -123,7 +124,9 @@ def main() -> int:
     ap.add_argument("--tree", default=str(ROOT))
     a = ap.parse_args()
     tree, log = Path(a.tree).resolve(), Path(a.log).resolve()
-    print(f"{log.name} ({log.stat().st_size / 1e6:.0f} MB), tree {tree}; best of {a.repeat} by feed wall time")
+    print(
+        f"{log.name} ({log.stat().st_size / 1e6:.0f} MB), tree {tree}; best of {a.repeat} by feed wall time"
+    )
     print(
         "| N | load | feed s | report s | scanner CPU s (making blocks) | readers' CPU s | "
         "critical path CPU s | total CPU s | PSS MB | RSS sum MB |"
@@ -139,9 +142,10 @@ def main() -> int:
         here = m["blocks_here_cpu"]
         made = f" ({here:.2f}: {m['blocks_here']} blocks)" if here is not None else ""
         total = m["scanner_cpu"] + sum(m["readers_cpu"])
+        readers = ", ".join(f"{t:.2f}" for t in m["readers_cpu"]) or "-"
         print(
-            f"| {n} | {m['load']:.1f} | {m['feed_s']:.2f} | {m['report_s']:.2f} | {m['scanner_cpu']:.2f}{made} | "
-            f"{', '.join(f'{t:.2f}' for t in m['readers_cpu']) or '-'} | {critical(m):.2f} | {total:.2f} | "
+            f"| {n} | {m['load']:.1f} | {m['feed_s']:.2f} | {m['report_s']:.2f} | "
+            f"{m['scanner_cpu']:.2f}{made} | {readers} | {critical(m):.2f} | {total:.2f} | "
             f"{m['pss_mb']:.0f} | {m['rss_mb']:.0f} |",
             flush=True,
         )
@@ -153,12 +157,15 @@ def main() -> int:
         top = max(best)
         extra = max(0.0, best[top]["scanner_cpu"] + sum(best[top]["readers_cpu"]) - one["scanner_cpu"])
         print(
-            f"one process: line-local work L = {line_local:.2f} s CPU over {blocks} blocks, the scanner's own "
-            f"S = {own:.2f} s; overhead of sharing at N={top}: {extra:.2f} s"
+            f"one process: line-local work L = {line_local:.2f} s CPU over {blocks} blocks, the scanner's "
+            f"own S = {own:.2f} s; overhead of sharing at N={top}: {extra:.2f} s"
         )
         for n in (1, 2, 4, 8, 16, 32):
             path = max(own, (line_local + own + (extra if n > 1 else 0.0)) / n)
-            print(f"projected feed CPU critical path at N={n}: {path:.2f} s ({path / (line_local + own):.2f} of one)")
+            print(
+                f"projected feed CPU critical path at N={n}: {path:.2f} s "
+                f"({path / (line_local + own):.2f} of one)"
+            )
     return 0
 
 
