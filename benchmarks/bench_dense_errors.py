@@ -20,6 +20,10 @@ of CPU: choosing the verdict compared every candidate with every other, every hi
 lines for its context, and closing idle tracebacks looked at every stream on every line.
 
     python benchmarks/bench_dense_errors.py [--keep DIR] [--repeat 1] [--only identical distinct tracebacks]
+                                            [--distinct 200000]
+
+Each line gives the CPU time of the whole process tree (user + system, from wait4) beside the wall time,
+and for the dense log the CPU time a line: a busy machine stretches the wall time, much less the CPU time.
 """
 
 from __future__ import annotations
@@ -91,12 +95,12 @@ def _hit_lines() -> list[str]:
     return lines
 
 
-def write_distinct(path: Path) -> None:
-    """1e6 catalog hits, each line made distinct by a word pair and a number appended."""
+def write_distinct(path: Path, hits: int = DISTINCT_HITS) -> None:
+    """1e6 catalog hits (`hits`), each line made distinct by a word pair and a number appended."""
     lines = _hit_lines()
     rnd = random.Random(13)
     with open(path, "w") as fh:
-        for i in range(DISTINCT_HITS):
+        for i in range(hits):
             a, b = rnd.choice(WORDS), rnd.choice(WORDS)
             fh.write(f"{lines[i % len(lines)]} ({a}-{b} {i})\n")
 
@@ -160,6 +164,14 @@ CASES = {
     "workers": write_workers,
     "bare": write_bare,
 }
+# the lines each log holds, for the CPU time a line
+LINES = {
+    "identical": IDENTICAL_LINES + 1,
+    "distinct": DISTINCT_HITS,
+    "tracebacks": TRACEBACKS * 6,
+    "workers": TRACEBACKS * 6,
+    "bare": IDENTICAL_LINES,
+}
 
 
 def main() -> None:
@@ -167,6 +179,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", help="folder for the generated logs (default: a temporary one, removed)")
     ap.add_argument("--only", nargs="+", choices=sorted(CASES), default=list(CASES))
+    ap.add_argument(
+        "--distinct",
+        type=int,
+        default=DISTINCT_HITS,
+        help="catalog hits of the `distinct` log (fewer: is the time a hit the same, i.e. linear?)",
+    )
     ap.add_argument(
         "--tool",
         help="the command to time instead of this checkout's verl-logscan, as one string "
@@ -189,10 +207,12 @@ def main() -> None:
     env = dict(os.environ)
     try:
         for name in a.only:
-            log = work / f"{name}.log"
-            plain = work / f"{name}-plain.log"
+            log = work / (f"{name}.log" if name != "distinct" else f"distinct-{a.distinct}.log")
+            plain = work / f"{log.stem}-plain.log"
+            if name == "distinct":
+                LINES[name] = a.distinct
             if not log.exists():
-                CASES[name](log)
+                CASES[name](log, a.distinct) if name == "distinct" else CASES[name](log)
             if not plain.exists():
                 write_plain(plain, log.stat().st_size)
             best = {}
@@ -204,18 +224,23 @@ def main() -> None:
                     str(path),
                 ]
                 times = []
+                cpus = []
                 rss = 0
                 for _ in range(a.repeat):
-                    seconds, peak, code = run(cmd, env, sample=True)
+                    seconds, peak, code, cpu, _ = run(cmd, env, sample=True)
                     if code not in (0, 1):
                         sys.exit(f"verl-logscan exited {code} on {path}")
                     times.append(seconds)
+                    cpus.append(cpu)
                     rss = max(rss, peak)
-                best[label] = (min(times), rss)
-            (t, rss), (tp, rssp) = best["dense"], best["plain"]
+                best[label] = (min(times), rss, min(cpus))
+            (t, rss, c), (tp, rssp, cp) = best["dense"], best["plain"]
+            lines = LINES.get(name)
+            per_line = f"  |  {c / lines * 1e6:5.1f} us CPU a line" if lines else ""
             print(
-                f"{name:10} {log.stat().st_size / 1e6:6.1f} MB  dense {t:6.2f} s, peak RSS {rss:4d} MB  |  "
-                f"plain {tp:6.2f} s, peak RSS {rssp:4d} MB  |  ratio {t / tp:5.2f}",
+                f"{name:10} {log.stat().st_size / 1e6:6.1f} MB  dense {t:6.2f} s ({c:6.2f} s CPU), peak PSS "
+                f"{rss:4d} MB  |  plain {tp:6.2f} s ({cp:5.2f} s CPU), peak PSS {rssp:4d} MB  |  ratio "
+                f"{t / tp:5.2f}{per_line}  |  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     finally:

@@ -227,7 +227,7 @@ def main() -> None:
     try:
         for name, args, *extra in build(work):
             case_env = dict(env, **extra[0]) if extra else env
-            seconds, rss, code = run([sys.executable, "-m", "logparse", *args], case_env, sample=True)
+            seconds, rss, code, *_ = run([sys.executable, "-m", "logparse", *args], case_env, sample=True)
             print(f"{name:45} {seconds:6.2f} s  peak RSS {rss:4d} MB  exit {code}", flush=True)
     finally:
         if not a.keep:

@@ -32,7 +32,14 @@ ROOT = HERE.parent
 OPTION_SETS = {"default": [], "hosts": ["--redact-hosts"], "raw": ["--no-redact"]}
 REPORT_FILES = ("r.json", "r.md", "r.html", "r.txt", "r.csv")
 FLEET_FORMATS = ("text", "json", "md", "html", "csv")
-GENERATED = (("realistic", 2.0), ("dense", 2.0), ("mix", 2.0))
+# (kind, MB, bars): the benchmark shapes, and the dense and mix ones with bars that have no prefix
+GENERATED = (
+    ("realistic", 2.0, "ray"),
+    ("dense", 2.0, "ray"),
+    ("mix", 2.0, "ray"),
+    ("dense", 2.0, "bare"),
+    ("mix", 2.0, "bare"),
+)
 
 # Run inside each tree: every input through the CLI in one process (the catalog loads once).
 DRIVER = r"""
@@ -81,11 +88,12 @@ def inputs(extra: list[str], scratch: Path) -> list[tuple[str, list[str]]]:
     sys.path.insert(0, str(HERE))
     from generate_log import generate  # the benchmarks' own generator
 
-    for kind, mb in GENERATED:
-        path = scratch / f"generated-{kind}.log"
+    for kind, mb, bars in GENERATED:
+        name = kind if bars == "ray" else f"{kind}+{bars}-bars"
+        path = scratch / f"generated-{name}.log"
         if not path.exists():
-            generate(str(path), mb, seed=7, kind=kind)
-        out.append((f"generated/{kind}-{mb:g}MB", [str(path)]))
+            generate(str(path), mb, seed=7, kind=kind, bars=bars)
+        out.append((f"generated/{name}-{mb:g}MB", [str(path)]))
     for folder in extra:
         for p in sorted(Path(folder).rglob("*")):
             if p.is_file() and p.suffix not in (".md", ".yaml", ".json"):

@@ -2,11 +2,14 @@
 bigger?
 
 Generates the benchmark shapes (benchmarks/generate_log.py: `realistic`, `dense`, `dense+tb`, `mix`,
-and the dense-error logs of benchmarks/bench_dense_errors.py: `identical`, `tracebacks`, `bare`), then
+`dense+bars` and `mix+bars` (their bars without a prefix), and the dense-error logs of
+benchmarks/bench_dense_errors.py: `identical`, `tracebacks`, `bare`), then
 scans each with both trees (`python -m logparse scan --format json LOG`, the reference checked out in a
 temporary git worktree), alternating, best of --repeat, and prints the seconds and the peak RSS of each
 (the process tree, as wait4 reports it for the largest process, and sampled from /proc for the tool and
-its reader process together) with the ratio new / reference. Both trees run the same Python with
+its reader processes together) with the ratio new / reference, and the CPU time of the whole process
+tree (user + system, from wait4: the readers' time is in it once the scan has joined them), which a
+busy machine disturbs less than the wall time. Both trees run the same Python with
 compiled modules and a warm start-up cache.
 
     python benchmarks/compare_speed.py [--ref main] [--mb 100] [--repeat 3] [--only dense identical]
@@ -32,7 +35,16 @@ sys.path.insert(0, str(HERE))
 from bench_dense_errors import write_bare, write_identical, write_tracebacks  # noqa: E402 (the benchmarks' own)
 from generate_log import generate  # noqa: E402
 
-SHAPES = ("realistic", "dense", "dense+tb", "mix")
+SHAPES = ("realistic", "dense", "dense+tb", "mix", "dense+bars", "mix+bars")
+# shape -> (kind, caught_every, bars) of generate_log.generate
+SHAPE_ARGS = {
+    "realistic": ("realistic", None, "ray"),
+    "dense": ("dense", 0, "ray"),
+    "dense+tb": ("dense", None, "ray"),
+    "mix": ("mix", None, "ray"),
+    "dense+bars": ("dense", 0, "bare"),
+    "mix+bars": ("mix", None, "bare"),
+}
 ERRORS = {"identical": write_identical, "tracebacks": write_tracebacks, "bare": write_bare}
 
 
@@ -53,8 +65,8 @@ def _rss_kb(pid: int) -> int:
     return total
 
 
-def run(tree: Path, log: Path) -> tuple[float, int]:
-    """(seconds, peak RSS in KB) of one scan of `log` by `tree`."""
+def run(tree: Path, log: Path) -> tuple[float, int, float]:
+    """(seconds, peak RSS in KB, CPU seconds of the process tree) of one scan of `log` by `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "NO_COLOR": "1"}
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -65,11 +77,15 @@ def run(tree: Path, log: Path) -> tuple[float, int]:
         stderr=subprocess.DEVNULL,
     )
     peak = 0
-    while proc.poll() is None:
+    while True:
+        pid, _, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
         peak = max(peak, _rss_kb(proc.pid))
         time.sleep(0.02)
     seconds = time.perf_counter() - start
-    return seconds, peak
+    proc.returncode = 0  # (reaped above)
+    return seconds, max(peak, usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
 def warm(tree: Path) -> None:
@@ -98,10 +114,8 @@ def logs(folder: Path, mb: float, only: list[str]) -> list[tuple[str, Path]]:
             continue
         path = folder / f"{shape}-{mb:g}.log"
         if not path.exists():
-            kind, caught = (
-                ("dense", None) if shape == "dense+tb" else (shape, 0 if shape == "dense" else None)
-            )
-            generate(str(path), mb, seed=7, kind=kind, caught_every=caught)
+            kind, caught, bars = SHAPE_ARGS[shape]
+            generate(str(path), mb, seed=7, kind=kind, caught_every=caught, bars=bars)
         out.append((f"{shape} {mb:g} MB", path))
     for kind, write in ERRORS.items():
         if only and kind not in only:
@@ -137,17 +151,22 @@ def main() -> int:
             f"reference {a.ref} against the working tree; best of {a.repeat}; "
             f"load {os.getloadavg()[0]:.2f} at the start"
         )
-        print("| log | reference s | new s | new / ref | reference RSS MB | new RSS MB |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| log | reference s | new s | new / ref | reference CPU s | new CPU s | CPU new / ref "
+            "| reference RSS MB | new RSS MB | load |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for name, path in items:
-            best = {ref: (float("inf"), 0), ROOT: (float("inf"), 0)}
+            best = {ref: (float("inf"), 0, float("inf")), ROOT: (float("inf"), 0, float("inf"))}
             for _ in range(a.repeat):
                 for tree in (ref, ROOT):
-                    s, rss = run(tree, path)
-                    best[tree] = (min(best[tree][0], s), max(best[tree][1], rss))
-            (rs, rr), (ns, nr) = best[ref], best[ROOT]
+                    s, rss, cpu = run(tree, path)
+                    b = best[tree]
+                    best[tree] = (min(b[0], s), max(b[1], rss), min(b[2], cpu))
+            (rs, rr, rc), (ns, nr, nc) = best[ref], best[ROOT]
             print(
-                f"| {name} | {rs:.2f} | {ns:.2f} | {ns / rs:.2f} | {rr / 1024:.0f} | {nr / 1024:.0f} |",
+                f"| {name} | {rs:.2f} | {ns:.2f} | {ns / rs:.2f} | {rc:.2f} | {nc:.2f} | {nc / rc:.2f} | "
+                f"{rr / 1024:.0f} | {nr / 1024:.0f} | {os.getloadavg()[0]:.1f} |",
                 flush=True,
             )
         print(f"load {os.getloadavg()[0]:.2f} at the end")

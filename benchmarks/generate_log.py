@@ -12,10 +12,17 @@
 * `mix`: the realistic body with dense stretches (a validation pass's and a rollout's bars from a
   few hundred processes, step lines every 40 lines) and a caught traceback every 20,000 lines.
 
+`--bars bare` (the `dense+bars` and `mix+bars` shapes of the benchmarks): the `Training Progress` bars
+carry no Ray prefix, as the driver's own tqdm writes them when the trainer runs in the driver process
+(a copied log, an SFT run under torchrun without --tee): `Training Progress:  16%|...| 71/435 [...]`,
+some with tqdm's `\r` before them; beside them vLLM's `Processed prompts` bars and a Hugging Face
+Trainer's bar and loss dict, none of which any keyword marks. `--bars ray` (the default) is the shape
+earlier figures were measured on.
+
 Each ends with an OOM cascade: rank 3's CUDA OOM inside `update_actor`, NCCL watchdog timeouts on the
 other ranks, and the driver's RayTaskError. Deterministic for a given size, kind and seed.
 
-    python benchmarks/generate_log.py OUT.log --mb 200 [--kind realistic|dense|mix]
+    python benchmarks/generate_log.py OUT.log --mb 200 [--kind realistic|dense|mix] [--bars ray|bare]
 """
 
 from __future__ import annotations
@@ -179,18 +186,63 @@ def random_worker(rnd: random.Random) -> str:
     )
 
 
-def dense_block(step: int, rnd: random.Random) -> list[str]:
-    """Eight lines: a step line and a tqdm bar, each from a random pid, and six lines of chatter."""
+def dense_block(step: int, rnd: random.Random, bars: str = "ray") -> list[str]:
+    """Eight lines: a step line and a tqdm bar, each from a random pid, and six lines of chatter
+    (`bars` "bare": three redraws of the bar without a prefix, and two other bars without one, in place
+    of five lines of chatter)."""
     driver = f"{CYAN}(TaskRunner pid={rnd.randrange(10_000, 4_000_000)}){RESET} "
     step_text = driver + step_line(step, rnd)[len(DRIVER) :]
-    bar = (
-        f"{random_worker(rnd)}\rTraining Progress:  {step % 100:2d}%|███       | {step}/100000 "
-        f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]"
-    )
-    lines = [step_text, bar]
+    if bars == "bare":  # (the bar redrawn three times a step: as often as the Ray bars of the issue's log)
+        lines = [step_text, *(bare_bar(step, 100_000, rnd) for _ in range(3))]
+        lines += [other_bar(step, rnd), other_bar(step, rnd)]
+    else:
+        bar = (
+            f"{random_worker(rnd)}\rTraining Progress:  {step % 100:2d}%|███       | {step}/100000 "
+            f"[1:10:40<6:31:06, {rnd.random() * 9 + 1:.2f}s/it]"
+        )
+        lines = [step_text, bar]
     while len(lines) < 8:
         lines.extend(_from(random_worker(rnd), chatter(rnd, step)))
     return lines[:8]
+
+
+BLOCKS = " ▏▎▍▌▋▊▉█"  # tqdm's partial blocks
+
+
+def _bar_body(n: int, total: int) -> str:
+    """tqdm's `NN%|####▌     | n/total` for n of total (a 10-character bar)."""
+    frac = min(n / total, 1.0) if total else 0.0
+    full, part = divmod(int(frac * 80), 8)
+    bar = "█" * full + (BLOCKS[part] if full < 10 else "")
+    return f"{int(frac * 100):3d}%|{bar:<10}| {n}/{total}"
+
+
+def bare_bar(step: int, total: int, rnd: random.Random) -> str:
+    """verl's `Training Progress` bar as the driver's own tqdm writes it: no prefix, some with the `\r`
+    each redraw starts with."""
+    head = "\r" if rnd.random() < 0.5 else ""
+    return (
+        f"{head}Training Progress: {_bar_body(step % total, total)} "
+        f"[1:10:40<6:31:06, {rnd.random() * 90 + 10:.2f}s/it]"
+    )
+
+
+def other_bar(step: int, rnd: random.Random) -> str:
+    """A bar that says nothing of verl's progress, without a prefix: vLLM's `Processed prompts` (with
+    its token rates), a Hugging Face Trainer's bar, or the Trainer's loss dict."""
+    choice = rnd.random()
+    if choice < 0.5:
+        n = rnd.randrange(257)
+        return (
+            f"\rProcessed prompts: {_bar_body(n, 256)} [00:{n % 60:02d}<00:06, {rnd.random() * 30:.2f}it/s, "
+            f"est. speed input: {rnd.random() * 5000:.2f} toks/s, output: {rnd.random() * 3000:.2f} toks/s]"
+        )
+    if choice < 0.85:
+        return f"{_bar_body(step % 1000, 1000)} [00:30<09:30,  {rnd.random() * 3:.2f}it/s]"
+    return (
+        f"{{'loss': {rnd.random():.4f}, 'grad_norm': {rnd.random() * 3:.4f}, "
+        f"'learning_rate': 1e-05, 'epoch': {step / 1000:.2f}}}"
+    )
 
 
 def _from(w: str, lines: list[str]) -> list[str]:
@@ -198,9 +250,10 @@ def _from(w: str, lines: list[str]) -> list[str]:
     return [w + line.split(f"{RESET} ", 1)[1] for line in lines]
 
 
-def mix_block(step: int, rnd: random.Random, pool: list[str]) -> list[str]:
+def mix_block(step: int, rnd: random.Random, pool: list[str], bars: str = "ray") -> list[str]:
     """The realistic body's step, or (one step in 8) a dense stretch: a rollout's and a validation
-    pass's bars from a few hundred processes, with a step line every 40 lines."""
+    pass's bars from a few hundred processes, with a step line every 40 lines (`bars` "bare": the
+    bars without a prefix, and other bars among the chatter)."""
     if step % 8:
         lines = step_block(step, rnd)
         for _ in range(rnd.randrange(150, 400)):
@@ -212,22 +265,35 @@ def mix_block(step: int, rnd: random.Random, pool: list[str]) -> list[str]:
         if i % 40 == 0:
             lines.append(step_line(step, rnd))
         elif i % 3 == 0:
-            lines.append(
-                f"{w}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 "
-                "[1:10:40<6:31:06, 64.47s/it]"
-            )
+            if bars == "bare":
+                lines.append(bare_bar(step, 435, rnd))
+            else:
+                lines.append(
+                    f"{w}\rTraining Progress:  {step % 100:2d}%|███       | {step}/435 "
+                    "[1:10:40<6:31:06, 64.47s/it]"
+                )
+        elif bars == "bare" and i % 3 == 1:
+            lines.append(other_bar(step, rnd))
         else:
             lines.extend(_from(w, chatter(rnd, step)))
     return lines
 
 
 def generate(
-    path: str, mb: float, seed: int = 7, kind: str = "realistic", caught_every: int | None = None
+    path: str,
+    mb: float,
+    seed: int = 7,
+    kind: str = "realistic",
+    caught_every: int | None = None,
+    bars: str = "ray",
 ) -> None:
     """Write a log of about `mb` MB of the given kind (see the module docstring); `caught_every`: a
-    caught traceback every that many lines (0: none; default: the kind's)."""
+    caught traceback every that many lines (0: none; default: the kind's); `bars`: "ray" or "bare"
+    (the dense and mix kinds' bars without a prefix)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if bars not in BARS:
+        raise ValueError(f"unknown bars {bars!r} (one of {', '.join(BARS)})")
     every = CAUGHT_EVERY[kind] if caught_every is None else caught_every
     rnd = random.Random(seed)
     target = int(mb * 1_000_000)
@@ -257,9 +323,9 @@ def generate(
         while written < target - len(tail):
             step += 1
             if kind == "dense":
-                lines = dense_block(step, rnd)
+                lines = dense_block(step, rnd, bars)
             elif kind == "mix":
-                lines = mix_block(step, rnd, pool)
+                lines = mix_block(step, rnd, pool, bars)
             else:
                 lines = step_block(step, rnd)
                 for _ in range(rnd.randrange(150, 400)):
@@ -277,6 +343,7 @@ def generate(
 
 
 KINDS = ("realistic", "dense", "mix")
+BARS = ("ray", "bare")
 CAUGHT_EVERY = {"realistic": 0, "dense": 2_000, "mix": 20_000}
 
 
@@ -289,8 +356,9 @@ def main() -> None:
     ap.add_argument(
         "--caught-every", type=int, help="a caught traceback every N lines (0: none; default: the kind's)"
     )
+    ap.add_argument("--bars", choices=BARS, default="ray", help="the bars of dense and mix: Ray's or bare")
     a = ap.parse_args()
-    generate(a.out, a.mb, a.seed, a.kind, a.caught_every)
+    generate(a.out, a.mb, a.seed, a.kind, a.caught_every, a.bars)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ below it never prints or exits."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import stat
@@ -28,6 +29,7 @@ from logparse.outputs import (
     write_file_atomically,
 )
 from logparse.pipeline import Analysis, ScanConfig
+from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import Names, RedactConfig, Redactor
@@ -393,6 +395,14 @@ def cli() -> None:
     help="Scan without this catalog entry (e.g. one that misfires on your logs; or to see what the "
     "tool concludes without it). Repeatable.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, MAX_WORKERS),
+    default=None,
+    metavar="N",
+    help="Processes that share the work on a large file (32 MB or more; 1: one process) "
+    "[default: the CPUs available, at most 8; VERL_LOGSCAN_WORKERS sets it too]. The report is the same.",
+)
 def scan(
     paths: tuple[str, ...],
     fmt: str | None,
@@ -405,6 +415,7 @@ def scan(
     tee: bool,
     metrics_csv: str | None,
     disabled: tuple[str, ...],
+    workers: int | None,
 ) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
@@ -439,7 +450,10 @@ def scan(
     if files == ["-"] and _isatty(sys.stdin):  # no silent wait for a log that is not coming
         click.echo("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)", err=True)
     learn_names = redact is not None and redact.hosts
-    analysis = Analysis(catalog, ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names))
+    config = ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names)
+    if workers is not None:
+        config = dataclasses.replace(config, workers=workers)
+    analysis = Analysis(catalog, config)
     live = _Live(files, follow, tee, color)
     live.wire(analysis, redact)
     interrupted = _feed(analysis, files, live)

@@ -33,7 +33,7 @@ from logparse.observe.progress import StageTracker
 from logparse.observe.progress_facts import MAX_SAMPLE_TEXT_LINES, ProgressFacts
 from logparse.observe.routes import Route, Routes
 from logparse.observe.tracebacks import LineRole, TracebackAssembler
-from logparse.read.blocks import Block
+from logparse.read.blocks import MAX_WORKERS, Block, available_cpus
 from logparse.read.lookback import LOOKBACK_LINES, stream_lines_before
 from logparse.read.normalize import Origin, Record
 from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter
@@ -52,6 +52,7 @@ SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
 UNMATCHED_ROLES = (LineRole.FRAME, LineRole.START)
 TRACED_ROLES = (LineRole.EXCEPTION, LineRole.MESSAGE)
 READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
+DEFAULT_MAX_WORKERS = 8  # processes of a scan by default at most (ScanConfig.workers)
 NO_ROUTE = Route(None, None, None, None, True)  # a record not prefiltered: every observer looks
 
 
@@ -67,6 +68,22 @@ def _reader_bytes_from_env() -> int | None:
         return READER_PROCESS_BYTES
 
 
+def default_workers() -> int:
+    """The CPUs this process may run on, at most DEFAULT_MAX_WORKERS: past that the scanner's own work,
+    which one process does, is the most of a scan's time."""
+    return max(1, min(available_cpus(), DEFAULT_MAX_WORKERS))
+
+
+def _workers_from_env() -> int:
+    raw = os.environ.get("VERL_LOGSCAN_WORKERS")
+    if raw is not None and raw.strip():
+        try:
+            return max(1, min(int(raw), MAX_WORKERS))
+        except ValueError:
+            pass
+    return default_workers()
+
+
 @dataclass(frozen=True)
 class ScanConfig:
     """Knobs of one analysis (frozen: its state lives apart, in Analysis)."""
@@ -80,6 +97,10 @@ class ScanConfig:
     reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
     # keep the values of every metric key (for --metrics-csv), not only those a report charts or checks
     all_metrics: bool = False
+    # processes that share the work on a large file's blocks (logparse.read.blocks.blocks_in_process:
+    # this one and workers - 1 readers); 1: this process alone. VERL_LOGSCAN_WORKERS overrides the
+    # default, the CPUs available, at most DEFAULT_MAX_WORKERS.
+    workers: int = field(default_factory=lambda: _workers_from_env())
     # apply the progress lines of an input read alone without making records of them
     # (logparse.read.progress_lines); False: every line worth a look is a record (the reference that the
     # tests compare reports with)
@@ -142,6 +163,7 @@ class Analysis:
             reader_process_bytes=config.reader_process_bytes,
             all_metrics=config.all_metrics,
             progress_lines=config.progress_lines,
+            workers=config.workers,
         )
         self._reading = self.reader.reading_blocks  # source -> the block being read (lines read back)
         self.assembler = self._new_assembler()

@@ -38,6 +38,7 @@ import heapq
 import itertools
 import math
 import operator
+import sys
 from array import array
 from collections import deque
 from collections.abc import Sequence
@@ -71,12 +72,16 @@ from patterns.progress import (
 )
 
 if TYPE_CHECKING:
+    import numpy
     import pandas
 
 
 MAX_CHARTS = 8
 MAX_CHART_POINTS = 2000  # beyond this many step rows, each series keeps its extremes per bucket of steps
 MAX_METRIC_KEYS = 512  # metric keys named in a report at most
+# the anomaly rules run on numpy arrays from this many rows (numpy imported by then: from the smaller)
+ARRAY_MIN_ROWS = 30_000
+ARRAY_MIN_ROWS_IMPORTED = 1_000
 
 
 class AnomalyKind(str, Enum):
@@ -336,12 +341,19 @@ class MetricsTracker:
             len(steps), tuple(self.keys[:MAX_METRIC_KEYS]), tuple(series), tuple(self.anomalies(failed))
         )
 
-    def anomalies(self, failed: bool) -> list[Anomaly]:
-        """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed."""
+    def anomalies(self, failed: bool, arrays: bool | None = None) -> list[Anomaly]:
+        """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed.
+        `arrays`: run the rules on numpy arrays (the same anomalies, tested); None: when the rows are
+        many enough to pay for it (_arrays_pay)."""
+        if arrays is None:
+            arrays = self._arrays_pay()
         found: list[Anomaly] = []
         for key in self.valued_keys:
             family = key_family(key)
             if family is None and key not in (LENGTH_KEY, CLIP_RATIO_KEY):
+                continue
+            if arrays:
+                found.extend(_array_rules(key, family, *self._arrays(key), failed))
                 continue
             series = self.series(key)
             if family is not None:
@@ -356,6 +368,27 @@ class MetricsTracker:
                 found.extend(self._reward_collapse(key, series))
         return sorted(found, key=lambda a: (a.step, not a.fatal, a.kind, a.key))
 
+    def _arrays_pay(self) -> bool:
+        """Are the rows many enough for the rules to run faster on numpy arrays, counting the import of
+        numpy (~0.1 s) when it is not imported yet? (The loops cost ~5 us a row over the watched keys.)"""
+        return self._rows >= (ARRAY_MIN_ROWS_IMPORTED if "numpy" in sys.modules else ARRAY_MIN_ROWS)
+
+    def _arrays(self, key: str) -> tuple[list[int], numpy.ndarray]:
+        """series(key) as (its steps, a float array of its values)."""
+        import numpy as np
+
+        if not self._ordered:
+            series = self.series(key)
+            return [st for st, _ in series], np.array([v for _, v in series], dtype=np.float64)
+        steps: list[int] = []
+        parts = []
+        for seg in self._segments:
+            i = seg.index.get(key)
+            if i is not None:
+                steps.extend(seg.steps)
+                parts.append(np.frombuffer(seg.values, dtype=np.float64)[i :: len(seg.keys)])
+        return steps, (np.concatenate(parts) if parts else np.empty(0))
+
     @staticmethod
     def _nan_inf(key: str, family: str, series: list[tuple[int, float]], failed: bool) -> list[Anomaly]:
         last_finite = None
@@ -363,30 +396,7 @@ class MetricsTracker:
             if math.isfinite(value):
                 last_finite = (step, value)
                 continue
-            last_step, last_value = series[-1]
-            persists = not math.isfinite(last_value)
-            fatal = family in ("loss", "grad-norm") and (failed or persists)
-            before = (
-                f"; the last finite value was {_fmt(last_finite[1])} at step {last_finite[0]}"
-                if last_finite
-                else ""
-            )
-            if not persists:
-                after = f"; finite again at the last logged step, {last_step}"
-            elif last_step != step:
-                after = f"; still {_fmt(last_value)} at step {last_step}, the last logged"
-            else:
-                after = " (the last logged step)"
-            return [
-                Anomaly(
-                    AnomalyKind.NAN_INF.value,
-                    step,
-                    key,
-                    value,
-                    f"{key} is {_fmt(value)} at step {step}{before}{after}.",
-                    fatal,
-                )
-            ]
+            return [_nan_inf_anomaly(key, family, failed, (step, value), last_finite, series[-1])]
         return []
 
     @staticmethod
@@ -411,20 +421,7 @@ class MetricsTracker:
             bisect.insort(window, value)
             if n >= SPIKE_WINDOW:
                 del window[bisect.bisect_left(window, history.popleft())]
-        if first is None:
-            return []
-        step, value, median, n = first
-        more = f" ({count} such spikes in all)" if count > 1 else ""
-        return [
-            Anomaly(
-                AnomalyKind.GRAD_NORM_SPIKE.value,
-                step,
-                key,
-                value,
-                f"{key} jumped to {_fmt(value)} at step {step}, {value / median:.1f}x the median "
-                f"{_fmt(median)} of the previous {n} steps{more}.",
-            )
-        ]
+        return [] if first is None else [_spike_anomaly(key, *first, count)]
 
     @staticmethod
     def _length_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
@@ -434,17 +431,7 @@ class MetricsTracker:
             if not math.isfinite(value):
                 continue
             if seen >= LENGTH_MIN_HISTORY and peak is not None and value < LENGTH_COLLAPSE_FRACTION * peak[1]:
-                return [
-                    Anomaly(
-                        AnomalyKind.RESPONSE_LENGTH_COLLAPSE.value,
-                        step,
-                        key,
-                        value,
-                        f"{key} fell to {_fmt(value)} at step {step}, below "
-                        f"{LENGTH_COLLAPSE_FRACTION:.0%} of its running max {_fmt(peak[1])} "
-                        f"(step {peak[0]}).",
-                    )
-                ]
+                return [_length_anomaly(key, step, value, peak)]
             if peak is None or value > peak[1]:
                 peak = (step, value)
             seen += 1
@@ -457,16 +444,7 @@ class MetricsTracker:
             if not math.isfinite(value):
                 continue
             if low is not None and value > CLIP_RATIO_HIGH:
-                return [
-                    Anomaly(
-                        AnomalyKind.CLIP_RATIO_BLOWUP.value,
-                        step,
-                        key,
-                        value,
-                        f"{key} rose to {_fmt(value)} at step {step} (above {CLIP_RATIO_HIGH}) from "
-                        f"{_fmt(low[1])} at step {low[0]}: most responses hit the length limit.",
-                    )
-                ]
+                return [_clip_anomaly(key, step, value, low)]
             if value < CLIP_RATIO_LOW and low is None:
                 low = (step, value)
         return []
@@ -502,18 +480,7 @@ class MetricsTracker:
                 ):
                     held = values[i : i + REWARD_STAY_STEPS]
                     if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
-                        step, value = points[i]
-                        return [
-                            Anomaly(
-                                AnomalyKind.REWARD_COLLAPSE.value,
-                                step,
-                                key,
-                                value,
-                                f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
-                                f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
-                                f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.",
-                            )
-                        ]
+                        return [_reward_anomaly(key, *points[i], recent, lo, hi)]
             x = abs(v - last)
             if len(low) == len(high):
                 push(low, -pushpop(high, x))
@@ -525,3 +492,214 @@ class MetricsTracker:
             elif v < lo:
                 lo = v
         return []
+
+
+def _nan_inf_anomaly(
+    key: str,
+    family: str,
+    failed: bool,
+    first: tuple[int, float],
+    last_finite: tuple[int, float] | None,
+    last: tuple[int, float],
+) -> Anomaly:
+    """The nan-inf anomaly of a key first non-finite at `first`, finite before it at `last_finite`
+    (None: never), last logged at `last`."""
+    step, value = first
+    last_step, last_value = last
+    persists = not math.isfinite(last_value)
+    fatal = family in ("loss", "grad-norm") and (failed or persists)
+    before = (
+        f"; the last finite value was {_fmt(last_finite[1])} at step {last_finite[0]}" if last_finite else ""
+    )
+    if not persists:
+        after = f"; finite again at the last logged step, {last_step}"
+    elif last_step != step:
+        after = f"; still {_fmt(last_value)} at step {last_step}, the last logged"
+    else:
+        after = " (the last logged step)"
+    return Anomaly(
+        AnomalyKind.NAN_INF.value,
+        step,
+        key,
+        value,
+        f"{key} is {_fmt(value)} at step {step}{before}{after}.",
+        fatal,
+    )
+
+
+def _spike_anomaly(key: str, step: int, value: float, median: float, n: int, count: int) -> Anomaly:
+    """The grad-norm-spike anomaly of a first spike to `value` at `step` over the `median` of the `n`
+    values before it, one of `count`."""
+    more = f" ({count} such spikes in all)" if count > 1 else ""
+    return Anomaly(
+        AnomalyKind.GRAD_NORM_SPIKE.value,
+        step,
+        key,
+        value,
+        f"{key} jumped to {_fmt(value)} at step {step}, {value / median:.1f}x the median "
+        f"{_fmt(median)} of the previous {n} steps{more}.",
+    )
+
+
+def _length_anomaly(key: str, step: int, value: float, peak: tuple[int, float]) -> Anomaly:
+    return Anomaly(
+        AnomalyKind.RESPONSE_LENGTH_COLLAPSE.value,
+        step,
+        key,
+        value,
+        f"{key} fell to {_fmt(value)} at step {step}, below "
+        f"{LENGTH_COLLAPSE_FRACTION:.0%} of its running max {_fmt(peak[1])} "
+        f"(step {peak[0]}).",
+    )
+
+
+def _clip_anomaly(key: str, step: int, value: float, low: tuple[int, float]) -> Anomaly:
+    return Anomaly(
+        AnomalyKind.CLIP_RATIO_BLOWUP.value,
+        step,
+        key,
+        value,
+        f"{key} rose to {_fmt(value)} at step {step} (above {CLIP_RATIO_HIGH}) from "
+        f"{_fmt(low[1])} at step {low[0]}: most responses hit the length limit.",
+    )
+
+
+def _reward_anomaly(key: str, step: int, value: float, recent: float, lo: float, hi: float) -> Anomaly:
+    return Anomaly(
+        AnomalyKind.REWARD_COLLAPSE.value,
+        step,
+        key,
+        value,
+        f"{key} fell to {_fmt(value)} at step {step} from {_fmt(recent)} within "
+        f"{REWARD_DROP_WITHIN} steps, more than {REWARD_DROP_FRACTION:.0%} of its "
+        f"range so far ({_fmt(lo)} to {_fmt(hi)}), and stayed low.",
+    )
+
+
+# -- the rules on numpy arrays: the same anomalies as the loops above (tests/logparse/observe/test_metrics.py
+# compares them), each found with a few array operations instead of a Python step per row
+def _array_rules(
+    key: str, family: str | None, steps: list[int], values: numpy.ndarray, failed: bool
+) -> list[Anomaly]:
+    """The anomalies of one key's series (`steps`, `values` in step order), as `anomalies` finds them."""
+    import numpy as np
+
+    found = []
+    finite = np.isfinite(values)
+    if family is not None and not finite.all():
+        i = int(np.argmin(finite))  # the first non-finite value
+        before = (steps[i - 1], float(values[i - 1])) if i else None
+        last = (steps[-1], float(values[-1]))
+        found.append(_nan_inf_anomaly(key, family, failed, (steps[i], float(values[i])), before, last))
+    at = np.flatnonzero(finite)  # the finite values' places in the series
+    fv = values[at]
+    if family == "grad-norm":
+        found.extend(_array_spike(key, steps, at, fv))
+    if key == LENGTH_KEY:
+        found.extend(_array_length(key, steps, at, fv))
+    if key == CLIP_RATIO_KEY:
+        found.extend(_array_clip(key, steps, at, fv))
+    if key in REWARD_KEYS:
+        found.extend(_array_reward(key, steps, at, fv))
+    return found
+
+
+def _array_spike(key: str, steps: list[int], at: numpy.ndarray, fv: numpy.ndarray) -> list[Anomaly]:
+    """grad-norm-spike: each finite value against the median of the SPIKE_WINDOW finite values before
+    it (np.median of a sliding window: of an even count the mean of the middle two, as the loop)."""
+    import numpy as np
+
+    m = len(fv)
+    if m <= SPIKE_MIN_HISTORY:
+        return []
+    median = np.full(m, np.nan)
+    for i in range(SPIKE_MIN_HISTORY, min(SPIKE_WINDOW, m)):
+        median[i] = np.median(fv[:i])
+    if m > SPIKE_WINDOW:
+        median[SPIKE_WINDOW:] = np.median(
+            np.lib.stride_tricks.sliding_window_view(fv, SPIKE_WINDOW)[:-1], axis=1
+        )
+    with np.errstate(invalid="ignore"):
+        spikes = np.flatnonzero((median > 0) & (fv > SPIKE_FACTOR * median))
+    if not spikes.size:
+        return []
+    k = int(spikes[0])
+    return [
+        _spike_anomaly(key, steps[at[k]], float(fv[k]), float(median[k]), min(k, SPIKE_WINDOW), len(spikes))
+    ]
+
+
+def _array_length(key: str, steps: list[int], at: numpy.ndarray, fv: numpy.ndarray) -> list[Anomaly]:
+    """response-length-collapse: the first value, after LENGTH_MIN_HISTORY, below the fraction of the
+    running max before it (the max's first step, as the loop keeps it)."""
+    import numpy as np
+
+    h = LENGTH_MIN_HISTORY
+    if len(fv) <= h:
+        return []
+    running = np.maximum.accumulate(fv)
+    low = np.flatnonzero(fv[h:] < LENGTH_COLLAPSE_FRACTION * running[h - 1 : -1])
+    if not low.size:
+        return []
+    k = int(low[0]) + h
+    p = int(np.argmax(fv[:k]))
+    return [_length_anomaly(key, steps[at[k]], float(fv[k]), (steps[at[p]], float(fv[p])))]
+
+
+def _array_clip(key: str, steps: list[int], at: numpy.ndarray, fv: numpy.ndarray) -> list[Anomaly]:
+    """clip-ratio-blowup: the first value above CLIP_RATIO_HIGH after the first below CLIP_RATIO_LOW."""
+    import numpy as np
+
+    lows = np.flatnonzero(fv < CLIP_RATIO_LOW)
+    if not lows.size:
+        return []
+    lo = int(lows[0])
+    highs = np.flatnonzero(fv[lo + 1 :] > CLIP_RATIO_HIGH)
+    if not highs.size:
+        return []
+    k = lo + 1 + int(highs[0])
+    return [_clip_anomaly(key, steps[at[k]], float(fv[k]), (steps[at[lo]], float(fv[lo])))]
+
+
+def _array_reward(key: str, steps: list[int], at: numpy.ndarray, fv: numpy.ndarray) -> list[Anomaly]:
+    """reward-collapse: the steps whose drop from the highest of the REWARD_DROP_WITHIN before exceeds
+    REWARD_DROP_FRACTION of the range so far, found at once; at each in turn, the median of the changes
+    before it (the loop's two heaps, fed up to there) and whether it stays low."""
+    import numpy as np
+
+    h, w = REWARD_MIN_HISTORY, REWARD_DROP_WITHIN
+    n = len(fv)
+    if n <= h:
+        return []
+    hi = np.maximum.accumulate(fv)[h - 1 : n - 1]  # the highest and lowest before each step from h on
+    lo = np.minimum.accumulate(fv)[h - 1 : n - 1]
+    spread = hi - lo
+    recent = fv[h - w : n - w]
+    for d in range(1, w):
+        recent = np.maximum(recent, fv[h - w + d : n - w + d])
+    drop = recent - fv[h:]
+    candidates = np.flatnonzero((spread > 0) & (drop > REWARD_DROP_FRACTION * spread))
+    if not candidates.size:
+        return []
+    values = fv.tolist()
+    changes = np.abs(np.diff(fv)).tolist()
+    low: list[float] = []
+    high: list[float] = []
+    push, pushpop = heapq.heappush, heapq.heappushpop
+    fed = 0  # changes in the heaps (an odd count: the lower half holds one more)
+    for c in candidates.tolist():
+        i = c + h
+        for x in changes[fed : i - 1]:
+            if fed % 2:
+                push(high, -pushpop(low, -x))
+            else:
+                push(low, -pushpop(high, x))
+            fed += 1
+        median = -low[0] if fed % 2 else (-low[0] + high[0]) / 2
+        if drop[c] > REWARD_NOISE_FACTOR * median:
+            held = values[i : i + REWARD_STAY_STEPS]
+            if sum(held) / len(held) < float(hi[c]) - REWARD_DROP_FRACTION * float(spread[c]):
+                # (the highest and lowest as the loop keeps them, the first of equal ones: a -0.0 stays)
+                top, bottom = max(values[:i]), min(values[:i])
+                return [_reward_anomaly(key, steps[at[i]], values[i], max(values[i - w : i]), bottom, top)]
+    return []

@@ -20,10 +20,11 @@ import mmap
 import os
 import signal
 import sys
+import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from logparse.read.prefilter import Prefilter
@@ -63,6 +64,9 @@ class Block:
     # the candidates that are progress lines a scanner may apply without a record
     # (logparse.read.progress_lines)
     progress: ProgressColumns | None = None
+    # the process whose BlockMaker made it (0: the scanner's own; reader r: r + 1): its columns number
+    # processes and shapes in that maker's tables
+    worker: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         if self.data is not None:
@@ -133,6 +137,12 @@ def parse_step_text(data: bytes, start: int, parser: StepParser) -> StepLine | N
     return StepLine(step, keys, array("d", values), names, len(text) - m.end())
 
 
+def _cpu_seconds() -> float:
+    """This process's CPU time so far (user + system)."""
+    t = os.times()
+    return t.user + t.system
+
+
 class _NewlineCounter:
     """Line numbers of offsets in a block; numpy once the input is long enough to pay for importing it."""
 
@@ -174,57 +184,26 @@ class _NewlineCounter:
         return out, n - base + count(b"\n", pos)
 
 
-def iter_blocks(
-    chunks: Iterable[bytes],
-    prefilter: Prefilter,
-    step_parser: StepParser | None = None,
-    progress: ProgressLineParser | None = None,
-) -> Iterator[Block]:
-    """Blocks of whole lines from `chunks` (the last line may lack its newline: one is added).
-    `step_parser`: parse the candidate step lines too (Block.steps), for a scanner in another process.
-    `progress`: find the progress lines a scanner may apply without a record (Block.progress; those
-    step lines get no Block.steps entry)."""
-    counter = _NewlineCounter()
-    base = 0
+def cut_blocks(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """Whole-line blocks of `chunks`: (data ending in a newline, cut). A line longer than MAX_LINE_BYTES
+    is a block of its own, its head cut to that length (`cut`), the rest of it skipped; the last line
+    may lack its newline (one is added). Each block's lines are its newlines: the line numbers of the
+    blocks after it go on from there (a cut line is one line). Sequential (what the bytes are depends
+    on what came before), and cheap: the line-local work on a block is BlockMaker's."""
     carry = b""
     skipping = False  # the rest of an over-long line whose head was already yielded
-    step_id = (
-        prefilter.keywords.index(STEP_KEYWORD)
-        if step_parser is not None and STEP_KEYWORD in prefilter.keywords
-        else None
-    )
-
-    def block(data: bytes, cut: bool = False) -> Block:
-        found = prefilter.lines(data)
-        starts = [s for s, _ in found]
-        numbers, lines = counter.numbers(data, starts, base)
-        keywords = [k for _, k in found]
-        columns = progress.parse(data, found) if progress is not None else None
-        steps = None
-        if step_id is not None:
-            applied = set(columns.index) if columns is not None else ()
-            steps = {
-                i: parsed
-                for i, (start, ids) in enumerate(found)
-                if step_id in ids
-                and i not in applied
-                and (parsed := parse_step_text(data, start, step_parser)) is not None
-            }
-        return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns)
-
     for chunk in chunks:
         if skipping:
             nl = chunk.find(b"\n")
             if nl < 0:
                 continue
             chunk = chunk[nl + 1 :]
-            base += 1
             skipping = False
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:
             data = carry + chunk
-            if len(data) > MAX_LINE_BYTES:  # one line (base + 1 counts it once its end is found)
-                yield block(data[:MAX_LINE_BYTES] + b"\n", cut=True)
+            if len(data) > MAX_LINE_BYTES:  # one line (counted once, as its cut head)
+                yield data[:MAX_LINE_BYTES] + b"\n", True
                 skipping = True
                 carry = b""
             else:
@@ -238,23 +217,105 @@ def iter_blocks(
         else:
             data = chunk
         carry = chunk[cut:]
-        b = block(data)
-        yield b
-        base += b.lines
+        yield data, False
     if carry and not skipping:
-        yield block(carry + b"\n")
+        yield carry + b"\n", False
 
 
-# -- reading in a second process ------------------------------------------------------------------
-SLOTS = 4  # blocks in flight between the reader process and the scanner
-SLOT_BYTES = CHUNK_BYTES + MAX_LINE_BYTES + 1  # the largest block: a carried partial line + one chunk
+class BlockMaker:
+    """The line-local work on one block of whole lines: its candidate lines (the prefilter), their line
+    numbers and keyword ids, its progress lines as columns (`progress`), and its other step lines
+    parsed (`step_parser`, for a scanner in another process). A block depends on no other; what a
+    maker remembers between blocks (the progress parser's numbering and caches) is its own, so each
+    process that makes blocks has its own maker (the scanner reads its blocks' columns with that
+    maker's tables: Block.worker)."""
+
+    def __init__(
+        self,
+        prefilter: Prefilter,
+        step_parser: StepParser | None = None,
+        progress: ProgressLineParser | None = None,
+    ) -> None:
+        self.prefilter = prefilter
+        self.step_parser = step_parser
+        self.progress = progress
+        self.counter = _NewlineCounter()
+        self.step_id = (
+            prefilter.keywords.index(STEP_KEYWORD)
+            if step_parser is not None and STEP_KEYWORD in prefilter.keywords
+            else None
+        )
+
+    def make(self, data: bytes, base: int, cut: bool = False) -> Block:
+        """The Block of `data`, whose first line is line `base` + 1 of the input."""
+        found = self.prefilter.lines(data)
+        starts = [s for s, _ in found]
+        numbers, lines = self.counter.numbers(data, starts, base)
+        keywords = [k for _, k in found]
+        progress = self.progress
+        columns = progress.parse(data, found) if progress is not None else None
+        steps = None
+        if self.step_id is not None:
+            step_id, step_parser = self.step_id, self.step_parser
+            applied = set(columns.index) if columns is not None else ()
+            steps = {
+                i: parsed
+                for i, (start, ids) in enumerate(found)
+                if step_id in ids
+                and i not in applied
+                and (parsed := parse_step_text(data, start, step_parser)) is not None
+            }
+        return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns)
 
 
-PIPE_BYTES = 1 << 20  # the pipe of the blocks' candidates: room for several (the default 64 KiB holds one)
+def iter_blocks(
+    chunks: Iterable[bytes],
+    prefilter: Prefilter,
+    step_parser: StepParser | None = None,
+    progress: ProgressLineParser | None = None,
+    stats: InputStats | None = None,
+) -> Iterator[Block]:
+    """Blocks of whole lines from `chunks` (cut_blocks), each made by one BlockMaker in this process.
+    `step_parser`: parse the candidate step lines too (Block.steps), for a scanner in another process.
+    `progress`: find the progress lines a scanner may apply without a record (Block.progress; those
+    step lines get no Block.steps entry). `stats`: learns the blocks made and the CPU time that took."""
+    maker = BlockMaker(prefilter, step_parser, progress)
+    base = 0
+    for data, cut in cut_blocks(chunks):
+        before = _cpu_seconds() if stats is not None else 0.0
+        block = maker.make(data, base, cut)
+        if stats is not None:
+            stats.scanner_blocks += 1
+            stats.scanner_block_cpu += _cpu_seconds() - before
+        yield block
+        base += block.lines
+
+
+# -- reading in other processes ------------------------------------------------------------------
+# the largest block: a carried partial line and one chunk (which, out of a binary span's reader, may
+# itself hold an unfinished line and a run of lines it held back), with room to spare
+SLOT_BYTES = CHUNK_BYTES + 2 * (MAX_LINE_BYTES + 1) + (64 << 10)
+PIPE_BYTES = 1 << 20  # a reader's pipe of candidates: room for several blocks (the default 64 KiB holds one)
+MAX_WORKERS = 64  # processes of one scan at most (--workers)
+# a slot's state in the ring: free, cut and not yet taken, being made by a process
+FREE, RAW, CLAIMED = 0, 1, 2
+# a slot's fields in the ring's table: its state, its block's number, size, cut flag, and the input's
+# bytes read when it was cut
+STATE, NUMBER, SIZE, CUT, READ = range(5)
+META = 5
+WAKE_S = 0.5  # a reader with nothing to do looks this often whether the scan is still there
+IDLE_S = 0.005  # the scanner, waiting for a block with none to make itself, looks again this often
+END_S = 5.0  # the readers' last words (their CPU time) are waited for this long at most
+
+
+def slots_for(workers: int) -> int:
+    """Blocks in flight for `workers` processes: one being made by each, as many cut ahead, the one
+    the scan works on and one to spare (at least 4, what one reader process had)."""
+    return max(4, 2 * workers + 2)
 
 
 def _widen_pipe(conn: Connection) -> None:
-    """Let the pipe hold PIPE_BYTES (Linux), so that the reader is not held up sending one block's
+    """Let the pipe hold PIPE_BYTES (Linux), so that a reader is not held up sending one block's
     candidates until the scanner takes them; where that cannot be done, it stays as it is."""
     try:
         import fcntl
@@ -264,110 +325,367 @@ def _widen_pipe(conn: Connection) -> None:
         pass
 
 
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - Linux has it
+        return os.cpu_count() or 1
+
+
 def reader_process_possible() -> bool:
     """A reader process needs a second CPU to run on, fork (the Hyperscan database and the catalog
     are inherited, not rebuilt), and a parent that is no daemonic process (a fleet worker: the fleet
     already keeps every CPU busy)."""
     if not hasattr(os, "fork") or sys.platform != "linux":
         return False
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - Linux has it
-        cpus = os.cpu_count() or 1
     import multiprocessing
 
-    return cpus >= 2 and not multiprocessing.current_process().daemon
+    return available_cpus() >= 2 and not multiprocessing.current_process().daemon
 
 
-def _reader_main(
-    chunks: Callable[[InputStats], Iterable[bytes]],
-    stats: InputStats,
-    prefilter: Prefilter,
-    step_parser: StepParser,
-    ring: mmap.mmap,
-    out: Connection,
-    free: Connection,
-    parent_ends: tuple[Connection, ...] = (),
-    progress: ProgressLineParser | None = None,
-) -> None:
-    """In the reader process: blocks into ring slots, their candidates to `out`; a slot is reused
-    once the scanner hands its number back on `free`. `stats` is this process's copy: what it
-    learns (bytes read, notes) goes back with the blocks and at the end."""
+class _Ring:
+    """The blocks in flight, in memory shared by the scanner and its readers: `slots` slots of
+    SLOT_BYTES and a table of each slot's fields (STATE, ...). A lock guards the table; a semaphore
+    counts the RAW blocks, plus, once the input has ended, a token for each reader to wake up to."""
+
+    def __init__(self, ctx, slots: int) -> None:
+        self.slots = slots
+        self.mem = mmap.mmap(-1, slots * SLOT_BYTES)  # anonymous, shared with the forked readers
+        self.meta = ctx.RawArray("q", slots * META)
+        self.ended = ctx.RawValue("b", 0)  # the input has ended: no block will be cut any more
+        self.lock = ctx.Lock()
+        self.raw = ctx.Semaphore(0)
+
+    def put(self, slot: int, number: int, data: bytes, cut: bool, read: int) -> None:
+        """Block `number` (its bytes and fields) into `slot`, for any process to take."""
+        if len(data) > SLOT_BYTES:  # (cannot be: a chunk is CHUNK_BYTES and a line MAX_LINE_BYTES at most)
+            raise OSError(f"a block of {len(data)} bytes does not fit a slot of {SLOT_BYTES}")
+        at = slot * SLOT_BYTES
+        self.mem[at : at + len(data)] = data
+        m = slot * META
+        meta = self.meta
+        with self.lock:
+            meta[m + NUMBER], meta[m + SIZE], meta[m + CUT], meta[m + READ] = number, len(data), cut, read
+            meta[m + STATE] = RAW
+        self.raw.release()
+
+    def raw_count(self) -> int:
+        with self.lock:
+            return self.meta[STATE::META].count(RAW)
+
+    def claim(self, timeout: float = 0.0, keep_wake: bool = False) -> int | None:
+        """The slot of the oldest RAW block, now CLAIMED by the caller; None when there is none within
+        `timeout` seconds (0: at once). A token that finds no RAW block is a wake-up token (the input
+        ended): handed back, unless `keep_wake` (a reader that ends with it)."""
+        if not (self.raw.acquire(True, timeout) if timeout > 0 else self.raw.acquire(False)):
+            return None
+        meta = self.meta
+        with self.lock:
+            best = -1
+            oldest = 1 << 62
+            for slot in range(self.slots):
+                m = slot * META
+                if meta[m + STATE] == RAW and meta[m + NUMBER] < oldest:
+                    best, oldest = slot, meta[m + NUMBER]
+            if best >= 0:
+                meta[best * META + STATE] = CLAIMED
+                return best
+        if not keep_wake:
+            self.raw.release()
+        return None
+
+    def fields(self, slot: int) -> tuple[int, int, bool, int]:
+        """(number, size, cut, bytes read) of the block in a slot the caller claimed."""
+        m = slot * META
+        meta = self.meta
+        return meta[m + NUMBER], meta[m + SIZE], bool(meta[m + CUT]), meta[m + READ]
+
+    def bytes_of(self, slot: int, size: int) -> bytes:
+        at = slot * SLOT_BYTES
+        return self.mem[at : at + size]
+
+    def release(self, slot: int) -> None:
+        with self.lock:
+            self.meta[slot * META + STATE] = FREE
+
+
+class _Sender:
+    """Makes the blocks a reader claims and sends their candidates to the scanner: arrays of numbers,
+    each line's keyword set as its number in `sets` (new sets sent once), a step line's keys only when
+    they differ from the last one's (the message stays small, so that several fit in the pipe)."""
+
+    def __init__(self, ring: _Ring, maker: BlockMaker, out: Connection) -> None:
+        self.ring = ring
+        self.maker = maker
+        self.out = out
+        self.sets: dict[frozenset[int], int] = {}
+        self.keys: tuple[str, ...] = ()
+        self.names: tuple[str, ...] = ()
+
+    def send(self, slot: int) -> None:
+        number, size, cut, read = self.ring.fields(slot)
+        data = self.ring.bytes_of(slot, size)
+        block = self.maker.make(data, 0, cut)
+        steps = []
+        for i, sl in block.steps.items():
+            steps.append(
+                (
+                    i,
+                    sl.step,
+                    None if sl.keys == self.keys else sl.keys,
+                    sl.values,
+                    None if sl.names is self.names else sl.names,
+                    sl.tail_length,
+                )
+            )
+            self.keys, self.names = sl.keys, sl.names
+        find = data.find
+        ends = array("q", [find(b"\n", start) for start in block.starts])  # every block ends in a newline
+        sets = self.sets
+        known = len(sets)
+        ids = array("l", [sets.setdefault(k, len(sets)) for k in block.keywords])
+        self.out.send(
+            (
+                "block",
+                number,
+                slot,
+                size,
+                cut,
+                read,
+                block.lines,
+                array("q", block.starts),
+                array("q", block.numbers),
+                ids,
+                list(sets)[known:] if len(sets) > known else (),
+                steps,
+                ends,
+                block.progress,
+            )
+        )
+
+
+def _reader_start(parent_ends: tuple[Connection, ...]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scanner handles Ctrl-C and stops this process
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for conn in parent_ends:  # so that if the scanner dies (kill -9), recv and send here fail and it ends
         conn.close()
+
+
+def _lead_main(
+    chunks: Callable[[InputStats], Iterable[bytes]],
+    stats: InputStats,
+    ring: _Ring,
+    sender: _Sender,
+    free: Connection,
+    readers: int,
+    parent_ends: tuple[Connection, ...],
+) -> None:
+    """The first reader: reads the input (and gunzips it), cuts it into blocks (cut_blocks) a few
+    ahead into free slots, and makes blocks like any reader when none is left to cut; a slot is
+    free again once the scanner hands its number back on `free`. `stats` is this process's copy:
+    what it learns (bytes read, notes) goes back with the blocks and at the end."""
+    _reader_start(parent_ends)
+    free_slots = deque(range(ring.slots))
+    blocks = cut_blocks(chunks(stats))
+    ahead = readers + 2  # blocks cut and not taken: one for each process that makes blocks, and one
     known = len(stats.notes)
-    end: tuple = ("end",)
-    keys: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-    sets: dict[frozenset[int], int] = {}  # keyword sets sent so far, numbered
+    number = 0
+    end: tuple | None = None
     try:
-        blocks = iter_blocks(chunks(stats), prefilter, step_parser, progress)
-        slots: deque[int] = deque()  # slots the scanner has handed back, not yet filled
         while True:
             while free.poll():
-                slots.append(free.recv())
-            if progress is not None:
-                # two or more blocks' room free: the scanner waits for this process, so the step lines'
-                # metrics are left to it; else it is behind, and they are parsed here
-                progress.rows_here = len(slots) < 2
-            block = next(blocks, None)
-            if block is None:
+                free_slots.append(free.recv())
+            while end is None and free_slots and ring.raw_count() < ahead:
+                end = _cut_one(blocks, ring, free_slots, number, stats)
+                if end is None:
+                    number += 1
+                else:
+                    sender.out.send(("stats", number, stats.bytes, stats.notes[known:], *end))
+                    ring.ended.value = 1
+                    for _ in range(readers - 1):  # the other readers wake up to end
+                        ring.raw.release()
+            slot = ring.claim()
+            if slot is not None:
+                sender.send(slot)
+            elif end is not None:
                 break
-            slot = slots.popleft() if slots else free.recv()
-            at = slot * SLOT_BYTES
-            ring[at : at + len(block.data)] = block.data
-            steps = []  # the keys of a step line go along only when they differ from the last one's
-            for i, sl in block.steps.items():
-                steps.append(
-                    (
-                        i,
-                        sl.step,
-                        None if sl.keys == keys else sl.keys,
-                        sl.values,
-                        None if sl.names is names else sl.names,
-                        sl.tail_length,
-                    )
-                )
-                keys, names = sl.keys, sl.names
-            find = block.data.find
-            ends = array("q", [find(b"\n", start) for start in block.starts])  # every block ends in a newline
-            # (the message stays small, so that several fit in the pipe and this process runs ahead:
-            # numbers as arrays, each line's keyword set as its number in `sets`, new sets sent once)
-            known_sets = len(sets)
-            ids = array("l", [sets.setdefault(k, len(sets)) for k in block.keywords])
-            out.send(
-                (
-                    "block",
-                    slot,
-                    len(block.data),
-                    block.base,
-                    block.lines,
-                    array("q", block.starts),
-                    array("q", block.numbers),
-                    ids,
-                    list(sets)[known_sets:] if len(sets) > known_sets else (),
-                    block.cut,
-                    stats.bytes,
-                    steps,
-                    ends,
-                    block.progress,
-                )
-            )
-    except TruncatedGzip as exc:
-        end = ("truncated", str(exc))
-    except OSError as exc:
-        end = ("oserror", exc.strerror or str(exc))
-    except EOFError:  # the scanner is gone
+            else:  # nothing to make and no room to cut: the scanner is behind
+                free_slots.append(free.recv())
+        sender.out.send(("cpu", _cpu_seconds()))
+    except (EOFError, OSError):  # the scanner is gone
         return
-    except Exception as exc:
-        end = ("oserror", f"{type(exc).__name__}: {exc}")
+
+
+def _cut_one(
+    blocks: Iterator, ring: _Ring, free_slots: deque, number: int, stats: InputStats
+) -> tuple | None:
+    """Cut the next block into a free slot; None, or how the input ended: ("end",), ("truncated",
+    message), ("oserror", message)."""
     try:
-        out.send(("stats", stats.bytes, stats.notes[known:]))
-        out.send(end)
-    except OSError:  # the scanner is gone
+        got = next(blocks, None)
+    except TruncatedGzip as exc:
+        return ("truncated", str(exc))
+    except OSError as exc:
+        return ("oserror", exc.strerror or str(exc))
+    except Exception as exc:
+        return ("oserror", f"{type(exc).__name__}: {exc}")
+    if got is None:
+        return ("end",)
+    data, cut = got
+    ring.put(free_slots.popleft(), number, data, cut, stats.bytes)
+    return None
+
+
+def _worker_main(ring: _Ring, sender: _Sender, parent: int, parent_ends: tuple[Connection, ...]) -> None:
+    """Any other reader: makes the oldest block cut and not taken, until the input has ended."""
+    _reader_start(parent_ends)
+    try:
+        while True:
+            slot = ring.claim(WAKE_S, keep_wake=True)
+            if slot is not None:
+                sender.send(slot)
+            elif ring.ended.value or os.getppid() != parent:
+                break
+        sender.out.send(("cpu", _cpu_seconds()))
+    except (EOFError, OSError):  # the scanner is gone
         return
+
+
+class _Pending:
+    """A block a reader (or the scanner) made, waiting for its turn; numbers counted from its first line."""
+
+    __slots__ = (
+        "columns",
+        "cut",
+        "ends",
+        "keywords",
+        "lines",
+        "numbers",
+        "read",
+        "size",
+        "slot",
+        "starts",
+        "steps",
+        "worker",
+    )
+
+    def __init__(self, worker, slot, size, cut, read, lines, starts, numbers, keywords, steps, ends, columns):
+        self.worker, self.slot, self.size, self.cut, self.read = worker, slot, size, cut, read
+        self.lines, self.starts, self.numbers, self.keywords = lines, starts, numbers, keywords
+        self.steps, self.ends, self.columns = steps, ends, columns
+
+
+class _Merger:
+    """The scanner's side: the readers' blocks put back in order (each reader's keyword sets and step
+    keys decoded), and, while the block it needs next is still being made, a block cut and not taken
+    made here (its Block.worker is 0; reader r's are r + 1)."""
+
+    def __init__(self, ring: _Ring, conns: list[Connection], maker: BlockMaker, stats: InputStats) -> None:
+        self.ring = ring
+        self.conns = {conn: r for r, conn in enumerate(conns)}
+        self.maker = maker
+        self.stats = stats
+        self.pending: dict[int, _Pending] = {}
+        self.sets: list[list[frozenset[int]]] = [[] for _ in conns]
+        self.keys: list[tuple[str, ...]] = [() for _ in conns]
+        self.names: list[tuple[str, ...]] = [() for _ in conns]
+        self.end: tuple | None = None  # ("stats", blocks, bytes, notes, kind, [message])
+        self.cpu_told: set[int] = set()
+
+    def next(self, number: int) -> _Pending | None:
+        """Block `number`, once made; None after the last (or raises what ended the input)."""
+        pending = self.pending
+        while number not in pending:
+            if self.end is not None and number >= self.end[1]:
+                return self._ended()
+            self._receive(0)
+            if number in pending:
+                break
+            if len(pending) < self.ring.slots - 2 and self._make_one():
+                continue
+            self._receive(IDLE_S)
+        return pending.pop(number)
+
+    def _make_one(self) -> bool:
+        """Make the oldest block cut and not taken here, rather than wait; False when there is none."""
+        slot = self.ring.claim()
+        if slot is None:
+            return False
+        before = _cpu_seconds()
+        number, size, cut, read = self.ring.fields(slot)
+        data = self.ring.bytes_of(slot, size)
+        b = self.maker.make(data, 0, cut)
+        find = data.find
+        ends = array("q", [find(b"\n", start) for start in b.starts])
+        self.pending[number] = _Pending(
+            0, slot, size, cut, read, b.lines, b.starts, b.numbers, b.keywords, b.steps, ends, b.progress
+        )
+        self.stats.scanner_blocks += 1
+        self.stats.scanner_block_cpu += _cpu_seconds() - before
+        return True
+
+    def _receive(self, timeout: float) -> None:
+        from multiprocessing.connection import wait
+
+        for conn in wait(list(self.conns), timeout):
+            try:
+                msg = conn.recv()
+            except EOFError:
+                if self.conns.pop(conn) not in self.cpu_told:
+                    raise OSError("a reader process ended unexpectedly") from None
+                continue
+            self._take(self.conns[conn], msg)
+
+    def _take(self, r: int, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "block":
+            _, number, slot, size, cut, read, lines, starts, numbers, ids, new_sets, sent, ends, columns = msg
+            sets = self.sets[r]
+            sets.extend(new_sets)
+            steps = {}
+            keys, names = self.keys[r], self.names[r]
+            for i, step, new_keys, values, new_names, tail in sent:
+                keys = keys if new_keys is None else new_keys
+                names = names if new_names is None else new_names
+                steps[i] = StepLine(step, keys, values, names, tail)
+            self.keys[r], self.names[r] = keys, names
+            self.pending[number] = _Pending(
+                r + 1,
+                slot,
+                size,
+                cut,
+                read,
+                lines,
+                starts.tolist(),
+                numbers.tolist(),
+                [sets[i] for i in ids],
+                steps,
+                ends,
+                columns,
+            )
+        elif kind == "stats":
+            self.end = msg
+        elif kind == "cpu":
+            self.cpu_told.add(r)
+            self.stats.reader_cpu.append(msg[1])
+
+    def _ended(self) -> None:
+        """The input's end: its bytes and notes, the readers' CPU times (waited for a moment), and the
+        error that ended it, if any."""
+        _, _, read, notes, kind, *message = self.end
+        self.stats.bytes = read
+        self.stats.notes.extend(notes)
+        deadline = time.monotonic() + END_S
+        while self.conns and time.monotonic() < deadline:
+            try:
+                self._receive(max(0.0, deadline - time.monotonic()))
+            except OSError:
+                break
+        if kind == "truncated":
+            raise TruncatedGzip(message[0])
+        if kind == "oserror":
+            raise OSError(message[0])
+        return None
 
 
 def blocks_in_process(
@@ -376,115 +694,92 @@ def blocks_in_process(
     prefilter: Prefilter,
     step_parser: StepParser | None = None,
     progress: ProgressLineParser | None = None,
+    workers: int = 2,
 ) -> Iterator[Block]:
-    """iter_blocks(chunks(stats), prefilter), computed by a forked reader process while the caller
-    works on the previous blocks. Reading, decompressing, Hyperscan and line counting all happen
-    there; a block's bytes come back through shared memory (SLOTS slots: a block is valid until the
-    caller asks for the next one), its candidates through a pipe; `stats` learns the bytes read and
-    the reader's notes. Errors are raised here as in
-    iter_blocks (TruncatedGzip, OSError). Closing the generator (or an interrupt) stops the process."""
+    """iter_blocks(chunks(stats), prefilter), computed by `workers` processes: this one and
+    `workers - 1` forked readers. The first reader reads the input (and gunzips it) and cuts it into
+    blocks a few ahead; every reader makes the oldest block cut and not taken (prefilter, line
+    counting, progress columns, step lines: BlockMaker), and so does this process while the block it
+    needs next is still being made. A block's bytes stay in shared memory (a block is valid until the
+    caller asks for the next one), its candidates come through a pipe, with line numbers counted from
+    the block's first line: the blocks are put back in order and numbered here. `stats` learns the
+    bytes read, the readers' notes and CPU times. Errors are raised here as in iter_blocks
+    (TruncatedGzip, OSError), after the blocks before them. Closing the generator (or an interrupt)
+    stops the readers."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
-    ring = mmap.mmap(-1, SLOTS * SLOT_BYTES)  # anonymous and shared with the forked child
-    out_r, out_w = ctx.Pipe(duplex=False)
-    _widen_pipe(out_r)
+    readers = max(1, min(workers, MAX_WORKERS) - 1)
+    ring = _Ring(ctx, slots_for(readers + 1))
+    step_parser = step_parser or StepParser()
+    pipes = [ctx.Pipe(duplex=False) for _ in range(readers)]
+    for conn, _ in pipes:
+        _widen_pipe(conn)
     free_r, free_w = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=_reader_main,
-        args=(
-            chunks,
-            stats,
-            prefilter,
-            step_parser or StepParser(),
-            ring,
-            out_w,
-            free_r,
-            (out_r, free_w),
-            progress,
-        ),
-        name="verl-logscan-reader",
-        daemon=True,
-    )
-    proc.start()
-    out_w.close()
+    procs = []
+    parent = os.getpid()
+    for r in range(readers):
+        # each reader keeps its own pipe's sending end (and the first, the free slots' receiving end)
+        others = (
+            *(recv for recv, _ in pipes),
+            *(send for i, (_, send) in enumerate(pipes) if i != r),
+            free_w,
+        )
+        sender = _Sender(ring, BlockMaker(prefilter, step_parser, progress), pipes[r][1])
+        if r == 0:
+            target, args = _lead_main, (chunks, stats, ring, sender, free_r, readers, others)
+        else:
+            target, args = _worker_main, (ring, sender, parent, (*others, free_r))
+        proc = ctx.Process(target=target, args=args, name=f"verl-logscan-reader-{r}", daemon=True)
+        proc.start()
+        procs.append(proc)
+    for _, send in pipes:
+        send.close()
     free_r.close()
-    keys: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-    sets: list[frozenset[int]] = []  # the reader's numbered keyword sets
+    merger = _Merger(ring, [recv for recv, _ in pipes], BlockMaker(prefilter, step_parser, progress), stats)
     held = None  # the slot of the block the caller works on: handed back when it asks for the next
+    base = 0
+    number = 0
     try:
-        try:
-            for slot in range(SLOTS):
-                free_w.send(slot)
-        except BrokenPipeError:  # a short input: the reader has sent its blocks and ended already
-            pass
         while True:
             if held is not None:
                 try:
                     free_w.send(held)
-                except BrokenPipeError:  # the reader has sent its last block and ended
+                except OSError:  # the first reader has cut its last block and ended
                     pass
                 held = None
-            try:
-                msg = out_r.recv()
-            except EOFError:
-                raise OSError("the reader process ended unexpectedly") from None
-            kind = msg[0]
-            if kind == "block":
-                (
-                    _,
-                    slot,
-                    size,
-                    base,
-                    lines,
-                    starts,
-                    numbers,
-                    ids,
-                    new_sets,
-                    cut,
-                    stats.bytes,
-                    sent,
-                    ends,
-                    columns,
-                ) = msg
-                sets.extend(new_sets)
-                keywords = [sets[i] for i in ids]
-                steps = {}
-                for i, step, new_keys, values, new_names, tail in sent:
-                    keys = keys if new_keys is None else new_keys
-                    names = names if new_names is None else new_names
-                    steps[i] = StepLine(step, keys, values, names, tail)
-                held = slot
-                yield Block(
-                    None,
-                    base,
-                    lines,
-                    starts.tolist(),
-                    numbers.tolist(),
-                    keywords,
-                    cut,
-                    steps,
-                    ends,
-                    size,
-                    ring,
-                    slot * SLOT_BYTES,
-                    columns,
-                )
-            elif kind == "stats":
-                stats.bytes = msg[1]
-                stats.notes.extend(msg[2])
-            elif kind == "end":
-                proc.join(timeout=5)  # it has nothing left to do
+            got = merger.next(number)
+            if got is None:
                 return
-            elif kind == "truncated":
-                raise TruncatedGzip(msg[1])
-            else:
-                raise OSError(msg[1])
+            stats.bytes = got.read
+            held = got.slot
+            numbers = got.numbers
+            if base:
+                numbers = list(map(base.__add__, numbers))
+            yield Block(
+                None,
+                base,
+                got.lines,
+                got.starts,
+                numbers,
+                got.keywords,
+                got.cut,
+                got.steps,
+                got.ends,
+                got.size,
+                ring.mem,
+                got.slot * SLOT_BYTES,
+                got.columns,
+                got.worker,
+            )
+            base += got.lines
+            number += 1
     finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
-        for conn in (out_r, free_w):
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in procs:
+            proc.join()
+        for conn in (*merger.conns, free_w):
             conn.close()
-        ring.close()
+        ring.mem.close()

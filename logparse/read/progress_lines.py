@@ -57,6 +57,7 @@ MAX_SHAPES = 1024
 MAX_PREFIXES = 4096
 MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Routes.progress_words' bound)
 INT64_MAX = (1 << 63) - 1
+PREFIX_FIRST = frozenset(b"(\x1b")  # what a line with a Ray prefix starts with (RAY_BAR, else BARE_BAR)
 STEP_BYTES = STEP_KEYWORD.encode()
 TQDM_BYTES = TQDM_KEYWORD.encode()
 # a step line's metrics are read from its bytes when its prefixes end before `step:` within this many
@@ -74,10 +75,17 @@ RAY_PREFIX = re.compile(
 # gone, decode_line's final CR too), TQDM_RE finds in it groups 4-6, and no environment keyword can
 # be in it. Any other bar is normalised and parsed the usual way.
 BAR_HEAD = "Training Progress:"  # what RAY_BAR's message (group 3) starts with
-RAY_BAR = re.compile(
-    RAY_PREFIX.pattern + rb"\r(Training Progress:[ \t]*[0-9]+%\|(?:\xe2\x96[\x88-\x8f]|[ #])*"
+BAR_TEXT = (
+    rb"(Training Progress:[ \t]*[0-9]+%\|(?:\xe2\x96[\x88-\x8f]|[ #])*"
     rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?"
 )
+RAY_BAR = re.compile(RAY_PREFIX.pattern + rb"\r?" + BAR_TEXT)
+# The same bar with no prefix at all, as the driver's own tqdm writes it (the trainer in the driver
+# process, a copied log): `Training Progress: ...`, or `\rTraining Progress: ...` (one redraw: the
+# normaliser's message is the segment after the `\r`). Its origin is the empty one: the normaliser
+# reads no prefix in a line that starts with `\r` or `Training Progress:` (the first character's
+# reader finds none: tested against the general way in tests/logparse/read/test_progress_lines.py).
+BARE_BAR = re.compile(rb"\r?" + BAR_TEXT)
 
 
 # the int fields of a progress line in ProgressColumns.ints, in this order
@@ -198,10 +206,16 @@ class ProgressLineParser:
                     self._add_plain_step(cols, i, start, plain)
                     continue
             elif not env_keyword:
-                bar = RAY_BAR.fullmatch(data, start, end)
-                if bar is not None:
-                    self._add_bar(cols, i, bar, words)
-                    continue
+                if data[start] in PREFIX_FIRST:
+                    bar = RAY_BAR.fullmatch(data, start, end)
+                    if bar is not None:
+                        self._add_bar(cols, i, bar.group(3, 4, 5, 6), words, bar.group(1, 2))
+                        continue
+                else:
+                    bar = BARE_BAR.fullmatch(data, start, end)
+                    if bar is not None:
+                        self._add_bar(cols, i, bar.groups(), words)
+                        continue
             self._add_line(cols, i, data, start, end, kind)
         if self._new_processes or self._new_shapes:
             # the entries numbered in this block go with it (a line that numbered one may still have
@@ -234,15 +248,23 @@ class ProgressLineParser:
         if row is not None:
             cols.values.extend(row[2])
 
-    def _add_bar(self, cols: ProgressColumns, i: int, bar: re.Match, words: tuple[str, ...]) -> None:
-        """A plain bar behind a Ray prefix: what StageTracker.parse would find in its message, from the
-        groups of RAY_BAR."""
-        actor, ip, text, n, total, bracket = bar.groups()
+    def _add_bar(
+        self,
+        cols: ProgressColumns,
+        i: int,
+        bar: tuple[bytes, ...],
+        words: tuple[str, ...],
+        ray: tuple[bytes, bytes | None] | None = None,
+    ) -> None:
+        """A plain bar behind a Ray prefix (`ray`: its actor and ip) or with no prefix: what
+        StageTracker.parse would find in its message, from the groups of BAR_TEXT (the message, n,
+        total, the bracket)."""
+        text, n, total, bracket = bar
         marker = self._marker(text.decode("utf-8"), words, self._bar_candidates(words))
         n, total = int(n), int(total)
         if marker is None or n > INT64_MAX or total > INT64_MAX:
             return
-        process = self._ray_process(actor, ip)
+        process = self._ray_process(*ray) if ray is not None else self._process_id(None, None)
         if process is None:
             return
         seconds = bar_seconds(bracket.decode("ascii"))

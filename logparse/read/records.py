@@ -111,6 +111,7 @@ class RecordReader:
         reader_process_bytes: int | None = None,
         all_metrics: bool = False,
         progress_lines: bool = True,
+        workers: int = 2,
     ):
         self.prefilter = prefilter
         self.syntax = syntax  # the stage markers, step lines and bars of the fast path
@@ -120,6 +121,7 @@ class RecordReader:
         self.reader_process_bytes = reader_process_bytes
         self.all_metrics = all_metrics
         self.progress_lines = progress_lines
+        self.workers = workers  # processes that make a large file's blocks (blocks_in_process); 1: this one
         # live use: wrap each opened input (follow, tee); hear of each block and record read
         self.open_stream: Callable[[str, BinaryIO], BinaryIO] | None = None
         self.on_progress: Callable[[], None] | None = None
@@ -190,11 +192,12 @@ class RecordReader:
         progress = None
         if fast:
             progress = ProgressLineParser(self.sink.progress_words, self.syntax, step_parser, self.ignores)
-        tables = ProgressTables() if fast else None
+        # each process that makes blocks numbers their processes and shapes in its own tables
+        tables = _TablesByWorker() if fast else None
         if alone and self._reader_process_for(path):
-            blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress)
+            blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress, self.workers)
         else:
-            blocks = iter_blocks(chunks(stats), self.prefilter, progress=progress)
+            blocks = iter_blocks(chunks(stats), self.prefilter, progress=progress, stats=stats)
         lines = 0  # lines of the blocks done
         truncated = 0
         try:
@@ -202,7 +205,8 @@ class RecordReader:
                 for block in blocks:
                     lines = block.base
                     truncated += block.cut
-                    yield from self._block(block, source, default, stats, tables)
+                    table = tables[block.worker] if tables is not None else None
+                    yield from self._block(block, source, default, stats, table)
                     lines = block.base + block.lines
                     if self.on_progress is not None:  # also for blocks without a line worth a look
                         self.on_progress()
@@ -222,7 +226,7 @@ class RecordReader:
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least reader_process_bytes, read without follow or tee."""
         limit = self.reader_process_bytes
-        if limit is None or path == "-" or self.open_stream is not None:
+        if limit is None or self.workers < 2 or path == "-" or self.open_stream is not None:
             return False
         try:
             st = os.stat(path)
@@ -359,6 +363,14 @@ class RecordReader:
             f"{self.normalizer.unwoven} exception line(s) written by several processes at once were "
             f"read apart (first at {first.source}:{first.number})"
         ]
+
+
+class _TablesByWorker(dict):
+    """The ProgressTables of each process that makes blocks (Block.worker), made on first use."""
+
+    def __missing__(self, worker: int) -> ProgressTables:
+        tables = self[worker] = ProgressTables()
+        return tables
 
 
 class _FastLines:

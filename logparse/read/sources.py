@@ -90,6 +90,11 @@ class InputStats:
     lines: int = 0
     bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    # how the work on its blocks was shared (logparse.read.blocks.blocks_in_process): each reader
+    # process's CPU seconds, and the blocks the scanner made itself and the CPU seconds that took
+    reader_cpu: list[float] = field(default_factory=list)
+    scanner_blocks: int = 0
+    scanner_block_cpu: float = 0.0
 
 
 _COMMON_ANSI = ("\x1b[36m", "\x1b[0m")  # Ray's cyan prefix: on most lines of a Ray job

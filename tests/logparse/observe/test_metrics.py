@@ -587,3 +587,70 @@ def test_add_rows_equals_add_row_in_turn(seed: int) -> None:
     assert many._ordered == one._ordered
     one._ordered = False  # (the dict-and-sort way)
     assert [many.series(k) for k in "abcdef"] == [one.series(k) for k in "abcdef"] and many.steps == one.steps
+
+
+WATCHED = [
+    "actor/pg_loss",
+    "actor/grad_norm",
+    "critic/grad_norm",
+    "actor/entropy",
+    "response_length/mean",
+    "response_length/clip_ratio",
+    "critic/score/mean",
+    "critic/rewards/mean",
+]
+ODD_VALUES = [0.0, -0.0, 1.0, 0.5, 0.95, float("nan"), float("inf"), float("-inf"), 100.0, 1e-300]
+
+
+def _rows(rnd: random.Random, n: int, ordered: bool) -> MetricsTracker:
+    """A tracker of n rows of the watched keys (some rows without some keys), values from a few
+    regimes at once: noise, plateaus, spikes, collapses, ties of +0.0 and -0.0, NaN and Inf."""
+    t = MetricsTracker()
+    level = {k: rnd.choice([0.0, 1.0, 100.0]) for k in WATCHED}
+    steps = list(range(1, n + 1)) if ordered else [rnd.randrange(1, n + 1) for _ in range(n)]
+    for step in steps:
+        row = {}
+        for key in WATCHED:
+            r = rnd.random()
+            if r < 0.05:
+                continue
+            if r < 0.1:
+                level[key] = rnd.choice([0.0, 0.01, 1.0, 50.0, 1000.0])
+            v = rnd.choice(ODD_VALUES) if r < 0.15 else level[key] * (1 + rnd.choice([0, 0.1, -0.1, 0.5]))
+            row[key] = v
+        t.add(step, row)
+    return t
+
+
+def _seen(anomalies: list) -> list[tuple]:
+    """What a report shows of each anomaly (a NaN value as its repr: NaN equals nothing)."""
+    return [(a.kind, a.step, a.key, repr(a.value), a.detail, a.fatal) for a in anomalies]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_rules_on_arrays_find_the_same_anomalies_as_the_loops(seed: int) -> None:
+    rnd = random.Random(seed)
+    t = _rows(rnd, rnd.choice([3, 8, 25, 200, 3000]), ordered=seed % 5 != 4)
+    for failed in (False, True):
+        assert _seen(t.anomalies(failed, arrays=True)) == _seen(t.anomalies(failed, arrays=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(WATCHED),
+    st.lists(st.one_of(st.floats(-1, 1), st.floats(0, 500), st.sampled_from(ODD_VALUES)), max_size=60),
+)
+def test_each_rule_on_arrays_equals_its_loop(key: str, values: list[float]) -> None:
+    t = series(key, values)
+    for failed in (False, True):
+        assert _seen(t.anomalies(failed, arrays=True)) == _seen(t.anomalies(failed, arrays=False))
+
+
+def test_the_rules_run_on_arrays_when_the_rows_are_many() -> None:
+    from logparse.observe import metrics
+
+    few, many = (
+        series("actor/grad_norm", [1.0] * 10),
+        series("actor/grad_norm", [1.0] * metrics.ARRAY_MIN_ROWS),
+    )
+    assert not few._arrays_pay() and many._arrays_pay()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -70,10 +71,20 @@ def test_samples_and_fixtures(path: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind,caught", [("realistic", None), ("dense", None), ("dense", 0), ("mix", None)])
-def test_benchmark_logs(kind: str, caught: int | None, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kind,caught,bars",
+    [
+        ("realistic", None, "ray"),
+        ("dense", None, "ray"),
+        ("dense", 0, "ray"),
+        ("mix", None, "ray"),
+        ("dense", 0, "bare"),
+        ("mix", None, "bare"),
+    ],
+)
+def test_benchmark_logs(kind: str, caught: int | None, bars: str, tmp_path: Path) -> None:
     log = tmp_path / f"{kind}.log"
-    generate(str(log), 1.5, kind=kind, caught_every=caught)
+    generate(str(log), 1.5, kind=kind, caught_every=caught, bars=bars)
     assert_same_reports(log, tmp_path, all_metrics=kind == "dense")
 
 
@@ -147,6 +158,79 @@ def test_plain_step_lines_read_from_their_bytes_as_any_line(
         with monkeypatch.context() as m:
             m.setattr(ProgressLineParser, "_plain_step", lambda *_: None)
             assert fast == columns(rows_here)
+
+
+def _bar_lines(rnd: random.Random, step: int) -> str:
+    """A `Training Progress` bar behind one of _line's prefixes, or none, in the forms the bars' fast
+    path reads (with and without `\\r`, the CR tqdm ends a redraw with) and forms it must leave alone."""
+    p = rnd.choice([_prefix(rnd, 6), "", "", "\r"])
+    rate = rnd.choice(["64.47s/it", "1.52it/s", "?it/s", "0.00it/s", ""])
+    total = rnd.choice([435, 100_000, 10**25])
+    body = rnd.choice(["███       ", "██▍       ", "#####     ", "", "▉▉▉▉▉▉▉▉▉▉"])
+    bar = f"Training Progress: {step % 100:3d}%|{body}| {step}/{total} [1:10:40<6:31:06, {rate}]"
+    return rnd.choice(
+        [
+            f"{p}{bar}",
+            f"{p}\r{bar}",
+            f"{p}{bar}\r",
+            f"{p}\r{bar}\r",
+            f"{p}\r\r{bar}",
+            f"{p}{bar}\rTraining Progress: 9%|",
+            f"{p} {bar}",
+            f"{p}\t{bar}",
+            f"{p}{bar} step:{step} - a:1",
+            f"{p}{bar}é",
+            f"{p}Training Progress: {step}%|x| 1/2 [00:01]",
+        ]
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bars_read_from_their_bytes_as_any_line(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The columns of bars read straight from their bytes (RAY_BAR behind a Ray prefix, BARE_BAR with no
+    prefix) are those the way of any line gives them, and so are the reports."""
+    from logparse.read import progress_lines
+
+    rnd = random.Random(seed)
+    log = tmp_path / "bars.log"
+    lines = [
+        _bar_lines(rnd, step // 3 + 1) if step % 4 else _line(rnd, step // 3 + 1, 6) for step in range(3000)
+    ]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    fast = _columns(log)
+    never = re.compile(rb"(?!)")
+    with monkeypatch.context() as m:
+        m.setattr(progress_lines, "RAY_BAR", never)
+        m.setattr(progress_lines, "BARE_BAR", never)
+        assert fast == _columns(log)
+    assert_same_reports(log, tmp_path)
+
+
+def _columns(log: Path, rows_here: bool = True) -> list:
+    """Each block's ProgressColumns of `log`, as bytes and lists."""
+    from logparse.read.blocks import iter_blocks
+    from logparse.read.sources import InputStats, plain_chunks
+    from logparse.read.steps import StepParser
+
+    scanner = Analysis(CATALOG, ScanConfig())
+    parser = ProgressLineParser(
+        scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+    )
+    parser.rows_here = rows_here
+    out = []
+    with open(log, "rb") as fh:
+        for block in iter_blocks(
+            plain_chunks(fh, InputStats(str(log))), scanner.reader.prefilter, progress=parser
+        ):
+            c = block.progress
+            out.append(
+                None
+                if c is None
+                else (c.ints.tobytes(), c.floats.tobytes(), c.values.tobytes(), c.new_processes, c.new_shapes)
+            )
+    return out
 
 
 def _few_processes(log: Path) -> None:
