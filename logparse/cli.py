@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # logparse.console is imported where a scan follows, tees, al
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_ERROR = 2
+EXIT_STALLED = 3  # no failure, but the job stopped making progress (a hang)
 EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5 for "nothing collected"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -301,7 +302,7 @@ def cli() -> None:
 
     \b
     Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    5 no log line read (empty input).
+    3 stalled (no failure, but the job stopped making progress), 5 no log line read (empty input).
     """
 
 
@@ -394,7 +395,8 @@ def scan(
 
     \b
     Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
+    3 stalled (no failure, but the job stopped making progress), 5 no log line read (empty input),
+    130 / 143 interrupted (SIGINT / SIGTERM).
     """
     redact = _redact_config(no_redact, redact_hosts)
     planned = _plan_scan_outputs(outputs, fmt, tee, follow, paths, metrics_csv)
@@ -437,6 +439,8 @@ def scan(
         sys.exit(interrupted[0])
     if report.empty:
         sys.exit(EXIT_NO_INPUT)
+    if report.stalled:
+        sys.exit(EXIT_STALLED)
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
 
 
@@ -490,6 +494,8 @@ def _feed(analysis: Analysis, files: list[str], live: _Live) -> tuple[int, str] 
 def _verdict_words(report: Report) -> str:
     if report.root_cause is not None:
         return f"failed: {report.root_cause.category}"
+    if report.stalled:
+        return "stalled"
     return "no log lines read" if report.empty else "healthy"
 
 

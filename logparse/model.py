@@ -258,11 +258,65 @@ class InputInfo:
 STATUS_FAILED = "failed"
 STATUS_HEALTHY = "healthy"
 STATUS_EMPTY = "empty"  # no log line was read at all (an empty file or pipe): nothing to judge
+STATUS_STALLED = "stalled"  # no failure, no completion, and the log's own evidence says progress stopped
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """Where one stream of the job (a rank, a Ray actor, a process) last wrote."""
+
+    stream: str  # how the report names it: `rank 3`, `TaskRunner pid=20308`, `pid 19041`, `launcher`
+    last: Evidence  # its last line
+    time: str | None = None  # ISO 8601 (no time zone), where the log carries a timestamp
+    seconds_before_end: float | None = None  # how long before the log's last timestamp it went quiet
+
+
+@dataclass(frozen=True)
+class WaitGroup:
+    """Streams whose stacks, taken while the job hung, end in the same place."""
+
+    streams: tuple[str, ...]  # `rank 0`, `pid 19041`, ...
+    waiting_in: str  # the innermost frame worth naming, `all_reduce (torch/distributed/distributed_c10d.py)`
+    kind: str | None  # what that frame waits for (patterns/stalls.yaml `waits`): collective, data, ...
+    frames: tuple[str, ...]  # the stack, innermost first (`function (file:line)`), bounded
+    source: str  # faulthandler | py-spy | interrupt (where each was when the job was interrupted)
+    first: Evidence  # the dump's first line
+    odd: bool = False  # the odd one out: the others wait for it
+
+
+@dataclass(frozen=True)
+class StallCause:
+    """The likely cause of a stall and what to do (patterns/stalls.yaml `causes`)."""
+
+    id: str
+    title: str
+    summary: str
+    fix: tuple[str, ...]
+    cited: tuple[CitedValue, ...] = ()  # the job's own settings the fix concerns
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A job that stopped making progress: where, for how long, what its ranks waited in, why."""
+
+    stage: str | None  # the last stage the log shows
+    step: int | None  # the last step the log shows
+    evidence: tuple[Evidence, ...]  # the lines that say progress stopped (a watchdog's dump, ...)
+    reasons: tuple[str, ...]  # each kind of evidence in a sentence
+    streams: tuple[StreamEnd, ...]  # where each stream last wrote, the first to go quiet first
+    silent_first: tuple[str, ...]  # the streams that went quiet well before the others
+    silence_s: float | None  # from the last step to the log's last timestamp
+    step_time_s: float | None  # the median step time measured in the run itself
+    duration: str  # the sentence on how long (or why that cannot be known)
+    waits: tuple[WaitGroup, ...]  # stacks grouped, the odd one out first
+    odd_one_out: str | None  # `rank 3 in __getitem__ (toy_train.py), ranks 0-2 in all_reduce (...)`
+    cause: StallCause | None
+    interrupted: Evidence | None = None  # the signal that ended the job after it stalled
 
 
 @dataclass(frozen=True)
 class Report:
-    status: str  # failed | healthy | empty
+    status: str  # failed | healthy | empty | stalled
     root_cause: RootCause | None
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]
@@ -275,10 +329,15 @@ class Report:
     attempts: tuple[AttemptVerdict, ...] = ()  # earlier attempts; the verdict is the last attempt's
     redactions: dict = field(default_factory=dict)  # kind -> count of values masked in this report
     complete: bool = True  # False when the scan was interrupted
+    stall: Stall | None = None  # status `stalled`: where and why progress stopped
 
     @property
     def failed(self) -> bool:
         return self.status == STATUS_FAILED
+
+    @property
+    def stalled(self) -> bool:
+        return self.status == STATUS_STALLED
 
     @property
     def empty(self) -> bool:

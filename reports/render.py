@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from logparse.model import Evidence, FindingView, Report, compact_ranks
+from logparse.model import Evidence, FindingView, Report, Stall, compact_ranks
 from reports.common import (
     Gap,
     basis_text,
@@ -40,6 +40,7 @@ _ANSI = {
     "red": "\x1b[31m",
     "green": "\x1b[32m",
     "yellow": "\x1b[33m",
+    "magenta": "\x1b[35m",
     "bold": "\x1b[1m",
     "dim": "\x1b[2m",
     "reset": "\x1b[0m",
@@ -297,6 +298,30 @@ def _failed_lines(
     return out
 
 
+def _stalled_lines(st: Stall, paint: Callable[..., str], stage: str) -> list[str]:
+    """The summary's lines of a stalled job: where it stopped, for how long, what each waited in, why."""
+    cause = f"  ({st.cause.title})" if st.cause else ""
+    out = [f"{paint('STALLED', 'bold', 'magenta')}  no progress and no error{cause}"]
+    if stage:
+        out.append(f"  {paint('stopped ', 'dim')}{stage}")
+    out.append(f"  {paint('for     ', 'dim')}{clip(st.duration, SUMMARY_FIELD_CHARS)}")
+    if st.odd_one_out:
+        out.append(f"  {paint('odd one ', 'dim')}{clip(st.odd_one_out, SUMMARY_FIELD_CHARS)}")
+    else:
+        for g in st.waits[:3]:
+            waiting = clip(", ".join(g.streams) + " in " + g.waiting_in, SUMMARY_FIELD_CHARS)
+            out.append(f"  {paint('waiting ', 'dim')}{waiting}")
+    if st.silent_first:
+        quiet = clip("first to go quiet: " + ", ".join(st.silent_first), SUMMARY_FIELD_CHARS)
+        out.append(f"  {paint('quiet   ', 'dim')}{quiet}")
+    out.append(f"  {paint('evidence', 'dim')} {clip('; '.join(st.reasons), SUMMARY_FIELD_CHARS)}")
+    if st.cause and st.cause.fix:
+        out.append(
+            f"  {paint('fix     ', 'dim')}{paint(clip(st.cause.fix[0], SUMMARY_FIELD_CHARS), 'yellow')}"
+        )
+    return out
+
+
 def _summary_text(
     r: Report,
     paint: Callable[..., str],
@@ -328,6 +353,8 @@ def _summary_text(
             f"{paint('EMPTY', 'bold', 'yellow')}  no log lines read from {len(r.inputs)} input(s): "
             "nothing to judge"
         ]
+    elif r.stall is not None:
+        out = _stalled_lines(r.stall, paint, stage)
     else:
         out = [f"{paint('HEALTHY', 'bold', 'green')}  no failure found in {lines} line(s)"]
         if stage:

@@ -36,6 +36,7 @@ import itertools
 import math
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -44,6 +45,7 @@ from logparse.read.normalize import Record
 from logparse.read.progress_syntax import MarkerHit, ProgressLine, ProgressSyntax
 from patterns.stages import StageMarkers
 
+STEP_TIMES_KEPT = 64  # the latest step lines' times kept (StageTracker.step_times)
 MAX_SEGMENTS_PER_STAGE = 500  # stretches of one stage in the progression (closer ones are merged)
 STEP_STAGE = "training"  # a step line or a progress-bar update means the training loop runs
 LAUNCH_STAGE = "launch"
@@ -215,6 +217,9 @@ class StageTracker:
         # report shows (a resumed run's step counts there too).
         self.last_step: tuple[int, int] | None = None
         self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
+        # (step, time) of the latest step lines that carry a timestamp: the run's own step times, and
+        # when its last step was (a stall's silence; logparse.decide.stall)
+        self.step_times: deque[tuple[int, float]] = deque(maxlen=STEP_TIMES_KEPT)
         self._attempt_starts: list[AttemptStart] = []
         self.attempts_started = 0  # every attempt start seen (the list above is bounded), for a cheap check
         self._completions: list[int] = []
@@ -265,6 +270,8 @@ class StageTracker:
         if hit is not None:
             self._on_marker(seq, source, number, time, repeat, hit)
         if line.step is not None:
+            if time is not None:
+                self.step_times.append((line.step, time))
             self._steps.append(seq, (line.step,), (line.seconds,))
             if self.last_step is None or line.step >= self.last_step[1]:
                 self.last_step = (seq, line.step)
@@ -485,6 +492,7 @@ class StageTracker:
     def forget_last_step(self) -> None:
         """A new attempt of the job begins (the analysis decides when): its steps count afresh."""
         self.last_step = None
+        self.step_times.clear()
 
     def stepped_at(self, seq: int) -> bool:
         """Was record `seq` a step line?"""

@@ -21,9 +21,20 @@ Cases (--case):
   loader-worker-exit  rank 1 reads its batches through a DataLoader with 2 worker processes; reading
                 one row ends the worker process (os._exit(1), as a crashing decoder in a C
                 extension does) about when step --fail-step begins, so the DataLoader raises in rank 1
+  stall-loader  (a hang) the model is not DDP-wrapped: each rank averages its gradients with
+                dist.all_reduce. At step --fail-step rank --odd-rank reads its batch through a
+                DataLoader whose data set blocks in __getitem__ for --hang-s (a stuck read), so the
+                other ranks wait in all_reduce; nothing fails until the process-group timeout
+  stall-sleep   (a hang) the same, but rank --odd-rank sleeps in a shard-lock wait before the step
+
+--faulthandler S arms faulthandler.dump_traceback_later(S) at the start of every step (a rank stuck
+for S seconds prints its stack: `Timeout (0:00:S)!`); --log-time puts `YYYY-MM-DD HH:MM:SS,mmm INFO`
+before the script's own lines (Python logging's default time format).
 """
 
 import argparse
+import faulthandler
+import logging
 import os
 import signal
 import sys
@@ -36,9 +47,24 @@ import torch.nn.functional as F
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+_LOGGER = None
+
 
 def log(msg):
+    if _LOGGER is not None:
+        _LOGGER.info(msg)
+        return
     print(msg, flush=True)
+
+
+def use_log_time():
+    global _LOGGER
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    _LOGGER = logging.getLogger("toy_train")
+    _LOGGER.addHandler(handler)
+    _LOGGER.setLevel(logging.INFO)
+    _LOGGER.propagate = False
 
 
 class SlowLineWriter:
@@ -104,6 +130,32 @@ class ExitingDataset(torch.utils.data.Dataset):
         return torch.randn(self.dim), torch.randn(1)
 
 
+class StuckDataset(torch.utils.data.Dataset):
+    """Rows whose read blocks for `hang_s` seconds (a read from a stuck network filesystem)."""
+
+    def __init__(self, hang_s, dim=16):
+        self.hang_s = hang_s
+        self.dim = dim
+
+    def __len__(self):
+        return 1_000
+
+    def __getitem__(self, i):
+        time.sleep(self.hang_s)
+        return torch.randn(self.dim), torch.randn(1)
+
+
+def wait_for_shard_lock(hang_s):
+    # a lock file held by a process that went away
+    time.sleep(hang_s)
+
+
+def average_gradients(model, world):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= world
+
+
 def check_loss(loss, step, rank):
     if not torch.isfinite(loss):
         raise RuntimeError(
@@ -150,6 +202,9 @@ def train_step(model, opt, shard, step, args, rank):
                 )
             )
         x, y = next(args.loader)
+    elif args.case == "stall-loader" and rank == args.odd_rank and step == args.fail_step:
+        loader = torch.utils.data.DataLoader(StuckDataset(args.hang_s), batch_size=shard.batch_size)
+        x, y = next(iter(loader))
     else:
         x, y = shard.batch(step)
     loss = F.mse_loss(model(x), y)
@@ -157,6 +212,8 @@ def train_step(model, opt, shard, step, args, rank):
         check_loss(loss, step, rank)
     opt.zero_grad()
     loss.backward()
+    if args.case.startswith("stall-"):
+        average_gradients(model, dist.get_world_size())
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     opt.step()
     return loss.detach(), grad_norm
@@ -176,6 +233,13 @@ def file_barrier(data_dir, rank, world):
         time.sleep(0.001)
 
 
+def before_step(args, rank, step):
+    if args.faulthandler:
+        faulthandler.dump_traceback_later(args.faulthandler)  # re-armed: S seconds for this step
+    if args.case == "stall-sleep" and rank == args.odd_rank and step == args.fail_step:
+        wait_for_shard_lock(args.hang_s)
+
+
 def run(args):
     if args.slow_stderr > 0:
         sys.stderr = SlowLineWriter(sys.stderr, args.slow_stderr)
@@ -191,7 +255,9 @@ def run(args):
         # every rank must take part in new_group
         args.side_group = dist.new_group(ranks=list(range(1, world)))
 
-    model = DDP(torch.nn.Linear(16, 1))
+    model = torch.nn.Linear(16, 1)
+    if not args.case.startswith("stall-"):
+        model = DDP(model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     if args.case == "healthy":
         # a common pattern in scripts written for GPUs; on a CPU-only host it only warns (and only
@@ -208,6 +274,7 @@ def run(args):
 
     t0 = time.time()
     for step in range(1, args.steps + 1):
+        before_step(args, rank, step)
         if args.case == "sigkill" and rank == 1 and step == args.fail_step:
             # what the kernel OOM killer does to a process: no Python exception, no output
             os.kill(os.getpid(), signal.SIGKILL)
@@ -224,6 +291,8 @@ def run(args):
             log(f"step:{step} - loss:{stats[0].item():.4f} - grad_norm:{stats[1].item():.4f} - lr:{args.lr}")
         time.sleep(args.step_s)
 
+    if args.faulthandler:
+        faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         log(f"Training finished: {args.steps} steps in {time.time() - t0:.1f}s")
     if not args.no_destroy:
@@ -244,6 +313,8 @@ def parse():
             "record",
             "missing-key",
             "loader-worker-exit",
+            "stall-loader",
+            "stall-sleep",
         ],
     )
     p.add_argument("--steps", type=int, default=10)
@@ -253,6 +324,9 @@ def parse():
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--no-destroy", action="store_true")
+    p.add_argument("--odd-rank", type=int, default=3, help="the rank that stalls (stall-* cases)")
+    p.add_argument("--faulthandler", type=float, default=0.0, help="dump stacks after S s in one step")
+    p.add_argument("--log-time", action="store_true", help="time and level before the script's lines")
     p.add_argument("--data-dir", default="data")
     p.add_argument(
         "--slow-stderr",
@@ -274,6 +348,8 @@ def main(args):
 
 if __name__ == "__main__":
     cli_args = parse()
+    if cli_args.log_time:
+        use_log_time()
     if cli_args.case == "record":
         main_recorded(cli_args)  # errors are written to $TORCHELASTIC_ERROR_FILE (error.json)
     else:
