@@ -352,6 +352,7 @@ class JobStatus(str, Enum):
     HEALTHY = "healthy"
     FAILED = "failed"
     ERROR = "error"  # the job's logs could not be read
+    STALLED = "stalled"  # no failure, and the job stopped making progress
 
 
 @dataclass(frozen=True)
