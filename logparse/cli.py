@@ -721,6 +721,104 @@ def _plan_fleet_output(
     return target
 
 
+DIFF_FORMATS = ("text", "md", "html", "json")  # = reports.diff.DIFF_FORMATS
+
+
+@cli.command(name="diff")
+@click.argument("good", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
+@click.argument("bad", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(DIFF_FORMATS),
+    default=None,
+    help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the diff to FILE (atomically) instead of stdout; the extension picks the format. Repeatable.",
+)
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(exists=False),
+    help="Extra catalog file or folder.",
+)
+@click.option(
+    "--redact-hosts",
+    is_flag=True,
+    help="Also mask IP addresses, host names and user names (as scan does). Secrets are always masked.",
+)
+@click.option("--no-redact", is_flag=True, help="Do not mask secrets in the diff.")
+@click.option(
+    "--max-lines",
+    type=click.IntRange(0, 1000),
+    default=25,
+    show_default=True,
+    help="Lines new in BAD shown at most.",
+)
+def diff_command(
+    good: str,
+    bad: str,
+    fmt: str | None,
+    outputs: tuple[str, ...],
+    catalogs: tuple[str, ...],
+    redact_hosts: bool,
+    no_redact: bool,
+    max_lines: int,
+) -> None:
+    """Compare a good run with a bad one: what changed, where BAD first diverged, what is new in it.
+
+    GOOD and BAD are each a log file, a folder or '-' (stdin; one of the two), read as `scan` reads
+    them. The diff lists the versions, topology and config values that differ; the first step where
+    BAD's metrics leave GOOD's band or BAD stops short; the lines whose masked template GOOD never
+    printed, most error-like first; and BAD's verdict, with whether GOOD shows the same failure.
+
+    \b
+    Examples:
+      verl-logscan diff yesterday.log today.log
+      verl-logscan diff good/ bad/ -o diff.html
+
+    \b
+    Exit codes: 0 no difference found, 1 the runs differ, 2 usage, input or catalog error,
+    5 no log line read in GOOD or BAD.
+    """
+    from logparse.diff import diff_runs
+    from reports.diff import render_diff
+
+    if good == "-" and bad == "-":
+        _fail("GOOD and BAD cannot both be stdin ('-')")
+    try:
+        planned = plan_outputs(outputs, fmt, DIFF_FORMATS)
+        refuse_inputs([("--output", o.path) for o in planned if not o.to_stdout], expand_inputs([good, bad]))
+    except (InputError, OutputError) as exc:
+        _fail(str(exc))
+    catalog = _load(catalogs)
+    try:
+        result = diff_runs([good], [bad], catalog, _redact_config(no_redact, redact_hosts), max_lines)
+    except InputError as exc:
+        _fail(str(exc))
+    for o in planned:
+        text = render_diff(result, o.fmt)
+        if o.to_stdout:
+            _echo_report(text)
+        else:
+            _write(o.path, text)
+    if any(not o.to_stdout for o in planned) and not any(o.to_stdout for o in planned):
+        words = "the runs differ" if result.differs else "no difference found"
+        click.echo(
+            f"verl-logscan: {words}; written to {terminal_text(', '.join(o.path for o in planned))}", err=True
+        )
+    if result.good.status == "empty" or result.bad.status == "empty":
+        sys.exit(EXIT_NO_INPUT)
+    sys.exit(EXIT_FAILURE_FOUND if result.differs else EXIT_HEALTHY)
+
+
 @cli.group(name="catalog")
 def catalog_group() -> None:
     """List or check the failure catalog."""

@@ -414,3 +414,78 @@ class FleetSummary:
 
 def _ranked(keys: Iterable[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(Counter(keys).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# -- two runs compared (`verl-logscan diff GOOD BAD`): facts from their two reports and their lines ---
+@dataclass(frozen=True)
+class RunSummary:
+    """One side of a diff: its verdict in a line, and how far it got."""
+
+    status: str  # failed | healthy | empty | stalled
+    verdict: str  # `failed: out-of-memory (cuda-oom)`, `healthy`, `stalled: ...`
+    root_cause: str | None  # the catalog entry id (or the stall's likely cause)
+    category: str | None
+    stage_reached: str | None
+    last_step: int | None
+    completed: bool
+    inputs: tuple[InputInfo, ...]
+    error_line: Evidence | None = None  # the root cause's error line
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    """A version, a topology fact or a config value that differs between the runs (None: not shown)."""
+
+    key: str  # the environment fingerprint's key: torch, world_size, config.data.train_batch_size, ...
+    kind: str  # version | environment | config
+    good: str | None
+    bad: str | None
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where BAD's progress first leaves GOOD's."""
+
+    kind: str  # metric | stops-earlier | stage
+    step: int | None
+    key: str | None  # the metric's key (kind metric)
+    good: str | None  # GOOD's value or band at that step, as a report shows it
+    bad: str | None
+    detail: str  # the whole fact in a sentence
+
+
+@dataclass(frozen=True)
+class NewLine:
+    """A message whose masked template never appears in GOOD."""
+
+    template: str  # the masked message (numbers, hex, paths and ids as <*>)
+    first: Evidence  # its first line in BAD
+    count: int  # lines of BAD with this template
+    streams: tuple[str, ...]  # `rank 3`, `pid 812`, ... (bounded)
+    stage: str | None  # BAD's stage at its first line
+    level: str | None  # the line's log level, when its prefix tells
+    score: int  # how error-like (higher first): level, error words, a traceback's last line
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """`verl-logscan diff GOOD BAD`: what differs, most telling first."""
+
+    good: RunSummary
+    bad: RunSummary
+    changes: tuple[EnvChange, ...]  # versions first, then topology, then config values
+    divergences: tuple[Divergence, ...]  # the first one first
+    new_lines: tuple[NewLine, ...]  # most error-like first, then in time order (bounded)
+    new_templates: int  # templates new in BAD in all (new_lines holds the first of them)
+    bad_in_good: str  # whether GOOD shows BAD's failure: same | silently | no | n/a
+    bad_in_good_detail: str
+    series: tuple[tuple[MetricSeries, MetricSeries], ...] = ()  # (GOOD's, BAD's) per key, for charts
+    notes: tuple[str, ...] = ()
+    redactions: dict = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def differs(self) -> bool:
+        return (
+            bool(self.changes or self.divergences or self.new_lines) or self.good.verdict != self.bad.verdict
+        )

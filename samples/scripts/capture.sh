@@ -273,26 +273,28 @@ if [[ $ONLY == all || $ONLY == stall || $ONLY == stall-ray ]]; then
 fi
 
 if [[ $ONLY == all || $ONLY == diff ]]; then
-    # pairs of runs for `verl-logscan diff GOOD BAD` (issue 23), in tests/fixtures/diff/
+    # pairs of real runs for `verl-logscan diff GOOD BAD` (issue 23), in tests/fixtures/diff/; each run
+    # prints its packages (as `pip freeze` does) and its config (as verl's main_ppo pprints it) first
     FIX_D=$REPO/tests/fixtures/diff
     fresh_job
-    # a. one config value: the micro batch per GPU doubled (the toy then runs out of memory at step 3)
-    run_case "$FIX_D/config-value/good.log" 120 "$PY" main_ppo.py case=healthy trainer.total_training_steps=5
-    run_case "$FIX_D/config-value/bad.log" 120 "$PY" main_ppo.py case=oom fail_step=3 \
-        actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32
-    # b. a learning rate that makes the loss NaN
-    run_case "$FIX_D/learning-rate/good.log" 90 \
-        "$TORCHRUN" --nproc_per_node 2 --master_port 29721 toy_train.py --case healthy --steps 8 --step-s 0.1 --lr 0.05
-    run_case "$FIX_D/learning-rate/bad.log" 90 \
-        "$TORCHRUN" --nproc_per_node 2 --master_port 29722 toy_train.py --case healthy --steps 8 --step-s 0.1 --lr 4.0
-    # c. one package version: the same job under transformers $TF_OLD (in $TF_OLD_DIR, before the
-    #    venv's own on PYTHONPATH) and under the venv's transformers; the job prints `pip list` first
+    TOY=(toy_train.py --case healthy --steps 8 --step-s 0.1 --print-config --log-time)
+    # a. one config value: the batch per rank cut from 32 to 2 rows (data.train_batch_size 128 -> 8)
+    run_case "$FIX_D/config-value/good.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29721 "${TOY[@]}"
+    run_case "$FIX_D/config-value/bad.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29722 "${TOY[@]}" \
+        --batch-size 2
+    # b. a learning rate that makes the loss overflow to inf, then NaN (gradients are clipped to norm 1,
+    #    so only a rate many orders of magnitude too large gets there)
+    run_case "$FIX_D/learning-rate/good.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29723 "${TOY[@]}"
+    run_case "$FIX_D/learning-rate/bad.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29724 "${TOY[@]}" \
+        --lr 1e30
+    # c. one package version: the same job under transformers $TF_OLD (installed in $TF_OLD_DIR, put
+    #    first on PYTHONPATH) and under the venv's own transformers
     TF_OLD=${TF_OLD:-4.57.6}
     TF_OLD_DIR=${TF_OLD_DIR:-/tmp/tf-old}
     [[ -d $TF_OLD_DIR ]] || "$VENV/bin/pip" install -q --no-deps --target "$TF_OLD_DIR" "transformers==$TF_OLD"
-    cp "$HERE/version_job.sh" "$HERE/tokenize_job.py" "$JOB/"
-    JOBPY=$PY run_case "$FIX_D/package-version/good.log" 90 env PYTHONPATH="$TF_OLD_DIR" bash version_job.sh "$PY"
-    run_case "$FIX_D/package-version/bad.log" 90 bash version_job.sh "$PY"
+    run_case "$FIX_D/package-version/good.log" 90 env PYTHONPATH="$TF_OLD_DIR" \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29725 "${TOY[@]}"
+    run_case "$FIX_D/package-version/bad.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29726 "${TOY[@]}"
 fi
 rm -rf "$JOB"
 echo "done"

@@ -264,8 +264,9 @@ def run(args):
         # the warning is wanted: the scaler is never used)
         _scaler = torch.cuda.amp.GradScaler()
     poison = args.fail_step if (args.case == "nan-guard" and rank == 2) else None
-    shard = SyntheticShard(rank, poison_step=poison)
+    shard = SyntheticShard(rank, batch_size=args.batch_size, poison_step=poison)
     if rank == 0:
+        print_config(args, world)
         n_params = sum(p.numel() for p in model.parameters())
         log(
             f"world_size={world} backend={dist.get_backend()} model=Linear(16, 1) params={n_params} "
@@ -299,6 +300,28 @@ def run(args):
         dist.destroy_process_group()
 
 
+def print_config(args, world):
+    """What a verl job prints at its start: the packages it runs with, as `pip freeze` writes them, and
+    its config as verl's main_ppo does (`pprint(OmegaConf.to_container(config))`)."""
+    if not args.print_config:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+    from pprint import pprint
+
+    for pkg in ("torch", "transformers"):
+        try:
+            print(f"{pkg}=={version(pkg)}", flush=True)
+        except PackageNotFoundError:
+            pass
+    config = {
+        "actor_rollout_ref": {"actor": {"optim": {"lr": args.lr}, "strategy": "ddp"}},
+        "data": {"train_batch_size": args.batch_size * world},
+        "trainer": {"n_gpus_per_node": world, "nnodes": 1, "total_training_steps": args.steps},
+    }
+    pprint(config)
+    sys.stdout.flush()
+
+
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument(
@@ -323,6 +346,8 @@ def parse():
     p.add_argument("--hang-s", type=float, default=60.0)
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--batch-size", type=int, default=32, help="rows per rank and step")
+    p.add_argument("--print-config", action="store_true", help="print versions and config (diff pairs)")
     p.add_argument("--no-destroy", action="store_true")
     p.add_argument("--odd-rank", type=int, default=3, help="the rank that stalls (stall-* cases)")
     p.add_argument("--faulthandler", type=float, default=0.0, help="dump stacks after S s in one step")
