@@ -37,6 +37,7 @@ from reports.escape import csv_safe_frame, terminal_text
 
 if TYPE_CHECKING:  # logparse.console is imported where a scan follows, tees, alerts or shows a status line
     from logparse.console import StatusLine
+    from logparse.live_stall import StallWatch
     from logparse.read.follow import FollowFile, TeeStream
 
 EXIT_HEALTHY = 0
@@ -46,6 +47,7 @@ EXIT_STALLED = 3  # no failure, but the job stopped making progress (a hang)
 EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5 for "nothing collected"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
+STALL_FLOOR_WORDS = "5 min"  # = patterns/stalls.yaml min_silence_s (said in --help without loading it)
 
 
 class Terminated(BaseException):
@@ -209,6 +211,7 @@ class _Live:
         self.followed: list[FollowFile] = []
         self.tees: list[TeeStream] = []
         self.status: StatusLine | None = None
+        self.watch: StallWatch | None = None
         if _isatty(sys.stderr):
             from logparse.console import StatusLine
 
@@ -216,14 +219,25 @@ class _Live:
                 sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr)
             )
 
-    def wire(self, analysis: Analysis, redact: RedactConfig | None) -> None:
-        """Hook follow/tee streams, fatal-line alerts and the terminal status line into the analysis."""
+    def wire(
+        self, analysis: Analysis, redact: RedactConfig | None, stall_s: float | str | None = None
+    ) -> None:
+        """Hook follow/tee streams, fatal-line alerts, the stall watch (`stall_s`: seconds, `auto`, or
+        None: no watch) and the terminal status line into the analysis."""
         on_fatal = None
         if self.alerts:
             from logparse.console import Alerts
 
             on_fatal = Alerts(sys.stderr, _alert_cleaner(redact), self.status)
-        analysis.hear(self._open_stream if self.follow or self.tee else None, on_fatal, self.status)
+        on_progress = self.status
+        if self.alerts and stall_s is not None:
+            from logparse.live_stall import StallWatch
+
+            explicit = None if stall_s == "auto" else float(stall_s)
+            self.watch = StallWatch(sys.stderr, _alert_cleaner(redact), explicit, self.status)
+            on_progress = self._progress
+            self.watch.start()
+        analysis.hear(self._open_stream if self.follow or self.tee else None, on_fatal, on_progress)
         if self.follow and self.files != ["-"]:
 
             def stop_following(signum: int, frame: object) -> None:
@@ -253,7 +267,15 @@ class _Live:
             self.tees.append(stream)
         return stream
 
+    def _progress(self, analysis: Analysis) -> None:
+        if self.status is not None:
+            self.status(analysis)
+        if self.watch is not None:
+            self.watch.tick(analysis)
+
     def clear(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
         if self.status is not None:
             self.status.clear()
 
@@ -352,6 +374,17 @@ def cli() -> None:
     "on stdin, read until the pipe closes. The report is written at the end.",
 )
 @click.option(
+    "--stall-after",
+    "stall_after",
+    is_flag=False,
+    flag_value="auto",
+    default=None,
+    metavar="DURATION",
+    help="Live scans (--follow, --tee, stdin): an ALERT on stderr when no new training step arrives "
+    "for DURATION (90s, 30m, 2h), saying where each stream stopped [default with --follow: "
+    f"several times the run's own step time, at least {STALL_FLOOR_WORDS}].",
+)
+@click.option(
     "--tee",
     is_flag=True,
     help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
@@ -384,6 +417,7 @@ def scan(
     tee: bool,
     metrics_csv: str | None,
     disabled: tuple[str, ...],
+    stall_after: str | None,
 ) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
@@ -400,6 +434,7 @@ def scan(
     """
     redact = _redact_config(no_redact, redact_hosts)
     planned = _plan_scan_outputs(outputs, fmt, tee, follow, paths, metrics_csv)
+    stall_s = _stall_after(stall_after, follow or tee or list(paths) in ([], ["-"]))
     catalog = _without(_load(catalogs), disabled)
     try:
         files = expand_inputs(list(paths) or ["-"])
@@ -416,7 +451,7 @@ def scan(
         click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
     analysis = Analysis(catalog, ScanConfig(all_metrics=bool(metrics_csv)))
     live = _Live(files, follow, tee, color)
-    live.wire(analysis, redact)
+    live.wire(analysis, redact, stall_s if stall_after is not None else ("auto" if follow else None))
     interrupted = _feed(analysis, files, live)
     trailing = live.notes()
     for note in trailing:
@@ -442,6 +477,43 @@ def scan(
     if report.stalled:
         sys.exit(EXIT_STALLED)
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `30m`, `2h`, `1h30m` -> seconds (ValueError when it is none of these)."""
+    total, number = 0.0, ""
+    for ch in text.strip().lower():
+        if ch.isdigit() or ch == ".":
+            number += ch
+        elif ch in DURATION_UNITS and number:
+            total += float(number) * DURATION_UNITS[ch]
+            number = ""
+        else:
+            raise ValueError(text)
+    if number:
+        total += float(number)
+    if total <= 0:
+        raise ValueError(text)
+    return total
+
+
+def _stall_after(value: str | None, live: bool) -> float | str | None:
+    """--stall-after as seconds (`auto` when given without a duration); a usage error when the scan is
+    not live or the duration is not one."""
+    if value is None or value == "auto":
+        if value is not None and not live:
+            _fail("--stall-after watches a live log: use it with --follow, --tee or stdin")
+        return value
+    if not live:
+        _fail("--stall-after watches a live log: use it with --follow, --tee or stdin")
+    try:
+        return parse_duration(value)
+    except ValueError:
+        _fail(f"--stall-after {value}: not a duration (such as 90s, 30m, 2h)")
+    return None
 
 
 def _plan_scan_outputs(

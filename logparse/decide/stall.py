@@ -144,20 +144,40 @@ def _silence(facts: StallFacts, progress: StageTracker) -> tuple[float | None, f
     """Seconds from the last step line to the log's last timestamp, and the run's median step time
     (from the step lines' own times, else its `timing_s/step`)."""
     times = list(facts.step_times)
-    step_time = None
-    if len(times) >= 2:
-        # seconds per step between consecutive step lines (a resumed or repeated step is no gap)
-        gaps = [
-            (b[1] - a[1]) / (b[0] - a[0])
-            for a, b in itertools.pairwise(times)
-            if b[0] > a[0] and b[1] >= a[1]
-        ]
-        step_time = statistics.median(gaps) if gaps else None
+    step_time = median_step_time(times)
     if step_time is None:
         step_time = progress.progress(None, failed=False).seconds_per_step
     if not times or facts.end_time is None:
         return None, step_time
     return max(0.0, facts.end_time - times[-1][1]), step_time
+
+
+def median_step_time(times: Sequence[tuple[int, float]]) -> float | None:
+    """The median seconds per step between consecutive (step, time) pairs (a resumed or repeated step
+    is no gap), or None with fewer than two."""
+    gaps = [
+        (b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(times) if b[0] > a[0] and b[1] >= a[1]
+    ]
+    return statistics.median(gaps) if gaps else None
+
+
+def live_alert_after(
+    step_time: float | None, explicit_s: float | None, rules: StallRules | None = None
+) -> float | None:
+    """How many seconds without a new step make a live scan (`scan --follow`) raise its stall ALERT:
+    `--stall-after` when given, else `follow_steps` times the run's median step time, never less than
+    `min_silence_s` (patterns/stalls.yaml); None while the step time is not known yet."""
+    if explicit_s is not None:
+        return explicit_s
+    if step_time is None:
+        return None
+    rules = rules or stall_rules()
+    return max(rules.follow_steps * step_time, rules.min_silence_s)
+
+
+def span(seconds: float | None) -> str:
+    """A duration as reports say it: `42 s`, `12 min`, `1.5 h`."""
+    return _span(seconds)
 
 
 def _duration(facts: StallFacts, silence: float | None, step_time: float | None, step: int | None) -> str:

@@ -359,6 +359,14 @@ class StallObserver:
         return None
 
     # -- the end ---------------------------------------------------------------------------------------
+    def last_lines(self) -> list[tuple[str, Evidence]]:
+        """Each stream's last record so far, the one that went quiet first first (live use: where each
+        stream stopped while the job runs)."""
+        return [
+            (self._stream_name(r.origin), _evidence(r))
+            for r in sorted(self._last.values(), key=lambda r: r.seq)
+        ]
+
     def facts(
         self,
         tails: dict[str, tuple[bytes, int]] | None = None,
