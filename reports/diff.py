@@ -17,6 +17,10 @@ CHART_W, CHART_H, PAD = 560, 160, 30
 
 
 def render_diff(diff: DiffReport, fmt: str) -> str:
+    """The diff in `fmt`; log text carries no control character into any format (text: none a
+    terminal acts on)."""
+    if fmt != "text":
+        diff = without_controls(diff)
     if fmt == "json":
         return json.dumps(without_controls(diff_dict(diff)), indent=2, allow_nan=False) + "\n"
     if fmt == "md":
