@@ -61,8 +61,8 @@ VERSION_KEYS = (
     "nccl", "ray", "transformers", "flash_attn", "python", "wandb",
 )  # fmt: skip
 TOPOLOGY_KEYS = ("world_size", "gpu_model", "gpu_memory_gib", "rollout_engine", "model_path")
-# a metric leaves GOOD's band when it is beyond GOOD's range by more than this share of the range
-# (or of the value's size, for a flat series)
+# a metric leaves GOOD's band when it is beyond GOOD's range by more than this share of the range,
+# and by more than FLAT_MARGIN of the values' size
 BAND_MARGIN = 0.5
 FLAT_MARGIN = 0.1
 # how error-like a new line is: words (lower case) and their weight
@@ -267,7 +267,9 @@ def metric_divergence(good: MetricSeries, bad: MetricSeries) -> Divergence | Non
         return None
     lo, hi = min(finite), max(finite)
     width = hi - lo
-    margin = width * BAND_MARGIN if width > 0 else max(abs(hi), 1e-12) * FLAT_MARGIN
+    # half the range, and never less than a tenth of the values' size (a timing that barely moves in
+    # GOOD is no divergence for a few per cent more)
+    margin = max(width * BAND_MARGIN, max(abs(lo), abs(hi), 1e-12) * FLAT_MARGIN)
     band = f"{_num(lo)} to {_num(hi)}"
     for step, value in zip(bad.steps, bad.values, strict=False):
         if value is None:

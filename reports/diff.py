@@ -146,6 +146,10 @@ def _cell(value: object) -> str:
     return "" if value is None else md_cell_code(value)
 
 
+def _shown(value: str | None) -> str:
+    return "(not shown)" if value is None else md_cell_code(value)
+
+
 def render_diff_markdown(diff: DiffReport) -> str:
     out = ["## verl-logscan diff", ""]
     out.append(f"- **GOOD:** {md_text(diff.good.verdict)}")
@@ -154,7 +158,7 @@ def render_diff_markdown(diff: DiffReport) -> str:
     out += ["", "### Environment and config", ""]
     if diff.changes:
         out += ["| key | GOOD | BAD |", "|---|---|---|"]
-        out += [f"| {_cell(c.key)} | {_cell(c.good)} | {_cell(c.bad)} |" for c in diff.changes]
+        out += [f"| {_cell(c.key)} | {_shown(c.good)} | {_shown(c.bad)} |" for c in diff.changes]
     else:
         out.append("No difference the logs show.")
     out += ["", "### First divergence", ""]
@@ -180,6 +184,10 @@ def render_diff_markdown(diff: DiffReport) -> str:
 # -- HTML ----------------------------------------------------------------------------------------------
 def _e(value: object) -> str:
     return html.escape("" if value is None else str(value))
+
+
+def _or_not_shown(value: str | None) -> str:
+    return "(not shown)" if value is None else value
 
 
 def _chart(good: MetricSeries, bad: MetricSeries, at: int | None) -> str:
@@ -235,7 +243,8 @@ def _charts(diff: DiffReport) -> str:
 
 def render_diff_html(diff: DiffReport) -> str:
     rows = "".join(
-        f"<tr><td><code>{_e(c.key)}</code></td><td>{_e(c.good)}</td><td>{_e(c.bad)}</td></tr>"
+        f"<tr><td><code>{_e(c.key)}</code></td><td>{_e(_or_not_shown(c.good))}</td>"
+        f"<td>{_e(_or_not_shown(c.bad))}</td></tr>"
         for c in diff.changes
     )
     divs = "".join(f"<li>{_e(d.detail)}</li>" for d in diff.divergences)
