@@ -18,14 +18,13 @@ wall time is not known). A new step re-arms the ALERT and is said (`progress res
 
 from __future__ import annotations
 
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
 
-from logparse.decide.stall import live_alert_after, median_step_time, span
+from logparse.decide.stall import live_alert_after, median, median_step_time, span
 
 CHECK_S = 0.5  # the clock is looked at this often
 CAUGHT_UP_S = 1.0  # no read for this long: the backlog is read, arrivals are live
@@ -94,7 +93,7 @@ class StallWatch:
             return
         step_time = median_step_time(tuple(a.stages.step_times))
         if step_time is None and len(self.live_gaps) >= 2:
-            step_time = statistics.median(self.live_gaps)
+            step_time = median(self.live_gaps)
         limit = live_alert_after(step_time, self.explicit_s)
         since = self._since()
         if limit is None or since is None or now - since < limit:

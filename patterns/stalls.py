@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from patterns.cache import cached, source_of
 from patterns.validation import CatalogError, Problem
 
 STALLS_FILE = "stalls.yaml"
@@ -118,7 +119,26 @@ def _read_builtin() -> str:
 
 @functools.lru_cache(maxsize=1)
 def stall_rules() -> StallRules:
-    return load_stall_rules(_read_builtin())
+    """The built-in rules: stalls.yaml parsed and checked once, then read back as plain data from the
+    start-up cache (patterns.cache), so that a scan reads no YAML; the rules are built from it."""
+    text = _read_builtin()
+    data = cached(
+        "stalls-data",
+        [text.encode(), *source_of("patterns.stalls", "patterns.yamlfile", "patterns.validation")],
+        lambda: _plain(_parse(text, STALLS_LABEL)),
+        (),
+        lambda value: isinstance(value, dict),
+    )
+    return _rules(data, STALLS_LABEL)
+
+
+def _plain(value: object) -> object:
+    """Parsed YAML as builtin dicts and lists only (what the cache may hold)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _line_of(node: object, key: str | None = None) -> int:
@@ -224,10 +244,22 @@ def _causes(items: list, kinds: set[str], label: str, problems: list[Problem]) -
 
 def load_stall_rules(text: str, label: str = STALLS_LABEL) -> StallRules:
     """The rules of a stalls file; CatalogError lists every problem at once."""
+    return _rules(_parse(text, label), label)
+
+
+def _parse(text: str, label: str) -> dict:
     from patterns.yamlfile import knowledge_mapping  # (PyYAML: only when a file is parsed)
 
     problems: list[Problem] = []
     data = knowledge_mapping(text, label, problems, TOP_FIELDS)
+    if problems:
+        raise CatalogError(problems)
+    return data
+
+
+def _rules(data: dict, label: str) -> StallRules:
+    """The rules of a stalls file's parsed data, each wording checked against its examples."""
+    problems: list[Problem] = []
     dumps = _wordings(data.get("dumps"), label, problems, "dumps")
     signs = _wordings(data.get("signs"), label, problems, "signs")
     interrupts = _wordings(data.get("interrupts"), label, problems, "interrupts")

@@ -16,7 +16,6 @@ failure before the interruption (or without one) is a failure, never a stall.
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -152,13 +151,21 @@ def _silence(facts: StallFacts, progress: StageTracker) -> tuple[float | None, f
     return max(0.0, facts.end_time - times[-1][1]), step_time
 
 
+def median(values: Sequence[float]) -> float:
+    """The median of `values` (not empty). (The `statistics` module costs a scan's start-up the import of
+    `fractions` and `decimal`, for one function.)"""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def median_step_time(times: Sequence[tuple[int, float]]) -> float | None:
     """The median seconds per step between consecutive (step, time) pairs (a resumed or repeated step
     is no gap), or None with fewer than two."""
     gaps = [
         (b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(times) if b[0] > a[0] and b[1] >= a[1]
     ]
-    return statistics.median(gaps) if gaps else None
+    return median(gaps) if gaps else None
 
 
 def live_alert_after(
