@@ -36,6 +36,7 @@ from logparse.read.blocks import Block
 from logparse.read.lookback import LOOKBACK_LINES, stream_lines_before
 from logparse.read.normalize import Origin, Record
 from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter
+from logparse.read.progress_syntax import NOTHING
 from logparse.read.records import MAX_MERGE_FILES, RecordReader
 from logparse.read.sources import Line, expand_inputs
 from logparse.read.steps import STEP_RE
@@ -113,6 +114,7 @@ class Analysis:
         self.messages = OpenMessages()
         self._open_messages = self.messages.streams  # stream -> open message (checked every record)
         self.stalls = StallObserver()
+        self.stalls.is_progress = lambda message: self.stages.syntax.parse(message) is not NOTHING
         self._open_dumps = self.stalls.regions  # source -> py-spy dumps being read (checked every line)
         keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
         keywords |= set(self.bare.keywords) | set(self.stalls.keywords)

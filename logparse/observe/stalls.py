@@ -13,6 +13,7 @@ MAX_STREAMS streams' last lines.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from logparse.model import Evidence
@@ -155,7 +156,11 @@ class StallObserver:
         self._waited: dict[tuple, str] = {}  # stream -> faulthandler's `Timeout (...)` before its dump
         self._signs: dict[str, list] = {}  # id -> [count, first rec, last rec]
         self.interrupt: Interrupt | None = None
-        self._last: dict[tuple, Record] = {}  # stream -> its last record
+        self._last: dict[tuple, Record] = {}  # stream -> its last record (not a progress line)
+        self.is_progress: Callable[[str], bool] | None = None  # is a message a progress line? (pipeline)
+        # stream -> its last record of any kind: what a live scan's ALERT says (not a report: which
+        # progress lines are records depends on the reading path)
+        self._live_last: dict[tuple, Record] = {}
         self._names: dict[int, str] = {}  # pid -> how a line with that pid and an actor or rank names it
         self._ranks: dict[tuple, int] = {}  # (node, local rank) -> global rank, from lines that show both
         self._origins: list[Origin] = []  # the origin of each stack's first line
@@ -175,8 +180,13 @@ class StallObserver:
         if not (self._open and stream in self._open and self._in_dump(rec, self._open[stream])):
             self._start(rec)
         last = self._last
+        # a progress line (step line, bar, stage marker) is left out: the reader's fast path applies most
+        # of them without a record, and where each stream stopped must not depend on the path (the
+        # input's tail, read back at the end, holds the last ones of every stream either way)
         if stream in last or len(last) < MAX_STREAMS:
-            last[stream] = rec
+            self._live_last[stream] = rec
+            if not self._progress_line(rec):
+                last[stream] = rec
         o = rec.origin
         if o.time is not None:
             self._see_time(o.time)
@@ -184,6 +194,10 @@ class StallObserver:
             self._names[o.pid] = who_of(o)
         if o.local_rank is not None and o.rank is not None:
             self._ranks[(o.node, o.local_rank)] = o.rank
+
+    def _progress_line(self, rec: Record) -> bool:
+        # (the whole line: a message may be one carriage-return segment of a bar)
+        return not rec.message.strip() or (self.is_progress is not None and self.is_progress(rec.line.text))
 
     def _see_time(self, t: float) -> None:
         if t < self._dated_from:
@@ -362,10 +376,8 @@ class StallObserver:
     def last_lines(self) -> list[tuple[str, Evidence]]:
         """Each stream's last record so far, the one that went quiet first first (live use: where each
         stream stopped while the job runs)."""
-        return [
-            (self._stream_name(r.origin), _evidence(r))
-            for r in sorted(self._last.values(), key=lambda r: r.seq)
-        ]
+        records = list(self._live_last.values())  # (one copy: the watch thread asks while lines are read)
+        return [(self._stream_name(r.origin), _evidence(r)) for r in sorted(records, key=lambda r: r.seq)]
 
     def facts(
         self,
