@@ -40,14 +40,17 @@ from reports.escape import csv_safe_frame, terminal_text
 
 if TYPE_CHECKING:  # logparse.console is imported where a scan follows, tees, alerts or shows a status line
     from logparse.console import StatusLine
+    from logparse.live_stall import StallWatch
     from logparse.read.follow import FollowFile, TeeStream
 
 EXIT_HEALTHY = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_ERROR = 2
+EXIT_STALLED = 3  # no failure, but the job stopped making progress (a hang)
 EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5 for "nothing collected"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
+STALL_FLOOR_WORDS = "5 min"  # = patterns/stalls.yaml min_silence_s (said in --help without loading it)
 
 
 class Terminated(BaseException):
@@ -215,6 +218,7 @@ class _Live:
         self.tees: list[TeeStream] = []
         self.status: StatusLine | None = None
         self.analysis: Analysis | None = None
+        self.watch: StallWatch | None = None
         if _isatty(sys.stderr):
             from logparse.console import StatusLine
 
@@ -222,8 +226,11 @@ class _Live:
                 sys.stderr, _total_bytes(files), follow, color=use_color(color, sys.stderr)
             )
 
-    def wire(self, analysis: Analysis, redact: RedactConfig | None) -> None:
-        """Hook follow/tee streams, fatal-line alerts and the terminal status line into the analysis."""
+    def wire(
+        self, analysis: Analysis, redact: RedactConfig | None, stall_s: float | str | None = None
+    ) -> None:
+        """Hook follow/tee streams, fatal-line alerts, the stall watch (`stall_s`: seconds, `auto`, or
+        None: no watch) and the terminal status line into the analysis."""
         self.analysis = analysis
         on_fatal = None
         if self.alerts:
@@ -236,10 +243,19 @@ class _Live:
                 self.status,
                 color=use_color(self.color, sys.stderr),
             )
+        on_progress = self.status
+        if self.alerts and stall_s is not None:
+            from logparse.live_stall import StallWatch
+
+            names = analysis.names.names if analysis.names is not None else None
+            explicit = None if stall_s == "auto" else float(stall_s)
+            self.watch = StallWatch(sys.stderr, _alert_cleaner(redact, names), explicit, self.status)
+            on_progress = self._progress
+            self.watch.start()
         # a status line also hears when the input is quiet, to show what was read (not the state at
         # the start of the last burst of lines)
         wrap = self.follow or self.tee or (self.status is not None and self.files == ["-"])
-        analysis.hear(self._open_stream if wrap else None, on_fatal, self.status)
+        analysis.hear(self._open_stream if wrap else None, on_fatal, on_progress)
         if self.follow and self.files != ["-"]:
 
             def stop_following(signum: int, frame: object) -> None:
@@ -276,7 +292,15 @@ class _Live:
         if self.status is not None and self.analysis is not None:
             self.status.waiting(self.analysis)
 
+    def _progress(self, analysis: Analysis) -> None:
+        if self.status is not None:
+            self.status(analysis)
+        if self.watch is not None:
+            self.watch.tick(analysis)
+
     def clear(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
         if self.status is not None:
             self.status.clear()
 
@@ -324,8 +348,8 @@ def cli() -> None:
     """Find the root cause in the logs of a failed verl / torchrun / Ray job.
 
     \b
-    Exit codes: 0 no failure found, 1 failure found,
-    2 usage, input or catalog error, 5 no log line read (empty input).
+    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
+    3 stalled (no failure, but the job stopped making progress), 5 no log line read (empty input).
     """
 
 
@@ -375,6 +399,17 @@ def cli() -> None:
     "on stdin, read until the pipe closes. The report is written at the end.",
 )
 @click.option(
+    "--stall-after",
+    "stall_after",
+    is_flag=False,
+    flag_value="auto",
+    default=None,
+    metavar="DURATION",
+    help="Live scans (--follow, --tee, stdin): an ALERT on stderr when no new training step arrives "
+    "for DURATION (90s, 30m, 2h), saying where each stream stopped [default with --follow: "
+    f"several times the run's own step time, at least {STALL_FLOOR_WORDS}].",
+)
+@click.option(
     "--tee",
     is_flag=True,
     help="Pass every input byte through to stdout unchanged (for `... 2>&1 | verl-logscan scan "
@@ -416,6 +451,7 @@ def scan(
     metrics_csv: str | None,
     disabled: tuple[str, ...],
     workers: int | None,
+    stall_after: str | None,
 ) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
@@ -426,13 +462,14 @@ def scan(
       torchrun ... 2>&1 | verl-logscan scan --format json
 
     \b
-    Exit codes: 0 no failure found, 1 failure found,
-    2 usage, input or catalog error, 5 no log line read (empty input),
+    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
+    3 stalled (no failure, but the job stopped making progress), 5 no log line read (empty input),
     130 / 143 interrupted (SIGINT / SIGTERM).
     """
     started = time.monotonic()
     redact = _redact_config(no_redact, redact_hosts)
     planned = _plan_scan_outputs(outputs, fmt, tee, follow, paths, metrics_csv)
+    stall_s = _stall_after(stall_after, follow or tee or list(paths) in ([], ["-"]))
     catalog = _without(_load(catalogs), disabled)
     try:
         files = expand_inputs(list(paths) or ["-"])
@@ -455,7 +492,7 @@ def scan(
         config = dataclasses.replace(config, workers=workers)
     analysis = Analysis(catalog, config)
     live = _Live(files, follow, tee, color)
-    live.wire(analysis, redact)
+    live.wire(analysis, redact, stall_s if stall_after is not None else ("auto" if follow else None))
     interrupted = _feed(analysis, files, live)
     trailing = live.notes()
     for note in trailing:
@@ -478,7 +515,46 @@ def scan(
         sys.exit(interrupted[0])
     if report.empty:
         sys.exit(EXIT_NO_INPUT)
+    if report.stalled:
+        sys.exit(EXIT_STALLED)
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `30m`, `2h`, `1h30m` -> seconds (ValueError when it is none of these)."""
+    total, number = 0.0, ""
+    for ch in text.strip().lower():
+        if ch.isdigit() or ch == ".":
+            number += ch
+        elif ch in DURATION_UNITS and number:
+            total += float(number) * DURATION_UNITS[ch]
+            number = ""
+        else:
+            raise ValueError(text)
+    if number:
+        total += float(number)
+    if total <= 0:
+        raise ValueError(text)
+    return total
+
+
+def _stall_after(value: str | None, live: bool) -> float | str | None:
+    """--stall-after as seconds (`auto` when given without a duration); a usage error when the scan is
+    not live or the duration is not one."""
+    if value is None or value == "auto":
+        if value is not None and not live:
+            _fail("--stall-after watches a live log: use it with --follow, --tee or stdin")
+        return value
+    if not live:
+        _fail("--stall-after watches a live log: use it with --follow, --tee or stdin")
+    try:
+        return parse_duration(value)
+    except ValueError:
+        _fail(f"--stall-after {value}: not a duration (such as 90s, 30m, 2h)")
+    return None
 
 
 def _plan_scan_outputs(
@@ -535,6 +611,8 @@ def _feed(analysis: Analysis, files: list[str], live: _Live) -> tuple[int, str] 
 def _verdict_words(report: Report) -> str:
     if report.root_cause is not None:
         return f"failed: {report.root_cause.category}"
+    if report.stalled:
+        return "stalled"
     return "no log lines read" if report.empty else "healthy"
 
 
@@ -870,6 +948,104 @@ def _plan_fleet_output(
             except OutputError as exc:
                 _fail(str(exc))
     return target
+
+
+DIFF_FORMATS = ("text", "md", "html", "json")  # = reports.diff.DIFF_FORMATS
+
+
+@cli.command(name="diff")
+@click.argument("good", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
+@click.argument("bad", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(DIFF_FORMATS),
+    default=None,
+    help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the diff to FILE (atomically) instead of stdout; the extension picks the format. Repeatable.",
+)
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(exists=False),
+    help="Extra catalog file or folder.",
+)
+@click.option(
+    "--redact-hosts",
+    is_flag=True,
+    help="Also mask IP addresses, host names and user names (as scan does). Secrets are always masked.",
+)
+@click.option("--no-redact", is_flag=True, help="Do not mask secrets in the diff.")
+@click.option(
+    "--max-lines",
+    type=click.IntRange(0, 1000),
+    default=25,
+    show_default=True,
+    help="Lines new in BAD shown at most.",
+)
+def diff_command(
+    good: str,
+    bad: str,
+    fmt: str | None,
+    outputs: tuple[str, ...],
+    catalogs: tuple[str, ...],
+    redact_hosts: bool,
+    no_redact: bool,
+    max_lines: int,
+) -> None:
+    """Compare a good run with a bad one: what changed, where BAD first diverged, what is new in it.
+
+    GOOD and BAD are each a log file, a folder or '-' (stdin; one of the two), read as `scan` reads
+    them. The diff lists the versions, topology and config values that differ; the first step where
+    BAD's metrics leave GOOD's band or BAD stops short; the lines whose masked template GOOD never
+    printed, most error-like first; and BAD's verdict, with whether GOOD shows the same failure.
+
+    \b
+    Examples:
+      verl-logscan diff yesterday.log today.log
+      verl-logscan diff good/ bad/ -o diff.html
+
+    \b
+    Exit codes: 0 no difference found, 1 the runs differ, 2 usage, input or catalog error,
+    5 no log line read in GOOD or BAD.
+    """
+    from logparse.diff import diff_runs
+    from reports.diff import render_diff
+
+    if good == "-" and bad == "-":
+        _fail("GOOD and BAD cannot both be stdin ('-')")
+    try:
+        planned = plan_outputs(outputs, fmt, DIFF_FORMATS)
+        refuse_inputs([("--output", o.path) for o in planned if not o.to_stdout], expand_inputs([good, bad]))
+    except (InputError, OutputError) as exc:
+        _fail(str(exc))
+    catalog = _load(catalogs)
+    try:
+        result = diff_runs([good], [bad], catalog, _redact_config(no_redact, redact_hosts), max_lines)
+    except InputError as exc:
+        _fail(str(exc))
+    for o in planned:
+        text = render_diff(result, o.fmt)
+        if o.to_stdout:
+            _echo_report(text)
+        else:
+            _write(o.path, text)
+    if any(not o.to_stdout for o in planned) and not any(o.to_stdout for o in planned):
+        words = "the runs differ" if result.differs else "no difference found"
+        click.echo(
+            f"verl-logscan: {words}; written to {terminal_text(', '.join(o.path for o in planned))}", err=True
+        )
+    if result.good.status == "empty" or result.bad.status == "empty":
+        sys.exit(EXIT_NO_INPUT)
+    sys.exit(EXIT_FAILURE_FOUND if result.differs else EXIT_HEALTHY)
 
 
 @cli.group(name="catalog")

@@ -70,6 +70,12 @@ def job_row(job: str, report: Report, written: str | None = None) -> JobRow:
     last_step = report.progress.last_step if report.progress is not None else None
     if report.empty:  # nothing to judge: not a healthy job
         return JobRow(job=job, status=JobStatus.ERROR, message=f"{job}: no log lines read")
+    if report.stall is not None:  # (the likely cause's id stands where a root cause's would)
+        st = report.stall
+        cause = st.cause.id if st.cause else None
+        return JobRow(
+            job=job, status=JobStatus.STALLED, root_cause=cause, stage=st.stage, last_step=last_step
+        )
     if rc is None:
         return JobRow(job=job, status=JobStatus.HEALTHY, last_step=last_step, report=written)
     return JobRow(

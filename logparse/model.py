@@ -258,11 +258,65 @@ class InputInfo:
 STATUS_FAILED = "failed"
 STATUS_HEALTHY = "healthy"
 STATUS_EMPTY = "empty"  # no log line was read at all (an empty file or pipe): nothing to judge
+STATUS_STALLED = "stalled"  # no failure, no completion, and the log's own evidence says progress stopped
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """Where one stream of the job (a rank, a Ray actor, a process) last wrote."""
+
+    stream: str  # how the report names it: `rank 3`, `TaskRunner pid=20308`, `pid 19041`, `launcher`
+    last: Evidence  # its last line
+    time: str | None = None  # ISO 8601 (no time zone), where the log carries a timestamp
+    seconds_before_end: float | None = None  # how long before the log's last timestamp it went quiet
+
+
+@dataclass(frozen=True)
+class WaitGroup:
+    """Streams whose stacks, taken while the job hung, end in the same place."""
+
+    streams: tuple[str, ...]  # `rank 0`, `pid 19041`, ...
+    waiting_in: str  # the innermost frame worth naming, `all_reduce (torch/distributed/distributed_c10d.py)`
+    kind: str | None  # what that frame waits for (patterns/stalls.yaml `waits`): collective, data, ...
+    frames: tuple[str, ...]  # the stack, innermost first (`function (file:line)`), bounded
+    source: str  # faulthandler | py-spy | interrupt (where each was when the job was interrupted)
+    first: Evidence  # the dump's first line
+    odd: bool = False  # the odd one out: the others wait for it
+
+
+@dataclass(frozen=True)
+class StallCause:
+    """The likely cause of a stall and what to do (patterns/stalls.yaml `causes`)."""
+
+    id: str
+    title: str
+    summary: str
+    fix: tuple[str, ...]
+    cited: tuple[CitedValue, ...] = ()  # the job's own settings the fix concerns
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A job that stopped making progress: where, for how long, what its ranks waited in, why."""
+
+    stage: str | None  # the last stage the log shows
+    step: int | None  # the last step the log shows
+    evidence: tuple[Evidence, ...]  # the lines that say progress stopped (a watchdog's dump, ...)
+    reasons: tuple[str, ...]  # each kind of evidence in a sentence
+    streams: tuple[StreamEnd, ...]  # where each stream last wrote, the first to go quiet first
+    silent_first: tuple[str, ...]  # the streams that went quiet well before the others
+    silence_s: float | None  # from the last step to the log's last timestamp
+    step_time_s: float | None  # the median step time measured in the run itself
+    duration: str  # the sentence on how long (or why that cannot be known)
+    waits: tuple[WaitGroup, ...]  # stacks grouped, the odd one out first
+    odd_one_out: str | None  # `rank 3 in __getitem__ (toy_train.py), ranks 0-2 in all_reduce (...)`
+    cause: StallCause | None
+    interrupted: Evidence | None = None  # the signal that ended the job after it stalled
 
 
 @dataclass(frozen=True)
 class Report:
-    status: str  # failed | healthy | empty
+    status: str  # failed | healthy | empty | stalled
     root_cause: RootCause | None
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]
@@ -275,10 +329,15 @@ class Report:
     attempts: tuple[AttemptVerdict, ...] = ()  # earlier attempts; the verdict is the last attempt's
     redactions: dict = field(default_factory=dict)  # kind -> count of values masked in this report
     complete: bool = True  # False when the scan was interrupted
+    stall: Stall | None = None  # status `stalled`: where and why progress stopped
 
     @property
     def failed(self) -> bool:
         return self.status == STATUS_FAILED
+
+    @property
+    def stalled(self) -> bool:
+        return self.status == STATUS_STALLED
 
     @property
     def empty(self) -> bool:
@@ -293,6 +352,7 @@ class JobStatus(str, Enum):
     HEALTHY = "healthy"
     FAILED = "failed"
     ERROR = "error"  # the job's logs could not be read
+    STALLED = "stalled"  # no failure, and the job stopped making progress
 
 
 @dataclass(frozen=True)
@@ -355,3 +415,78 @@ class FleetSummary:
 
 def _ranked(keys: Iterable[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(Counter(keys).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# -- two runs compared (`verl-logscan diff GOOD BAD`): facts from their two reports and their lines ---
+@dataclass(frozen=True)
+class RunSummary:
+    """One side of a diff: its verdict in a line, and how far it got."""
+
+    status: str  # failed | healthy | empty | stalled
+    verdict: str  # `failed: out-of-memory (cuda-oom)`, `healthy`, `stalled: ...`
+    root_cause: str | None  # the catalog entry id (or the stall's likely cause)
+    category: str | None
+    stage_reached: str | None
+    last_step: int | None
+    completed: bool
+    inputs: tuple[InputInfo, ...]
+    error_line: Evidence | None = None  # the root cause's error line
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    """A version, a topology fact or a config value that differs between the runs (None: not shown)."""
+
+    key: str  # the environment fingerprint's key: torch, world_size, config.data.train_batch_size, ...
+    kind: str  # version | environment | config
+    good: str | None
+    bad: str | None
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where BAD's progress first leaves GOOD's."""
+
+    kind: str  # metric | stops-earlier | stage
+    step: int | None
+    key: str | None  # the metric's key (kind metric)
+    good: str | None  # GOOD's value or band at that step, as a report shows it
+    bad: str | None
+    detail: str  # the whole fact in a sentence
+
+
+@dataclass(frozen=True)
+class NewLine:
+    """A message whose masked template never appears in GOOD."""
+
+    template: str  # the masked message (numbers, hex, paths and ids as <*>)
+    first: Evidence  # its first line in BAD
+    count: int  # lines of BAD with this template
+    streams: tuple[str, ...]  # `rank 3`, `pid 812`, ... (bounded)
+    stage: str | None  # BAD's stage at its first line
+    level: str | None  # the line's log level, when its prefix tells
+    score: int  # how error-like (higher first): level, error words, a traceback's last line
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """`verl-logscan diff GOOD BAD`: what differs, most telling first."""
+
+    good: RunSummary
+    bad: RunSummary
+    changes: tuple[EnvChange, ...]  # versions first, then topology, then config values
+    divergences: tuple[Divergence, ...]  # the first one first
+    new_lines: tuple[NewLine, ...]  # most error-like first, then in time order (bounded)
+    new_templates: int  # templates new in BAD in all (new_lines holds the first of them)
+    bad_in_good: str  # whether GOOD shows BAD's failure: same | silently | no | n/a
+    bad_in_good_detail: str
+    series: tuple[tuple[MetricSeries, MetricSeries], ...] = ()  # (GOOD's, BAD's) per key, for charts
+    notes: tuple[str, ...] = ()
+    redactions: dict = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def differs(self) -> bool:
+        return (
+            bool(self.changes or self.divergences or self.new_lines) or self.good.verdict != self.bad.verdict
+        )

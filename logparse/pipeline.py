@@ -32,11 +32,13 @@ from logparse.observe.names import NameSightings
 from logparse.observe.progress import StageTracker
 from logparse.observe.progress_facts import MAX_SAMPLE_TEXT_LINES, ProgressFacts
 from logparse.observe.routes import Route, Routes
+from logparse.observe.stalls import StallObserver
 from logparse.observe.tracebacks import LineRole, TracebackAssembler
 from logparse.read.blocks import MAX_WORKERS, Block, available_cpus
 from logparse.read.lookback import LOOKBACK_LINES, stream_lines_before
 from logparse.read.normalize import Origin, Record
 from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter
+from logparse.read.progress_syntax import NOTHING
 from logparse.read.records import MAX_MERGE_FILES, RecordReader
 from logparse.read.sources import Line, expand_inputs
 from logparse.read.steps import STEP_RE
@@ -137,14 +139,19 @@ class Analysis:
         self.bare = BareLines()
         self.messages = OpenMessages()
         self._open_messages = self.messages.streams  # stream -> open message (checked every record)
+        self.stalls = StallObserver()
+        self.stalls.is_progress = lambda message: self.stages.syntax.parse(message) is not NOTHING
+        self._open_dumps = self.stalls.regions  # source -> py-spy dumps being read (checked every line)
         keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
-        keywords |= set(self.bare.keywords)
+        keywords |= set(self.bare.keywords) | set(self.stalls.keywords)
         self.names = NameSightings() if config.learn_names else None
         if self.names is not None:
             keywords |= set(self.names.keywords)
         for entry in catalog.entries:
             keywords.update(entry.keywords)
         prefilter = Prefilter(keywords, config.engine)
+        stall_words = set(self.stalls.keywords)
+        self.stalls.keyword_ids = frozenset(i for i, k in enumerate(prefilter.keywords) if k in stall_words)
         self.routes = Routes(
             prefilter.keywords,
             self.hits.matcher,
@@ -223,6 +230,8 @@ class Analysis:
         self.assembler.expire(source, number)
         if self._open_messages and self.messages.open_in(source, number):
             return True
+        if self._open_dumps and source in self._open_dumps:
+            return True
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
     # -- what the fast path asks (logparse.observe.progress_facts.ScanState) -------------------------
@@ -243,6 +252,7 @@ class Analysis:
             return
         if self.names is not None:
             self.names.feed(rec)
+        self.stalls.feed(rec)
         ids = rec.keywords
         route = NO_ROUTE if ids is None else self._routes.get(ids) or self.routes.route(ids)
         if route.stage_words is None or route.stage_words:
@@ -357,7 +367,13 @@ class Analysis:
         self.assembler.close_all()
         self.hits.decide_deferred()
 
-    def observations(self) -> Observations:
+    def observations(self, final: bool = False) -> Observations:
+        """What the observers saw; `final`: the inputs ended (the stall observer reads their tails)."""
+        stall = None
+        if final:
+            stall = self.stalls.facts(
+                self.reader.tails(), self.reader.default_origins(), tuple(self.stages.step_times)
+            )
         return Observations(
             self.hits.collector,
             tuple(self.assembler.kept()),
@@ -365,6 +381,7 @@ class Analysis:
             self.stages,
             self.collectives.report(),
             self.env.fingerprint(),
+            stall,
         )
 
     def _new_attempt(self, rec: Record) -> None:
@@ -388,6 +405,7 @@ class Analysis:
             self.bare.new_attempt()
             self.collectives = CollectiveAnalyzer()
             self.messages.clear()
+            self.stalls.new_attempt()
             self.stages.forget_last_step()
         self._attempt_first = first
 
@@ -402,7 +420,7 @@ class Analysis:
         redacted). `leading` / `trailing`: notes said before / after the scan (a folder that looks like
         several jobs; follow and tee notes, an interruption); `complete`: False when interrupted."""
         self.finish()
-        obs = self.observations()
+        obs = self.observations(final=True)
         nccl = obs.collective
         verdict = infer(obs, self.catalog, nccl.sentences if nccl else ())
         scan_notes = [*self.hits.notes(), *self.reader.unwoven_notes(), *self.hits.disabled_notes()]

@@ -67,7 +67,8 @@ def step_text(report: Report) -> str:
     rc = report.root_cause
     if rc is not None and rc.step is not None:
         total = f" of {p.total_steps}" if p is not None and p.total_steps else ""
-        after = f" (after step {p.failure_step})" if p is not None and p.failure_step is not None else ""
+        shown = p is not None and p.failure_step is not None and p.failure_step != rc.step
+        after = f" (after step {p.failure_step})" if shown else ""
         return f"in step {rc.step}{total}{after}"
     if p is None or p.last_step is None:
         return ""

@@ -109,8 +109,8 @@ def _headline(summary: FleetSummary) -> str:
     counts = dict(summary.status_counts())
     parts = [
         f"{counts[s.value]} {s.value}"
-        for s in (JobStatus.FAILED, JobStatus.HEALTHY, JobStatus.ERROR)
-        if counts[s.value] or s is not JobStatus.ERROR
+        for s in (JobStatus.FAILED, JobStatus.STALLED, JobStatus.HEALTHY, JobStatus.ERROR)
+        if counts[s.value] or s not in (JobStatus.ERROR, JobStatus.STALLED)
     ]
     line = f"{len(summary.jobs)} job(s): " + ", ".join(parts)
     if not summary.complete:

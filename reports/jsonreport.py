@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause, StageSpan
+from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause, StageSpan, Stall
 from reports.common import job_values
 from reports.escape import without_controls
 
@@ -156,7 +156,59 @@ def _metrics(m: Metrics) -> dict[str, Any]:
     }
 
 
+def _stall(st: Stall) -> dict[str, Any]:
+    return {
+        "stage": st.stage,
+        "step": st.step,
+        "evidence": [_evidence(e) for e in st.evidence],
+        "reasons": list(st.reasons),
+        "streams": [
+            {
+                "stream": s.stream,
+                "last": _evidence(s.last),
+                "time": s.time,
+                "seconds_before_end": number(s.seconds_before_end),
+            }
+            for s in st.streams
+        ],
+        "silent_first": list(st.silent_first),
+        "silence_s": number(st.silence_s),
+        "step_time_s": number(st.step_time_s),
+        "duration": st.duration,
+        "waits": [
+            {
+                "streams": list(g.streams),
+                "waiting_in": g.waiting_in,
+                "kind": g.kind,
+                "frames": list(g.frames),
+                "source": g.source,
+                "first": _evidence(g.first),
+                "odd": g.odd,
+            }
+            for g in st.waits
+        ],
+        "odd_one_out": st.odd_one_out,
+        "cause": None
+        if st.cause is None
+        else {
+            "id": st.cause.id,
+            "title": st.cause.title,
+            "summary": st.cause.summary,
+            "fix": list(st.cause.fix),
+            "cited": [{"key": c.key, "value": c.value} for c in st.cause.cited],
+        },
+        "interrupted": _evidence(st.interrupted) if st.interrupted else None,
+    }
+
+
 def to_dict(report: Report) -> dict[str, Any]:
+    out = _report_dict(report)
+    if report.stall is not None:  # (only then: the reports of every other status stay as they were)
+        out["stall"] = _stall(report.stall)
+    return out
+
+
+def _report_dict(report: Report) -> dict[str, Any]:
     return {
         "schema_version": report.schema_version,
         "status": report.status,

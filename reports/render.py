@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from logparse.model import Evidence, FindingView, Report, compact_ranks
+from logparse.model import Evidence, FindingView, Report, Stall, compact_ranks
 from reports.common import (
     Gap,
     anomaly_text,
@@ -43,6 +43,7 @@ _ANSI = {
     "red": "\x1b[31m",
     "green": "\x1b[32m",
     "yellow": "\x1b[33m",
+    "magenta": "\x1b[35m",
     "bold": "\x1b[1m",
     "dim": "\x1b[2m",
     "reset": "\x1b[0m",
@@ -419,6 +420,12 @@ def _outcome_line(
     elif r.status == "empty":
         head, shown = paint("EMPTY", "bold", "yellow"), "EMPTY"
         parts.append("no log lines read")
+    elif r.stall is not None:
+        head, shown = paint("STALLED", "bold", "magenta"), "STALLED"
+        p = r.progress
+        if p is not None and p.stage_reached:
+            parts.append(f"stage {p.stage_reached}")
+        parts += [x for x in (step_text(r),) if x]
     else:
         head, shown = paint("HEALTHY", "bold", "green"), "HEALTHY"
         p = r.progress
@@ -432,6 +439,28 @@ def _outcome_line(
     if not parts:
         return _Field(head, len(shown), "")
     return _Field(head + " · ", len(shown) + 3, " · ".join(parts), hang=2)
+
+
+def _stalled_lines(st: Stall, paint: Callable[..., str], stage: str) -> list[_Field]:
+    """The summary's lines of a stalled job: where it stopped, for how long, what each waited in, why."""
+    cause = f"  ({st.cause.title})" if st.cause else ""
+    out = [_Field(f"{paint('STALLED', 'bold', 'magenta')}  ", 9, f"no progress and no error{cause}", hang=2)]
+    if stage:
+        out.append(_field(paint, "stopped", stage))
+    out.append(_field(paint, "for", cut_words(st.duration, SUMMARY_FIELD_CHARS)))
+    if st.odd_one_out:
+        out.append(_field(paint, "odd one", cut_words(st.odd_one_out, SUMMARY_FIELD_CHARS)))
+    else:
+        for g in st.waits[:3]:
+            waiting = cut_words(", ".join(g.streams) + " in " + g.waiting_in, SUMMARY_FIELD_CHARS)
+            out.append(_field(paint, "waiting", waiting, 1))
+    if st.silent_first:
+        quiet = cut_words("first to go quiet: " + ", ".join(st.silent_first), SUMMARY_FIELD_CHARS)
+        out.append(_field(paint, "quiet", quiet))
+    out.append(_field(paint, "evidence", cut_words("; ".join(st.reasons), SUMMARY_FIELD_CHARS)))
+    if st.cause and st.cause.fix:
+        out.append(_field(paint, "fix", cut_words(st.cause.fix[0], SUMMARY_FIELD_CHARS), 2, "yellow"))
+    return out
 
 
 def _summary_text(
@@ -482,6 +511,8 @@ def _summary_text(
                 hang=2,
             )
         ]
+    elif r.stall is not None:
+        out = _stalled_lines(r.stall, paint, stage)
     else:
         out = [
             _Field(

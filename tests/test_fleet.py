@@ -104,6 +104,7 @@ def test_counts_per_status_category_and_stage(expected: list[dict[str, Any]]) ->
         "failed": len(failed),
         "healthy": len(expected) - len(failed),
         "error": 0,
+        "stalled": 0,  # (a status of its own since issue 23: a job that stopped making progress)
     }
     assert sum(data["counts"]["category"].values()) == len(failed)
     assert sum(data["counts"]["stage"].values()) == len(failed)

@@ -394,6 +394,21 @@ def test_nan_on_the_progress_lines_to_the_end_of_the_run_is_numerical_instabilit
     assert report["progress"]["last_step"] == 3
 
 
+def test_nan_to_the_last_step_is_a_failure_even_when_the_run_prints_its_completion_marker() -> None:
+    # a torchrun script's step lines (logging's default `%(asctime)s %(levelname)s`), then its
+    # 'Training finished' line (a completion marker): the loop ran to its end, with a loss that left
+    # the numbers at step 2 and never came back
+    steps = "".join(
+        f"2026-12-01 10:00:0{n},100 INFO step:{n} - loss:{'1.2500' if n == 1 else 'nan'} - "
+        f"grad_norm:{'3.1' if n == 1 else 'nan'}\n"
+        for n in range(1, 6)
+    )
+    report, code = scan_text(steps + "2026-12-01 10:00:06,000 INFO Training finished: 5 steps in 5.0s\n")
+    rc = report["root_cause"]
+    assert code == 1 and rc["category"] == "numerical-instability"
+    assert rc["message"].startswith("step:2 ") and rc["step"] == 2  # the step whose own line shows it
+
+
 def test_nan_in_common_shapes_is_numerical_instability() -> None:
     for line in (
         "epoch 0 step 12 grad norm: nan",

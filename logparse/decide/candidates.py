@@ -306,11 +306,15 @@ def live_bare_lines(
         for tb in tracebacks
         if tb.final is None and tb.frames and tb.start.message.strip().endswith(TB_START)
     ]
-    # (after a completion marker, error lines are the teardown's: the run itself succeeded)
+    # (after a completion marker, error lines are the teardown's: the run itself succeeded; but a
+    # completion marker after the last step does not make that step's own `loss: nan` a success)
     live = [
         b
         for b in kept + cut
-        if not stages.went_on_after(b.seq, ignore=WENT_ON_IGNORED) and not stages.completed_before(b.seq)
+        if not stages.went_on_after(
+            b.seq, ignore=WENT_ON_IGNORED, completion=not (b.kind == "phrase" and stages.is_step_line(b.seq))
+        )
+        and not stages.completed_before(b.seq)
     ]
     return repeated_to_the_end(kept, live, stages) + live
 

@@ -235,11 +235,14 @@ def step_failed_in(progress: StageTracker, seq: int) -> int | None:
     """The training step the failure at record `seq` happened in. A training loop prints a step's line
     (verl's `step:N - ...`, a script's metrics) and moves its progress bar when the step is done (verl
     validates and saves a step's checkpoint before it), so a failure after step N's line and before the
-    run's end is in step N + 1. None when the loop had not begun, had ended (its total reached, or a
-    completion marker), or the log shows no step."""
+    run's end is in step N + 1; a failure on step N's own line (`step:2 - loss:nan`) is in step N. None
+    when the loop had not begun, had ended (its total reached, or a completion marker), or the log shows
+    no step."""
     p = progress.progress(seq, failed=True)
     if p.last_step is None or p.completed or not progress.training_started_before(seq):
         return None
+    if progress.is_step_line(seq):
+        return p.last_step  # the step's own line shows the failure (`step:2 - loss:nan`): that step
     if p.total_steps is not None and p.last_step >= p.total_steps:
         return None
     return p.last_step + 1

@@ -27,6 +27,7 @@ from logparse.decide.stage import (
     step_failed_in,
     task_called_after,
 )
+from logparse.decide.stall import judge_stall
 from logparse.model import (
     AttemptVerdict,
     Basis,
@@ -43,6 +44,7 @@ from logparse.observe.collectives import CollectiveReport
 from logparse.observe.evidence import FailureEvidence
 from logparse.observe.hits import FindingCollector, FindingGroup, merge_similar
 from logparse.observe.progress import StageTracker
+from logparse.observe.stalls import StallFacts
 from logparse.observe.tracebacks import HEAD_FRAMES, Traceback, frame_kind
 from logparse.observe.worker_deaths import DeadWorker, death_reports
 from logparse.read.normalize import Record
@@ -60,6 +62,7 @@ class Observations:
     progress: StageTracker
     collective: CollectiveReport | None
     environment: dict
+    stall: StallFacts | None = None  # (only for the report's own attempt, once the inputs ended)
 
 
 MAX_EVIDENCE = 60
@@ -386,11 +389,17 @@ def build_report(
     the verdict's, what the observers left to say (`scan_notes`), `trailing` (what was said after).
     `complete`: False when the scan was interrupted."""
     root = verdict.root
-    failed = root is not None
+    stall = judge_stall(obs.stall, obs.progress, obs.tracebacks, root, verdict.root_seq, obs.environment)
     notes = [*input_notes, *verdict.notes, *scan_notes]
+    if stall is not None:
+        notes[:0] = stall_notes(stall, root)
+        root = None  # (what the stall decided: the failure, if any, was how the hung job ended)
+    failed = root is not None
     reached = stage_reached(obs.progress, root.stage if root else None)
-    progress = obs.progress.snapshot(failed, verdict.root_seq if failed else None, reached)
-    status = model.STATUS_FAILED if failed else model.STATUS_HEALTHY
+    progress = obs.progress.snapshot(
+        failed, verdict.root_seq if failed else None, reached, say_stopped=stall is None
+    )
+    status = model.STATUS_FAILED if failed else model.STATUS_STALLED if stall else model.STATUS_HEALTHY
     if not failed and inputs and not any(i.lines for i in inputs):
         # an empty file or pipe is not a healthy job: there was nothing to judge (and no "stopped
         # before the first step" either)
@@ -410,7 +419,19 @@ def build_report(
         environment=obs.environment,
         attempts=tuple(attempts),
         complete=complete,
+        stall=stall,
     )
+
+
+def stall_notes(stall: model.Stall, superseded: RootCause | None) -> list[str]:
+    """What a stall adds to the notes: how the hung job ended, and the failure that was only that."""
+    if stall.interrupted is None:
+        return []
+    e = stall.interrupted
+    note = f"interrupted after it stalled ({e.source}:{e.line}): the signal is how the job ended, not why"
+    if superseded is not None:
+        note += f"; {superseded.title} ({superseded.category}) came with the interruption"
+    return [note]
 
 
 def attempt_verdict(index: int, first_line: Evidence, verdict: Verdict) -> AttemptVerdict:

@@ -36,6 +36,7 @@ import itertools
 import math
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -44,6 +45,7 @@ from logparse.read.normalize import Record
 from logparse.read.progress_syntax import MarkerHit, ProgressLine, ProgressSyntax
 from patterns.stages import StageMarkers
 
+STEP_TIMES_KEPT = 64  # the latest step lines' times kept (StageTracker.step_times)
 MAX_SEGMENTS_PER_STAGE = 500  # stretches of one stage in the progression (closer ones are merged)
 STEP_STAGE = "training"  # a step line or a progress-bar update means the training loop runs
 LAUNCH_STAGE = "launch"
@@ -215,6 +217,9 @@ class StageTracker:
         # report shows (a resumed run's step counts there too).
         self.last_step: tuple[int, int] | None = None
         self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
+        # (step, time) of the latest step lines that carry a timestamp: the run's own step times, and
+        # when its last step was (a stall's silence; logparse.decide.stall)
+        self.step_times: deque[tuple[int, float]] = deque(maxlen=STEP_TIMES_KEPT)
         self._attempt_starts: list[AttemptStart] = []
         self.attempts_started = 0  # every attempt start seen (the list above is bounded), for a cheap check
         self._completions: list[int] = []
@@ -265,7 +270,7 @@ class StageTracker:
         if hit is not None:
             self._on_marker(seq, source, number, time, repeat, hit)
         if line.step is not None:
-            self._mark_step(seq, line.step, line.seconds)
+            self._mark_step(seq, line.step, line.seconds, time)
             if not self._completed and repeat == 1:
                 self._record_stage(source, number, seq, time, STEP_STAGE)
         if line.bar is not None:
@@ -277,9 +282,11 @@ class StageTracker:
                 self._dropped.add("progress-bar")
             self._progress_since_start = True
 
-    def _mark_step(self, seq: int, step: int, seconds: float | None) -> None:
+    def _mark_step(self, seq: int, step: int, seconds: float | None, time: float | None) -> None:
         """A step the loop reached: verl's step line, or a marker that reads one (`step` group: a
         Megatron `iteration N/M` line, DeepSpeed's `step=N, skipped=...`)."""
+        if time is not None:
+            self.step_times.append((step, time))
         self._steps.append(seq, (step,), (seconds,))
         if self.last_step is None or step >= self.last_step[1]:
             self.last_step = (seq, step)
@@ -415,7 +422,7 @@ class StageTracker:
             stage = marker.repeat_stage
         self._seen_in_attempt.add(marker.id)
         if groups.get("step"):
-            self._mark_step(seq, int(groups["step"]), None)
+            self._mark_step(seq, int(groups["step"]), None, time)
         if stage == CHECKPOINT_STAGE and groups.get("checkpoint_step"):
             self._checkpoint_step = int(groups["checkpoint_step"])
         self._record_stage(source, number, seq, time, stage)
@@ -492,19 +499,20 @@ class StageTracker:
     def forget_last_step(self) -> None:
         """A new attempt of the job begins (the analysis decides when): its steps count afresh."""
         self.last_step = None
+        self.step_times.clear()
 
     def stepped_at(self, seq: int) -> bool:
         """Was record `seq` a step line?"""
         seqs = self._steps.seqs
         return bool(seqs) and seqs[-1] == seq
 
-    def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset()) -> bool:
+    def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset(), completion: bool = True) -> bool:
         """Did the job show progress after record `seq`: a step line, a progress bar, a completion
-        marker, or a stage (not in `ignore`) it had not reached before?"""
+        marker (unless `completion` is False), or a stage (not in `ignore`) it had not reached before?"""
         for marks in (self._steps, self._bars):
             if marks.seqs and marks.seqs[-1] > seq:
                 return True
-        if self._completions and self._completions[-1] > seq:
+        if completion and self._completions and self._completions[-1] > seq:
             return True
         return any(span.first[2] > seq and stage not in ignore for stage, span in self._spans.items())
 
@@ -518,6 +526,12 @@ class StageTracker:
         if any(seq < c < until for c in self._completions):
             return True
         return any(seq < span.first[2] < until and stage not in ignore for stage, span in self._spans.items())
+
+    def is_step_line(self, seq: int) -> bool:
+        """Is record `seq` a step line the loop printed (one of the step lines kept)?"""
+        seqs = self._steps.seqs
+        i = bisect_left(seqs, seq)
+        return i < len(seqs) and seqs[i] == seq
 
     def completed_before(self, seq: int) -> bool:
         """Was a completion marker seen before record `seq` (in the same attempt)?"""

@@ -350,6 +350,16 @@ class RecordReader:
         raw, _ = block.raw(idx)
         return self.lookback_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
 
+    def tails(self) -> dict[str, tuple[bytes, int]]:
+        """The last bytes (at most LOOKBACK_BYTES, whole lines but the first) of each input read in
+        blocks, with its line count: what a report says of how each stream ended."""
+        lines = {s.path: s.lines for s in self.inputs}
+        return {source: (tail, lines.get(source, 0)) for source, tail in self._tails.items()}
+
+    def default_origins(self) -> dict[str, Origin]:
+        """What each input's place in a folder layout says of its lines."""
+        return {**self.attribution, **self._defaults}
+
     def input_notes(self) -> list[str]:
         """What reading the inputs left to say: inputs skipped, and each input's notes."""
         return self.skipped + [n for s in self.inputs for n in s.notes]

@@ -222,5 +222,85 @@ if [[ $ONLY == all || $ONLY == wordings ]]; then
     (cd "$JOB" && bash "$WORD/import_errors.sh" "$PY" "$WORD")
     neutralise "$WORD"/python-*.txt
 fi
+# run_hang OUTFILE LIMIT_S SIGNAL DUMP_AT_S DUMPFILE PIDS_CMD CMD...: `CMD 2>&1 | tee OUTFILE` as run_case, but
+# the job hangs: at DUMP_AT_S seconds `py-spy dump --pid P` is taken of every pid that PIDS_CMD prints
+# (into DUMPFILE, as a user pastes it; none when DUMPFILE is -), and at LIMIT_S the launcher gets
+# SIGNAL (INT: Ctrl-C; TERM: a cancel, as scancel sends), from `timeout`
+run_hang() {
+    local out=$1 limit=$2 sig=$3 dump_at=$4 dumpfile=$5 pids_cmd=$6
+    shift 6
+    mkdir -p "$(dirname "$out")"
+    if [[ $dumpfile != - ]]; then
+        (sleep "$dump_at"; for p in $(bash -c "$pids_cmd"); do "$VENV/bin/py-spy" dump --pid "$p"; echo; done \
+            > "$dumpfile" 2>&1) &
+    fi
+    (cd "$JOB" && timeout -s "$sig" -k 20 "$limit" "$@" 2>&1 | tee "$out" > /dev/null)
+    local rc=$?
+    wait
+    neutralise "$out"
+    [[ $dumpfile != - ]] && neutralise "$dumpfile"
+    printf '%-70s rc=%s\n' "${out#$REPO/}" "$rc"
+}
+
+FIX_S=$REPO/tests/fixtures/stalls
+if [[ $ONLY == all || $ONLY == stall || $ONLY == stall-torchrun ]]; then
+    # hangs (issue 23): the stall diagnosis's real inputs, in tests/fixtures/stalls/ (needs py-spy in the venv)
+    fresh_job
+    # a. rank 3 blocks in a DataLoader read at step 4 while ranks 0-2 wait in all_reduce; every rank's
+    #    faulthandler.dump_traceback_later(12 s) fires; Ctrl-C (SIGINT to torchrun) after 40 s
+    run_hang "$FIX_S/torchrun-hang-faulthandler-ctrl-c.log" 40 INT 0 - "" \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29711 --tee 3 toy_train.py --case stall-loader \
+        --fail-step 4 --step-s 1 --hang-s 600 --faulthandler 12 --log-time
+    # b. rank 1 sleeps on a shard lock at step 3 while ranks 0, 2, 3 wait in all_reduce; `py-spy dump`
+    #    of each worker after 20 s; the job is cancelled (SIGTERM) after 35 s
+    mkdir -p "$FIX_S/torchrun-hang-py-spy"
+    run_hang "$FIX_S/torchrun-hang-py-spy/train.log" 35 TERM 20 "$FIX_S/torchrun-hang-py-spy/py-spy-dump.txt" \
+        "pgrep -f -- '-u toy_train.py --case stall-sleep'" \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29712 toy_train.py --case stall-sleep --odd-rank 1 \
+        --fail-step 3 --step-s 1 --hang-s 600 --log-time
+fi
+
+if [[ $ONLY == all || $ONLY == stall || $ONLY == stall-ray ]]; then
+    fresh_job
+    # c. the TaskRunner waits for a placement group the cluster cannot give; `py-spy dump` of the
+    #    TaskRunner after 50 s; Ctrl-C after 70 s
+    mkdir -p "$FIX_S/ray-placement-group-wait"
+    run_hang "$FIX_S/ray-placement-group-wait/driver.log" 70 INT 50 "$FIX_S/ray-placement-group-wait/py-spy-dump.txt" \
+        "grep -a -m1 -oP '\(TaskRunner pid=\K[0-9]+' '$FIX_S/ray-placement-group-wait/driver.log'" \
+        "$PY" main_ppo.py case=pg-wait trainer.n_gpus_per_node=2
+    # d. worker rank 2 never returns from generate_sequences at step 3 (a stuck rollout); `py-spy dump`
+    #    of the TaskRunner and every WorkerDict after 80 s; Ctrl-C after 100 s (Ray starts slowly on a
+    #    busy machine: the hang must come before the dump)
+    run_hang "$FIX_S/ray-rollout-hang.log" 100 INT 80 "$JOB/ray-rollout-hang-py-spy.txt" \
+        "pgrep -f '^ray::(TaskRunner|WorkerDict)'" \
+        "$PY" main_ppo.py case=rollout-hang fail_step=3 trainer.total_training_steps=6
+    # (pasted after the log, as a user adds `py-spy dump` output to a bug report)
+    cat "$JOB/ray-rollout-hang-py-spy.txt" >> "$FIX_S/ray-rollout-hang.log"
+fi
+
+if [[ $ONLY == all || $ONLY == diff ]]; then
+    # pairs of real runs for `verl-logscan diff GOOD BAD` (issue 23), in tests/fixtures/diff/; each run
+    # prints its packages (as `pip freeze` does) and its config (as verl's main_ppo pprints it) first
+    FIX_D=$REPO/tests/fixtures/diff
+    fresh_job
+    TOY=(toy_train.py --case healthy --steps 8 --step-s 0.1 --print-config --log-time)
+    # a. one config value: the batch per rank cut from 32 to 2 rows (data.train_batch_size 128 -> 8)
+    run_case "$FIX_D/config-value/good.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29721 "${TOY[@]}"
+    run_case "$FIX_D/config-value/bad.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29722 "${TOY[@]}" \
+        --batch-size 2
+    # b. a learning rate that makes the loss overflow to inf, then NaN (gradients are clipped to norm 1,
+    #    so only a rate many orders of magnitude too large gets there)
+    run_case "$FIX_D/learning-rate/good.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29723 "${TOY[@]}"
+    run_case "$FIX_D/learning-rate/bad.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29724 "${TOY[@]}" \
+        --lr 1e30
+    # c. one package version: the same job under transformers $TF_OLD (installed in $TF_OLD_DIR, put
+    #    first on PYTHONPATH) and under the venv's own transformers
+    TF_OLD=${TF_OLD:-4.57.6}
+    TF_OLD_DIR=${TF_OLD_DIR:-/tmp/tf-old}
+    [[ -d $TF_OLD_DIR ]] || "$VENV/bin/pip" install -q --no-deps --target "$TF_OLD_DIR" "transformers==$TF_OLD"
+    run_case "$FIX_D/package-version/good.log" 90 env PYTHONPATH="$TF_OLD_DIR" \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29725 "${TOY[@]}"
+    run_case "$FIX_D/package-version/bad.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29726 "${TOY[@]}"
+fi
 rm -rf "$JOB"
 echo "done"

@@ -16,6 +16,11 @@ Cases (config `case=`):
   sigkill       worker rank 1 SIGKILLs itself during generate_sequences at step `fail_step`
   import-error  init_model imports flash_attn, which is not installed -> ModuleNotFoundError
   healthy       runs total_training_steps steps and exits 0
+  pg-wait       (a hang) the TaskRunner asks for a resource pool (a placement group of
+                n_gpus_per_node bundles of one CPU) that the 2-CPU cluster cannot give while the
+                TaskRunner holds a CPU, and waits for it: `ray.get(pg.ready())` never returns
+  rollout-hang  (a hang) worker rank 2 never returns from generate_sequences at step `fail_step`
+                (a stuck rollout engine); the TaskRunner waits in ray.get
 """
 
 import numbers
@@ -80,10 +85,16 @@ def create_colocated_worker_cls():
         def actor_rollout_generate_sequences(self, step):
             if self.case == "sigkill" and self.rank == 1 and step == self.fail_step:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if self.case == "rollout-hang" and self.rank == 2 and step == self.fail_step:
+                self._wait_for_engine()
             time.sleep(1.0)
             gen = torch.Generator().manual_seed(step * 100 + self.rank)
             lengths = torch.randint(120, 900, (64,), generator=gen).float()
             return {"response_length": lengths.mean().item(), "score": torch.rand(1, generator=gen).item()}
+
+        def _wait_for_engine(self):
+            while True:  # a rollout engine that never answers
+                time.sleep(1.0)
 
         def _forward_micro_batch(self, x, step):
             if self.case == "oom" and step == self.fail_step:
@@ -132,6 +143,8 @@ class TaskRunner:
 
         WorkerDict = ray.remote(create_colocated_worker_cls())
         n = cfg.trainer.n_gpus_per_node
+        if cfg.case == "pg-wait":
+            create_resource_pool(n)
         workers = [
             WorkerDict.options(num_cpus=0.25, name=f"Xk3QvbWorkerDict_0:{r}").remote(
                 r, n, cfg.case, cfg.fail_step, total
@@ -174,6 +187,15 @@ class TaskRunner:
             progress_bar.update(1)
         progress_bar.close()
         pprint.pprint("Final validation metrics: None")
+
+
+def create_resource_pool(n):
+    from ray.util.placement_group import placement_group
+
+    bundles = [{"CPU": 1} for _ in range(n)]
+    pg = placement_group(bundles, strategy="PACK", name="global_pool")
+    print(f"Waiting for resource pool global_pool: {n} bundles {bundles[0]}")
+    ray.get(pg.ready())
 
 
 def run_ppo(config):

@@ -24,9 +24,20 @@ Cases (--case):
   loader-worker-exit  rank 1 reads its batches through a DataLoader with 2 worker processes; reading
                 one row ends the worker process (os._exit(1), as a crashing decoder in a C
                 extension does) about when step --fail-step begins, so the DataLoader raises in rank 1
+  stall-loader  (a hang) the model is not DDP-wrapped: each rank averages its gradients with
+                dist.all_reduce. At step --fail-step rank --odd-rank reads its batch through a
+                DataLoader whose data set blocks in __getitem__ for --hang-s (a stuck read), so the
+                other ranks wait in all_reduce; nothing fails until the process-group timeout
+  stall-sleep   (a hang) the same, but rank --odd-rank sleeps in a shard-lock wait before the step
+
+--faulthandler S arms faulthandler.dump_traceback_later(S) at the start of every step (a rank stuck
+for S seconds prints its stack: `Timeout (0:00:S)!`); --log-time puts `YYYY-MM-DD HH:MM:SS,mmm INFO`
+before the script's own lines (Python logging's default time format).
 """
 
 import argparse
+import faulthandler
+import logging
 import os
 import signal
 import sys
@@ -39,9 +50,24 @@ import torch.nn.functional as F
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+_LOGGER = None
+
 
 def log(msg):
+    if _LOGGER is not None:
+        _LOGGER.info(msg)
+        return
     print(msg, flush=True)
+
+
+def use_log_time():
+    global _LOGGER
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    _LOGGER = logging.getLogger("toy_train")
+    _LOGGER.addHandler(handler)
+    _LOGGER.setLevel(logging.INFO)
+    _LOGGER.propagate = False
 
 
 class SlowLineWriter:
@@ -107,6 +133,32 @@ class ExitingDataset(torch.utils.data.Dataset):
         return torch.randn(self.dim), torch.randn(1)
 
 
+class StuckDataset(torch.utils.data.Dataset):
+    """Rows whose read blocks for `hang_s` seconds (a read from a stuck network filesystem)."""
+
+    def __init__(self, hang_s, dim=16):
+        self.hang_s = hang_s
+        self.dim = dim
+
+    def __len__(self):
+        return 1_000
+
+    def __getitem__(self, i):
+        time.sleep(self.hang_s)
+        return torch.randn(self.dim), torch.randn(1)
+
+
+def wait_for_shard_lock(hang_s):
+    # a lock file held by a process that went away
+    time.sleep(hang_s)
+
+
+def average_gradients(model, world):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= world
+
+
 def check_loss(loss, step, rank):
     if not torch.isfinite(loss):
         raise RuntimeError(
@@ -153,6 +205,9 @@ def train_step(model, opt, shard, step, args, rank):
                 )
             )
         x, y = next(args.loader)
+    elif args.case == "stall-loader" and rank == args.odd_rank and step == args.fail_step:
+        loader = torch.utils.data.DataLoader(StuckDataset(args.hang_s), batch_size=shard.batch_size)
+        x, y = next(iter(loader))
     else:
         x, y = shard.batch(step)
     loss = F.mse_loss(model(x), y)
@@ -160,6 +215,8 @@ def train_step(model, opt, shard, step, args, rank):
         check_loss(loss, step, rank)
     opt.zero_grad()
     loss.backward()
+    if args.case.startswith("stall-"):
+        average_gradients(model, dist.get_world_size())
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     opt.step()
     return loss.detach(), grad_norm
@@ -179,6 +236,28 @@ def file_barrier(data_dir, rank, world):
         time.sleep(0.001)
 
 
+def before_step(args, rank, step):
+    if args.faulthandler:
+        faulthandler.dump_traceback_later(args.faulthandler)  # re-armed: S seconds for this step
+    if args.case == "stall-sleep" and rank == args.odd_rank and step == args.fail_step:
+        wait_for_shard_lock(args.hang_s)
+
+
+def fault_before_step(args, rank, world, step):
+    """The failure cases that strike before a step's work: a kill, a hang, a missing shard."""
+    if args.case == "sigkill" and rank == 1 and step == args.fail_step:
+        # what the kernel OOM killer does to a process: no Python exception, no output
+        os.kill(os.getpid(), signal.SIGKILL)
+    hang_rank = world - 1 if args.hang_rank is None else args.hang_rank
+    if args.case in ("hang", "monitored-barrier") and rank == hang_rank and step == args.fail_step:
+        time.sleep(args.hang_s)  # a stalled data loader on this rank
+    if args.case == "monitored-barrier" and step == args.fail_step:
+        # rank 0 waits for every other rank and names the first that does not arrive
+        dist.monitored_barrier(timeout=timedelta(seconds=args.timeout))
+    if args.case == "record" and rank == 1 and step == args.fail_step:
+        load_next_shard(args.data_dir, rank)  # this rank's next shard is missing
+
+
 def run(args):
     if args.slow_stderr > 0:
         sys.stderr = SlowLineWriter(sys.stderr, args.slow_stderr)
@@ -194,15 +273,18 @@ def run(args):
         # every rank must take part in new_group
         args.side_group = dist.new_group(ranks=list(range(1, world)))
 
-    model = DDP(torch.nn.Linear(16, 1))
+    model = torch.nn.Linear(16, 1)
+    if not args.case.startswith("stall-"):
+        model = DDP(model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     if args.case == "healthy":
         # a common pattern in scripts written for GPUs; on a CPU-only host it only warns (and only
         # the warning is wanted: the scaler is never used)
         _scaler = torch.cuda.amp.GradScaler()
     poison = args.fail_step if (args.case == "nan-guard" and rank == 2) else None
-    shard = SyntheticShard(rank, poison_step=poison)
+    shard = SyntheticShard(rank, batch_size=args.batch_size, poison_step=poison)
     if rank == 0:
+        print_config(args, world)
         n_params = sum(p.numel() for p in model.parameters())
         log(
             f"world_size={world} backend={dist.get_backend()} model=Linear(16, 1) params={n_params} "
@@ -211,17 +293,8 @@ def run(args):
 
     t0 = time.time()
     for step in range(1, args.steps + 1):
-        if args.case == "sigkill" and rank == 1 and step == args.fail_step:
-            # what the kernel OOM killer does to a process: no Python exception, no output
-            os.kill(os.getpid(), signal.SIGKILL)
-        hang_rank = world - 1 if args.hang_rank is None else args.hang_rank
-        if args.case in ("hang", "monitored-barrier") and rank == hang_rank and step == args.fail_step:
-            time.sleep(args.hang_s)  # a stalled data loader on this rank
-        if args.case == "monitored-barrier" and step == args.fail_step:
-            # rank 0 waits for every other rank and names the first that does not arrive
-            dist.monitored_barrier(timeout=timedelta(seconds=args.timeout))
-        if args.case == "record" and rank == 1 and step == args.fail_step:
-            load_next_shard(args.data_dir, rank)  # this rank's next shard is missing
+        before_step(args, rank, step)
+        fault_before_step(args, rank, world, step)
 
         loss, grad_norm = train_step(model, opt, shard, step, args, rank)
         stats = torch.stack([loss, grad_norm.detach()])
@@ -231,10 +304,34 @@ def run(args):
             log(f"step:{step} - loss:{stats[0].item():.4f} - grad_norm:{stats[1].item():.4f} - lr:{args.lr}")
         time.sleep(args.step_s)
 
+    if args.faulthandler:
+        faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         log(f"Training finished: {args.steps} steps in {time.time() - t0:.1f}s")
     if not args.no_destroy:
         dist.destroy_process_group()
+
+
+def print_config(args, world):
+    """What a verl job prints at its start: the packages it runs with, as `pip freeze` writes them, and
+    its config as verl's main_ppo does (`pprint(OmegaConf.to_container(config))`)."""
+    if not args.print_config:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+    from pprint import pprint
+
+    for pkg in ("torch", "transformers"):
+        try:
+            print(f"{pkg}=={version(pkg)}", flush=True)
+        except PackageNotFoundError:
+            pass
+    config = {
+        "actor_rollout_ref": {"actor": {"optim": {"lr": args.lr}, "strategy": "ddp"}},
+        "data": {"train_batch_size": args.batch_size * world},
+        "trainer": {"n_gpus_per_node": world, "nnodes": 1, "total_training_steps": args.steps},
+    }
+    pprint(config)
+    sys.stdout.flush()
 
 
 def parse():
@@ -252,6 +349,8 @@ def parse():
             "missing-key",
             "loader-worker-exit",
             "monitored-barrier",
+            "stall-loader",
+            "stall-sleep",
         ],
     )
     p.add_argument("--steps", type=int, default=10)
@@ -261,7 +360,12 @@ def parse():
     p.add_argument("--hang-rank", type=int, default=None, help="the rank that stalls (default: the last)")
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--batch-size", type=int, default=32, help="rows per rank and step")
+    p.add_argument("--print-config", action="store_true", help="print versions and config (diff pairs)")
     p.add_argument("--no-destroy", action="store_true")
+    p.add_argument("--odd-rank", type=int, default=3, help="the rank that stalls (stall-* cases)")
+    p.add_argument("--faulthandler", type=float, default=0.0, help="dump stacks after S s in one step")
+    p.add_argument("--log-time", action="store_true", help="time and level before the script's lines")
     p.add_argument("--data-dir", default="data")
     p.add_argument(
         "--slow-stderr",
@@ -283,6 +387,8 @@ def main(args):
 
 if __name__ == "__main__":
     cli_args = parse()
+    if cli_args.log_time:
+        use_log_time()
     if cli_args.case == "record":
         main_recorded(cli_args)  # errors are written to $TORCHELASTIC_ERROR_FILE (error.json)
     else:

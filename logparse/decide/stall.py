@@ -1,0 +1,436 @@
+"""Did the job stall? The only module that answers it, and says where each stream stopped, for how long,
+what the ranks waited in, which one is the odd one out, and the likely cause (patterns/stalls.yaml).
+
+A log that ends with neither a failure nor a completion marker is `stalled` only when its own evidence
+says progress stopped: stacks dumped while it hung (faulthandler's watchdog, `py-spy dump`), a sign of
+a hang repeated after training began (vLLM's broadcast-queue wait), or, with timestamps, silence after
+the last step far beyond the run's own step time. False alarms matter more than misses: a log that
+simply stops stays healthy with the progress tracker's note.
+
+A job interrupted after it stalled (Ctrl-C, a cancel: torchrun's `Received 2 death signal`,
+`SignalException`, `KeyboardInterrupt` on every rank, and the peer-lost errors they cause) is still
+stalled when the evidence came before the interruption: the signal is how it ended, not why. A
+failure before the interruption (or without one) is a failure, never a stall.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from logparse.model import (
+    CitedValue,
+    Evidence,
+    RootCause,
+    Stall,
+    StallCause,
+    StreamEnd,
+    WaitGroup,
+    compact_ranks,
+)
+from logparse.observe.progress import StageTracker
+from logparse.observe.stalls import Stack, StallFacts, StreamLast
+from logparse.observe.tracebacks import Traceback
+from patterns.stalls import StallRules, WaitRule, stall_rules
+
+MAX_STREAMS_SHOWN = 32
+MAX_FRAMES_SHOWN = 12
+MAX_EVIDENCE = 12
+
+
+@dataclass(frozen=True)
+class _Process:
+    """One process's stack as the decision reads it."""
+
+    who: str
+    stack: Stack | None  # a dump's stack (None: only the interrupt's traceback)
+    frames: tuple[tuple[str, str, int], ...]  # (function, file, line), innermost first
+    source: str  # faulthandler | py-spy | interrupt
+    first: Evidence
+    rule: WaitRule | None
+
+
+def judge_stall(
+    facts: StallFacts | None,
+    progress: StageTracker,
+    tracebacks: Sequence[Traceback],
+    root: RootCause | None,
+    root_seq: int | None,
+    environment: dict,
+    rules: StallRules | None = None,
+) -> Stall | None:
+    """The stall of a job (see the module docstring), or None."""
+    rules = rules or stall_rules()
+    if facts is None or progress.progress(None, failed=root is not None).completed:
+        return None
+    interrupt_seq, interrupted = _interruption(facts, tracebacks, rules)
+    if root is not None and not _how_it_ended(root, root_seq, interrupt_seq, rules):
+        return None
+    before = interrupt_seq if interrupt_seq is not None else float("inf")
+    stacks = [s for s in facts.stacks if not s.launcher and (s.seq < before or s.tool == "py-spy")]
+    signs = [
+        s
+        for s in facts.signs
+        if s.first_seq < before
+        and s.count >= _repeats(rules, s.id)
+        and progress.training_started_before(s.first_seq)
+    ]
+    silence, step_time = _silence(facts, progress)
+    silent = (
+        silence is not None
+        and step_time is not None
+        and silence >= max(rules.silence_steps * step_time, rules.min_silence_s)
+    )
+    reasons = _reasons(stacks, signs, silence, step_time, silent)
+    if not reasons:
+        return None
+    processes = _processes(stacks, tracebacks, interrupt_seq, rules)
+    waits = _groups(processes, rules)
+    p = progress.progress(None, failed=False)
+    return Stall(
+        stage=p.stage_reached,
+        step=p.last_step,
+        evidence=_evidence(stacks, signs)[:MAX_EVIDENCE],
+        reasons=tuple(reasons),
+        streams=_streams(facts),
+        silent_first=_silent_first(facts, rules),
+        silence_s=silence,
+        step_time_s=step_time,
+        duration=_duration(facts, silence, step_time, p.last_step),
+        waits=waits,
+        odd_one_out=_odd_sentence(waits),
+        cause=_cause(waits, signs, environment, rules),
+        interrupted=interrupted,
+    )
+
+
+# -- how it ended ------------------------------------------------------------------------------------
+def _interruption(
+    facts: StallFacts, tracebacks: Sequence[Traceback], rules: StallRules
+) -> tuple[int | None, Evidence | None]:
+    """Where the job was first interrupted (a launcher's signal line, an interrupt exception)."""
+    best: tuple[int, Evidence] | None = None
+    if facts.interrupt is not None:
+        best = (facts.interrupt.seq, facts.interrupt.first)
+    for tb in tracebacks:
+        exc = tb.final
+        if exc is not None and exc.short_type in rules.interrupt_exceptions:
+            rec = exc.record
+            if best is None or rec.seq < best[0]:
+                best = (rec.seq, Evidence(rec.line.source, rec.line.number, rec.line.text))
+    return (best[0], best[1]) if best else (None, None)
+
+
+def _how_it_ended(
+    root: RootCause, root_seq: int | None, interrupt_seq: int | None, rules: StallRules
+) -> bool:
+    """Is the chosen failure only how the job ended (the interrupt, or an echo of it)?"""
+    if interrupt_seq is None:
+        return False
+    exc = root.traceback.exception_type.rsplit(".", 1)[-1] if root.traceback else None
+    if exc in rules.interrupt_exceptions:
+        return True
+    return root_seq is not None and root_seq >= interrupt_seq
+
+
+def _repeats(rules: StallRules, sign_id: str) -> int:
+    return next((s.repeats for s in rules.signs if s.id == sign_id), 1)
+
+
+# -- how long ------------------------------------------------------------------------------------------
+def _silence(facts: StallFacts, progress: StageTracker) -> tuple[float | None, float | None]:
+    """Seconds from the last step line to the log's last timestamp, and the run's median step time
+    (from the step lines' own times, else its `timing_s/step`)."""
+    times = list(facts.step_times)
+    step_time = median_step_time(times)
+    if step_time is None:
+        step_time = progress.progress(None, failed=False).seconds_per_step
+    if not times or facts.end_time is None:
+        return None, step_time
+    return max(0.0, facts.end_time - times[-1][1]), step_time
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of `values` (not empty). (The `statistics` module costs a scan's start-up the import of
+    `fractions` and `decimal`, for one function.)"""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def median_step_time(times: Sequence[tuple[int, float]]) -> float | None:
+    """The median seconds per step between consecutive (step, time) pairs (a resumed or repeated step
+    is no gap), or None with fewer than two."""
+    gaps = [
+        (b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(times) if b[0] > a[0] and b[1] >= a[1]
+    ]
+    return median(gaps) if gaps else None
+
+
+def live_alert_after(
+    step_time: float | None, explicit_s: float | None, rules: StallRules | None = None
+) -> float | None:
+    """How many seconds without a new step make a live scan (`scan --follow`) raise its stall ALERT:
+    `--stall-after` when given, else `follow_steps` times the run's median step time, never less than
+    `min_silence_s` (patterns/stalls.yaml); None while the step time is not known yet."""
+    if explicit_s is not None:
+        return explicit_s
+    if step_time is None:
+        return None
+    rules = rules or stall_rules()
+    return max(rules.follow_steps * step_time, rules.min_silence_s)
+
+
+def span(seconds: float | None) -> str:
+    """A duration as reports say it: `42 s`, `12 min`, `1.5 h`."""
+    return _span(seconds)
+
+
+def _duration(facts: StallFacts, silence: float | None, step_time: float | None, step: int | None) -> str:
+    if silence is not None:
+        took = f"; steps took {_span(step_time)} (median)" if step_time else ""
+        return f"no step for {_span(silence)} after step {step}{took}"
+    if facts.end_time is None:
+        return (
+            "the log carries no timestamps: how long it hung cannot be known from it (a dump's own "
+            "wait, where it says one, is in the evidence)"
+        )
+    return "the step lines carry no timestamps: the silence since the last step cannot be measured"
+
+
+def _span(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 120:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _reasons(
+    stacks: list[Stack], signs: list, silence: float | None, step_time: float | None, silent: bool
+) -> list[str]:
+    reasons = []
+    watchdog = [s for s in stacks if s.tool == "faulthandler" and s.waited]
+    if watchdog:
+        who = sorted({s.who for s in watchdog})
+        reasons.append(
+            f"faulthandler's watchdog dumped the stacks of {_names(who)} after {watchdog[0].waited} "
+            "without progress"
+        )
+    other = [s for s in stacks if s.tool == "faulthandler" and not s.waited]
+    if other:
+        reasons.append(f"stacks dumped while it ran ({_names(sorted({s.who for s in other}))})")
+    spy = [s for s in stacks if s.tool == "py-spy"]
+    if spy:
+        reasons.append(f"`py-spy dump` of {_names(sorted({s.who for s in spy}))} taken while it hung")
+    for sign in signs:
+        reasons.append(f"{sign.title} ({sign.count} times)")
+    if silent:
+        reasons.append(f"no step for {_span(silence)} while steps took {_span(step_time)}")
+    return reasons
+
+
+def _evidence(stacks: list[Stack], signs: list) -> tuple[Evidence, ...]:
+    seen, out = set(), []
+    for e in [*(s.first for s in stacks), *(s.first for s in signs)]:
+        key = (e.source, e.line)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return tuple(out)
+
+
+# -- where each stream stopped --------------------------------------------------------------------------
+def _by_name(facts: StallFacts) -> list[StreamLast]:
+    latest: dict[str, StreamLast] = {}
+    for s in facts.streams:
+        known = latest.get(s.who)
+        if known is None or (s.time or 0.0, s.last.line) >= (known.time or 0.0, known.last.line):
+            latest[s.who] = s
+    return sorted(latest.values(), key=lambda s: (s.time is None, s.time or 0.0, s.seq, s.last.line))
+
+
+def _streams(facts: StallFacts) -> tuple[StreamEnd, ...]:
+    from logparse.observe.progress import iso_time
+
+    out = []
+    for s in _by_name(facts)[:MAX_STREAMS_SHOWN]:
+        before = facts.end_time - s.time if s.time is not None and facts.end_time is not None else None
+        out.append(StreamEnd(s.who, s.last, iso_time(s.time), before))
+    return tuple(out)
+
+
+def _silent_first(facts: StallFacts, rules: StallRules) -> tuple[str, ...]:
+    """Streams that went quiet quiet_first_s before the latest one that kept writing (with times)."""
+    timed = [s for s in _by_name(facts) if s.time is not None]
+    if len(timed) < 2:
+        return ()
+    latest = timed[-1].time
+    return tuple(s.who for s in timed if latest - s.time >= rules.quiet_first_s)[:MAX_STREAMS_SHOWN]
+
+
+# -- what they waited in ------------------------------------------------------------------------------
+def _processes(
+    stacks: list[Stack], tracebacks: Sequence[Traceback], interrupt_seq: int | None, rules: StallRules
+) -> list[_Process]:
+    """One stack per process: a dump's (the thread that waits somewhere named, else the main thread,
+    else the last one dumped); a process no dump shows, its interrupt traceback's innermost frames."""
+    chosen: dict[str, _Process] = {}
+    for s in stacks:
+        frames = tuple((f.function, f.file, f.line) for f in s.frames)
+        if frames and frames[0][0] in rules.idle_functions:
+            continue
+        rule = rules.wait_of([(f, p) for f, p, _ in frames], s.process)
+        p = _Process(s.who, s, frames, s.tool, s.first, rule)
+        known = chosen.get(s.who)
+        if known is None or _better(p, known):
+            chosen[s.who] = p
+    if interrupt_seq is not None:
+        for tb in tracebacks:
+            _interrupted_process(tb, chosen, rules)
+    return list(chosen.values())
+
+
+def _better(p: _Process, known: _Process) -> bool:
+    if (p.rule is None) != (known.rule is None):
+        return p.rule is not None
+    main = p.stack is not None and p.stack.thread_name == "MainThread"
+    return main or (p.stack is not None and p.stack.seq > (known.stack.seq if known.stack else -1))
+
+
+def _interrupted_process(tb: Traceback, chosen: dict[str, _Process], rules: StallRules) -> None:
+    exc = tb.final
+    if exc is None or exc.short_type not in rules.interrupt_exceptions or not tb.frames:
+        return
+    from logparse.observe.stalls import who_of
+
+    who = who_of(tb.start.origin)
+    if who in chosen or (who.startswith("pid ") and tb.frames[-1].file.endswith("torchrun")):
+        return
+    frames = tuple((f.function, f.file, f.line) for f in reversed(tb.frames))
+    if any("torch/distributed/elastic/" in f for _, f, _ in frames[:3]):
+        return  # the launcher's own signal handling
+    rule = rules.wait_of([(f, p) for f, p, _ in frames])
+    rec = exc.record
+    chosen[who] = _Process(
+        who, None, frames, "interrupt", Evidence(rec.line.source, rec.line.number, rec.line.text), rule
+    )
+
+
+def short_file(file: str) -> str:
+    """A frame's file as a report names it: from the package on for an installed one (py-spy's way),
+    else its name (a relative path, as py-spy prints it, as it is)."""
+    if not file.startswith("/"):
+        return file
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in file:
+            return file.rsplit(marker, 1)[1]
+    if "/lib/python3" in file:
+        return file.split("/lib/python3", 1)[1].split("/", 1)[-1]
+    return file.rsplit("/", 1)[-1]
+
+
+def _label(frames: tuple[tuple[str, str, int], ...]) -> str:
+    if not frames:
+        return "(no frames)"
+    function, file, line = frames[0]
+    return f"{function} ({short_file(file)}:{line})"
+
+
+def _groups(processes: list[_Process], rules: StallRules) -> tuple[WaitGroup, ...]:
+    """Processes with the same stack together; the odd one out (a stack that waits for nobody while
+    others wait for it) first, then the largest groups."""
+    groups: dict[tuple, list[_Process]] = {}
+    for p in processes:
+        key = tuple((f, file) for f, file, _ in p.frames[:MAX_FRAMES_SHOWN])
+        groups.setdefault(key, []).append(p)
+    waiting = any(ps[0].rule is not None and ps[0].rule.others for ps in groups.values())
+    odd_key = None
+    if waiting:
+        busy = [k for k, ps in groups.items() if ps[0].rule is None or not ps[0].rule.others]
+        if busy:
+            odd_key = min(busy, key=lambda k: (len(groups[k]), groups[k][0].first.line))
+    out = []
+    for key, ps in sorted(groups.items(), key=lambda kv: (kv[0] != odd_key, -len(kv[1]), kv[1][0].who)):
+        p = ps[0]
+        out.append(
+            WaitGroup(
+                streams=tuple(sorted((q.who for q in ps), key=_who_order)),
+                waiting_in=_label(p.frames),
+                kind=p.rule.kind if p.rule else None,
+                frames=tuple(
+                    f"{f} ({short_file(file)}:{line})" for f, file, line in p.frames[:MAX_FRAMES_SHOWN]
+                ),
+                source=p.source,
+                first=p.first,
+                odd=key == odd_key,
+            )
+        )
+    return tuple(out)
+
+
+def _who_order(who: str) -> tuple:
+    head, _, tail = who.rpartition(" ")
+    return (head, int(tail)) if tail.isdigit() else (who, 0)
+
+
+def _names(whos: Sequence[str]) -> str:
+    """`rank 0`, `rank 1`, `rank 2` -> `ranks 0-2`; other names listed."""
+    ranks = [int(w.split()[1]) for w in whos if w.startswith("rank ") and w.split()[1].isdigit()]
+    pids = [int(w.split()[1]) for w in whos if w.startswith("pid ") and w.split()[1].isdigit()]
+    rest = [w for w in whos if not (w.startswith("rank ") or w.startswith("pid "))]
+    parts = []
+    if ranks:
+        parts.append(("rank " if len(ranks) == 1 else "ranks ") + compact_ranks(ranks))
+    if pids:
+        parts.append(("pid " if len(pids) == 1 else "pids ") + ", ".join(map(str, sorted(pids))))
+    parts.extend(rest)
+    return ", ".join(parts)
+
+
+def _odd_sentence(waits: tuple[WaitGroup, ...]) -> str | None:
+    odd = next((g for g in waits if g.odd), None)
+    if odd is None:
+        return None
+    others = [g for g in waits if not g.odd]
+    text = f"{_names(odd.streams)} in {odd.waiting_in}{_kind(odd)}"
+    if others:
+        text += "; " + "; ".join(f"{_names(g.streams)} in {g.waiting_in}{_kind(g)}" for g in others)
+    return text
+
+
+def _kind(g: WaitGroup) -> str:
+    return f" ({g.kind})" if g.kind else ""
+
+
+# -- why and what to do ------------------------------------------------------------------------------------
+def _cause(
+    waits: tuple[WaitGroup, ...], signs: list, environment: dict, rules: StallRules
+) -> StallCause | None:
+    kinds = [g.kind for g in waits]
+    odd = next((g for g in waits if g.odd), None)
+    seen = {s.id for s in signs}
+    for rule in rules.causes:
+        if all(_holds(cond, value, kinds, odd, seen) for cond, value in rule.when):
+            cited = tuple(
+                CitedValue(key[len("config.") :], str(value))
+                for key, value in environment.items()
+                if key.startswith("config.") and key.rsplit(".", 1)[-1] in rule.cite
+            )[:4]
+            return StallCause(rule.id, rule.title, rule.summary, rule.fix, cited)
+    return None
+
+
+def _holds(cond: str, value: str, kinds: list, odd: WaitGroup | None, seen: set[str]) -> bool:
+    if cond == "odd":
+        return odd is not None and (value == "any" or odd.kind == value)
+    if cond == "all":
+        return bool(kinds) and all(k == value for k in kinds)
+    if cond == "any_wait":
+        return value in kinds
+    if cond == "sign":
+        return value in seen
+    return False

@@ -1,0 +1,415 @@
+"""Two runs of one job compared: `verl-logscan diff GOOD BAD` ("this worked yesterday").
+
+Each side is analysed exactly as `verl-logscan scan` analyses it (logparse.pipeline.analyse); the diff
+is made of facts from the two reports and from the two runs' lines, in the order a user needs them:
+
+1. the environment and config values that differ (the environment tracker's fingerprint: versions
+   first, then topology, then every `config.*` value);
+2. where BAD's progress first leaves GOOD's: a step metric outside GOOD's band (or not finite), or
+   BAD stopping at an earlier step or stage;
+3. the lines new in BAD: messages whose masked template (observe.hits.mask: numbers, hex, paths and ids
+   masked, as grouping does) never appears in GOOD, most error-like first (MAX_NEW_LINES of them), each
+   with its stream and BAD's stage at that line;
+4. BAD's verdict, and whether GOOD shows the same failure (failed the same way, or printed it without
+   failing).
+
+A side read from a pipe (`-`, or a process substitution such as /dev/fd/63) is first copied to a
+temporary file, since it is read twice (the analysis, then its lines). The report is redacted as a
+scan's is (logparse.redact), with one placeholder per value across both sides.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+
+from logparse.model import (
+    DiffReport,
+    Divergence,
+    EnvChange,
+    Evidence,
+    MetricSeries,
+    NewLine,
+    Report,
+    RunSummary,
+)
+from logparse.observe.environment import EnvironmentTracker
+from logparse.observe.hits import mask
+from logparse.pipeline import ScanConfig, analyse
+from logparse.read.normalize import Normalizer, Record
+from logparse.read.sources import InputStats, expand_inputs, open_input, read_input
+from logparse.redact import RedactConfig, Redactor, strings
+from patterns import Catalog
+
+MAX_NEW_LINES = 25  # lines new in BAD shown at most (the count of all of them is kept)
+MAX_TEMPLATES = 100_000  # templates remembered per side (a log of unique lines stays bounded)
+MAX_STREAMS = 8  # streams named per new line
+MAX_TEMPLATE_CHARS = 300
+SCIENTIFIC_RE = re.compile(r"<\*>[eE][+-]?<\*>")
+UNKNOWN = "unknown"  # the root-cause id of an exception no catalog entry names
+# environment keys that are evidence or lists of hosts, not settings to compare
+SKIPPED_KEYS = frozenset({"hosts", "verl_era_evidence"})
+VERSION_KEYS = (
+    "torch", "vllm", "vllm_engine", "sglang", "verl", "verl_era", "cuda", "cuda_driver", "nvidia_driver",
+    "nccl", "ray", "transformers", "flash_attn", "python", "wandb",
+)  # fmt: skip
+TOPOLOGY_KEYS = ("world_size", "gpu_model", "gpu_memory_gib", "rollout_engine", "model_path")
+# a metric leaves GOOD's band when it is beyond GOOD's range by more than this share of the range,
+# and by more than FLAT_MARGIN of the values' size
+BAND_MARGIN = 0.5
+FLAT_MARGIN = 0.1
+# how error-like a new line is: words (lower case) and their weight
+ERROR_WORDS = (
+    ("traceback", 3), ("error", 3), ("exception", 3), ("fatal", 3), ("failed", 2), ("nan", 2),
+    ("inf", 1), ("timeout", 2), ("timed out", 2), ("killed", 2), ("abort", 2), ("warning", 1),
+    ("warn", 1), ("deprecated", 1), ("cannot", 1), ("not found", 1),
+)  # fmt: skip
+LEVEL_SCORES = {"ERROR": 4, "E": 4, "CRITICAL": 4, "FATAL": 4, "F": 4, "WARNING": 2, "W": 2, "WARN": 2}
+
+
+def diff_runs(
+    good: list[str],
+    bad: list[str],
+    catalog: Catalog,
+    redact: RedactConfig | None = None,
+    max_new_lines: int = MAX_NEW_LINES,
+) -> DiffReport:
+    """GOOD's and BAD's inputs (files, folders, `-`) compared; redacted with `redact` (None: not)."""
+    with ExitStack() as stack:
+        good_paths = stack.enter_context(_readable_twice(good))
+        bad_paths = stack.enter_context(_readable_twice(bad))
+        config = ScanConfig(all_metrics=True)
+        g_report = analyse(good_paths, catalog, config)
+        b_report = analyse(bad_paths, catalog, config)
+        g_lines = _templates(good_paths, keep_first=False)
+        b_lines = _templates(bad_paths, keep_first=True)
+    out = compare(g_report, b_report, g_lines, b_lines, max_new_lines)
+    return _redacted(out, redact) if redact is not None else out
+
+
+def compare(
+    good: Report, bad: Report, g_lines: Templates, b_lines: Templates, max_new_lines: int = MAX_NEW_LINES
+) -> DiffReport:
+    """The diff of two finished (unredacted) reports and their runs' templates."""
+    new = _new_lines(bad, g_lines, b_lines)
+    in_good, detail = _bad_in_good(good, bad, g_lines)
+    notes = [f"GOOD: {n}" for n in good.notes[:3]] + [f"BAD: {n}" for n in bad.notes[:3]]
+    if g_lines.truncated or b_lines.truncated:
+        notes.append(f"a run had more than {MAX_TEMPLATES} distinct templates: the rest were not compared")
+    return DiffReport(
+        good=_summary(good),
+        bad=_summary(bad),
+        changes=env_changes(_environment(good, g_lines), _environment(bad, b_lines)),
+        divergences=divergences(good, bad),
+        new_lines=tuple(new[:max_new_lines]),
+        new_templates=len(new),
+        bad_in_good=in_good,
+        bad_in_good_detail=detail,
+        series=_paired_series(good, bad),
+        notes=tuple(notes),
+    )
+
+
+# -- the inputs ----------------------------------------------------------------------------------------
+@contextmanager
+def _readable_twice(paths: list[str]) -> Iterator[list[str]]:
+    """`paths` with every pipe (stdin, a FIFO, /dev/fd/N) copied to a temporary file first."""
+    tmpdir = None
+    out = []
+    try:
+        for p in paths or ["-"]:
+            if not _is_pipe(p):
+                out.append(p)
+                continue
+            tmpdir = tmpdir or tempfile.mkdtemp(prefix="verl-logscan-diff-")
+            copy = os.path.join(tmpdir, f"input-{len(out)}.log")
+            src = open_input(p)
+            try:
+                with open(copy, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            finally:
+                if p != "-":
+                    src.close()
+            out.append(copy)
+        yield out
+    finally:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _is_pipe(path: str) -> bool:
+    if path == "-":
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
+@dataclass
+class Seen:
+    first: Record
+    count: int = 0
+    streams: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Templates:
+    """A run's masked message templates (in first-seen order), with BAD's first record of each."""
+
+    seen: dict[str, Seen | None] = field(default_factory=dict)
+    truncated: bool = False
+    # the environment tracker fed every line (a scan feeds it the lines its prefilter picks, which
+    # leave out a bare `pip freeze` line at a job's start)
+    env: EnvironmentTracker = field(default_factory=EnvironmentTracker)
+
+
+def _templates(paths: list[str], keep_first: bool) -> Templates:
+    out = Templates()
+    normalizer = Normalizer()
+    seq = 0
+    for path in expand_inputs(paths):
+        for line in read_input(path, InputStats(path)):
+            seq += 1
+            rec = normalizer.normalize(line, seq)
+            out.env.feed(rec)
+            _note(out, rec, keep_first)
+    return out
+
+
+def template(message: str) -> str:
+    """A message's masked template: grouping's mask (observe.hits.mask), and a number in scientific
+    notation (`1e+30`, `3.2e-05`) as one `<*>`, so that a changed value does not make a line new."""
+    return SCIENTIFIC_RE.sub("<*>", mask(message.strip()))[:MAX_TEMPLATE_CHARS]
+
+
+def _note(out: Templates, rec: Record, keep_first: bool) -> None:
+    if not rec.message.strip():
+        return
+    key = template(rec.message)
+    seen = out.seen.get(key)
+    if key not in out.seen:
+        if len(out.seen) >= MAX_TEMPLATES:
+            out.truncated = True
+            return
+        seen = out.seen[key] = Seen(rec) if keep_first else None
+    if seen is not None:
+        seen.count += 1
+        where = rec.origin.where() or None
+        if where and where not in seen.streams and len(seen.streams) < MAX_STREAMS:
+            seen.streams.append(where)
+
+
+# -- 1. environment and config ---------------------------------------------------------------------------
+def env_changes(good: dict, bad: dict) -> tuple[EnvChange, ...]:
+    """Every fingerprint key whose value differs (shown on one side only counts), versions first."""
+    keys = [k for k in dict.fromkeys([*good, *bad]) if k not in SKIPPED_KEYS]
+    changed = [k for k in keys if _shown(good.get(k)) != _shown(bad.get(k))]
+
+    def order(key: str) -> tuple[int, int, str]:
+        if key in VERSION_KEYS:
+            return (0, VERSION_KEYS.index(key), key)
+        if key in TOPOLOGY_KEYS:
+            return (1, TOPOLOGY_KEYS.index(key), key)
+        return (3, 0, key) if key.startswith("config.") else (2, 0, key)
+
+    kinds = {0: "version", 1: "environment", 2: "environment", 3: "config"}
+    return tuple(
+        EnvChange(k, kinds[order(k)[0]], _shown(good.get(k)), _shown(bad.get(k)))
+        for k in sorted(changed, key=order)
+    )
+
+
+def _environment(report: Report, lines: Templates) -> dict:
+    """The run's fingerprint from every line, completed by the scan's."""
+    return {**report.environment, **lines.env.fingerprint()}
+
+
+def _shown(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+# -- 2. progress ---------------------------------------------------------------------------------------
+def divergences(good: Report, bad: Report) -> tuple[Divergence, ...]:
+    """Where BAD's progress leaves GOOD's: the first metric out of band per key, then where BAD stopped
+    short; ordered by step (the earliest first)."""
+    out = [d for g, b in _paired_series(good, bad) if (d := metric_divergence(g, b)) is not None]
+    stop = _stops_earlier(good, bad)
+    if stop is not None:
+        out.append(stop)
+    return tuple(sorted(out, key=lambda d: (d.step if d.step is not None else math.inf, d.kind != "metric")))
+
+
+def _paired_series(good: Report, bad: Report) -> tuple[tuple[MetricSeries, MetricSeries], ...]:
+    if good.metrics is None or bad.metrics is None:
+        return ()
+    theirs = {s.key: s for s in good.metrics.series}
+    return tuple((theirs[s.key], s) for s in bad.metrics.series if s.key in theirs)
+
+
+def metric_divergence(good: MetricSeries, bad: MetricSeries) -> Divergence | None:
+    finite = [v for v in good.values if v is not None and math.isfinite(v)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    width = hi - lo
+    # half the range, and never less than a tenth of the values' size (a timing that barely moves in
+    # GOOD is no divergence for a few per cent more)
+    margin = max(width * BAND_MARGIN, max(abs(lo), abs(hi), 1e-12) * FLAT_MARGIN)
+    band = f"{_num(lo)} to {_num(hi)}"
+    for step, value in zip(bad.steps, bad.values, strict=False):
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            detail = f"{bad.key} is {_num(value)} at step {step} (GOOD: {band} over its run)"
+            return Divergence("metric", step, bad.key, band, _num(value), detail)
+        if value < lo - margin or value > hi + margin:
+            side = "above" if value > hi else "below"
+            detail = f"{bad.key} leaves GOOD's band at step {step}: {_num(value)}, {side} GOOD's {band}"
+            return Divergence("metric", step, bad.key, band, _num(value), detail)
+    return None
+
+
+def _num(value: float) -> str:
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def _stops_earlier(good: Report, bad: Report) -> Divergence | None:
+    gp, bp = good.progress, bad.progress
+    if gp is None or bp is None:
+        return None
+    g_step, b_step = gp.last_step, bp.last_step
+    if g_step is not None and (b_step is None or b_step < g_step):
+        where = f"step {b_step}" if b_step is not None else "before its first step"
+        stage = f" in {bp.stage_reached}" if bp.stage_reached else ""
+        detail = f"BAD stops at {where}{stage}; GOOD reached step {g_step}"
+        step = (b_step or 0) + 1
+        return Divergence(
+            "stops-earlier", step, None, str(g_step), str(b_step) if b_step is not None else None, detail
+        )
+    if g_step is None and b_step is None and gp.stage_reached != bp.stage_reached:
+        detail = (
+            f"BAD reached stage {bp.stage_reached or '(none)'}; GOOD reached {gp.stage_reached or '(none)'}"
+        )
+        return Divergence("stage", None, None, gp.stage_reached, bp.stage_reached, detail)
+    return None
+
+
+# -- 3. lines new in BAD -------------------------------------------------------------------------------
+def _new_lines(bad: Report, good_lines: Templates, bad_lines: Templates) -> list[NewLine]:
+    out = []
+    for template, seen in bad_lines.seen.items():
+        if seen is None or template in good_lines.seen:
+            continue
+        rec = seen.first
+        out.append(
+            NewLine(
+                template=template,
+                first=Evidence(rec.line.source, rec.line.number, rec.line.text.rstrip("\r\n")),
+                count=seen.count,
+                streams=tuple(seen.streams),
+                stage=_stage_at(bad, rec.line.source, rec.line.number),
+                level=rec.origin.level,
+                score=error_score(rec.message, rec.origin.level),
+            )
+        )
+    out.sort(key=lambda n: (-n.score, n.first.source, n.first.line))
+    return out
+
+
+def error_score(message: str, level: str | None) -> int:
+    """How error-like a message is: its level, and the error words in it."""
+    low = message.lower()
+    score = LEVEL_SCORES.get((level or "").upper(), 0)
+    score += sum(weight for word, weight in ERROR_WORDS if word in low)
+    return score
+
+
+def _stage_at(report: Report, source: str, line: int) -> str | None:
+    """The stage of the run at `source:line`: the last stage segment starting at or before it."""
+    if report.progress is None:
+        return None
+    spans = report.progress.segments or report.progress.timeline
+    stage = None
+    for span in spans:
+        if span.first_source == source and span.first_line <= line:
+            stage = span.stage
+    return stage
+
+
+# -- 4. BAD's verdict, and GOOD ---------------------------------------------------------------------------
+def _summary(report: Report) -> RunSummary:
+    rc = report.root_cause
+    progress = report.progress
+    if rc is not None:
+        verdict = f"failed: {rc.category} ({rc.id})"
+        cause, category, error_line = rc.id, rc.category, rc.error_line
+    elif report.stall is not None:
+        cause = report.stall.cause.id if report.stall.cause else None
+        verdict = "stalled" + (f": {report.stall.cause.title}" if report.stall.cause else "")
+        category, error_line = None, None
+    else:
+        verdict = "no log lines read" if report.empty else "healthy"
+        cause = category = error_line = None
+    return RunSummary(
+        status=report.status,
+        verdict=verdict,
+        root_cause=cause,
+        category=category,
+        stage_reached=progress.stage_reached if progress else None,
+        last_step=progress.last_step if progress else None,
+        completed=bool(progress and progress.completed),
+        inputs=report.inputs,
+        error_line=error_line,
+    )
+
+
+def _bad_in_good(good: Report, bad: Report, g_lines: Templates) -> tuple[str, str]:
+    rc = bad.root_cause
+    if rc is None:
+        if bad.stall is not None:
+            if good.stall is not None:
+                return "same", "GOOD stalled as well"
+            return "no", "GOOD did not stall"
+        return "n/a", "BAD shows no failure"
+    grc = good.root_cause
+    if grc is not None and grc.id == rc.id:
+        step = f" at step {grc.step}" if grc.step is not None else ""
+        return "same", f"GOOD failed the same way ({grc.id}){step}"
+    found = next((f for f in (*good.findings, *good.symptoms) if f.id == rc.id), None)
+    if found is not None:
+        where = f"{found.first.source}:{found.first.line}"
+        return "silently", f"GOOD shows {rc.id} too, without failing of it (first at {where})"
+    if rc.message and template(rc.message) in g_lines.seen:
+        return "silently", "GOOD printed BAD's error message too, without failing of it"
+    name = rc.category if rc.id == UNKNOWN else rc.id
+    return "no", f"GOOD shows no sign of BAD's failure ({name})"
+
+
+# -- redaction ---------------------------------------------------------------------------------------------
+def _redacted(diff: DiffReport, config: RedactConfig) -> DiffReport:
+    """The diff with secrets (and, with config.hosts, hosts and users) masked, one placeholder per value
+    across both sides, as logparse.redact.redact_report does for one report."""
+    redactor = Redactor(config)
+    if redactor.config.hosts:
+        for text in strings(diff):
+            redactor.learn(text)
+    out = redactor.value(diff)
+    assert isinstance(out, DiffReport)
+    return replace(out, redactions=redactor.counts())

@@ -1,0 +1,284 @@
+"""What a hang looks like, as data (patterns/stalls.yaml): stack-dump wordings, signs that progress
+stopped, interrupt wordings, what a stack waits in, and the likely causes of a stall with their fixes.
+Every wording's examples are checked when the file is read: a regex that misses a `match` example or
+hits a `no_match` one is refused, with the file and the line."""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from patterns.cache import cached, source_of
+from patterns.validation import CatalogError, Problem
+
+STALLS_FILE = "stalls.yaml"
+STALLS_LABEL = "patterns/stalls.yaml"
+TOP_FIELDS = (
+    "dumps",
+    "signs",
+    "interrupts",
+    "interrupt_exceptions",
+    "signal_names",
+    "waits",
+    "idle_threads",
+    "idle_functions",
+    "causes",
+    "silence_steps",
+    "min_silence_s",
+    "follow_steps",
+    "quiet_first_s",
+)
+DUMP_KINDS = ("timeout", "thread", "frame", "process")
+WHEN_FIELDS = ("odd", "all", "any_wait", "sign")
+
+
+@dataclass(frozen=True)
+class Wording:
+    id: str
+    regex: re.Pattern
+    keywords: tuple[str, ...] = ()
+    kind: str = ""  # dumps: timeout | thread | frame | process
+    tool: str = ""  # dumps: faulthandler | py-spy
+    title: str = ""  # signs
+    wait: str | None = None  # signs: the wait kind the sign stands for
+    repeats: int = 1  # signs: how often it must be seen
+
+
+@dataclass(frozen=True)
+class WaitRule:
+    kind: str
+    title: str
+    functions: frozenset[str] = frozenset()
+    files: tuple[str, ...] = ()
+    anywhere: bool = False
+    depth: int = 3
+    process: tuple[str, ...] = ()
+    others: bool = False  # waiting here is waiting for another process
+
+
+@dataclass(frozen=True)
+class CauseRule:
+    id: str
+    title: str
+    summary: str
+    fix: tuple[str, ...]
+    when: tuple[tuple[str, str], ...]  # (condition, value)
+    cite: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StallRules:
+    dumps: tuple[Wording, ...]
+    signs: tuple[Wording, ...]
+    interrupts: tuple[Wording, ...]
+    interrupt_exceptions: frozenset[str]
+    signal_names: tuple[tuple[int, str], ...]
+    waits: tuple[WaitRule, ...]
+    idle_threads: tuple[str, ...]
+    causes: tuple[CauseRule, ...]
+    idle_functions: frozenset[str] = frozenset()
+    silence_steps: float = 10.0
+    min_silence_s: float = 300.0
+    follow_steps: float = 5.0
+    quiet_first_s: float = 30.0
+
+    def dump(self, kind: str) -> tuple[Wording, ...]:
+        return tuple(w for w in self.dumps if w.kind == kind)
+
+    def wait_of(self, frames: Sequence[tuple[str, str]], process: str | None = None) -> WaitRule | None:
+        """The first wait rule that a stack (`(function, file)` pairs, innermost first) is in."""
+        for rule in self.waits:
+            if rule.process and process and any(p in process for p in rule.process):
+                return rule
+            if not rule.functions:
+                continue
+            for function, file in frames if rule.anywhere else frames[: rule.depth]:
+                name = function.rsplit(".", 1)[-1]
+                if name in rule.functions and (not rule.files or any(f in file for f in rule.files)):
+                    return rule
+        return None
+
+    def signal_name(self, number: int) -> str:
+        return dict(self.signal_names).get(number, f"signal {number}")
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        """The literals that make a line worth a look to the stall observer (the prefilter's)."""
+        words: list[str] = []
+        for w in (*self.dumps, *self.signs, *self.interrupts):
+            words.extend(k for k in w.keywords if k not in words)
+        return tuple(words)
+
+
+def _read_builtin() -> str:
+    return importlib.resources.files("patterns").joinpath(STALLS_FILE).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def stall_rules() -> StallRules:
+    """The built-in rules: stalls.yaml parsed and checked once, then read back as plain data from the
+    start-up cache (patterns.cache), so that a scan reads no YAML; the rules are built from it."""
+    text = _read_builtin()
+    data = cached(
+        "stalls-data",
+        [text.encode(), *source_of("patterns.stalls", "patterns.yamlfile", "patterns.validation")],
+        lambda: _plain(_parse(text, STALLS_LABEL)),
+        (),
+        lambda value: isinstance(value, dict),
+    )
+    return _rules(data, STALLS_LABEL)
+
+
+def _plain(value: object) -> object:
+    """Parsed YAML as builtin dicts and lists only (what the cache may hold)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _line_of(node: object, key: str | None = None) -> int:
+    lines = getattr(node, "key_lines", None) or {}
+    return int(lines.get(key, 0)) if key is not None else 0
+
+
+def _examples(item: dict, regex: re.Pattern, label: str, line: int, problems: list[Problem]) -> None:
+    examples = item.get("examples") or {}
+    matches = list(examples.get("match") or ())
+    if not matches:
+        problems.append(Problem(label, line, f"{item.get('id')}: no `match` example"))
+    for ex in matches:
+        text = ex if isinstance(ex, str) else ex.get("line", "")
+        if not regex.search(text):
+            problems.append(Problem(label, line, f"{item.get('id')}: the regex misses its example {text!r}"))
+    for ex in examples.get("no_match") or ():
+        text = ex.get("line", "") if isinstance(ex, dict) else str(ex)
+        if not isinstance(ex, dict) or not ex.get("why"):
+            problems.append(Problem(label, line, f"{item.get('id')}: a no_match example without `why`"))
+        if regex.search(text):
+            problems.append(Problem(label, line, f"{item.get('id')}: the regex hits its no_match {text!r}"))
+
+
+def _wordings(items: list, label: str, problems: list[Problem], section: str) -> tuple[Wording, ...]:
+    out = []
+    for i, item in enumerate(items or ()):
+        at = (getattr(items, "item_lines", None) or [0] * (i + 1))[i] if items else 0
+        try:
+            regex = re.compile(item["regex"])
+        except (KeyError, re.error, TypeError) as exc:
+            problems.append(Problem(label, at, f"{section}: {item.get('id')}: no valid regex ({exc})"))
+            continue
+        if section == "dumps" and item.get("kind") not in DUMP_KINDS:
+            problems.append(Problem(label, at, f"dumps: {item.get('id')}: kind must be one of {DUMP_KINDS}"))
+        _examples(item, regex, label, at, problems)
+        out.append(
+            Wording(
+                id=str(item["id"]),
+                regex=regex,
+                keywords=tuple(item.get("keywords") or ()),
+                kind=str(item.get("kind", "")),
+                tool=str(item.get("tool", "")),
+                title=str(item.get("title", "")),
+                wait=item.get("wait"),
+                repeats=int(item.get("repeats", 1)),
+            )
+        )
+    return tuple(out)
+
+
+def _waits(items: list) -> tuple[WaitRule, ...]:
+    return tuple(
+        WaitRule(
+            kind=str(w["kind"]),
+            title=str(w.get("title", w["kind"])),
+            functions=frozenset(w.get("functions") or ()),
+            files=tuple(w.get("files") or ()),
+            anywhere=bool(w.get("anywhere", False)),
+            depth=int(w.get("depth", 3)),
+            process=tuple(w.get("process") or ()),
+            others=bool(w.get("others", False)),
+        )
+        for w in items or ()
+    )
+
+
+def _causes(items: list, kinds: set[str], label: str, problems: list[Problem]) -> tuple[CauseRule, ...]:
+    from patterns.environment import tracked_config_keys
+
+    tracked = tracked_config_keys()
+    out = []
+    for item in items or ():
+        when = item.get("when") or {}
+        for key, value in when.items():
+            if key not in WHEN_FIELDS:
+                problems.append(Problem(label, 0, f"causes: {item.get('id')}: unknown condition '{key}'"))
+            elif key != "sign" and value != "any" and value not in kinds:
+                problems.append(Problem(label, 0, f"causes: {item.get('id')}: unknown wait kind '{value}'"))
+        for key in item.get("cite") or ():
+            if key not in tracked:
+                problems.append(
+                    Problem(
+                        label,
+                        0,
+                        f"causes: {item.get('id')}: '{key}' is no config key environment.yaml tracks",
+                    )
+                )
+        out.append(
+            CauseRule(
+                id=str(item["id"]),
+                title=str(item["title"]),
+                summary=str(item["summary"]),
+                fix=tuple(str(f) for f in item.get("fix") or ()),
+                when=tuple((str(k), str(v)) for k, v in when.items()),
+                cite=tuple(item.get("cite") or ()),
+            )
+        )
+    if out and out[-1].when:
+        problems.append(Problem(label, 0, "causes: the last cause must have no condition (the default)"))
+    return tuple(out)
+
+
+def load_stall_rules(text: str, label: str = STALLS_LABEL) -> StallRules:
+    """The rules of a stalls file; CatalogError lists every problem at once."""
+    return _rules(_parse(text, label), label)
+
+
+def _parse(text: str, label: str) -> dict:
+    from patterns.yamlfile import knowledge_mapping  # (PyYAML: only when a file is parsed)
+
+    problems: list[Problem] = []
+    data = knowledge_mapping(text, label, problems, TOP_FIELDS)
+    if problems:
+        raise CatalogError(problems)
+    return data
+
+
+def _rules(data: dict, label: str) -> StallRules:
+    """The rules of a stalls file's parsed data, each wording checked against its examples."""
+    problems: list[Problem] = []
+    dumps = _wordings(data.get("dumps"), label, problems, "dumps")
+    signs = _wordings(data.get("signs"), label, problems, "signs")
+    interrupts = _wordings(data.get("interrupts"), label, problems, "interrupts")
+    waits = _waits(data.get("waits"))
+    causes = _causes(data.get("causes"), {w.kind for w in waits}, label, problems)
+    if problems:
+        raise CatalogError(problems)
+    return StallRules(
+        dumps=dumps,
+        signs=signs,
+        interrupts=interrupts,
+        interrupt_exceptions=frozenset(data.get("interrupt_exceptions") or ()),
+        signal_names=tuple((int(k), str(v)) for k, v in (data.get("signal_names") or {}).items()),
+        waits=waits,
+        idle_threads=tuple(data.get("idle_threads") or ()),
+        causes=causes,
+        idle_functions=frozenset(data.get("idle_functions") or ()),
+        silence_steps=float(data.get("silence_steps", 10)),
+        min_silence_s=float(data.get("min_silence_s", 300)),
+        follow_steps=float(data.get("follow_steps", 5)),
+        quiet_first_s=float(data.get("quiet_first_s", 30)),
+    )

@@ -1,0 +1,168 @@
+"""A job that stops making progress: `status: stalled` (exit 3) when its own log says so, and never for
+a healthy run cut short. The real captures are tests/fixtures/stalls/ (samples/scripts/capture.sh,
+ONLY=stall); their pids and times differ per capture, so the tests name ranks, frames and kinds."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from logparse.cli import EXIT_STALLED
+from patterns.stalls import load_stall_rules, stall_rules
+from patterns.validation import CatalogError
+from tests.conftest import FIXTURES, ROOT, SAMPLES, run_cli
+
+STALLS = FIXTURES / "stalls"
+SCHEMA = json.loads((ROOT / "reports" / "schema.json").read_text())
+
+
+def scan_json(*paths: Path | str, input: bytes | None = None) -> tuple[dict, int]:
+    result = run_cli(["scan", "--format", "json", *map(str, paths)], input=input)
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    return report, result.exit_code
+
+
+def odd_group(report: dict) -> dict:
+    return next(g for g in report["stall"]["waits"] if g["odd"])
+
+
+def test_a_rank_blocked_before_all_reduce_is_the_odd_one_out_of_a_stall_ended_by_ctrl_c() -> None:
+    report, code = scan_json(STALLS / "torchrun-hang-faulthandler-ctrl-c.log")
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    assert report["root_cause"] is None
+    stall = report["stall"]
+    odd = odd_group(report)
+    assert odd["streams"] == ["rank 3"] and odd["kind"] == "data"
+    assert "__getitem__" in odd["waiting_in"]
+    others = [g for g in stall["waits"] if not g["odd"]]
+    assert [g["streams"] for g in others] == [["rank 0", "rank 1", "rank 2"]]
+    assert others[0]["kind"] == "collective" and others[0]["waiting_in"].startswith("all_reduce ")
+    assert stall["odd_one_out"].startswith("rank 3 in __getitem__")
+    assert stall["cause"]["id"] == "collective-one-rank-elsewhere"
+    assert any("TORCH_NCCL_TRACE_BUFFER_SIZE" in f for f in stall["cause"]["fix"])
+    # the Ctrl-C is how it ended: noted, and no failure of the signal
+    assert "Received 2 death signal" in stall["interrupted"]["text"]
+    assert any("interrupted after it stalled" in n for n in report["notes"])
+    assert "faulthandler" in stall["reasons"][0]
+    assert stall["step"] == 3 and stall["stage"] == "training"
+    assert stall["step_time_s"] == pytest.approx(1.0, abs=0.3)
+
+
+def test_py_spy_dumps_in_the_job_folder_name_the_process_that_sleeps_while_the_others_wait() -> None:
+    report, code = scan_json(STALLS / "torchrun-hang-py-spy")
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    odd = odd_group(report)
+    assert len(odd["streams"]) == 1 and odd["streams"][0].startswith("pid ")
+    assert "wait_for_shard_lock" in odd["waiting_in"] and odd["source"] == "py-spy"
+    others = [g for g in report["stall"]["waits"] if not g["odd"]]
+    assert len(others) == 1 and len(others[0]["streams"]) == 3 and others[0]["kind"] == "collective"
+    assert report["stall"]["cause"]["id"] == "collective-one-rank-elsewhere"
+
+
+def test_a_driver_waiting_for_a_placement_group_names_the_waiting_resource() -> None:
+    report, code = scan_json(STALLS / "ray-placement-group-wait")
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    kinds = {g["kind"] for g in report["stall"]["waits"]}
+    assert "placement-group" in kinds
+    assert report["stall"]["cause"]["id"] == "resources-placement-group"
+    assert any(g["streams"][0].startswith("TaskRunner pid=") for g in report["stall"]["waits"])
+
+
+def test_a_rollout_worker_that_never_returns_is_the_odd_one_out_of_a_ray_job() -> None:
+    report, code = scan_json(STALLS / "ray-rollout-hang.log")
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    odd = odd_group(report)
+    assert odd["streams"][0].startswith("WorkerDict pid=") and odd["kind"] == "rollout"
+    assert report["stall"]["cause"]["id"] == "rollout-engine-stalled"
+    assert report["stall"]["step"] == 2
+
+
+def _healthy_logs() -> list[Path]:
+    return [SAMPLES / "torchrun-healthy.log", SAMPLES / "ray-healthy.log"]
+
+
+@pytest.mark.parametrize("log", _healthy_logs(), ids=lambda p: p.name)
+def test_a_healthy_run_cut_off_at_a_random_line_is_never_stalled(log: Path) -> None:
+    lines = log.read_bytes().splitlines(keepends=True)
+    rng = random.Random(23)
+    for cut in sorted(rng.sample(range(1, len(lines)), min(12, len(lines) - 1))):
+        report, code = scan_json(input=b"".join(lines[:cut]))
+        assert report["status"] in ("healthy", "failed"), cut
+        assert "stall" not in report and code != EXIT_STALLED, cut
+
+
+def _timed_steps(steps: int, every_s: float, end_after_s: float) -> bytes:
+    """A run's own step lines (the capture toy's `--log-time` format) and one line `end_after_s` after
+    the last step."""
+    t0 = 1_790_000_000
+    out = []
+    for i in range(1, steps + 1):
+        out.append(f"{_stamp(t0 + i * every_s)} INFO step:{i} - loss:{1.0 / i:.4f} - lr:0.05")
+    out.append(f"{_stamp(t0 + steps * every_s + end_after_s)} INFO saving nothing yet")
+    return ("\n".join(out) + "\n").encode()
+
+
+def _stamp(t: float) -> str:
+    import datetime
+
+    when = datetime.datetime.fromtimestamp(t, datetime.timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S,") + f"{int(when.microsecond / 1000):03d}"
+
+
+def test_a_run_whose_last_step_was_moments_ago_is_not_stalled() -> None:
+    report, code = scan_json(input=_timed_steps(12, 50, 30))
+    assert report["status"] == "healthy" and code == 0
+
+
+def test_silence_far_beyond_the_runs_own_step_time_is_a_stall_with_its_length() -> None:
+    report, code = scan_json(input=_timed_steps(12, 50, 42 * 60))
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    stall = report["stall"]
+    assert stall["duration"] == "no step for 42 min after step 12; steps took 50 s (median)"
+    assert stall["silence_s"] == pytest.approx(42 * 60, abs=1)
+    assert stall["cause"]["id"] == "stalled-unknown"
+
+
+def test_silence_shorter_than_the_floor_is_not_a_stall_even_for_fast_steps() -> None:
+    report, _ = scan_json(input=_timed_steps(12, 1, 120))
+    assert report["status"] == "healthy"
+
+
+def test_a_log_that_stops_cleanly_with_no_sign_of_a_hang_stays_healthy_with_todays_note() -> None:
+    lines = (STALLS / "torchrun-hang-py-spy" / "train.log").read_bytes().splitlines(keepends=True)
+    last_step = max(i for i, line in enumerate(lines) if b"step:" in line)
+    report, code = scan_json(input=b"".join(lines[: last_step + 1]))
+    assert (report["status"], code) == ("healthy", 0)
+    assert "no error and no completion marker" in report["progress"]["note"]
+
+
+def test_an_interruption_with_no_stall_evidence_before_it_is_not_called_a_stall() -> None:
+    text = (STALLS / "torchrun-hang-faulthandler-ctrl-c.log").read_text()
+    kept = [line for line in text.splitlines(keepends=True) if "Timeout (" not in line]
+    kept = [line for line in kept if "(most recent call first):" not in line]
+    kept = [line for line in kept if not (line.startswith("[default") and ']:  File "' in line)]
+    report, _ = scan_json(input="".join(kept).encode())
+    assert report["status"] == "failed"
+
+
+def test_every_report_format_shows_the_stall(tmp_path: Path) -> None:
+    log = STALLS / "torchrun-hang-faulthandler-ctrl-c.log"
+    md = run_cli(["scan", "--format", "md", str(log)]).stdout
+    assert "## verl-logscan: job stalled" in md and "**odd one out:** rank 3" in md
+    html = run_cli(["scan", "--format", "html", str(log)]).stdout
+    assert "STALLED" in html and "odd one out" in html
+    text = run_cli(["scan", str(log)]).stdout
+    assert text.startswith("STALLED") and "odd one rank 3 in __getitem__" in text
+
+
+def test_the_stall_rules_refuse_a_wording_that_misses_its_own_example() -> None:
+    text = (ROOT / "patterns" / "stalls.yaml").read_text()
+    broken = text.replace("'Timeout (0:00:12)!'", "'Timeout 0:00:12'", 1)
+    with pytest.raises(CatalogError, match="misses its example"):
+        load_stall_rules(broken)
+    assert stall_rules().causes[-1].when == ()
