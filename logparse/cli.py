@@ -778,7 +778,8 @@ def fleet(
 
     Exit codes: 0 every job healthy; 1 a failure was found in at least one job (rows with status
     `error` may be among them); 2 no failure found but some job could not be read, or a usage,
-    catalog or engine error (e.g. --engine ray without Ray installed, or no Ray at --address).
+    catalog or engine error (e.g. --engine ray without Ray installed, or no Ray at --address);
+    3 no failure and every job read, but some job stalled.
 
     \b
     Examples:
@@ -835,7 +836,9 @@ def fleet(
         sys.exit(interrupted[0])
     if summary.failed:
         sys.exit(EXIT_FAILURE_FOUND)
-    sys.exit(EXIT_ERROR if summary.errors else EXIT_HEALTHY)
+    if summary.errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_STALLED if summary.stalled else EXIT_HEALTHY)
 
 
 def _fleet_rows(run, total: int) -> tuple[dict, tuple[int, str] | None]:

@@ -358,7 +358,9 @@ def _summary(report: Report) -> RunSummary:
     rc = report.root_cause
     progress = report.progress
     if rc is not None:
-        verdict = f"failed: {rc.category} ({rc.id})"
+        entry = f" ({rc.id})" if rc.id != UNKNOWN else ""  # no entry named it: the category alone
+        where = (f" in {rc.stage}" if rc.stage else "") + (f", step {rc.step}" if rc.step is not None else "")
+        verdict = f"failed: {rc.category}{entry}{where}"
         cause, category, error_line = rc.id, rc.category, rc.error_line
     elif report.stall is not None:
         cause = report.stall.cause.id if report.stall.cause else None

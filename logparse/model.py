@@ -399,6 +399,10 @@ class FleetSummary:
     def errors(self) -> int:
         return sum(1 for j in self.jobs if j.status is JobStatus.ERROR)
 
+    @property
+    def stalled(self) -> int:
+        return sum(1 for j in self.jobs if j.status is JobStatus.STALLED)
+
     def status_counts(self) -> tuple[tuple[str, int], ...]:
         """Every status, including those no job has (a fixed shape to compare fleets by)."""
         counts = Counter(j.status for j in self.jobs)

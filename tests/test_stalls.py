@@ -166,3 +166,14 @@ def test_the_stall_rules_refuse_a_wording_that_misses_its_own_example() -> None:
     with pytest.raises(CatalogError, match="misses its example"):
         load_stall_rules(broken)
     assert stall_rules().causes[-1].when == ()
+
+
+def test_fleet_exits_3_when_a_job_stalled_and_none_failed() -> None:
+    stalled = STALLS / "torchrun-hang-faulthandler-ctrl-c.log"
+    result = run_cli(["fleet", "--format", "json", str(stalled), str(SAMPLES / "torchrun-healthy.log")])
+    assert result.exit_code == EXIT_STALLED
+    statuses = [job["status"] for job in json.loads(result.stdout)["jobs"]]
+    assert statuses == ["stalled", "healthy"]
+    # a failed job outranks a stalled one: the fleet found a failure
+    failed = run_cli(["fleet", "--format", "json", str(stalled), str(SAMPLES / "torchrun-sigkill.log")])
+    assert failed.exit_code == 1
