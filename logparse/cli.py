@@ -348,8 +348,9 @@ def cli() -> None:
     """Find the root cause in the logs of a failed verl / torchrun / Ray job.
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    3 stalled (no failure, but the job stopped making progress), 5 no log line read (empty input).
+    Exit codes: 0 no failure found, 1 failure found,
+    2 usage, input or catalog error, 3 stalled (no failure, no progress),
+    5 no log line read (empty input).
     """
 
 
@@ -462,9 +463,9 @@ def scan(
       torchrun ... 2>&1 | verl-logscan scan --format json
 
     \b
-    Exit codes: 0 no failure found, 1 failure found, 2 usage, input or catalog error,
-    3 stalled (no failure, but the job stopped making progress), 5 no log line read (empty input),
-    130 / 143 interrupted (SIGINT / SIGTERM).
+    Exit codes: 0 no failure found, 1 failure found,
+    2 usage, input or catalog error, 3 stalled (no failure, no progress),
+    5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
     """
     started = time.monotonic()
     redact = _redact_config(no_redact, redact_hosts)
@@ -956,7 +957,7 @@ def _plan_fleet_output(
 DIFF_FORMATS = ("text", "md", "html", "json")  # = reports.diff.DIFF_FORMATS
 
 
-@cli.command(name="diff")
+@cli.command(name="diff", short_help="Compare a good run with a bad one: what changed first.")
 @click.argument("good", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
 @click.argument("bad", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
 @click.option(
@@ -1017,8 +1018,8 @@ def diff_command(
       verl-logscan diff good/ bad/ -o diff.html
 
     \b
-    Exit codes: 0 no difference found, 1 the runs differ, 2 usage, input or catalog error,
-    5 no log line read in GOOD or BAD.
+    Exit codes: 0 no difference found, 1 the runs differ,
+    2 usage, input or catalog error, 5 no log line read in GOOD or BAD.
     """
     from logparse.diff import diff_runs
     from reports.diff import render_diff

@@ -143,7 +143,9 @@ def test_healthy_and_piped_summaries_end_with_the_outcome_line_but_no_time() -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", [[], ["scan"], ["fleet"], ["explain"], ["catalog"], ["catalog", "check"]])
+@pytest.mark.parametrize(
+    "command", [[], ["scan"], ["fleet"], ["diff"], ["explain"], ["catalog"], ["catalog", "check"]]
+)
 def test_help_fits_80_columns_and_cuts_no_description(command: list[str]) -> None:
     lines, code, _ = on_pty([*command, "--help"], columns=80)
     assert code == 0
