@@ -140,7 +140,7 @@ class Analysis:
         self.messages = OpenMessages()
         self._open_messages = self.messages.streams  # stream -> open message (checked every record)
         self.stalls = StallObserver()
-        self.stalls.is_progress = lambda text, words: self.stages.syntax.parse(text, words) is not NOTHING
+        self.stalls.is_progress = lambda text: self.stages.syntax.parse(text) is not NOTHING
         self._open_dumps = self.stalls.regions  # source -> py-spy dumps being read (checked every line)
         keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
         keywords |= set(self.bare.keywords) | set(self.stalls.keywords)
@@ -254,9 +254,10 @@ class Analysis:
             self.names.feed(rec)
         ids = rec.keywords
         route = NO_ROUTE if ids is None else self._routes.get(ids) or self.routes.route(ids)
-        self.stalls.feed(rec, route.stage_words)
+        progress = False
         if route.stage_words is None or route.stage_words:
-            self.stages.feed(rec, route.stage_words)
+            progress = self.stages.feed(rec, route.stage_words)
+        self.stalls.feed(rec, progress)
         if (
             self.stages.attempts_started != self._attempt_count
         ):  # (a count: building the list cost every line)

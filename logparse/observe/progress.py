@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from logparse.model import Progress, StageSpan
 from logparse.read.normalize import Record
-from logparse.read.progress_syntax import MarkerHit, ProgressLine, ProgressSyntax
+from logparse.read.progress_syntax import NOTHING, MarkerHit, ProgressLine, ProgressSyntax
 from patterns.stages import StageMarkers
 
 STEP_TIMES_KEPT = 64  # the latest step lines' times kept (StageTracker.step_times)
@@ -232,17 +232,18 @@ class StageTracker:
         self.last_seq = 0
 
     # -- feeding ---------------------------------------------------------------------------------
-    def feed(self, rec: Record, keywords: Iterable[str] | None = None) -> None:
+    def feed(self, rec: Record, keywords: Iterable[str] | None = None) -> bool:
         """`keywords`: those of `self.keywords` that a scanner's prefilter found in the raw line (None:
-        not known, the message is searched for all of them)."""
+        not known, the message is searched for all of them). Is the record a progress line (a stage
+        marker, a step line, a bar)?"""
         message = rec.message
         if keywords is None and not self.matcher.prefilter.search(message):
-            return
+            return False
         line = rec.line
         origin = rec.origin
-        self.apply(
-            rec.seq, line.source, line.number, origin.time, origin.repeat, self.parse(message, keywords)
-        )
+        said = self.parse(message, keywords)
+        self.apply(rec.seq, line.source, line.number, origin.time, origin.repeat, said)
+        return said is not NOTHING
 
     def parse(self, message: str, keywords: Iterable[str] | None = None) -> ProgressLine:
         """What `message` says (logparse.read.progress_syntax): depends on the message alone."""

@@ -13,7 +13,7 @@ MAX_STREAMS streams' last lines.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from logparse.model import Evidence
@@ -157,9 +157,7 @@ class StallObserver:
         self._signs: dict[str, list] = {}  # id -> [count, first rec, last rec]
         self.interrupt: Interrupt | None = None
         self._last: dict[tuple, Record] = {}  # stream -> its last record (not a progress line)
-        self.is_progress: Callable[[str, Sequence[str] | None], bool] | None = (
-            None  # a progress line? (pipeline)
-        )
+        self.is_progress: Callable[[str], bool] | None = None  # is a whole line a progress line? (pipeline)
         # stream -> its last record of any kind: what a live scan's ALERT says (not a report: which
         # progress lines are records depends on the reading path)
         self._live_last: dict[tuple, Record] = {}
@@ -177,9 +175,9 @@ class StallObserver:
         """Is a py-spy dump being read in `source` (its next line must be read, keyword or not)?"""
         return source in self.regions
 
-    def feed(self, rec: Record, stage_words: Sequence[str] | None = None) -> None:
-        """`stage_words`: the progress keywords the prefilter found in the line (None: not known); a
-        line with none of them is no progress line, and is not parsed to tell."""
+    def feed(self, rec: Record, progress: bool = False) -> None:
+        """`progress`: is the record's message a progress line (a step line, a bar, a stage marker: the
+        stage tracker's reading of it)."""
         stream = rec.stream
         if not (self._open and stream in self._open and self._in_dump(rec, self._open[stream])):
             self._start(rec)
@@ -189,7 +187,7 @@ class StallObserver:
         # input's tail, read back at the end, holds the last ones of every stream either way)
         if stream in last or len(last) < MAX_STREAMS:
             self._live_last[stream] = rec
-            if not self._progress_line(rec, stage_words):
+            if not (progress or self._progress_line(rec)):
                 last[stream] = rec
         o = rec.origin
         if o.time is not None:
@@ -199,13 +197,12 @@ class StallObserver:
         if o.local_rank is not None and o.rank is not None:
             self._ranks[(o.node, o.local_rank)] = o.rank
 
-    def _progress_line(self, rec: Record, stage_words: Sequence[str] | None) -> bool:
-        # (the whole line: a message may be one carriage-return segment of a bar)
+    def _progress_line(self, rec: Record) -> bool:
+        # an empty line, or a bar in another carriage-return segment of the line than the message
+        text = rec.line.text
         if not rec.message.strip():
             return True
-        if self.is_progress is None or (stage_words is not None and not stage_words):
-            return False
-        return self.is_progress(rec.line.text, stage_words)
+        return "\r" in text and self.is_progress is not None and self.is_progress(text)
 
     def _see_time(self, t: float) -> None:
         if t < self._dated_from:
