@@ -43,8 +43,11 @@ class Wording:
     kind: str = ""  # dumps: timeout | thread | frame | process
     tool: str = ""  # dumps: faulthandler | py-spy
     title: str = ""  # signs
-    wait: str | None = None  # signs: the wait kind the sign stands for
+    wait: str | None = None  # signs: the wait kind the sign stands for (a cause's `any_wait`)
     repeats: int = 1  # signs: how often it must be seen
+    min_after: float | None = None  # signs: a line counts once its `after` says this many seconds
+    before_training: bool = False  # signs: counts before training began too (a bring-up wait)
+    catalog: tuple[str, ...] = ()  # signs: catalog entries that name the same line (a wait, no failure)
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,10 @@ def _wordings(items: list, label: str, problems: list[Problem], section: str) ->
         if section == "dumps" and item.get("kind") not in DUMP_KINDS:
             problems.append(Problem(label, at, f"dumps: {item.get('id')}: kind must be one of {DUMP_KINDS}"))
         _examples(item, regex, label, at, problems)
+        if item.get("min_after") is not None and "after" not in regex.groupindex:
+            problems.append(
+                Problem(label, at, f"{section}: {item.get('id')}: min_after needs an `after` group")
+            )
         out.append(
             Wording(
                 id=str(item["id"]),
@@ -185,6 +192,9 @@ def _wordings(items: list, label: str, problems: list[Problem], section: str) ->
                 title=str(item.get("title", "")),
                 wait=item.get("wait"),
                 repeats=int(item.get("repeats", 1)),
+                min_after=float(item["min_after"]) if item.get("min_after") is not None else None,
+                before_training=bool(item.get("before_training", False)),
+                catalog=tuple(item.get("catalog") or ()),
             )
         )
     return tuple(out)

@@ -177,3 +177,155 @@ def test_fleet_exits_3_when_a_job_stalled_and_none_failed() -> None:
     # a failed job outranks a stalled one: the fleet found a failure
     failed = run_cli(["fleet", "--format", "json", str(stalled), str(SAMPLES / "torchrun-sigkill.log")])
     assert failed.exit_code == 1
+
+
+# -- hang signs written as their programs print them (patterns/stalls.yaml `signs`) ---------------------
+# a verl PPO driver's step lines (reference §3.4), then the sign, then nothing
+def _verl_steps(first: int, last: int) -> str:
+    return "".join(
+        f"(TaskRunner pid=5102) step:{i} - actor/pg_loss:np.float64(0.011) - critic/score/mean:0.51 - "
+        f"response_length/mean:210.1 - timing_s/step:61.2\n"
+        for i in range(first, last + 1)
+    )
+
+
+RAY_AUTOSCALER_WAIT = (
+    "(autoscaler +{m}m40s) Warning: The following resource request cannot be scheduled right now: "
+    "{{'CPU': 1.0, 'GPU': 1.0}}. This is likely due to all cluster resources being claimed by actors. "
+    "Consider creating fewer actors or adding more nodes to this Ray cluster.\n"
+)
+RAY_LEASE_WAIT = (  # Ray 2.60 raylet (reference §4.5)
+    "(raylet) The lease with ID 2c4f1a0b9e8d7c{m:02d} cannot be scheduled right now. You can ignore this "
+    "message if this Ray cluster is expected to auto-scale or if you specified a runtime_env for this actor "
+    "or lease, which may take time to install.  Otherwise, this is likely due to all cluster resources being "
+    "claimed by actors. To resolve the issue, consider creating fewer actors or increasing the resources "
+    "available to this Ray cluster.\n"
+)
+START = "(TaskRunner pid=5102) Training from scratch\n"
+
+
+def _signs(wording: str, minutes: range) -> str:
+    return "".join(wording.format(m=m) for m in minutes)
+
+
+@pytest.mark.parametrize("wording", [RAY_AUTOSCALER_WAIT, RAY_LEASE_WAIT], ids=["autoscaler", "raylet"])
+def test_ray_keeping_a_resource_request_pending_after_training_began_is_a_stall_for_resources(
+    wording: str,
+) -> None:
+    report, code = scan_json(input=(START + _verl_steps(1, 3) + _signs(wording, range(10, 14))).encode())
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    stall = report["stall"]
+    assert stall["cause"]["id"] == "resources-placement-group"
+    assert stall["step"] == 3
+    assert any("cannot be scheduled right now" in r and "(4 times)" in r for r in stall["reasons"])
+    # the catalog's name of the same line is the wait, not a failure of its own
+    assert report["root_cause"] is None
+    assert any("is the wait the job hung in" in n for n in report["notes"])
+
+
+@pytest.mark.parametrize("wording", [RAY_AUTOSCALER_WAIT, RAY_LEASE_WAIT], ids=["autoscaler", "raylet"])
+def test_a_ray_resource_wait_that_training_got_past_stays_healthy(wording: str) -> None:
+    log = START + _verl_steps(1, 3) + _signs(wording, range(10, 14)) + _verl_steps(4, 6)
+    report, code = scan_json(input=log.encode())
+    assert (report["status"], code) == ("healthy", 0)
+    assert "stall" not in report
+
+
+def test_one_ray_resource_warning_or_warnings_before_training_are_no_stall() -> None:
+    once = START + _verl_steps(1, 3) + RAY_AUTOSCALER_WAIT.format(m=10)
+    before = _signs(RAY_AUTOSCALER_WAIT, range(1, 4)) + START
+    for log in (once, before):
+        report, code = scan_json(input=log.encode())
+        assert "stall" not in report and code != EXIT_STALLED
+        # (what the catalog says of it is unchanged: Ray cannot schedule the request)
+        assert report["root_cause"]["id"] == "ray-resources-unschedulable"
+
+
+# verl v0.4.1 - v0.5.0 worker-group bring-up: every 30 s while the register center does not exist
+REGISTER_WAIT = (
+    "(TaskRunner pid=4021) WARNING:2025-04-30 21:{m:02d}:21,921:Waiting for register center actor "
+    "AmgKHl_register_center to be ready. Elapsed time: {s} seconds out of 300 seconds.\n"
+)
+BRING_UP = (
+    "(TaskRunner pid=4021) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>\n"
+)
+
+
+def _register_waits(upto_s: int) -> str:
+    return "".join(REGISTER_WAIT.format(m=s // 60, s=s) for s in range(0, upto_s + 1, 30))
+
+
+def test_verl_waiting_minutes_for_its_workers_register_center_is_a_stall_before_training() -> None:
+    report, code = scan_json(input=(BRING_UP + _register_waits(150)).encode())
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    stall = report["stall"]
+    assert stall["cause"]["id"] == "worker-group-not-up"
+    assert stall["step"] is None
+    # the lines from 60 s on count (every start prints the 0 s one)
+    assert any("register center" in r and "(4 times)" in r for r in stall["reasons"])
+    assert any("ray_wait_register_center_timeout" in f for f in stall["cause"]["fix"])
+
+
+def test_a_register_center_wait_that_only_began_or_ended_is_no_stall() -> None:
+    began = BRING_UP + _register_waits(30)
+    ended = (
+        BRING_UP
+        + _register_waits(150)
+        + "(WorkerDict pid=4100) Model config after override: Qwen2Config {\n"
+        + START
+        + _verl_steps(1, 2)
+    )
+    for log in (began, ended):
+        report, code = scan_json(input=log.encode())
+        assert (report["status"], code) == ("healthy", 0)
+
+
+def test_the_nccl_heartbeat_monitor_line_is_a_failure_the_catalog_names_not_a_hang_sign() -> None:
+    # torch's heartbeat monitor ends the process after this line: the catalog's failure, never `healthy`
+    line = (
+        "(WorkerDict pid=3141) [rank0]:[E315 09:12:44.100200300 ProcessGroupNCCL.cpp:1425] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 0] ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress "
+        "in monitoring enqueued collectives.\n"
+    )
+    report, _ = scan_json(input=(START + _verl_steps(1, 3) + line).encode())
+    assert report["status"] == "failed"
+    assert report["root_cause"]["id"] == "nccl-watchdog-heartbeat-stuck"
+    assert all("watchdog got stuck" not in s.regex.pattern for s in stall_rules().signs)
+
+
+def test_the_stall_rules_refuse_a_min_after_without_a_time_to_read() -> None:
+    text = (ROOT / "patterns" / "stalls.yaml").read_text()
+    broken = text.replace("Elapsed time: (?P<after>\\d+) seconds", "Elapsed time: \\d+ seconds", 1)
+    assert broken != text
+    with pytest.raises(CatalogError, match="min_after needs an `after` group"):
+        load_stall_rules(broken)
+
+
+VLLM_SHM_WAIT = (
+    "(WorkerDict pid=4021) INFO 09-11 01:{m:02d}:59 [shm_broadcast.py:542] No available shared memory "
+    "broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing "
+    "some time-consuming work (e.g. compilation, weight/kv cache quantization).\n"
+)
+
+
+def test_vllms_broadcast_wait_stalls_only_when_training_did_not_get_past_it() -> None:
+    hung = START + _verl_steps(1, 3) + _signs(VLLM_SHM_WAIT, range(44, 47))
+    report, code = scan_json(input=hung.encode())
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    assert report["stall"]["cause"]["id"] == "rollout-engine-broadcast-wait"
+    report, code = scan_json(input=(hung + _verl_steps(4, 5)).encode())
+    assert (report["status"], code) == ("healthy", 0)
+
+
+def test_a_sign_seen_at_start_up_counts_only_its_lines_after_training_began() -> None:
+    # the benign start-up warning (tests/fixtures/benign), then the same wait again at the end
+    log = (
+        RAY_AUTOSCALER_WAIT.format(m=1)
+        + START
+        + _verl_steps(1, 3)
+        + _signs(RAY_AUTOSCALER_WAIT, range(10, 13))
+    )
+    report, code = scan_json(input=log.encode())
+    assert (report["status"], code) == ("stalled", EXIT_STALLED)
+    assert any("(3 times)" in r for r in report["stall"]["reasons"])
+    assert report["stall"]["evidence"][0]["line"] == 6  # (not the start-up one, line 1)

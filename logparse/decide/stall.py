@@ -3,9 +3,12 @@ what the ranks waited in, which one is the odd one out, and the likely cause (pa
 
 A log that ends with neither a failure nor a completion marker is `stalled` only when its own evidence
 says progress stopped: stacks dumped while it hung (faulthandler's watchdog, `py-spy dump`), a sign of
-a hang repeated after training began (vLLM's broadcast-queue wait), or, with timestamps, silence after
-the last step far beyond the run's own step time. False alarms matter more than misses: a log that
-simply stops stays healthy with the progress tracker's note.
+a hang repeated after training began with no progress after it (Ray's `cannot be scheduled right now`,
+vLLM's broadcast-queue wait; verl's register-center wait during bring-up counts before training), or,
+with timestamps, silence after the last step far beyond the run's own step time. A catalog entry that
+names a counted sign's own line (Ray's pending request) is the wait the job hung in, not its failure.
+False alarms matter more than misses: a log that simply stops stays healthy with the progress
+tracker's note.
 
 A job interrupted after it stalled (Ctrl-C, a cancel: torchrun's `Received 2 death signal`,
 `SignalException`, `KeyboardInterrupt` on every rank, and the peer-lost errors they cause) is still
@@ -17,8 +20,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from logparse.decide.candidates import WENT_ON_IGNORED
 from logparse.model import (
     CitedValue,
     Evidence,
@@ -30,7 +34,7 @@ from logparse.model import (
     compact_ranks,
 )
 from logparse.observe.progress import StageTracker
-from logparse.observe.stalls import Stack, StallFacts, StreamLast
+from logparse.observe.stalls import SignSeen, Stack, StallFacts, StreamLast
 from logparse.observe.tracebacks import Traceback
 from patterns.stalls import StallRules, WaitRule, stall_rules
 
@@ -65,17 +69,13 @@ def judge_stall(
     if facts is None or progress.progress(None, failed=root is not None).completed:
         return None
     interrupt_seq, interrupted = _interruption(facts, tracebacks, rules)
-    if root is not None and not _how_it_ended(root, root_seq, interrupt_seq, rules):
-        return None
     before = interrupt_seq if interrupt_seq is not None else float("inf")
+    signs = _counted_signs(facts, progress, before, rules)
+    if root is not None and not (
+        _how_it_ended(root, root_seq, interrupt_seq, rules) or _the_wait_itself(root, signs, rules)
+    ):
+        return None
     stacks = [s for s in facts.stacks if not s.launcher and (s.seq < before or s.tool == "py-spy")]
-    signs = [
-        s
-        for s in facts.signs
-        if s.first_seq < before
-        and s.count >= _repeats(rules, s.id)
-        and progress.training_started_before(s.first_seq)
-    ]
     silence, step_time = _silence(facts, progress)
     silent = (
         silence is not None
@@ -134,8 +134,40 @@ def _how_it_ended(
     return root_seq is not None and root_seq >= interrupt_seq
 
 
-def _repeats(rules: StallRules, sign_id: str) -> int:
-    return next((s.repeats for s in rules.signs if s.id == sign_id), 1)
+def _counted_signs(
+    facts: StallFacts, progress: StageTracker, before: float, rules: StallRules
+) -> list[SignSeen]:
+    """The signs that say the job hung: seen `repeats` times before the interruption (if any), after
+    training began (unless the sign is a bring-up wait), and with no progress after the last of them
+    (a wait that ended is no hang). Each as the lines that count show it."""
+    out = []
+    for s in facts.signs:
+        rule = next((r for r in rules.signs if r.id == s.id), None)
+        if rule is None:
+            continue
+        lines = [
+            (seq, e)
+            for seq, e in s.lines
+            if seq < before and (rule.before_training or progress.training_started_before(seq))
+        ]
+        if len(lines) < rule.repeats or progress.went_on_after(lines[-1][0], ignore=WENT_ON_IGNORED):
+            continue
+        count = len(lines)
+        if lines[0][0] == s.lines[0][0] and (
+            rule.before_training or progress.training_started_before(s.first_seq)
+        ):
+            count = s.count - (len(s.lines) - len(lines))  # (the lines older than those kept count too)
+        else:
+            s = replace(s, first=lines[0][1], first_seq=lines[0][0])
+        out.append(replace(s, count=count, last=lines[-1][1]))
+    return out
+
+
+def _the_wait_itself(root: RootCause, signs: list[SignSeen], rules: StallRules) -> bool:
+    """Is the chosen failure a catalog entry that names a counted sign's own line (Ray's `cannot be
+    scheduled right now`): a wait, which the hang explains, not a failure?"""
+    ids = {s.id for s in signs}
+    return any(root.id in rule.catalog for rule in rules.signs if rule.id in ids)
 
 
 # -- how long ------------------------------------------------------------------------------------------
@@ -413,8 +445,9 @@ def _cause(
     kinds = [g.kind for g in waits]
     odd = next((g for g in waits if g.odd), None)
     seen = {s.id for s in signs}
+    signed = {s.wait for s in signs if s.wait}  # the waits the signs stand for (`any_wait`)
     for rule in rules.causes:
-        if all(_holds(cond, value, kinds, odd, seen) for cond, value in rule.when):
+        if all(_holds(cond, value, kinds, odd, seen, signed) for cond, value in rule.when):
             cited = tuple(
                 CitedValue(key[len("config.") :], str(value))
                 for key, value in environment.items()
@@ -424,13 +457,15 @@ def _cause(
     return None
 
 
-def _holds(cond: str, value: str, kinds: list, odd: WaitGroup | None, seen: set[str]) -> bool:
+def _holds(
+    cond: str, value: str, kinds: list, odd: WaitGroup | None, seen: set[str], signed: set[str]
+) -> bool:
     if cond == "odd":
         return odd is not None and (value == "any" or odd.kind == value)
     if cond == "all":
         return bool(kinds) and all(k == value for k in kinds)
     if cond == "any_wait":
-        return value in kinds
+        return value in kinds or value in signed
     if cond == "sign":
         return value in seen
     return False

@@ -424,9 +424,12 @@ def build_report(
 
 
 def stall_notes(stall: model.Stall, superseded: RootCause | None) -> list[str]:
-    """What a stall adds to the notes: how the hung job ended, and the failure that was only that."""
+    """What a stall adds to the notes: how the hung job ended, and the failure that was only that (or
+    the catalog's name of the wait the stall's sign shows)."""
     if stall.interrupted is None:
-        return []
+        if superseded is None:
+            return []
+        return [f"{superseded.title} ({superseded.category}) is the wait the job hung in, not a failure"]
     e = stall.interrupted
     note = f"interrupted after it stalled ({e.source}:{e.line}): the signal is how the job ended, not why"
     if superseded is not None:

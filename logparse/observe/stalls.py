@@ -13,6 +13,7 @@ MAX_STREAMS streams' last lines.
 from __future__ import annotations
 
 import datetime
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -25,6 +26,7 @@ from patterns.stalls import StallRules, Wording, stall_rules
 MAX_STACKS = 512
 MAX_FRAMES = 48
 MAX_STREAMS = 4096
+MAX_SIGN_LINES = 64  # the last lines of each sign kept with their position (which came after training)
 TAIL_LINES = 2000  # last lines of each input read back (from the reader's tail) for the streams' ends
 DUMP_GAP_LINES = 3  # blank or interpreter lines inside a py-spy dump that keep it open
 UNDATED_YEAR = 2000  # the year the normaliser gives a time read from a line without one (default_year)
@@ -65,6 +67,9 @@ class SignSeen:
     first: Evidence
     first_seq: int
     last: Evidence
+    # the last MAX_SIGN_LINES lines of the sign (seq, the line): the decision counts those that came
+    # after training began (unless the sign says otherwise) and after which the job did not go on
+    lines: tuple[tuple[int, Evidence], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,7 +159,7 @@ class StallObserver:
         # read as a region meanwhile (faulthandler's frames carry `File "`, a keyword of their own)
         self.regions: dict[str, int] = {}
         self._waited: dict[tuple, str] = {}  # stream -> faulthandler's `Timeout (...)` before its dump
-        self._signs: dict[str, list] = {}  # id -> [count, first rec, last rec]
+        self._signs: dict[str, list] = {}  # id -> [count, first rec, last rec, deque of its last lines]
         self.interrupt: Interrupt | None = None
         self._last: dict[tuple, Record] = {}  # stream -> its last record (not a progress line)
         self.is_progress: Callable[[str], bool] | None = None  # is a whole line a progress line? (pipeline)
@@ -348,14 +353,11 @@ class StallObserver:
     def _other(self, rec: Record, msg: str) -> None:
         """Signs that progress stopped, and the signal that ended the job."""
         for sign in self.rules.signs:
-            if any(k in msg for k in sign.keywords) and sign.regex.search(msg):
-                seen = self._signs.get(sign.id)
-                if seen is None:
-                    self._signs[sign.id] = [1, rec, rec]
-                else:
-                    seen[0] += 1
-                    seen[2] = rec
-                return
+            if any(k in msg for k in sign.keywords):
+                m = sign.regex.search(msg)
+                if m:
+                    self._see_sign(sign, m, rec)
+                    return
         if self.interrupt is None:
             for w in self.rules.interrupts:
                 if any(k in msg for k in w.keywords):
@@ -368,6 +370,18 @@ class StallObserver:
                         self._at_interrupt = dict(self._last)
                         self._interrupt_time = rec.origin.time
                         return
+
+    def _see_sign(self, sign: Wording, m, rec: Record) -> None:
+        if sign.min_after is not None and float(m.group("after")) < sign.min_after:
+            return  # (a wait that has only begun: a healthy start prints it too)
+        # (a line Ray folded with `[repeated Nx across cluster]` counts once: N workers that printed one
+        # wait at once are one wait)
+        seen = self._signs.get(sign.id)
+        if seen is None:
+            seen = self._signs[sign.id] = [0, rec, rec, deque(maxlen=MAX_SIGN_LINES)]
+        seen[0] += 1
+        seen[2] = rec
+        seen[3].append((rec.seq, _evidence(rec)))
 
     @staticmethod
     def _match(wordings: tuple[Wording, ...], msg: str):
@@ -417,7 +431,16 @@ class StallObserver:
             )
         )
         signs = tuple(
-            SignSeen(sid, rule.title, rule.wait, seen[0], _evidence(seen[1]), seen[1].seq, _evidence(seen[2]))
+            SignSeen(
+                sid,
+                rule.title,
+                rule.wait,
+                seen[0],
+                _evidence(seen[1]),
+                seen[1].seq,
+                _evidence(seen[2]),
+                tuple(seen[3]),
+            )
             for sid, seen in self._signs.items()
             for rule in self.rules.signs
             if rule.id == sid
