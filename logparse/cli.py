@@ -342,6 +342,21 @@ class DefaultToScan(click.Group):
             sys.exit(code)
 
 
+def _catalog_option(help_text: str) -> Callable:
+    """--catalog, repeatable: an extra catalog file or folder (scan, fleet, diff)."""
+    return click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False), help=help_text)
+
+
+def _redaction_options(what: str, hosts_help: str) -> Callable:
+    """--redact-hosts and --no-redact, as every command that writes log text has them."""
+
+    def add(f: Callable) -> Callable:
+        f = click.option("--no-redact", is_flag=True, help=f"Do not mask secrets in the {what}.")(f)
+        return click.option("--redact-hosts", is_flag=True, help=hosts_help)(f)
+
+    return add
+
+
 @click.group(cls=DefaultToScan, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="verl-logscan", prog_name="verl-logscan")
 def cli() -> None:
@@ -372,26 +387,18 @@ def cli() -> None:
     help="Write the report to FILE (atomically) instead of stdout; the extension picks the format. "
     "Repeatable: -o report.md -o report.html -o report.json.",
 )
-@click.option(
-    "--catalog",
-    "catalogs",
-    multiple=True,
-    type=click.Path(exists=False),
-    help="Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.",
-)
+@_catalog_option("Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.")
 @click.option(
     "--color/--no-color",
     default=None,
     help="Colour the text summary and status line [default: on a terminal, unless NO_COLOR is set; "
     "FORCE_COLOR forces it].",
 )
-@click.option(
-    "--redact-hosts",
-    is_flag=True,
-    help="Also mask IP addresses, host names and user names in home paths (stable placeholders "
+@_redaction_options(
+    "report",
+    "Also mask IP addresses, host names and user names in home paths (stable placeholders "
     "such as node-1, ip-1, user-1). Secrets (tokens, API keys, passwords, e-mails) are always masked.",
 )
-@click.option("--no-redact", is_flag=True, help="Do not mask secrets in the report.")
 @click.option(
     "--follow",
     "-f",
@@ -703,13 +710,7 @@ DEFAULT_JOB_TIMEOUT_S = 600.0
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Write the summary to FILE (atomically) instead of stdout; the extension picks the format.",
 )
-@click.option(
-    "--catalog",
-    "catalogs",
-    multiple=True,
-    type=click.Path(exists=False),
-    help="Extra catalog file or folder, as for scan. Repeatable.",
-)
+@_catalog_option("Extra catalog file or folder, as for scan. Repeatable.")
 @click.option(
     "-j",
     "--jobs",
@@ -739,12 +740,9 @@ DEFAULT_JOB_TIMEOUT_S = 600.0
     metavar="SECONDS",
     help="A job still running after this many seconds is stopped and becomes an `error` row (0: no limit).",
 )
-@click.option(
-    "--redact-hosts",
-    is_flag=True,
-    help="Also mask IP addresses, host names and user names, as for scan. Secrets are always masked.",
+@_redaction_options(
+    "summary", "Also mask IP addresses, host names and user names, as for scan. Secrets are always masked."
 )
-@click.option("--no-redact", is_flag=True, help="Do not mask secrets in the summary.")
 @click.option(
     "--reports",
     "reports_dir",
@@ -975,19 +973,10 @@ DIFF_FORMATS = ("text", "md", "html", "json")  # = reports.diff.DIFF_FORMATS
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Write the diff to FILE (atomically) instead of stdout; the extension picks the format. Repeatable.",
 )
-@click.option(
-    "--catalog",
-    "catalogs",
-    multiple=True,
-    type=click.Path(exists=False),
-    help="Extra catalog file or folder.",
+@_catalog_option("Extra catalog file or folder.")
+@_redaction_options(
+    "diff", "Also mask IP addresses, host names and user names (as scan does). Secrets are always masked."
 )
-@click.option(
-    "--redact-hosts",
-    is_flag=True,
-    help="Also mask IP addresses, host names and user names (as scan does). Secrets are always masked.",
-)
-@click.option("--no-redact", is_flag=True, help="Do not mask secrets in the diff.")
 @click.option(
     "--max-lines",
     type=click.IntRange(0, 1000),
