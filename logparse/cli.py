@@ -342,6 +342,31 @@ class DefaultToScan(click.Group):
             sys.exit(code)
 
 
+def _report_options(what: str, repeat: str) -> Callable:
+    """--format and -o (repeatable), as scan and diff take them: a report in FORMATS, each -o FILE's
+    format from its extension."""
+
+    def add(f: Callable) -> Callable:
+        f = click.option(
+            "-o",
+            "--output",
+            "outputs",
+            multiple=True,
+            type=click.Path(dir_okay=False, allow_dash=True),
+            help=f"Write the {what} to FILE (atomically) instead of stdout; the extension picks the format. "
+            + repeat,
+        )(f)
+        return click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(FORMATS),
+            default=None,
+            help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].",
+        )(f)
+
+    return add
+
+
 def _catalog_option(help_text: str) -> Callable:
     """--catalog, repeatable: an extra catalog file or folder (scan, fleet, diff)."""
     return click.option("--catalog", "catalogs", multiple=True, type=click.Path(exists=False), help=help_text)
@@ -371,22 +396,7 @@ def cli() -> None:
 
 @cli.command(short_help="Report the root cause of one job: files, folders, .gz or stdin.")
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].",
-)
-@click.option(
-    "-o",
-    "--output",
-    "outputs",
-    multiple=True,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Write the report to FILE (atomically) instead of stdout; the extension picks the format. "
-    "Repeatable: -o report.md -o report.html -o report.json.",
-)
+@_report_options("report", "Repeatable: -o report.md -o report.html -o report.json.")
 @_catalog_option("Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.")
 @click.option(
     "--color/--no-color",
@@ -952,27 +962,10 @@ def _plan_fleet_output(
     return target
 
 
-DIFF_FORMATS = ("text", "md", "html", "json")  # = reports.diff.DIFF_FORMATS
-
-
 @cli.command(name="diff", short_help="Compare a good run with a bad one: what changed first.")
 @click.argument("good", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
 @click.argument("bad", type=click.Path(dir_okay=True, allow_dash=True, readable=False))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(DIFF_FORMATS),
-    default=None,
-    help="Report format [default: from each -o FILE's extension (.md, .html, .json), else text].",
-)
-@click.option(
-    "-o",
-    "--output",
-    "outputs",
-    multiple=True,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Write the diff to FILE (atomically) instead of stdout; the extension picks the format. Repeatable.",
-)
+@_report_options("diff", "Repeatable.")
 @_catalog_option("Extra catalog file or folder.")
 @_redaction_options(
     "diff", "Also mask IP addresses, host names and user names (as scan does). Secrets are always masked."
@@ -1016,7 +1009,7 @@ def diff_command(
     if good == "-" and bad == "-":
         _fail("GOOD and BAD cannot both be stdin ('-')")
     try:
-        planned = plan_outputs(outputs, fmt, DIFF_FORMATS)
+        planned = plan_outputs(outputs, fmt, FORMATS)
         refuse_inputs([("--output", o.path) for o in planned if not o.to_stdout], expand_inputs([good, bad]))
     except (InputError, OutputError) as exc:
         _fail(str(exc))

@@ -8,10 +8,10 @@ import json
 import math
 from typing import Any
 
-from logparse.model import DiffReport, Divergence, EnvChange, Evidence, MetricSeries, NewLine, RunSummary
+from logparse.model import DiffReport, Divergence, EnvChange, MetricSeries, NewLine, RunSummary
 from reports.escape import md_cell_code, md_text, terminal_text, without_controls
+from reports.jsonreport import evidence_json
 
-DIFF_FORMATS = ("text", "md", "html", "json")
 TEXT_LINE_CHARS = 160
 CHART_W, CHART_H, PAD = 560, 160, 30
 
@@ -31,10 +31,6 @@ def render_diff(diff: DiffReport, fmt: str) -> str:
 
 
 # -- JSON ----------------------------------------------------------------------------------------------
-def _evidence(e: Evidence | None) -> dict[str, Any] | None:
-    return None if e is None else {"source": e.source, "line": e.line, "text": e.text}
-
-
 def _run(r: RunSummary) -> dict[str, Any]:
     return {
         "status": r.status,
@@ -45,7 +41,7 @@ def _run(r: RunSummary) -> dict[str, Any]:
         "last_step": r.last_step,
         "completed": r.completed,
         "inputs": [{"path": i.path, "lines": i.lines, "bytes": i.bytes} for i in r.inputs],
-        "error_line": _evidence(r.error_line),
+        "error_line": evidence_json(r.error_line) if r.error_line else None,
     }
 
 
@@ -60,7 +56,7 @@ def _divergence(d: Divergence) -> dict[str, Any]:
 def _new_line(n: NewLine) -> dict[str, Any]:
     return {
         "template": n.template,
-        "first": _evidence(n.first),
+        "first": evidence_json(n.first),
         "count": n.count,
         "streams": list(n.streams),
         "stage": n.stage,

@@ -11,7 +11,8 @@ from reports.common import job_values
 from reports.escape import without_controls
 
 
-def _evidence(e: Evidence) -> dict[str, Any]:
+def evidence_json(e: Evidence) -> dict[str, Any]:
+    """An evidence line as every JSON report writes it (scan's and diff's)."""
     return {"source": e.source, "line": e.line, "text": e.text}
 
 
@@ -24,7 +25,7 @@ def _finding(f: FindingView) -> dict[str, Any]:
         "count": f.count,
         "ranks": list(f.ranks),
         "nodes": list(f.nodes),
-        "first": _evidence(f.first),
+        "first": evidence_json(f.first),
         "explained_by": f.explained_by,
     }
 
@@ -57,8 +58,8 @@ def _root(rc: RootCause) -> dict[str, Any]:
         "title": rc.title,
         "summary": rc.summary,
         "message": rc.message,
-        "evidence": [_evidence(e) for e in rc.evidence],
-        "error_line": _evidence(rc.error_line) if rc.error_line else None,
+        "evidence": [evidence_json(e) for e in rc.evidence],
+        "error_line": evidence_json(rc.error_line) if rc.error_line else None,
         "rank": rc.rank,
         "local_rank": rc.local_rank,
         "pid": rc.pid,
@@ -78,7 +79,7 @@ def _root(rc: RootCause) -> dict[str, Any]:
         "traceback": tb,
         "explanation": list(rc.explanation),
         "candidates": [
-            {"id": c.id, "category": c.category, "reason": c.reason, "first": _evidence(c.first)}
+            {"id": c.id, "category": c.category, "reason": c.reason, "first": evidence_json(c.first)}
             for c in rc.candidates
         ],
         "similar": list(rc.similar),
@@ -160,12 +161,12 @@ def _stall(st: Stall) -> dict[str, Any]:
     return {
         "stage": st.stage,
         "step": st.step,
-        "evidence": [_evidence(e) for e in st.evidence],
+        "evidence": [evidence_json(e) for e in st.evidence],
         "reasons": list(st.reasons),
         "streams": [
             {
                 "stream": s.stream,
-                "last": _evidence(s.last),
+                "last": evidence_json(s.last),
                 "time": s.time,
                 "seconds_before_end": number(s.seconds_before_end),
             }
@@ -182,7 +183,7 @@ def _stall(st: Stall) -> dict[str, Any]:
                 "kind": g.kind,
                 "frames": list(g.frames),
                 "source": g.source,
-                "first": _evidence(g.first),
+                "first": evidence_json(g.first),
                 "odd": g.odd,
             }
             for g in st.waits
@@ -197,7 +198,7 @@ def _stall(st: Stall) -> dict[str, Any]:
             "fix": list(st.cause.fix),
             "cited": [{"key": c.key, "value": c.value} for c in st.cause.cited],
         },
-        "interrupted": _evidence(st.interrupted) if st.interrupted else None,
+        "interrupted": evidence_json(st.interrupted) if st.interrupted else None,
     }
 
 
@@ -223,7 +224,7 @@ def _report_dict(report: Report) -> dict[str, Any]:
         "attempts": [
             {
                 "index": a.index,
-                "first_line": _evidence(a.first_line),
+                "first_line": evidence_json(a.first_line),
                 "status": a.status,
                 "category": a.category,
                 "summary": a.summary,
