@@ -181,13 +181,20 @@ def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[
 
     A function on series data, here so that both sides use the one rule: the scan keeps at most
     logparse.scan.MAX_CHART_POINTS points of a MetricSeries, a chart draws at most its plot's width."""
-    n = len(points)
-    if n <= max_points:
+    if len(points) <= max_points:
         return list(points)
+    return [points[i] for i in downsampled(list(map(operator.itemgetter(1), points)), max_points)]
+
+
+def downsampled(values: list[float | None], max_points: int) -> list[int]:
+    """The places (in order) of the points downsample keeps of a series with these values: all of them
+    when there are at most `max_points` (for a caller that holds steps and values apart)."""
+    n = len(values)
+    if n <= max_points:
+        return list(range(n))
     buckets = max(1, (max_points - 2) // 3)
     keep = {0, n - 1}
     inner = n - 2
-    values = list(map(operator.itemgetter(1), points))
     isfinite = math.isfinite
     for b in range(buckets):
         lo = 1 + b * inner // buckets
@@ -204,19 +211,19 @@ def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[
                 continue
         low = high = odd = None
         for i in range(lo, hi):
-            v = points[i][1]
+            v = values[i]
             if v is None:
                 continue
             if not math.isfinite(v):
                 if odd is None:
                     odd = i
                 continue
-            if low is None or v < points[low][1]:
+            if low is None or v < values[low]:
                 low = i
-            if high is None or v > points[high][1]:
+            if high is None or v > values[high]:
                 high = i
         keep.update(i for i in (low, high, odd) if i is not None)
-    return [points[i] for i in sorted(keep)]
+    return sorted(keep)
 
 
 @dataclass(frozen=True)
