@@ -494,7 +494,8 @@ class MetricsTracker:
         for i in range(REWARD_MIN_HISTORY, len(values)):
             v = values[i]
             spread = hi - lo
-            if spread > 0:
+            # (the recent highest is at most the highest so far: most steps are no candidate without it)
+            if spread > 0 and hi - v > REWARD_DROP_FRACTION * spread:
                 recent = max(values[i - REWARD_DROP_WITHIN : i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
                 drop = recent - v
                 if drop > REWARD_DROP_FRACTION * spread:
