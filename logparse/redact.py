@@ -63,6 +63,8 @@ class Kind:
 
 @dataclass(frozen=True)
 class RedactConfig:
+    """What a redacted report masks beyond its secrets (`--redact-hosts`: hosts and users too)."""
+
     hosts: bool = False  # also mask IP and MAC addresses, host names and user names
 
 

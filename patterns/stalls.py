@@ -40,6 +40,8 @@ WHEN_FIELDS = ("odd", "all", "any_wait", "sign")
 
 @dataclass(frozen=True)
 class Wording:
+    """A wording of patterns/stalls.yaml: a stack dump's line, a sign of a hang or an interrupt."""
+
     id: str
     regex: re.Pattern | LazyRe  # (the built-in rules': compiled on first use)
     keywords: tuple[str, ...] = ()
@@ -55,6 +57,8 @@ class Wording:
 
 @dataclass(frozen=True)
 class WaitRule:
+    """What a stack waits in, from its innermost frames or its process (`waits`)."""
+
     kind: str
     title: str
     functions: frozenset[str] = frozenset()
@@ -67,6 +71,8 @@ class WaitRule:
 
 @dataclass(frozen=True)
 class CauseRule:
+    """A likely cause of a stall, the conditions it holds under, and its fix (`causes`)."""
+
     id: str
     title: str
     summary: str
@@ -77,6 +83,8 @@ class CauseRule:
 
 @dataclass(frozen=True)
 class StallRules:
+    """patterns/stalls.yaml: what a hang looks like and what likely caused it."""
+
     dumps: tuple[Wording, ...]
     signs: tuple[Wording, ...]
     interrupts: tuple[Wording, ...]

@@ -53,6 +53,8 @@ IGNORED_EXCEPTIONS = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopI
 
 @dataclass
 class Choice:
+    """A candidate for the root cause: a catalog hit, an unrecognised exception or a bare line."""
+
     kind: str  # cause | unknown | wrapper | bare | symptom
     priority: int
     seq: int

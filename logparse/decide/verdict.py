@@ -318,6 +318,8 @@ def death_sentence(death: DeadWorker, task: str | None) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
+    """What infer decided of one attempt: the root cause, its symptoms, the other findings."""
+
     root: RootCause | None
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]

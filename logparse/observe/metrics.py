@@ -94,6 +94,8 @@ class AnomalyKind(str, Enum):
 
 @dataclass(frozen=True)
 class MetricsConfig:
+    """The bounds of the metrics kept: step rows, and keys in a row."""
+
     max_rows: int = 100_000
     max_keys_per_row: int = 512
 
