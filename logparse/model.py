@@ -28,6 +28,8 @@ def compact_ranks(ranks) -> str:
 
 @dataclass(frozen=True)
 class Evidence:
+    """A log line a report cites: its file, its line number and its text."""
+
     source: str
     line: int
     text: str
@@ -47,6 +49,8 @@ class CitedValue:
 
 @dataclass(frozen=True)
 class Fix:
+    """What to do about a root cause: the remediation, with the job's own settings it concerns."""
+
     summary: str
     why: str
     fix: tuple[str, ...]
@@ -62,6 +66,8 @@ FRAME_LAUNCHER = "launcher"  # a console script or interpreter entry point that 
 
 @dataclass(frozen=True)
 class TracebackView:
+    """The root cause's traceback as a report shows it: the exception, its frames, its chain."""
+
     exception_type: str
     exception_message: str
     frames: tuple[tuple[str, int, str], ...]  # (file, line, function)
@@ -99,6 +105,8 @@ class Basis:
 
 @dataclass(frozen=True)
 class RootCause:
+    """The failure that ended the job: what, where, at which stage and step, why, and what to do."""
+
     id: str
     category: str
     title: str
@@ -125,6 +133,8 @@ class RootCause:
 
 @dataclass(frozen=True)
 class FindingView:
+    """A catalog entry's hits grouped: how often, on which ranks and nodes, the first line."""
+
     id: str
     category: str
     title: str
@@ -151,6 +161,8 @@ class StageSpan:
 
 @dataclass(frozen=True)
 class Progress:
+    """How far the job got: the stage reached, the steps, the timeline of its stages."""
+
     stage_reached: str | None
     last_step: int | None
     total_steps: int | None
@@ -167,6 +179,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class MetricSeries:
+    """One metric key's values by step, as a chart draws them (at most MAX_CHART_POINTS)."""
+
     key: str
     steps: tuple[int, ...]
     values: tuple[float | None, ...]  # None where a step has no value for this key; nan/inf kept as floats
@@ -181,13 +195,20 @@ def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[
 
     A function on series data, here so that both sides use the one rule: the scan keeps at most
     logparse.scan.MAX_CHART_POINTS points of a MetricSeries, a chart draws at most its plot's width."""
-    n = len(points)
-    if n <= max_points:
+    if len(points) <= max_points:
         return list(points)
+    return [points[i] for i in downsampled(list(map(operator.itemgetter(1), points)), max_points)]
+
+
+def downsampled(values: list[float | None], max_points: int) -> list[int]:
+    """The places (in order) of the points downsample keeps of a series with these values: all of them
+    when there are at most `max_points` (for a caller that holds steps and values apart)."""
+    n = len(values)
+    if n <= max_points:
+        return list(range(n))
     buckets = max(1, (max_points - 2) // 3)
     keep = {0, n - 1}
     inner = n - 2
-    values = list(map(operator.itemgetter(1), points))
     isfinite = math.isfinite
     for b in range(buckets):
         lo = 1 + b * inner // buckets
@@ -204,23 +225,25 @@ def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[
                 continue
         low = high = odd = None
         for i in range(lo, hi):
-            v = points[i][1]
+            v = values[i]
             if v is None:
                 continue
             if not math.isfinite(v):
                 if odd is None:
                     odd = i
                 continue
-            if low is None or v < points[low][1]:
+            if low is None or v < values[low]:
                 low = i
-            if high is None or v > points[high][1]:
+            if high is None or v > values[high]:
                 high = i
         keep.update(i for i in (low, high, odd) if i is not None)
-    return [points[i] for i in sorted(keep)]
+    return sorted(keep)
 
 
 @dataclass(frozen=True)
 class Anomaly:
+    """A training anomaly the step metrics show (logparse.observe.metrics): its kind, first step and key."""
+
     kind: str  # nan-inf | grad-norm-spike | response-length-collapse | clip-ratio-blowup | reward-collapse
     step: int
     key: str
@@ -231,6 +254,8 @@ class Anomaly:
 
 @dataclass(frozen=True)
 class Metrics:
+    """The step metrics a report shows: rows counted, keys seen, the charted series, the anomalies."""
+
     steps: int  # step rows parsed
     keys: tuple[str, ...]  # every metric key seen (bounded)
     series: tuple[MetricSeries, ...]  # the key training metrics, for charts
@@ -250,6 +275,8 @@ class AttemptVerdict:
 
 @dataclass(frozen=True)
 class InputInfo:
+    """An input of the scan: its path, its lines and bytes read."""
+
     path: str
     lines: int
     bytes: int
@@ -316,6 +343,8 @@ class Stall:
 
 @dataclass(frozen=True)
 class Report:
+    """The finished verdict of one job, which every renderer reads (reports/)."""
+
     status: str  # failed | healthy | empty | stalled
     root_cause: RootCause | None
     symptoms: tuple[FindingView, ...]

@@ -52,6 +52,8 @@ class OutputError(Exception):
 
 @dataclass(frozen=True)
 class Output:
+    """A report to write: a path ('-' for stdout) and its format."""
+
     path: str  # '-' for stdout
     fmt: str
 

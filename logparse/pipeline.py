@@ -28,7 +28,6 @@ from logparse.observe.environment import EnvironmentTracker
 from logparse.observe.hits import CatalogHits, Hit
 from logparse.observe.messages import OpenMessages
 from logparse.observe.metrics import MetricsTracker
-from logparse.observe.names import NameSightings
 from logparse.observe.progress import StageTracker
 from logparse.observe.progress_facts import MAX_SAMPLE_TEXT_LINES, ProgressFacts
 from logparse.observe.routes import Route, Routes
@@ -144,7 +143,11 @@ class Analysis:
         self._open_dumps = self.stalls.regions  # source -> py-spy dumps being read (checked every line)
         keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
         keywords |= set(self.bare.keywords) | set(self.stalls.keywords)
-        self.names = NameSightings() if config.learn_names else None
+        self.names = None
+        if config.learn_names:  # (--redact-hosts only)
+            from logparse.observe.names import NameSightings
+
+            self.names = NameSightings()
         if self.names is not None:
             keywords |= set(self.names.keywords)
         for entry in catalog.entries:

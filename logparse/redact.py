@@ -63,6 +63,8 @@ class Kind:
 
 @dataclass(frozen=True)
 class RedactConfig:
+    """What a redacted report masks beyond its secrets (`--redact-hosts`: hosts and users too)."""
+
     hosts: bool = False  # also mask IP and MAC addresses, host names and user names
 
 
@@ -703,6 +705,8 @@ class Redactor:
     # -- walking the report ----------------------------------------------------------------------
     def value(self, value: object) -> object:
         """`value` with every string inside (dataclass fields, tuples, lists, dict values) redacted."""
+        if type(value) in _PLAIN:
+            return value
         if isinstance(value, str):
             return self.text(value)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -713,6 +717,8 @@ class Redactor:
             }
             return dataclasses.replace(value, **changes)
         if isinstance(value, (tuple, list)):
+            if _PLAIN.issuperset(map(type, value)):  # (a chart's steps and values: nothing to redact)
+                return tuple(value) if isinstance(value, tuple) else list(value)
             items = self._sequence(list(value))
             return tuple(items) if isinstance(value, tuple) else items
         if isinstance(value, dict):
@@ -730,6 +736,9 @@ class Redactor:
                 for i, m in zip(items, masked, strict=True)
             ]
         return [self.value(v) for v in items]
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})  # values without a string inside (not their subclasses)
 
 
 def valid_ipv6(text: str) -> bool:
@@ -762,8 +771,9 @@ def strings(value: object) -> Iterator[str]:
             if f.name != "redactions":
                 yield from strings(getattr(value, f.name))
     elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from strings(v)
+        if not _PLAIN.issuperset(map(type, value)):
+            for v in value:
+                yield from strings(v)
     elif isinstance(value, dict):
         for v in value.values():
             yield from strings(v)

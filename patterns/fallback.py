@@ -91,6 +91,8 @@ def _search(pattern: regex.Pattern, text: str) -> bool:
 
 @dataclass(frozen=True)
 class PhraseRule:
+    """A failure phrase (patterns/fallback.yaml `phrases`): its keywords and regexes name a category."""
+
     id: str
     category: str
     keywords: tuple[str, ...]
@@ -107,6 +109,8 @@ class PhraseRule:
 
 @dataclass(frozen=True)
 class TypeRule:
+    """An exception type (and optionally its message) that names a category (`types`)."""
+
     id: str
     category: str
     type: regex.Pattern
@@ -133,6 +137,8 @@ class TypeRule:
 
 @dataclass(frozen=True)
 class FrameCategoryRule:
+    """A frame (function, file, code) that names a category (`frames`)."""
+
     id: str
     category: str
     examples: Examples
@@ -153,6 +159,8 @@ class FrameCategoryRule:
 
 @dataclass(frozen=True)
 class BareLineRules:
+    """What makes a line outside a traceback a bare failure line, and what never does (`bare_lines`)."""
+
     keywords: tuple[str, ...]
     exception: regex.Pattern
     prefix: regex.Pattern
@@ -186,6 +194,8 @@ class MessageMarker:
 
 @dataclass(frozen=True)
 class NearestConfig:
+    """How a failure no rule names is compared with the catalog's examples (`nearest`)."""
+
     scorer: str = "token_set_ratio"
     threshold: float = 72.0
     margin: float = 3.0
@@ -194,6 +204,8 @@ class NearestConfig:
 
 @dataclass(frozen=True)
 class FallbackRules:
+    """patterns/fallback.yaml: the rules that name the category of a failure no entry names."""
+
     phrases: tuple[PhraseRule, ...]
     types: tuple[TypeRule, ...]
     frames: tuple[FrameCategoryRule, ...]

@@ -25,6 +25,8 @@ TOP_FIELDS = (
 
 @dataclass(frozen=True)
 class InferenceRules:
+    """patterns/inference.yaml: which failures explain which, and how close in time."""
+
     unknown_exception_explains: frozenset[str]
     chronology_tolerance_s: float
     priority_bands: tuple[int, ...]

@@ -163,6 +163,8 @@ JOB_KINDS = ("verl-vllm", "verl-sglang", "verl", "megatron", "deepspeed", "torch
 
 @dataclass(frozen=True)
 class Remediation:
+    """What to do about a failure: summary, why, the fix steps (each for some jobs) and references."""
+
     summary: str
     why: str
     fix: tuple[str, ...]
@@ -174,6 +176,8 @@ class Remediation:
 
 @dataclass(frozen=True)
 class Example:
+    """An example log line (or block) of an entry or rule, with why it must not match when it must not."""
+
     line: str  # one log line; for a block example, the whole block
     why: str = ""
     block: bool = False  # several lines, scanned as a log (for entries that need a traceback)
@@ -181,6 +185,8 @@ class Example:
 
 @dataclass(frozen=True)
 class Examples:
+    """An entry's or rule's examples: lines it must match, must not match, and known misses."""
+
     match: tuple[Example, ...]
     no_match: tuple[Example, ...]
     todo_match: tuple[Example, ...] = ()
@@ -216,6 +222,8 @@ class CategoryFrom:
 
 @dataclass(frozen=True)
 class Entry:
+    """A catalog entry: a known failure's wordings, its category and role, and what to do about it."""
+
     id: str
     title: str
     category: str
@@ -278,6 +286,8 @@ def fill_placeholders(text: str, groups: dict[str, str | None]) -> str:
 
 @dataclass(frozen=True)
 class Catalog:
+    """The entries a scan matches, built-in and from --catalog, and the sources they came from."""
+
     entries: tuple[Entry, ...]
     sources: tuple[str, ...] = field(default=())
 

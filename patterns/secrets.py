@@ -41,6 +41,8 @@ MAX_SECRET_PATTERN = 2000  # characters of one regex
 
 @dataclass(frozen=True)
 class SecretExample:
+    """An example of a secret kind: a line, and the part to mask or why it stays."""
+
     line: str
     secret: str = ""  # match: the distinctive part that must be masked
     why: str = ""  # no_match: why the line must stay as it is
@@ -48,6 +50,8 @@ class SecretExample:
 
 @dataclass(frozen=True)
 class SecretKind:
+    """A kind of secret (patterns/secrets.yaml): its regexes, the hints that gate them, its examples."""
+
     id: str
     title: str
     patterns: tuple[re.Pattern[str] | LazyRe, ...]

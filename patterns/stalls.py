@@ -5,13 +5,16 @@ hits a `no_match` one is refused, with the file and the line."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from patterns.cache import cached, source_of
+from patterns.schema import LazyRe
 from patterns.validation import CatalogError, Problem
 
 STALLS_FILE = "stalls.yaml"
@@ -37,8 +40,10 @@ WHEN_FIELDS = ("odd", "all", "any_wait", "sign")
 
 @dataclass(frozen=True)
 class Wording:
+    """A wording of patterns/stalls.yaml: a stack dump's line, a sign of a hang or an interrupt."""
+
     id: str
-    regex: re.Pattern
+    regex: re.Pattern | LazyRe  # (the built-in rules': compiled on first use)
     keywords: tuple[str, ...] = ()
     kind: str = ""  # dumps: timeout | thread | frame | process
     tool: str = ""  # dumps: faulthandler | py-spy
@@ -52,6 +57,8 @@ class Wording:
 
 @dataclass(frozen=True)
 class WaitRule:
+    """What a stack waits in, from its innermost frames or its process (`waits`)."""
+
     kind: str
     title: str
     functions: frozenset[str] = frozenset()
@@ -64,6 +71,8 @@ class WaitRule:
 
 @dataclass(frozen=True)
 class CauseRule:
+    """A likely cause of a stall, the conditions it holds under, and its fix (`causes`)."""
+
     id: str
     title: str
     summary: str
@@ -74,6 +83,8 @@ class CauseRule:
 
 @dataclass(frozen=True)
 class StallRules:
+    """patterns/stalls.yaml: what a hang looks like and what likely caused it."""
+
     dumps: tuple[Wording, ...]
     signs: tuple[Wording, ...]
     interrupts: tuple[Wording, ...]
@@ -122,31 +133,46 @@ def _read_builtin() -> str:
 
 @functools.lru_cache(maxsize=1)
 def stall_rules() -> StallRules:
-    """The built-in rules: stalls.yaml parsed and checked once, then read back as plain data from the
-    start-up cache (patterns.cache), so that a scan reads no YAML; the rules are built from it."""
+    """The built-in rules: stalls.yaml parsed and checked once (each wording against its examples, each
+    cause's citations against environment.yaml's tracked keys), then read back from the start-up cache
+    (patterns.cache) with their regexes as text, compiled on first use: rebuilding and checking them
+    at every start took 2.5 ms, and most scans use none of them."""
+    from patterns.environment import tracked_config_keys
+
     text = _read_builtin()
-    data = cached(
-        "stalls-data",
-        [text.encode(), *source_of("patterns.stalls", "patterns.yamlfile", "patterns.validation")],
-        lambda: _plain(_parse(text, STALLS_LABEL)),
-        (),
-        lambda value: isinstance(value, dict),
+    return cached(
+        "stalls",
+        [
+            text.encode(),
+            "\n".join(sorted(tracked_config_keys())).encode(),
+            *source_of("patterns.stalls", "patterns.yamlfile", "patterns.validation", "patterns.schema"),
+        ],
+        lambda: _lazy(load_stall_rules(text, STALLS_LABEL)),
+        (StallRules, Wording, WaitRule, CauseRule, LazyRe),
+        _lazy_shape,
     )
-    return _rules(data, STALLS_LABEL)
 
 
-def _plain(value: object) -> object:
-    """Parsed YAML as builtin dicts and lists only (what the cache may hold)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
+def _lazy(rules: StallRules) -> StallRules:
+    """`rules` with the (checked) regexes of their wordings as LazyRe."""
+
+    def lazy(wordings: tuple[Wording, ...]) -> tuple[Wording, ...]:
+        return tuple(dataclasses.replace(w, regex=LazyRe(w.regex.pattern)) for w in wordings)
+
+    return dataclasses.replace(
+        rules, dumps=lazy(rules.dumps), signs=lazy(rules.signs), interrupts=lazy(rules.interrupts)
+    )
 
 
-def _line_of(node: object, key: str | None = None) -> int:
-    lines = getattr(node, "key_lines", None) or {}
-    return int(lines.get(key, 0)) if key is not None else 0
+def _lazy_shape(value: Any) -> bool:
+    """Are rules read back from the cache what _lazy makes (each wording's regex a LazyRe of text)?"""
+    return isinstance(value, StallRules) and all(
+        isinstance(w, Wording)
+        and isinstance(w.regex, LazyRe)
+        and isinstance(w.regex.pattern, str)
+        and w.regex.flags == 0
+        for w in (*value.dumps, *value.signs, *value.interrupts)
+    )
 
 
 def _examples(item: dict, regex: re.Pattern, label: str, line: int, problems: list[Problem]) -> None:

@@ -176,6 +176,8 @@ def slow_probe(compiled: regex.Pattern) -> str | None:
 
 @dataclass(frozen=True)
 class Problem:
+    """A problem in a knowledge file: where (file, line), what is wrong, and how to fix it."""
+
     file: str
     line: int
     reason: str

@@ -75,6 +75,8 @@ def is_minor(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class WordingExample:
+    """An example of a wording: a text, what its named groups hold, what the code reads in it."""
+
     text: str
     source: str = "line"  # which of TEXT_KEYS it was given as
     why: str = ""
@@ -85,6 +87,8 @@ class WordingExample:
 
 @dataclass(frozen=True)
 class Wording:
+    """One wording of a wordings file: its id, section, kind and value (a regex, literals, a table)."""
+
     id: str
     section: str
     kind: str  # one of VALUE_KINDS

@@ -8,7 +8,11 @@ reports/render.py dispatches to them.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import math
+import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -165,6 +169,63 @@ def job_values(fix: Fix) -> str | None:
     return f"This job sets {quoted}."
 
 
+def compiled_templates(env: jinja2.Environment, folder: str | None = None) -> jinja2.BytecodeCache | None:
+    """Where the templates are kept compiled: beside this package's compiled modules (its __pycache__,
+    as Python finds it), as Python keeps its own there, never in the user's cache folder (whose files
+    hand no code to the process: patterns/cache.py). Compiling report.md.j2 took some 65 ms and
+    report.html.j2 80 ms of every run that wrote them. A file is used only for the same template
+    source, Jinja2 and Python versions and environment options (the checksum); it is written as Python
+    writes bytecode (not with PYTHONDONTWRITEBYTECODE), and a folder that cannot be written, a file
+    that cannot be read back, mean compiling as before. `folder`: elsewhere (tests)."""
+    import jinja2
+
+    options = (
+        jinja2.__version__,
+        env.block_start_string,
+        env.block_end_string,
+        env.variable_start_string,
+        env.variable_end_string,
+        env.comment_start_string,
+        env.comment_end_string,
+        env.line_statement_prefix,
+        env.line_comment_prefix,
+        env.trim_blocks,
+        env.lstrip_blocks,
+        env.newline_sequence,
+        env.keep_trailing_newline,
+        env.autoescape,
+        env.optimized,
+        env.finalize is not None,
+        sorted(env.extensions),
+    )
+
+    class Cache(jinja2.FileSystemBytecodeCache):
+        def get_source_checksum(self, source: str) -> str:
+            return hashlib.sha256(repr((options, source)).encode()).hexdigest()
+
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except Exception:  # (a cut or damaged file: compiled again)
+                bucket.reset()
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            if sys.dont_write_bytecode:
+                return
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
+    if folder is None:
+        try:
+            folder = os.path.dirname(importlib.util.cache_from_source(__file__))
+        except NotImplementedError:  # (an interpreter that keeps no bytecode: none)
+            return None
+    return Cache(folder, "jinja2-%s.cache")
+
+
 @functools.lru_cache(maxsize=4)
 def jinja_env(autoescape: bool) -> jinja2.Environment:
     """The templates' environment (autoescape: HTML), with the filters and globals they format with."""
@@ -180,6 +241,7 @@ def jinja_env(autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.bytecode_cache = compiled_templates(env)
     env.filters.update(
         md_text=md_text,
         md_code=md_code,

@@ -10,8 +10,8 @@ fallback category explain) and not clearly earlier than it is an echo (`EchoInde
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from logparse.decide.classify import Classification, classify
 from logparse.observe.bare_lines import BareLine
 from logparse.observe.evidence import (
     MAX_MESSAGE_LINES,
@@ -26,6 +26,9 @@ from logparse.observe.tracebacks import FRAME_RE, TB_START, Traceback
 from logparse.read.normalize import Record
 from patterns import Catalog, Role
 from patterns.inference import InferenceRules
+
+if TYPE_CHECKING:  # imported where a failure no entry names is classified: most scans need no fallback rule
+    from logparse.decide.classify import Classification
 
 # stages that do not show a job went on after an error line: its teardown, or a restart (a new attempt)
 WENT_ON_IGNORED = frozenset({"shutdown", "launch"})
@@ -50,6 +53,8 @@ IGNORED_EXCEPTIONS = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopI
 
 @dataclass
 class Choice:
+    """A candidate for the root cause: a catalog hit, an unrecognised exception or a bare line."""
+
     kind: str  # cause | unknown | wrapper | bare | symptom
     priority: int
     seq: int
@@ -281,6 +286,8 @@ def classify_choice(c: Choice, catalog: Catalog | None, nearest: bool = False) -
         return
     if c.kind == "wrapper" and c.hit is not None and c.hit.category != "unknown":
         return
+    from logparse.decide.classify import Classification, classify
+
     evidence = c.evidence()
     if evidence is not None:
         c.classification = classify(evidence, catalog if nearest else None)

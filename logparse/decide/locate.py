@@ -36,6 +36,8 @@ from patterns.inference import inference_rules
 
 @dataclass(frozen=True)
 class Place:
+    """Where a failure happened: rank, local rank, pid, Ray actor, node."""
+
     rank: int | None = None
     local_rank: int | None = None
     pid: int | None = None

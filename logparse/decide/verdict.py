@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from logparse import model
 from logparse.decide.candidates import Choice, classify_choice, live_bare_lines
 from logparse.decide.choose import choose, confidence_for, describe, explanation, why_lost
-from logparse.decide.classify import nearest_entries
 from logparse.decide.locate import locate
 from logparse.decide.remedy import remedy
 from logparse.decide.stage import (
@@ -140,6 +139,8 @@ def similar_entries(catalog: Catalog, evidence: FailureEvidence | None, limit: i
     """The catalog entries most like an unrecognised failure (its message against their examples)."""
     if evidence is None:
         return ()
+    from logparse.decide.classify import nearest_entries  # (only for a failure no entry names)
+
     return tuple(n.entry_id for n in nearest_entries(evidence, catalog, limit=limit))
 
 
@@ -317,6 +318,8 @@ def death_sentence(death: DeadWorker, task: str | None) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
+    """What infer decided of one attempt: the root cause, its symptoms, the other findings."""
+
     root: RootCause | None
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]

@@ -56,11 +56,15 @@ class BareLineDetector:
         self.rules = rules or fallback_rules()
         self.keywords = self.rules.keywords()
         self._failure_phrases = tuple(p for p in self.rules.phrases if p.failure)
-        # one search for the failure phrases' keywords and one for the benign look-alikes, instead of a
-        # search per rule: every error line of a log dense in them comes here
+        self._gates: tuple[re.Pattern | None, regex.Pattern | None] | None = None  # (_make_gates)
+
+    def _make_gates(self) -> tuple[re.Pattern | None, regex.Pattern | None]:
+        """One search for the failure phrases' keywords and one for the benign look-alikes, instead of
+        a search per rule: every error line of a log dense in them comes here. Made at the first line
+        asked about (most logs have none): building and compiling them took 5 ms of every start."""
         words = {k for p in self._failure_phrases for k in p.keywords}
-        self._phrase_words = re.compile(trie_regex(words)) if words else None
-        self._benign = _union(self.rules.bare.benign)
+        self._gates = (re.compile(trie_regex(words)) if words else None, _union(self.rules.bare.benign))
+        return self._gates
 
     def detect(self, rec: Record) -> tuple[str, str | None, str] | None:
         """(kind, exception type, message) when `rec` reads as a failure, else None. In order: a
@@ -72,14 +76,15 @@ class BareLineDetector:
         if not msg:
             return None
         text = msg[:2000]
-        if self._benign is not None and _any((self._benign,), text):
+        phrase_words, benign = self._gates or self._make_gates()
+        if benign is not None and _any((benign,), text):
             return None
         if FRAME_MARKER in text and FRAME_RE.match(rec.message):
             return None  # a traceback's `File "...", line N, in f` names where, never what failed
         m = _match(bare.exception, text)
         if (
-            self._phrase_words is not None
-            and self._phrase_words.search(text)
+            phrase_words is not None
+            and phrase_words.search(text)
             and any(p.fires(text) for p in self._failure_phrases)
         ):
             if m is not None:

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logparse import model
-from logparse.model import Anomaly, downsample
+from logparse.model import Anomaly, downsampled
 from logparse.read.normalize import Record
 from logparse.read.steps import STEP_KEYWORD, StepParser
 from patterns.progress import (
@@ -94,6 +94,8 @@ class AnomalyKind(str, Enum):
 
 @dataclass(frozen=True)
 class MetricsConfig:
+    """The bounds of the metrics kept: step rows, and keys in a row."""
+
     max_rows: int = 100_000
     max_keys_per_row: int = 512
 
@@ -329,22 +331,60 @@ class MetricsTracker:
             return None
         valued = set(self.valued_keys)
         chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
+        columns: dict[
+            str, tuple[list[int], list[float]]
+        ] = {}  # (the charts and the rules read the same keys)
         series = []
         for key in chart:
-            points = self.series(key)
-            if len(points) != len(steps):  # (a series holds each of its steps once: equal, it has them all)
-                values = dict(points)
-                points = [(st, values.get(st)) for st in steps]
-            points = downsample(points, MAX_CHART_POINTS)
-            series.append(model.MetricSeries(key, tuple(p[0] for p in points), tuple(p[1] for p in points)))
+            key_steps, values = self._column(key, columns)
+            if len(key_steps) != len(
+                steps
+            ):  # (a series holds each of its steps once: equal, it has them all)
+                by_step = dict(zip(key_steps, values, strict=True))
+                key_steps, values = steps, [by_step.get(st) for st in steps]
+            kept = downsampled(values, MAX_CHART_POINTS)
+            if len(kept) < len(values):
+                key_steps, values = [key_steps[i] for i in kept], [values[i] for i in kept]
+            series.append(model.MetricSeries(key, tuple(key_steps), tuple(values)))
         return model.Metrics(
-            len(steps), tuple(self.keys[:MAX_METRIC_KEYS]), tuple(series), tuple(self.anomalies(failed))
+            len(steps),
+            tuple(self.keys[:MAX_METRIC_KEYS]),
+            tuple(series),
+            tuple(self.anomalies(failed, columns=columns)),
         )
 
-    def anomalies(self, failed: bool, arrays: bool | None = None) -> list[Anomaly]:
+    def _column(
+        self, key: str, columns: dict[str, tuple[list[int], list[float]]] | None = None
+    ) -> tuple[list[int], list[float]]:
+        """series(key) as two lists, its steps and its values (kept in `columns`, when given, for the
+        next caller)."""
+        found = columns.get(key) if columns is not None else None
+        if found is not None:
+            return found
+        if self._ordered:
+            steps: list[int] = []
+            values: list[float] = []
+            for seg in self._segments:
+                i = seg.index.get(key)
+                if i is not None:
+                    steps.extend(seg.steps)
+                    values.extend(seg.values[i :: len(seg.keys)])
+        else:
+            series = self.series(key)
+            steps, values = [st for st, _ in series], [v for _, v in series]
+        if columns is not None:
+            columns[key] = (steps, values)
+        return steps, values
+
+    def anomalies(
+        self,
+        failed: bool,
+        arrays: bool | None = None,
+        columns: dict[str, tuple[list[int], list[float]]] | None = None,
+    ) -> list[Anomaly]:
         """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed.
         `arrays`: run the rules on numpy arrays (the same anomalies, tested); None: when the rows are
-        many enough to pay for it (_arrays_pay)."""
+        many enough to pay for it (_arrays_pay). `columns`: keys' steps and values already read (_column)."""
         if arrays is None:
             arrays = self._arrays_pay()
         found: list[Anomaly] = []
@@ -355,17 +395,17 @@ class MetricsTracker:
             if arrays:
                 found.extend(_array_rules(key, family, *self._arrays(key), failed))
                 continue
-            series = self.series(key)
+            steps, values = self._column(key, columns)
             if family is not None:
-                found.extend(self._nan_inf(key, family, series, failed))
+                found.extend(self._nan_inf(key, family, steps, values, failed))
             if family == "grad-norm":
-                found.extend(self._grad_norm_spike(key, series))
+                found.extend(self._grad_norm_spike(key, steps, values))
             if key == LENGTH_KEY:
-                found.extend(self._length_collapse(key, series))
+                found.extend(self._length_collapse(key, steps, values))
             if key == CLIP_RATIO_KEY:
-                found.extend(self._clip_ratio_blowup(key, series))
+                found.extend(self._clip_ratio_blowup(key, steps, values))
             if key in REWARD_KEYS:
-                found.extend(self._reward_collapse(key, series))
+                found.extend(self._reward_collapse(key, steps, values))
         return sorted(found, key=lambda a: (a.step, not a.fatal, a.kind, a.key))
 
     def _arrays_pay(self) -> bool:
@@ -390,44 +430,33 @@ class MetricsTracker:
         return steps, (np.concatenate(parts) if parts else np.empty(0))
 
     @staticmethod
-    def _nan_inf(key: str, family: str, series: list[tuple[int, float]], failed: bool) -> list[Anomaly]:
+    def _nan_inf(key: str, family: str, steps: list[int], values: list[float], failed: bool) -> list[Anomaly]:
+        if math.isfinite(sum(values)):  # (a sum is finite only when every value is: the common case at once)
+            return []
         last_finite = None
-        for step, value in series:
+        for step, value in zip(steps, values, strict=True):
             if math.isfinite(value):
                 last_finite = (step, value)
                 continue
-            return [_nan_inf_anomaly(key, family, failed, (step, value), last_finite, series[-1])]
+            return [
+                _nan_inf_anomaly(key, family, failed, (step, value), last_finite, (steps[-1], values[-1]))
+            ]
         return []
 
     @staticmethod
-    def _grad_norm_spike(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
-        history: deque[float] = deque()  # the last SPIKE_WINDOW finite values, in order
-        window: list[float] = []  # the same, sorted (the median without sorting at every step)
-        first = None
-        count = 0
-        isfinite = math.isfinite
-        for step, value in series:
-            if not isfinite(value):
-                continue
-            n = len(window)
-            if n >= SPIKE_MIN_HISTORY:
-                mid = n // 2
-                median = window[mid] if n % 2 else (window[mid - 1] + window[mid]) / 2
-                if median > 0 and value > SPIKE_FACTOR * median:
-                    count += 1
-                    if first is None:
-                        first = (step, value, median, n)
-            history.append(value)
-            bisect.insort(window, value)
-            if n >= SPIKE_WINDOW:
-                del window[bisect.bisect_left(window, history.popleft())]
-        return [] if first is None else [_spike_anomaly(key, *first, count)]
+    def _grad_norm_spike(key: str, steps: list[int], values: list[float]) -> list[Anomaly]:
+        steps, values = _finite(steps, values)
+        spikes = _spikes(values)
+        if not spikes:
+            return []
+        k, median, n = spikes[0]
+        return [_spike_anomaly(key, steps[k], values[k], median, n, len(spikes))]
 
     @staticmethod
-    def _length_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+    def _length_collapse(key: str, steps: list[int], values: list[float]) -> list[Anomaly]:
         peak = None
         seen = 0
-        for step, value in series:
+        for step, value in zip(steps, values, strict=True):
             if not math.isfinite(value):
                 continue
             if seen >= LENGTH_MIN_HISTORY and peak is not None and value < LENGTH_COLLAPSE_FRACTION * peak[1]:
@@ -438,9 +467,9 @@ class MetricsTracker:
         return []
 
     @staticmethod
-    def _clip_ratio_blowup(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
+    def _clip_ratio_blowup(key: str, steps: list[int], values: list[float]) -> list[Anomaly]:
         low = None
-        for step, value in series:
+        for step, value in zip(steps, values, strict=True):
             if not math.isfinite(value):
                 continue
             if low is not None and value > CLIP_RATIO_HIGH:
@@ -450,48 +479,97 @@ class MetricsTracker:
         return []
 
     @staticmethod
-    def _reward_collapse(key: str, series: list[tuple[int, float]]) -> list[Anomaly]:
-        """One pass: running max/min, and the running median of the step-to-step changes (two heaps,
-        inline: the lower half negated, a max-heap with one more when the count is odd; the upper half)."""
-        points = [(s, v) for s, v in series if math.isfinite(v)]
-        values = [v for _, v in points]
-        if len(points) <= REWARD_MIN_HISTORY:
+    def _reward_collapse(key: str, steps: list[int], values: list[float]) -> list[Anomaly]:
+        """One pass: running max/min and each step's drop from the highest of the REWARD_DROP_WITHIN
+        before; at a step whose drop is large for the range, the median of the step-to-step changes
+        before it (two heaps, fed only then, up to there, as _array_reward does: the lower half negated,
+        a max-heap with one more when the count is odd; the upper half)."""
+        steps, values = _finite(steps, values)
+        if len(values) <= REWARD_MIN_HISTORY:
             return []
         hi = max(values[:REWARD_MIN_HISTORY])
         lo = min(values[:REWARD_MIN_HISTORY])
         low: list[float] = []
         high: list[float] = []
         push, pushpop = heapq.heappush, heapq.heappushpop
-        for a, b in itertools.pairwise(values[:REWARD_MIN_HISTORY]):
-            x = abs(b - a)
-            if len(low) == len(high):
-                push(low, -pushpop(high, x))
-            else:
-                push(high, -pushpop(low, -x))
-        last = values[REWARD_MIN_HISTORY - 1]
-        for i in range(REWARD_MIN_HISTORY, len(points)):
+        fed = 0  # changes in the heaps (an odd count: the lower half holds one more)
+        for i in range(REWARD_MIN_HISTORY, len(values)):
             v = values[i]
             spread = hi - lo
-            if spread > 0:
+            # (the recent highest is at most the highest so far: most steps are no candidate without it)
+            if spread > 0 and hi - v > REWARD_DROP_FRACTION * spread:
                 recent = max(values[i - REWARD_DROP_WITHIN : i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
                 drop = recent - v
-                if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * (
-                    -low[0] if len(low) > len(high) else (-low[0] + high[0]) / 2
-                ):
+                if drop > REWARD_DROP_FRACTION * spread:
+                    for j in range(fed, i - 1):
+                        x = abs(values[j + 1] - values[j])
+                        if j % 2:
+                            push(high, -pushpop(low, -x))
+                        else:
+                            push(low, -pushpop(high, x))
+                    fed = max(fed, i - 1)
+                    noise = -low[0] if fed % 2 else (-low[0] + high[0]) / 2
                     held = values[i : i + REWARD_STAY_STEPS]
-                    if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
-                        return [_reward_anomaly(key, *points[i], recent, lo, hi)]
-            x = abs(v - last)
-            if len(low) == len(high):
-                push(low, -pushpop(high, x))
-            else:
-                push(high, -pushpop(low, -x))
-            last = v
+                    if (
+                        drop > REWARD_NOISE_FACTOR * noise
+                        and sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread
+                    ):
+                        return [_reward_anomaly(key, steps[i], v, recent, lo, hi)]
             if v > hi:  # (max(hi, v) and min(lo, v))
                 hi = v
             elif v < lo:
                 lo = v
         return []
+
+
+def _finite(steps: list[int], values: list[float]) -> tuple[list[int], list[float]]:
+    """The steps and values of the finite values."""
+    if math.isfinite(sum(values)):  # (every value is)
+        return steps, values
+    pairs = [(st, v) for st, v in zip(steps, values, strict=True) if math.isfinite(v)]
+    return [st for st, _ in pairs], [v for _, v in pairs]
+
+
+SPIKE_BLOCK = 64  # finite values a block of the grad-norm rule's shortcut (_spikes)
+
+
+def _spikes(fv: list[float]) -> list[tuple[int, float, int]]:
+    """(place, median, values before it) of each grad-norm spike among the finite values `fv`. A block of
+    SPIKE_BLOCK values is passed over at once when its highest is no spike over the smallest median any
+    of its windows can have: the median of the SPIKE_WINDOW smallest values the windows draw from (the
+    j-th smallest of a window is at least the j-th smallest of the values it is taken from)."""
+    m = len(fv)
+    found = _spike_scan(fv, 0, min(SPIKE_WINDOW, m))
+    mid = SPIKE_WINDOW // 2
+    for start in range(SPIKE_WINDOW, m, SPIKE_BLOCK):
+        end = min(start + SPIKE_BLOCK, m)
+        drawn = sorted(fv[start - SPIKE_WINDOW : end - 1])
+        least = drawn[mid] if SPIKE_WINDOW % 2 else (drawn[mid - 1] + drawn[mid]) / 2
+        if least > 0 and max(fv[start:end]) <= SPIKE_FACTOR * least:
+            continue
+        found += _spike_scan(fv, start, end)
+    return found
+
+
+def _spike_scan(fv: list[float], start: int, end: int) -> list[tuple[int, float, int]]:
+    """_spikes among fv[start:end], each value against the median of the (at most SPIKE_WINDOW) finite
+    values before it, kept sorted as they come (the median without a sort at every value)."""
+    history = deque(fv[max(0, start - SPIKE_WINDOW) : start])  # the last SPIKE_WINDOW values, in order
+    window = sorted(history)  # the same, sorted
+    found = []
+    for k in range(start, end):
+        value = fv[k]
+        n = len(window)
+        if n >= SPIKE_MIN_HISTORY:
+            mid = n // 2
+            median = window[mid] if n % 2 else (window[mid - 1] + window[mid]) / 2
+            if median > 0 and value > SPIKE_FACTOR * median:
+                found.append((k, median, n))
+        history.append(value)
+        bisect.insort(window, value)
+        if n >= SPIKE_WINDOW:
+            del window[bisect.bisect_left(window, history.popleft())]
+    return found
 
 
 def _nan_inf_anomaly(

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import regex
-
 from logparse.read.sources import InputStats, Line, clean_text
+from patterns.schema import LazyRe
 
 MAX_ERROR_JSON_BYTES = 16 << 20
 MAX_ERROR_JSON_DEPTH = 64  # torchrun writes 3 levels; deeper is not its error file
-JSON_TOKEN_RE = regex.compile(r'"(?:[^"\\]|\\.)*+"|[\[\]{}]')
+# (compiled on first use: only an error file's text is read with it, and most scans have none)
+JSON_TOKEN_RE = LazyRe(r'"(?:[^"\\]|\\.)*+"|[\[\]{}]', engine="regex")
 
 
 def error_file_lines(stats: InputStats, lines: Iterator[Line]) -> Iterator[Line]:

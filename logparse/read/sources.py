@@ -86,6 +86,8 @@ class Line:
 
 @dataclass
 class InputStats:
+    """What was read of one input: its lines and bytes, notes, how its blocks were shared."""
+
     path: str
     lines: int = 0
     bytes: int = 0

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logparse.observe.metrics import AnomalyKind, MetricsConfig, MetricsTracker
+from logparse.observe.metrics import AnomalyKind, MetricsConfig, MetricsTracker, _spike_scan, _spikes
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import InputStats, Line, read_input, strip_ansi
 from logparse.read.steps import StepParser, parse_step_line, parse_value, split_step_line
@@ -406,6 +406,11 @@ def test_a_bound_of_one_row_keeps_the_last() -> None:
     assert t.steps == [3] and t.series("a") == [(3, 3.0)] and t.dropped_rows == 2
 
 
+def _columns(series: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
+    """A series as the rules take it: its steps and its values."""
+    return [s for s, _ in series], [v for _, v in series]
+
+
 def _reference_spike(series: list[tuple[int, float]]):
     """The grad-norm rule as stated: the median of the previous SPIKE_WINDOW finite values."""
     import statistics
@@ -430,7 +435,7 @@ def _reference_spike(series: list[tuple[int, float]]):
 @given(st.lists(st.one_of(st.floats(0, 5), st.floats(40, 500), st.just(float("nan"))), max_size=80))
 def test_grad_norm_spike_equals_the_stated_rule(values: list[float]) -> None:
     series = list(enumerate(values, 1))
-    got = MetricsTracker._grad_norm_spike("actor/grad_norm", series)
+    got = MetricsTracker._grad_norm_spike("actor/grad_norm", *_columns(series))
     want = _reference_spike(series)
     assert bool(got) == bool(want)
     if want:
@@ -438,6 +443,20 @@ def test_grad_norm_spike_equals_the_stated_rule(values: list[float]) -> None:
         assert (got[0].step, got[0].value) == (step, value)
         assert f"the median {median:.4g} of the previous {n} steps" in got[0].detail
         assert (f"({len(want)} such spikes in all)" in got[0].detail) == (len(want) > 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.floats(0.5, 2), st.floats(-1, 1), st.just(0.0), st.just(-0.0), st.floats(15, 500)),
+        min_size=0,
+        max_size=600,
+    )
+)
+def test_the_spike_shortcut_finds_every_spike_the_full_scan_does(values: list[float]) -> None:
+    """_spikes passes over a block whose highest value cannot be a spike; every spike, its median and
+    its count of values before it are those of the scan of every value."""
+    assert _spikes(values) == _spike_scan(values, 0, len(values))
 
 
 def _reference_reward_collapse(series: list[tuple[int, float]]):
@@ -472,7 +491,7 @@ def _reference_reward_collapse(series: list[tuple[int, float]]):
 @given(st.lists(st.one_of(st.floats(0, 1), st.floats(0.9, 1.0), st.just(float("nan"))), max_size=40))
 def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
     series = list(enumerate(values, 1))
-    got = MetricsTracker._reward_collapse("critic/score/mean", series)
+    got = MetricsTracker._reward_collapse("critic/score/mean", *_columns(series))
     want = _reference_reward_collapse(series)
     assert (got[0].step, got[0].value) == want if want else got == []
 
