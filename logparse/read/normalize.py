@@ -360,15 +360,17 @@ class Normalizer:
             f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
             f.pid = f.pid or int(m.group("pid"))
             return m.end()
+        dated = False  # Python logging's full date (vLLM's has month and day)
         if text.startswith(_LEVELS, pos):  # vLLM puts a space after the level, Python logging a colon
             after = text[pos + 4 : pos + 9]
             if " " in after:
                 m = VLLM.match(text, pos)
             if m is None and ":" in after:
                 m = PY_LOGGING.match(text, pos)
+                dated = True
         if m:
             f.level = m.group("lvl")
-            if "date" in m.groupdict():
+            if dated:
                 f.time = self._full(m.group("date"), m.group("hms"))
             else:
                 f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
