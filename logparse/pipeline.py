@@ -48,6 +48,7 @@ from patterns import Catalog
 # over many lines, then `[ground_truth] ...` / `[score] ...`. Model output is never evidence.
 SAMPLE_TEXT_START = ("[prompt]", "[response]")
 SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
+SAMPLE_TEXT_MARKS = SAMPLE_TEXT_START + SAMPLE_TEXT_END
 # the roles of lines that no entry is tried on: a traceback's frames and source lines, and its header
 # (`catalog check` refuses a match example that reads as one: it would never fire in a scan)
 UNMATCHED_ROLES = (LineRole.FRAME, LineRole.START)
@@ -251,7 +252,7 @@ class Analysis:
     def feed_record(self, rec: Record) -> None:
         self.seq += 1
         rec.seq = self.seq
-        if (rec.message.startswith("[") or self.sample_text) and self._model_text(rec):
+        if (self.sample_text or rec.message.startswith(SAMPLE_TEXT_MARKS)) and self._model_text(rec):
             return
         if self.names is not None:
             self.names.feed(rec)
@@ -288,7 +289,7 @@ class Analysis:
         """Is `rec` decoded model text (a validation sample), which is never evidence?"""
         msg = rec.message
         stream = rec.stream
-        if msg.startswith("[") and msg.startswith(SAMPLE_TEXT_START + SAMPLE_TEXT_END):
+        if msg.startswith(SAMPLE_TEXT_MARKS):
             if msg.startswith(SAMPLE_TEXT_START):
                 self.sample_text[stream] = 0
             else:

@@ -44,6 +44,7 @@ from patterns.schema import LazyRe
 MAX_HOSTS = 64
 MAX_CONFIG = 256
 MAX_ACTORS = 64
+MAX_HANDLER_LISTS = 4096  # keyword tuples whose handlers are remembered (EnvironmentTracker._handlers_of)
 MAX_DUMP_LINES = 5_000
 STEP_FORMAT_LINES = 3
 
@@ -96,6 +97,16 @@ GPU_MODEL_RE = _regex("gpu-model")
 WORLD_SIZE_IDS = ("world-size", "checkpoint-world-size", "nccl-ranks")  # explicit, checkpoint, nranks
 WORLD_SIZE_RE, CKPT_WORLD_RE, NRANKS_RE = (_regex(i) for i in WORLD_SIZE_IDS)
 WORLD_SIZE_NEEDS = tuple(_E.item(i).field("keywords") for i in WORLD_SIZE_IDS)
+# (key in world_sizes, the keywords one of which its regex needs, the regex): a loop, not zip and any()
+# with a generator, for a rule asked on every checkpoint line of every rank
+WORLD_SIZE_RULES = tuple(
+    zip(
+        ("explicit", "checkpoint", "nranks"),
+        WORLD_SIZE_NEEDS,
+        (WORLD_SIZE_RE, CKPT_WORLD_RE, NRANKS_RE),
+        strict=True,
+    )
+)
 HOST_IDS = tuple(w.id for w in _E.section("hosts"))
 HOST_RES = tuple(re.compile(_E.regex(i)) for i in HOST_IDS)
 OVERRIDE_ITEM_RE = _regex("hydra-overrides")
@@ -210,6 +221,7 @@ class EnvironmentTracker:
         # scanner reads anyway (tracebacks, markers, errors); a skipping scan sees fewer of them.
         self.scan_keywords: tuple[str, ...] = tuple(k for k in self.keywords if k not in COMMON_KEYWORDS)
         self._common = tuple(k for k in self.keywords if k in COMMON_KEYWORDS)
+        self._handler_lists: dict[tuple[str, ...], tuple[Callable[[Record, str], None], ...]] = {}
         self._order = {k: i for i, k in enumerate(self._handlers)}
 
     def _make_handlers(self) -> dict[str, list[Callable[[Record, str], None]]]:
@@ -316,20 +328,29 @@ class EnvironmentTracker:
         if keywords is None:
             if not self._prefilter.search(message):
                 return
-            found = [k for k in self._handlers if k in message]
+            found = tuple(k for k in self._handlers if k in message)
         else:  # the rare keywords the prefilter found, and the common ones it does not look for
-            found = [k for k in keywords if k in message and k in self._order] if keywords else []
+            found = tuple([k for k in keywords if k in message and k in self._order]) if keywords else ()
             if self._common_pattern.search(message):  # (one search before a look for each of them)
-                found += [k for k in self._common if k in message]
+                found += tuple([k for k in self._common if k in message])
             if not found:
                 return
-            found.sort(key=self._order.__getitem__)
-        done: set[Callable[[Record, str], None]] = set()
-        for keyword in found:
-            for handler in self._handlers[keyword]:
-                if handler not in done:
-                    done.add(handler)
-                    handler(rec, message)
+        for handler in self._handlers_of(found):
+            handler(rec, message)
+
+    def _handlers_of(self, found: tuple[str, ...]) -> tuple[Callable[[Record, str], None], ...]:
+        """The handlers of the keywords `found` in a message, in keyword order, each once (remembered
+        per keyword tuple: the lines of one kind find the same keywords, line after line)."""
+        handlers = self._handler_lists.get(found)
+        if handlers is None:
+            done: dict[Callable[[Record, str], None], None] = {}
+            for keyword in sorted(found, key=self._order.__getitem__):
+                for handler in self._handlers[keyword]:
+                    done.setdefault(handler, None)
+            handlers = tuple(done)
+            if len(self._handler_lists) < MAX_HANDLER_LISTS:
+                self._handler_lists[found] = handlers
+        return handlers
 
     def _fact(self, key: str, value: str) -> None:
         self.facts.setdefault(key, value)
@@ -441,16 +462,15 @@ class EnvironmentTracker:
     def _world_size(self, rec: Record, message: str) -> None:
         # each regex needs its literal: without it the search is skipped (checkpoint paths hold
         # `_world_size_8_rank_0` on every rank's every save)
-        for key, needs, regex in zip(
-            ("explicit", "checkpoint", "nranks"),
-            WORLD_SIZE_NEEDS,
-            (WORLD_SIZE_RE, CKPT_WORLD_RE, NRANKS_RE),
-            strict=True,
-        ):
-            m = regex.search(message) if any(k in message for k in needs) else None
-            if m:
-                value = int(m.group(1))
-                self.world_sizes[key] = max(value, self.world_sizes.get(key, 0))
+        for key, needs, regex in WORLD_SIZE_RULES:
+            for k in needs:
+                if k in message:
+                    m = regex.search(message)
+                    if m:
+                        value = int(m.group(1))
+                        if value > self.world_sizes.get(key, -1):
+                            self.world_sizes[key] = value
+                    break
 
     def _hosts(self, rec: Record, message: str) -> None:
         for regex in HOST_RES:

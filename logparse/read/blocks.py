@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from logparse.read.pre_records import PreColumns, PreReader
 from logparse.read.prefilter import Prefilter
 from logparse.read.progress_lines import ProgressColumns, ProgressLineParser
 from logparse.read.sources import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip, decode_line
@@ -67,6 +68,8 @@ class Block:
     # the process whose BlockMaker made it (0: the scanner's own; reader r: r + 1): its columns number
     # processes and shapes in that maker's tables
     worker: int = field(default=0, compare=False)
+    # its candidate lines' prefixes read where it was made (logparse.read.pre_records), if they were
+    pre: PreColumns | None = None
 
     def __post_init__(self) -> None:
         if self.data is not None:
@@ -235,10 +238,12 @@ class BlockMaker:
         prefilter: Prefilter,
         step_parser: StepParser | None = None,
         progress: ProgressLineParser | None = None,
+        pre: PreReader | None = None,
     ) -> None:
         self.prefilter = prefilter
         self.step_parser = step_parser
         self.progress = progress
+        self.pre = pre  # reads candidate lines' prefixes apart, when asked to (make's `read_apart`)
         self.counter = _NewlineCounter()
         self.step_id = (
             prefilter.keywords.index(STEP_KEYWORD)
@@ -246,8 +251,9 @@ class BlockMaker:
             else None
         )
 
-    def make(self, data: bytes, base: int, cut: bool = False) -> Block:
-        """The Block of `data`, whose first line is line `base` + 1 of the input."""
+    def make(self, data: bytes, base: int, cut: bool = False, read_apart: bool = False) -> Block:
+        """The Block of `data`, whose first line is line `base` + 1 of the input; `read_apart`: read its
+        candidate lines' prefixes too (Block.pre; a maker with a PreReader)."""
         found = self.prefilter.lines(data)
         starts = [s for s, _ in found]
         numbers, lines = self.counter.numbers(data, starts, base)
@@ -265,7 +271,10 @@ class BlockMaker:
                 and i not in applied
                 and (parsed := parse_step_text(data, start, step_parser)) is not None
             }
-        return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns)
+        pre = None
+        if read_apart and self.pre is not None:
+            pre = self.pre.read(data, starts, set(columns.index) if columns is not None else ())
+        return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns, pre=pre)
 
 
 def iter_blocks(
@@ -303,6 +312,9 @@ FREE, RAW, CLAIMED = 0, 1, 2
 # bytes read when it was cut
 STATE, NUMBER, SIZE, CUT, READ = range(5)
 META = 5
+# when a reader process reads the candidates' prefixes too (logparse.read.pre_records): "behind" (while
+# the scanner is behind), "always" or "never" (tests: the records are the same either way)
+READ_APART = "behind"
 WAKE_S = 0.5  # a reader with nothing to do looks this often whether the scan is still there
 IDLE_S = 0.005  # the scanner, waiting for a block with none to make itself, looks again this often
 END_S = 5.0  # the readers' last words (their CPU time) are waited for this long at most
@@ -353,6 +365,9 @@ class _Ring:
         self.mem = mmap.mmap(-1, slots * SLOT_BYTES)  # anonymous, shared with the forked readers
         self.meta = ctx.RawArray("q", slots * META)
         self.ended = ctx.RawValue("b", 0)  # the input has ended: no block will be cut any more
+        # every slot was taken when the first reader last looked for one to cut into: the scanner is
+        # behind (the readers then read the candidates' prefixes too: logparse.read.pre_records)
+        self.behind = ctx.RawValue("b", 0)
         self.lock = ctx.Lock()
         self.raw = ctx.Semaphore(0)
 
@@ -425,7 +440,10 @@ class _Sender:
     def send(self, slot: int) -> None:
         number, size, cut, read = self.ring.fields(slot)
         data = self.ring.bytes_of(slot, size)
-        block = self.maker.make(data, 0, cut)
+        # read the candidates' prefixes too while the scanner is behind: its work is then the scan's
+        # critical path (logparse.read.pre_records)
+        apart = READ_APART == "always" or (READ_APART == "behind" and bool(self.ring.behind.value))
+        block = self.maker.make(data, 0, cut, read_apart=apart)
         steps = []
         for i, sl in block.steps.items():
             steps.append(
@@ -460,6 +478,7 @@ class _Sender:
                 steps,
                 ends,
                 block.progress,
+                block.pre,
             )
         )
 
@@ -504,6 +523,7 @@ def _lead_main(
                     ring.ended.value = 1
                     for _ in range(readers - 1):  # the other readers wake up to end
                         ring.raw.release()
+            ring.behind.value = not free_slots  # (after cutting: each slot cut, made or being read)
             slot = ring.claim()
             if slot is not None:
                 sender.send(slot)
@@ -561,6 +581,7 @@ class _Pending:
         "keywords",
         "lines",
         "numbers",
+        "pre",
         "read",
         "size",
         "slot",
@@ -569,10 +590,12 @@ class _Pending:
         "worker",
     )
 
-    def __init__(self, worker, slot, size, cut, read, lines, starts, numbers, keywords, steps, ends, columns):
+    def __init__(
+        self, worker, slot, size, cut, read, lines, starts, numbers, keywords, steps, ends, columns, pre=None
+    ):
         self.worker, self.slot, self.size, self.cut, self.read = worker, slot, size, cut, read
         self.lines, self.starts, self.numbers, self.keywords = lines, starts, numbers, keywords
-        self.steps, self.ends, self.columns = steps, ends, columns
+        self.steps, self.ends, self.columns, self.pre = steps, ends, columns, pre
 
 
 class _Merger:
@@ -639,7 +662,8 @@ class _Merger:
     def _take(self, r: int, msg: tuple) -> None:
         kind = msg[0]
         if kind == "block":
-            _, number, slot, size, cut, read, lines, starts, numbers, ids, new_sets, sent, ends, columns = msg
+            _, number, slot, size, cut, read, lines, starts, numbers, ids, new_sets, sent, ends, *made = msg
+            columns, pre = made
             sets = self.sets[r]
             sets.extend(new_sets)
             steps = {}
@@ -662,6 +686,7 @@ class _Merger:
                 steps,
                 ends,
                 columns,
+                pre,
             )
         elif kind == "stats":
             self.end = msg
@@ -725,7 +750,7 @@ def blocks_in_process(
             *(send for i, (_, send) in enumerate(pipes) if i != r),
             free_w,
         )
-        sender = _Sender(ring, BlockMaker(prefilter, step_parser, progress), pipes[r][1])
+        sender = _Sender(ring, BlockMaker(prefilter, step_parser, progress, PreReader()), pipes[r][1])
         if r == 0:
             target, args = _lead_main, (chunks, stats, ring, sender, free_r, readers, others)
         else:
@@ -771,6 +796,7 @@ def blocks_in_process(
                 got.slot * SLOT_BYTES,
                 got.columns,
                 got.worker,
+                got.pre,
             )
             base += got.lines
             number += 1

@@ -69,6 +69,38 @@ def carriage_message(message: str) -> str:
     return segments[-1]
 
 
+def _maybe_woven(message: str) -> bool:
+    """May `message` be several processes' exception lines run together (logparse.read.interleave)? Each
+    holds one process's whole `: ` write, after a type's ending (whose first characters come again
+    later) or after another process's caret line."""
+    i = message.find(": ")
+    return i > 0 and (
+        (message.endswith(NAME_ENDINGS, 0, i) and message.find(message[:4], 1) > 0) or message[0] in NOISE
+    )
+
+
+def origin_of(
+    rank: int | None,
+    local_rank: int | None,
+    pid: int | None,
+    node: str | None,
+    actor: str | None,
+    time: float | None,
+    level: str | None,
+    repeat: int,
+    default: Origin | None,
+) -> Origin:
+    """The origin a line's prefixes give, with what `default` (its file's place in a log folder) says
+    where they say nothing."""
+    if default is not None:
+        rank = default.rank if rank is None else rank
+        local_rank = default.local_rank if local_rank is None else local_rank
+        pid = default.pid if pid is None else pid
+        node = node or default.node
+        actor = actor or default.actor
+    return Origin(rank, local_rank, pid, node, actor, time, level, repeat)
+
+
 class Origin(NamedTuple):
     """Where a line came from, as far as its prefixes tell. (A named tuple: one is built for every
     line read, and a frozen dataclass took three times as long to build.)"""
@@ -152,6 +184,10 @@ class Normalizer:
         # timestamps read so far: a line whose prefixes read none neither used nor changed `year`, so
         # another Normalizer gives it the same origin (logparse.read.progress_lines relies on that)
         self.clock_reads = 0
+        # year-less timestamps read so far (each took `year`: read_apart refuses a line that reads one),
+        # and full dates (each set `year`)
+        self.year_reads = 0
+        self.dated_reads = 0
         # exception lines read back from several processes' interleaved writes (logparse.read.interleave):
         # how many, and where the first one is
         self.unwoven = 0
@@ -183,8 +219,14 @@ class Normalizer:
             return base + (h * 3600 + m * 60 + s)
         return None
 
+    def _undated(self, mon: int, day: int, hms: str) -> float | None:
+        """A timestamp without a year: it takes the year of the last full date seen."""
+        self.year_reads += 1
+        return self._stamp(self.year, mon, day, hms)
+
     def _full(self, date: str, hms: str) -> float | None:
         self.clock_reads += 1
+        self.dated_reads += 1
         ymd = self._dates.get(date)
         if ymd is None:
             ymd = (int(date[0:4]), int(date[5:7]), int(date[8:10]))  # date is always \d{4}-\d\d-\d\d
@@ -222,7 +264,45 @@ class Normalizer:
     def normalize(self, line: Line, seq: int = 0, default: Origin | None = None) -> Record:
         """Strip the prefixes of `line`; `default` (from the file's place in a log folder) fills what
         the line's own prefixes do not say."""
-        text = line.text
+        f, text, pos = self._read(line.text)
+        message = text[pos:] if pos else text
+        if "\r" in message:
+            message = carriage_message(message)
+        if _maybe_woven(message):
+            fixed = unweave(message)
+            if fixed is not None:
+                message = fixed
+                self.unwoven += 1
+                if self.first_unwoven is None:
+                    self.first_unwoven = line
+        rank = f.rank
+        if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
+            rank = int(m.group("rank"))
+        origin = origin_of(rank, f.local_rank, f.pid, f.node, f.actor, f.time, f.level, f.repeat, default)
+        return Record(line, origin, message, seq)
+
+    def read_apart(self, text: str) -> tuple[_Fields, int, int, int] | None:
+        """What `normalize` reads in a line of this text without the state of the normaliser that will
+        read it (logparse.read.pre_records: where its block is made): (the prefixes' fields, with the
+        rank its message names; where its message starts and ends in `text`; the year a full date in it
+        sets, 0 if none). None when the line needs that state or changes it otherwise: a year-less
+        timestamp (it takes the year of the last full date before it), a message that is not a plain
+        piece of the text (carriage returns, writes of several processes run together)."""
+        year_reads, dated = self.year_reads, self.dated_reads
+        f, cut, pos = self._read(text)
+        if self.year_reads != year_reads:
+            return None
+        end = len(cut)
+        message = cut[pos:] if pos else cut
+        if "\r" in message or (_maybe_woven(message) and unweave(message) is not None):
+            return None
+        if f.rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
+            f.rank = int(m.group("rank"))
+        return f, pos, end, self.year if self.dated_reads != dated else 0
+
+    def _read(self, text: str) -> tuple[_Fields, str, int]:
+        """The prefixes of a line's text: their fields, the text without Ray's repeat note, and where
+        the prefixes end in it."""
         f = _Fields()
         if REPEATED_KEYWORD in text:
             m = REPEATED.search(text)
@@ -239,33 +319,7 @@ class Normalizer:
             if end is None or end == pos:
                 break
             pos = end
-        message = text[pos:] if pos else text
-        if "\r" in message:
-            message = carriage_message(message)
-        # several processes' exception lines run together (logparse.read.interleave): each holds one
-        # process's whole `: ` write, after a type's ending (whose first characters come again later)
-        # or after another process's caret line
-        i = message.find(": ")
-        if i > 0 and (
-            (message.endswith(NAME_ENDINGS, 0, i) and message.find(message[:4], 1) > 0) or message[0] in NOISE
-        ):
-            fixed = unweave(message)
-            if fixed is not None:
-                message = fixed
-                self.unwoven += 1
-                if self.first_unwoven is None:
-                    self.first_unwoven = line
-        rank, local_rank, pid, node, actor = f.rank, f.local_rank, f.pid, f.node, f.actor
-        if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
-            rank = int(m.group("rank"))
-        if default is not None:
-            rank = default.rank if rank is None else rank
-            local_rank = default.local_rank if local_rank is None else local_rank
-            pid = default.pid if pid is None else pid
-            node = node or default.node
-            actor = actor or default.actor
-        origin = Origin(rank, local_rank, pid, node, actor, f.time, f.level, f.repeat)
-        return Record(line, origin, message, seq)
+        return f, text, pos
 
     # -- the prefixes, by their first character: each reads one at `pos` into `f` and says where it
     # ends (None: no prefix there). Each regex is tried only where the first characters let it match.
@@ -328,7 +382,7 @@ class Normalizer:
         m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
         if m:
             f.level = m.group("lvl")
-            f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+            f.time = self._undated(int(m.group("mon")), int(m.group("day")), m.group("hms"))
             return m.end()
         m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
         if m and m.group("role") != "rank":
@@ -357,21 +411,23 @@ class Normalizer:
         m = TORCH_LOG.match(text, pos) if c in "VIWEC" and text[pos + 1 : pos + 2] in ("0", "1") else None
         if m:
             f.level = m.group("lvl")
-            f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+            f.time = self._undated(int(m.group("mon")), int(m.group("day")), m.group("hms"))
             f.pid = f.pid or int(m.group("pid"))
             return m.end()
+        dated = False  # Python logging's full date (vLLM's has month and day)
         if text.startswith(_LEVELS, pos):  # vLLM puts a space after the level, Python logging a colon
             after = text[pos + 4 : pos + 9]
             if " " in after:
                 m = VLLM.match(text, pos)
             if m is None and ":" in after:
                 m = PY_LOGGING.match(text, pos)
+                dated = True
         if m:
             f.level = m.group("lvl")
-            if "date" in m.groupdict():
+            if dated:
                 f.time = self._full(m.group("date"), m.group("hms"))
             else:
-                f.time = self._stamp(self.year, int(m.group("mon")), int(m.group("day")), m.group("hms"))
+                f.time = self._undated(int(m.group("mon")), int(m.group("day")), m.group("hms"))
             return m.end()
         return self._read_nccl_host(text, pos, f)
 

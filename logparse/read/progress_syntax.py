@@ -56,7 +56,7 @@ class MarkerMatcher:
                 self._by_keyword.setdefault(kw, []).append(index)
         self._keywords = sorted(self._by_keyword, key=len, reverse=True)
         self.keywords: tuple[str, ...] = tuple(sorted(set(self._keywords) | set(extra_keywords)))
-        self._candidates: dict[frozenset[str], list[StageMarker]] = {}  # keywords present -> candidates()
+        self._candidates: dict[tuple[str, ...], list[StageMarker]] = {}  # keywords present -> candidates()
 
     @functools.cached_property
     def prefilter(self) -> re.Pattern[str]:
@@ -68,11 +68,9 @@ class MarkerMatcher:
         """The markers with a keyword in `message`, in file order; `keywords`: the only keywords that
         can be in it (a scanner's prefilter found them in the raw line), so the others are not tried."""
         by_keyword = self._by_keyword
-        present = frozenset(
-            kw
-            for kw in (self._keywords if keywords is None else keywords)
-            if kw in message and kw in by_keyword
-        )
+        # (a tuple in the order given: the same keywords come in the same order, line after line)
+        given = self._keywords if keywords is None else keywords
+        present = tuple([kw for kw in given if kw in message and kw in by_keyword])
         markers = self._candidates.get(present)
         if markers is None:  # (the same few keyword sets come again and again: a bar's, a marker's)
             found = sorted({i for kw in present for i in by_keyword[kw]})

@@ -315,6 +315,9 @@ class RecordReader:
                 default = Origin(local_rank=default.local_rank, pid=default.pid, actor=m.group("actor"))
                 self.attribution[stats.path] = default
                 self._defaults[source] = default
+        pre = block.pre
+        if candidate and pre is not None and pre.has(idx):  # its prefixes read where the block was made
+            return pre.record(idx, line, default, self.normalizer), end, default
         return self.normalizer.normalize(line, 0, default), end, default
 
     # -- lines read back -------------------------------------------------------------------------------

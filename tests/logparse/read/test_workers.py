@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from logparse.pipeline import Analysis, ScanConfig
-from logparse.read import sources
+from logparse.read import blocks, sources
 from logparse.read.blocks import blocks_in_process, iter_blocks, reader_process_possible
 from logparse.read.prefilter import Prefilter
 from logparse.read.sources import InputStats, TruncatedGzip, gunzip_chunks, open_input, plain_chunks
@@ -83,6 +83,50 @@ def test_benchmark_shapes_report_the_same_with_any_number_of_workers(
     log = tmp_path / "bench.log"
     generate(str(log), 1.0, kind=kind, caught_every=caught, bars=bars)
     assert_same_with_workers(log, tmp_path, [2, 4, 8], all_metrics=kind == "dense")
+
+
+@pytest.fixture
+def read_apart_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers read every block's candidate lines apart (logparse.read.pre_records), not only while
+    the scanner is behind: the forked readers inherit the setting."""
+    monkeypatch.setattr(blocks, "READ_APART", "always")
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_samples_and_fixtures_report_the_same_with_their_lines_read_apart(
+    path: Path, tmp_path: Path, small_chunks: None, read_apart_always: None
+) -> None:
+    assert_same_with_workers(path, tmp_path, [2])
+
+
+@pytest.mark.parametrize("kind,caught,bars", SHAPES, ids=lambda v: str(v))
+def test_benchmark_shapes_report_the_same_with_their_lines_read_apart(
+    kind: str, caught: int | None, bars: str, tmp_path: Path, small_chunks: None, read_apart_always: None
+) -> None:
+    log = tmp_path / "bench.log"
+    generate(str(log), 1.0, kind=kind, caught_every=caught, bars=bars)
+    assert_same_with_workers(log, tmp_path, [3], all_metrics=kind == "dense")
+
+
+def test_readers_read_the_candidates_apart_and_the_scanner_takes_their_rows(
+    tmp_path: Path, small_chunks: None, read_apart_always: None
+) -> None:
+    log = tmp_path / "realistic.log"
+    generate(str(log), 1.0, kind="realistic")
+    scanner = Analysis(CATALOG, ScanConfig(reader_process_bytes=1, workers=2))
+    seen = []
+    take = scanner.reader._block
+
+    def block_seen(block, *args):
+        seen.append(
+            (block.worker, block.pre is not None and any(map(block.pre.has, range(len(block.starts)))))
+        )
+        return take(block, *args)
+
+    scanner.reader._block = block_seen
+    scanner.feed_inputs([str(log)])
+    assert any(worker and rows for worker, rows in seen)  # a reader's block, with rows
+    assert not any(rows for worker, rows in seen if worker == 0)  # the scanner's own: read as before
 
 
 def test_a_gzip_and_a_truncated_gzip_report_the_same_with_workers(tmp_path: Path, small_chunks: None) -> None:
