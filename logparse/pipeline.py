@@ -25,7 +25,7 @@ from logparse.model import Evidence, InputInfo, Report
 from logparse.observe.bare_lines import BareLines
 from logparse.observe.collectives import CollectiveAnalyzer
 from logparse.observe.environment import EnvironmentTracker
-from logparse.observe.hits import CatalogHits, Hit
+from logparse.observe.hits import CatalogHits, Hit, mask
 from logparse.observe.messages import OpenMessages
 from logparse.observe.metrics import MetricsTracker
 from logparse.observe.progress import StageTracker
@@ -221,6 +221,10 @@ class Analysis:
 
     def progress_ready(self, columns, tables) -> bytearray:
         return self.facts.ready(columns, tables)
+
+    def premask(self, ids: frozenset[int], message: str) -> str | None:
+        route = self._routes.get(ids) or self.routes.route(ids)
+        return mask(message) if route.entries else None
 
     def progress_run(self, columns, k, runs, ready, tables, block, idx, source) -> int:
         return self.facts.run(columns, k, runs, ready, tables, block, idx, source)

@@ -124,7 +124,8 @@ class FindingCollector:
         can show, with its context)."""
         if hit.traceback is not None:
             self.hit_seqs.add(hit.seq)
-        key = (hit.entry.id, mask(hit.record.message))
+        masked = hit.record.masked  # (masked in a reader process: logparse.read.pre_records)
+        key = (hit.entry.id, mask(hit.record.message) if masked is None else masked)
         group = self.groups.get(key)
         new = group is None
         if new:

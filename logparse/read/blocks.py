@@ -273,7 +273,7 @@ class BlockMaker:
             }
         pre = None
         if read_apart and self.pre is not None:
-            pre = self.pre.read(data, starts, set(columns.index) if columns is not None else ())
+            pre = self.pre.read(data, starts, set(columns.index) if columns is not None else (), keywords)
         return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns, pre=pre)
 
 
@@ -312,9 +312,9 @@ FREE, RAW, CLAIMED = 0, 1, 2
 # bytes read when it was cut
 STATE, NUMBER, SIZE, CUT, READ = range(5)
 META = 5
-# when a reader process reads the candidates' prefixes too (logparse.read.pre_records): "behind" (while
-# the scanner is behind), "always" or "never" (tests: the records are the same either way)
-READ_APART = "behind"
+# a reader process reads its blocks' candidate lines apart too (logparse.read.pre_records): their
+# prefixes, and a possible hit's message masked. False: the scanner does (tests: the same records)
+READ_APART = True
 WAKE_S = 0.5  # a reader with nothing to do looks this often whether the scan is still there
 IDLE_S = 0.005  # the scanner, waiting for a block with none to make itself, looks again this often
 END_S = 5.0  # the readers' last words (their CPU time) are waited for this long at most
@@ -365,9 +365,6 @@ class _Ring:
         self.mem = mmap.mmap(-1, slots * SLOT_BYTES)  # anonymous, shared with the forked readers
         self.meta = ctx.RawArray("q", slots * META)
         self.ended = ctx.RawValue("b", 0)  # the input has ended: no block will be cut any more
-        # every slot was taken when the first reader last looked for one to cut into: the scanner is
-        # behind (the readers then read the candidates' prefixes too: logparse.read.pre_records)
-        self.behind = ctx.RawValue("b", 0)
         self.lock = ctx.Lock()
         self.raw = ctx.Semaphore(0)
 
@@ -440,10 +437,7 @@ class _Sender:
     def send(self, slot: int) -> None:
         number, size, cut, read = self.ring.fields(slot)
         data = self.ring.bytes_of(slot, size)
-        # read the candidates' prefixes too while the scanner is behind: its work is then the scan's
-        # critical path (logparse.read.pre_records)
-        apart = READ_APART == "always" or (READ_APART == "behind" and bool(self.ring.behind.value))
-        block = self.maker.make(data, 0, cut, read_apart=apart)
+        block = self.maker.make(data, 0, cut, read_apart=READ_APART)
         steps = []
         for i, sl in block.steps.items():
             steps.append(
@@ -523,7 +517,6 @@ def _lead_main(
                     ring.ended.value = 1
                     for _ in range(readers - 1):  # the other readers wake up to end
                         ring.raw.release()
-            ring.behind.value = not free_slots  # (after cutting: each slot cut, made or being read)
             slot = ring.claim()
             if slot is not None:
                 sender.send(slot)
@@ -720,6 +713,7 @@ def blocks_in_process(
     step_parser: StepParser | None = None,
     progress: ProgressLineParser | None = None,
     workers: int = 2,
+    pre: PreReader | None = None,
 ) -> Iterator[Block]:
     """iter_blocks(chunks(stats), prefilter), computed by `workers` processes: this one and
     `workers - 1` forked readers. The first reader reads the input (and gunzips it) and cuts it into
@@ -750,7 +744,7 @@ def blocks_in_process(
             *(send for i, (_, send) in enumerate(pipes) if i != r),
             free_w,
         )
-        sender = _Sender(ring, BlockMaker(prefilter, step_parser, progress, PreReader()), pipes[r][1])
+        sender = _Sender(ring, BlockMaker(prefilter, step_parser, progress, pre or PreReader()), pipes[r][1])
         if r == 0:
             target, args = _lead_main, (chunks, stats, ring, sender, free_r, readers, others)
         else:

@@ -153,6 +153,9 @@ class Record:
     step_line: object | None = (
         None  # its step line as a reader process parsed it (logparse.read.blocks.StepLine)
     )
+    # its message masked for grouping (logparse.observe.hits.mask), when a reader process did it
+    # (logparse.read.pre_records)
+    masked: str | None = field(default=None, repr=False, compare=False)
     _stream: tuple | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -1,12 +1,15 @@
 """Candidate lines read apart: their prefixes read where their block is made, not by the scanner.
 
-Reading a line's prefixes (logparse.read.normalize) is a fifth of what a record costs the scanner,
-and the scanner is the one process of a scan that cannot be shared: on a log whose candidate lines
-mostly become records (a checkpoint line of every rank, a log dense in errors) its work is the scan's
-critical path while the reader processes wait. So a reader process that is ahead (no other block
-waiting to be made) also reads the prefixes of the block's candidate lines that are not progress
-lines, into `PreColumns`: arrays, one row a candidate, that cross the pipe with the block's other
-columns. The scanner builds such a line's record from its row (`record`) instead of normalising it.
+Reading a line's prefixes (logparse.read.normalize) and masking a hit's message for grouping
+(logparse.observe.hits.mask) depend on the line alone, and cost 5-10 us and ~8 us of the ~50 us a
+record costs the scanner, the one process of a scan that cannot be shared: on a log whose candidate
+lines mostly become records (a checkpoint line of every rank, a log dense in errors) its work is the
+scan's critical path while the reader processes wait. So a reader process (logparse.read.blocks) also
+reads the prefixes of its block's candidate lines that are not progress lines into `PreColumns`:
+arrays, one row a candidate, that cross the pipe with the block's other columns, and the message of a
+line whose keywords may make it a catalog hit masked (the analysis' `masker`). The scanner builds such
+a line's record from its row (`record`) instead of normalising it; a block the scanner makes itself
+has no rows.
 
 A row is only what a normaliser reads in the line alone (Normalizer.read_apart): a line whose reading
 takes the scanner's state (a year-less timestamp takes the year of the last full date before it) or
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from logparse.read.normalize import Normalizer, Origin, Record, origin_of
@@ -43,6 +47,7 @@ class PreColumns:
     ints: array = field(default_factory=lambda: array("q"))
     times: array = field(default_factory=lambda: array("d"))
     names: list[str] = field(default_factory=list)
+    masks: list[str | None] = field(default_factory=list)  # candidate i's message masked (PreReader's masker)
 
     def has(self, i: int) -> bool:
         return self.ints[i * FIELDS + AT] >= 0
@@ -70,7 +75,9 @@ class PreColumns:
             ints[at + REPEAT],
             default,
         )
-        return Record(line, origin, line.text[ints[at + AT] : ints[at + END]])
+        rec = Record(line, origin, line.text[ints[at + AT] : ints[at + END]])
+        rec.masked = self.masks[i]
+        return rec
 
 
 _NO_ROW = (NONE,) * FIELDS
@@ -80,14 +87,25 @@ class PreReader:
     """Reads the candidate lines of blocks apart (one per process that makes blocks: its normaliser's
     caches are its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, masker: Callable[[frozenset[int], str], str | None] | None = None) -> None:
         self.normalizer = Normalizer()
+        # (a line's prefilter keyword ids, its message) -> the message masked for grouping, for a line
+        # that may be a catalog hit (None: not one); the analysis' (logparse.pipeline)
+        self.masker = masker
 
-    def read(self, data: bytes, starts: list[int], skip: set[int] | frozenset[int]) -> PreColumns:
+    def read(
+        self,
+        data: bytes,
+        starts: list[int],
+        skip: set[int] | frozenset[int],
+        keywords: list[frozenset[int]] | None = None,
+    ) -> PreColumns:
         """The rows of the candidate lines at `starts` in `data` (a block of whole lines), but those in
-        `skip` (progress lines the scanner applies without a record)."""
+        `skip` (progress lines the scanner applies without a record); with each one's prefilter
+        `keywords`, its message masked too where the masker says."""
         out = PreColumns()
-        ints, times, names = out.ints, out.times, out.names
+        ints, times, names, masks = out.ints, out.times, out.names, out.masks
+        masker = self.masker if keywords is not None else None
         ids: dict[str, int] = {}
         read_apart = self.normalizer.read_apart
         find = data.find
@@ -97,12 +115,15 @@ class PreReader:
             if i not in skip:
                 end = find(b"\n", start)
                 raw = data[start : end if end >= 0 else len(data)]
-                got = read_apart(decode_line(raw[:MAX_LINE_BYTES]))
+                text = decode_line(raw[:MAX_LINE_BYTES])
+                got = read_apart(text)
             if got is None:
                 ints.extend(_NO_ROW)
                 times.append(nan)
+                masks.append(None)
                 continue
             f, at, stop, year = got
+            masks.append(None if masker is None else masker(keywords[i], text[at:stop]))
             node = f.node
             actor = f.actor
             level = f.level

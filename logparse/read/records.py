@@ -35,6 +35,7 @@ from logparse.read.errorfile import error_file_lines
 from logparse.read.layout import file_origin
 from logparse.read.lookback import LOOKBACK_BYTES, LOOKBACK_LINES, LazyContext, lookback
 from logparse.read.normalize import Normalizer, Origin, Record
+from logparse.read.pre_records import PreReader
 from logparse.read.prefilter import Prefilter
 from logparse.read.progress_lines import ProgressColumns, ProgressLineParser, ProgressTables
 from logparse.read.progress_syntax import ProgressSyntax
@@ -66,6 +67,10 @@ class ProgressSink(Protocol):
 
     def progress_ready(self, columns: ProgressColumns, tables: ProgressTables) -> bytearray:
         """For each progress line of `columns`: 1 if it may go in a run (`progress_run`)."""
+
+    def premask(self, ids: frozenset[int], message: str) -> str | None:
+        """A candidate line's message masked for grouping, when its keywords (`ids`) make it a possible
+        catalog hit; else None. (Asked in reader processes: logparse.read.pre_records.)"""
 
     def progress_run(
         self,
@@ -195,7 +200,9 @@ class RecordReader:
         # each process that makes blocks numbers their processes and shapes in its own tables
         tables = _TablesByWorker() if fast else None
         if alone and self._reader_process_for(path):
-            blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress, self.workers)
+            pre = PreReader(self.sink.premask)  # (candidate lines read apart: logparse.read.pre_records)
+            workers = self.workers
+            blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress, workers, pre)
         else:
             blocks = iter_blocks(chunks(stats), self.prefilter, progress=progress, stats=stats)
         lines = 0  # lines of the blocks done

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from logparse.observe.hits import mask
 from logparse.read.normalize import Normalizer, Origin
 from logparse.read.pre_records import AT, FIELDS, PreReader
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line
@@ -76,3 +77,25 @@ def test_which_lines_are_read_apart() -> None:
     assert math.isnan(columns.times[3]) and columns.times[0] > 0
     assert want[0].origin.rank == 0 and want[0].origin.node == "10.0.0.1"
     assert want[3].origin.repeat == 8 and want[3].message == "Some worker died"
+
+
+def test_a_possible_hit_is_masked_where_it_is_read_apart() -> None:
+    data = (
+        b"(WorkerDict pid=12, ip=10.0.0.1) torch.OutOfMemoryError: CUDA out of memory. Tried 3.56 GiB\n"
+        b"[rank1]:[E1003 18:37:01.833011111 ProcessGroupNCCL.cpp:607] Watchdog caught collective\n"
+        b"INFO:2025-08-22 23:08:02,898:[Rank 0] Saved model to /ckpt/global_step_10/actor/model.pt\n"
+    )
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10 and i + 1 < len(data)]
+    hit, saved = frozenset({1}), frozenset({2})
+    asked = []
+
+    def masker(ids: frozenset[int], message: str) -> str | None:
+        asked.append(message)
+        return mask(message) if ids == hit else None
+
+    columns = PreReader(masker).read(data, starts, (), [hit, hit, saved])
+    assert columns.masks == ["torch.OutOfMemoryError: CUDA out of memory. Tried <*> GiB", None, None]
+    assert len(asked) == 2  # the glog line has no row (its timestamp has no year): not asked
+    line = Line("job.log", 1, decode_line(data[: data.index(b"\n")]))
+    rec = columns.record(0, line, None, Normalizer())
+    assert rec.masked == mask(rec.message) and rec == Normalizer().normalize(line)
