@@ -7,6 +7,7 @@ one process and by a reader process, with every value kept (--metrics-csv) and w
 from __future__ import annotations
 
 import gc
+import math
 import random
 import re
 import sys
@@ -460,3 +461,56 @@ def test_the_collector_is_paused_while_feeding_and_restored() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_bar_markers_by_plan_are_those_of_the_marker_search() -> None:
+    """What _add_bar finds with a bar's plan (_short_marker) is what _marker finds: bars of odd widths,
+    without a rate, with non-ASCII blocks, and long ones (past TIMEOUT_FROM_CHARS _marker is used);
+    a marker that starts an attempt or carries a group gives None."""
+    from logparse.read.progress_lines import _short_marker
+    from logparse.read.steps import StepParser
+    from patterns.stages import TIMEOUT_FROM_CHARS
+
+    scanner = Analysis(CATALOG, ScanConfig())
+    parser = ProgressLineParser(
+        scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+    )
+    words = ("Training Progress", "Training Progress:")
+    plan = parser._bar_plan(words)
+    assert plan is not None and parser._bar_plans[words] is plan
+    bars = [
+        f"Training Progress: {p:3d}%|{body}| {n}/{total} [1:10:40<6:31:06, {rate}]"
+        for p, body, n, total, rate in [
+            (0, "", 1, 435, "64.47s/it"),
+            (16, "███▍      ", 71, 435, "1.52it/s"),
+            (100, "#" * 7, 10**20, 10**25, "?it/s"),
+            (3, "▉" * 3000, 3, 100_000, ""),
+        ]
+    ]
+    assert len(bars[-1]) > TIMEOUT_FROM_CHARS  # (such a bar is searched by _marker, with the timeout)
+    for message in bars[:-1]:
+        assert _short_marker(message, plan) == parser._marker(message, words, parser._bar_candidates(words))
+    attempt = ((((re.compile("Training"), False),), None),)
+    named = ((((re.compile("(?P<x>Training)"), True),), 3),)
+    unnamed = ((((re.compile("nothing"), False),), 1), (((re.compile("Progress"), False),), 2))
+    assert _short_marker(bars[0], attempt) is None
+    assert _short_marker(bars[0], named) is None
+    assert _short_marker(bars[0], unnamed) == 2
+    assert _short_marker("x", unnamed) == -1
+
+
+def test_rows_become_the_arrays_an_extend_makes() -> None:
+    """_int64s / _doubles make the arrays array.extend would, bit for bit (NaN, -0.0, inf), and refuse
+    what it refuses."""
+    import struct
+    from array import array
+
+    from logparse.read.progress_lines import INT64_MAX, _doubles, _int64s
+
+    ints = [0, -1, -2, 7, INT64_MAX, -INT64_MAX - 1]
+    floats = [math.nan, -0.0, math.inf, -math.inf, 1e-308, 0.1, float("-nan")]
+    assert _int64s(ints).tobytes() == array("q", ints).tobytes()
+    assert _doubles(floats).tobytes() == array("d", floats).tobytes()
+    assert _int64s([]) == array("q") and _doubles([]) == array("d")
+    with pytest.raises(struct.error):
+        _int64s([INT64_MAX + 1])
