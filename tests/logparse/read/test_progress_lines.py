@@ -514,3 +514,32 @@ def test_rows_become_the_arrays_an_extend_makes() -> None:
     assert _int64s([]) == array("q") and _doubles([]) == array("d")
     with pytest.raises(struct.error):
         _int64s([INT64_MAX + 1])
+
+
+def test_a_bracket_rate_is_past_its_last_comma() -> None:
+    """bar_seconds of a BAR_TEXT bracket's tail past its last comma is that of the whole bracket (what
+    _add_bar searches with the shipped rate regex): random brackets of the bar's characters, with and
+    without a unit."""
+    from logparse.read.progress_lines import BARE_BAR, RATE_PAST_COMMA
+    from logparse.read.progress_syntax import bar_seconds
+
+    assert RATE_PAST_COMMA
+    rnd = random.Random(7)
+    fixed = [
+        "1:10:40<6:31:06, 46.04s/it",
+        "00:03<00:03, ?it/s",
+        "1,2.5s/it",
+        ",3 s/it",
+        "1.5.5it/s",
+        "",
+        "0.00it/s",
+    ]
+    brackets = fixed + [
+        "".join(rnd.choice("0123456789:<>,.? ") for _ in range(rnd.randrange(30)))
+        + rnd.choice(["", "s/it", "it/s"])
+        for _ in range(3000)
+    ]
+    for bracket in brackets:
+        line = f"Training Progress:  5%|#   | 1/2 [{bracket}]".encode()
+        assert BARE_BAR.fullmatch(line).group(4).decode() == bracket
+        assert bar_seconds(bracket[bracket.rfind(",") + 1 :]) == bar_seconds(bracket), bracket
