@@ -136,7 +136,8 @@ def containing(keywords: Sequence[str], limit: int) -> dict[int, tuple[int, ...]
 # step line holds `step:` four times), each at the line's end.
 LINE_REST = rb"[^\n]*(?:\n|\z)"
 MAX_SEARCH_SETS = 4096  # the keyword sets whose searches (Prefilter._searches_of) are remembered
-MAX_SEARCHED = 0  # a keyword held in more keywords than this leaves them in the Hyperscan database
+# a keyword held in more keywords than this leaves them in the Hyperscan database (0: all are in it)
+MAX_SEARCHED = 0
 # Hyperscan refuses an expression longer than this ("Pattern length exceeds limit"; hyperscan 0.7-0.9,
 # Hyperscan 5.4): a keyword whose escaped form is longer is in the database by its first PREFIX_BYTES
 MAX_EXPRESSION = 16_000
@@ -192,9 +193,10 @@ class Prefilter:
         searched for: a keyword held in at most MAX_SEARCHED others is in the database alone, and a
         line it marks is searched for those; the keywords holding one held in more (`Error` is in 34)
         are in the database themselves (a callback each costs less than 34 searches of every line
-        with `Error`); and the keywords too long for Hyperscan (an expression of more than
-        MAX_EXPRESSION characters), which are in it by their first PREFIX_BYTES: a line their prefix
-        marks is searched for the whole keyword."""
+        with `Error`) -- with MAX_SEARCHED 0 every keyword is in it (see the module's docstring); and
+        the keywords too long for Hyperscan (an expression of more than MAX_EXPRESSION characters),
+        which are in it by their first PREFIX_BYTES: a line their prefix marks is searched for the
+        whole keyword. Each expression is followed by LINE_REST, unless a keyword spans lines."""
         inside = containing(self.keywords, MAX_SEARCHED) if MAX_SEARCHED else {}
         outer = {i for ids in inside.values() for i in ids}
         compiled = [i for i in range(len(self.keywords)) if i not in outer]
