@@ -329,14 +329,11 @@ class ProgressLineParser:
         n, total = int(n), int(total)
         if marker is None or n > INT64_MAX or total > INT64_MAX:
             return
-        if ray is None:
-            process = self._process_id(None, None)
-        else:
-            process = self._ray_processes.get(ray)
+        process = self._process_id(None, None) if ray is None else self._ray_processes.get(ray)
+        if process is None:
+            process = None if ray is None else self._ray_process(*ray)
             if process is None:
-                process = self._ray_process(*ray)
-                if process is None:
-                    return
+                return
         if RATE_PAST_COMMA:
             bracket = bracket[bracket.rfind(b",") + 1 :]
         seconds = bar_seconds(bracket.decode("ascii"))

@@ -543,3 +543,31 @@ def test_a_bracket_rate_is_past_its_last_comma() -> None:
         line = f"Training Progress:  5%|#   | 1/2 [{bracket}]".encode()
         assert BARE_BAR.fullmatch(line).group(4).decode() == bracket
         assert bar_seconds(bracket[bracket.rfind(",") + 1 :]) == bar_seconds(bracket), bracket
+
+
+def test_no_process_number_left_leaves_bars_and_step_lines_to_the_usual_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no process number left (MAX_PROCESSES), a bar with no prefix, one behind a Ray prefix and a
+    step line get no columns (the scanner makes records of them)."""
+    from logparse.read import progress_lines
+    from logparse.read.steps import StepParser
+
+    scanner = Analysis(CATALOG, ScanConfig())
+    data = (
+        "Training Progress:  16%|███▍      | 71/435 [1:10:40<6:31:06, 64.47s/it]\n"
+        "\x1b[36m(WorkerDict pid=7, ip=10.0.0.1)\x1b[0m \rTraining Progress:  16%|###   | 71/435 [00:01<00:02, 2.00it/s]\n"
+        "\x1b[36m(TaskRunner pid=9)\x1b[0m step:71 - actor/pg_loss:np.float64(0.25) - timing_s/step:3.5\n"
+    ).encode()
+    found, ends = scanner.reader.prefilter.lines_and_ends(data)
+
+    def parse() -> progress_lines.ProgressColumns | None:
+        parser = ProgressLineParser(
+            scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+        )
+        return parser.parse(data, found, ends)
+
+    assert len(parse()) == 3
+    monkeypatch.setattr(progress_lines, "MAX_PROCESSES", 0)
+    columns = parse()
+    assert columns is None or len(columns) == 0
