@@ -254,12 +254,12 @@ class BlockMaker:
     def make(self, data: bytes, base: int, cut: bool = False, read_apart: bool = False) -> Block:
         """The Block of `data`, whose first line is line `base` + 1 of the input; `read_apart`: read its
         candidate lines' prefixes too (Block.pre; a maker with a PreReader)."""
-        found = self.prefilter.lines(data)
+        found, ends = self.prefilter.lines_and_ends(data)
         starts = [s for s, _ in found]
         numbers, lines = self.counter.numbers(data, starts, base)
         keywords = [k for _, k in found]
         progress = self.progress
-        columns = progress.parse(data, found) if progress is not None else None
+        columns = progress.parse(data, found, ends) if progress is not None else None
         steps = None
         if self.step_id is not None:
             step_id, step_parser = self.step_id, self.step_parser

@@ -7,11 +7,17 @@ without it, the same keywords as one trie-factored `re` alternation give the sam
 more slowly. Matching is on the raw bytes of a line (before ANSI codes are removed), so a keyword
 must appear contiguously in the raw line.
 
-A keyword that contains another (`Training Progress:` holds `Training Progress`, `CUDA error: out of
-memory` holds `error:`) is left out of the Hyperscan database: each match calls back into Python,
-and a bar would call twice. A line the shorter one marks is then searched for the longer ones, so
-the keywords found in a line are the same. (Not for a keyword held in many: `Error` is in 34, and
-every line with it would be searched 34 times; those longer keywords stay in the database.)
+Each match calls back into Python, so each keyword's expression takes the rest of its line
+(LINE_REST): Hyperscan reports an expression once at an offset, so a line calls back once per keyword
+in it, however often the keyword is there (a step line holds `step:` four times), all at the line's
+end. The callback only groups them by line; the line's start and keyword set are worked out after
+the scan.
+
+A keyword that contains another (`Training Progress:` holds `Training Progress`) could be left out of
+the database and searched for in the lines the shorter one marks (MAX_SEARCHED), the keywords found
+in a line being the same. It is not: a line calls back once per keyword anyway, and searching a 3 KB
+step line for the two keywords holding its `epoch` cost more than the callback of one found in it
+(block making on a dense log of step lines and bars: 0.051 -> 0.033 s of prefilter per 20 MB).
 """
 
 from __future__ import annotations
@@ -125,7 +131,13 @@ def containing(keywords: Sequence[str], limit: int) -> dict[int, tuple[int, ...]
     return {plain[i]: tuple(plain[j] for j in js) for i, js in found.items()}
 
 
-MAX_SEARCHED = 4  # a keyword held in more keywords than this leaves them in the Hyperscan database
+# What follows each keyword in its Hyperscan expression: the rest of its line. Hyperscan reports an
+# expression once at an offset, so a line calls back once per keyword in it (not once per occurrence: a
+# step line holds `step:` four times), each at the line's end.
+LINE_REST = rb"[^\n]*(?:\n|\z)"
+MAX_SEARCH_SETS = 4096  # the keyword sets whose searches (Prefilter._searches_of) are remembered
+# a keyword held in more keywords than this leaves them in the Hyperscan database (0: all are in it)
+MAX_SEARCHED = 0
 # Hyperscan refuses an expression longer than this ("Pattern length exceeds limit"; hyperscan 0.7-0.9,
 # Hyperscan 5.4): a keyword whose escaped form is longer is in the database by its first PREFIX_BYTES
 MAX_EXPRESSION = 16_000
@@ -145,6 +157,8 @@ class Prefilter:
             raise ValueError(f"unknown prefilter engine {engine!r}")
         self.engine = engine
         self._encoded = [k.encode("utf-8") for k in self.keywords]
+        # each keyword's expression takes the rest of its line (LINE_REST), unless a keyword spans lines
+        self._whole_lines = not any(b"\n" in k for k in self._encoded)
         if engine == "hyperscan":
             try:
                 self._load_database()
@@ -172,23 +186,26 @@ class Prefilter:
             serialized, self._containing, self._partial = self._compile()
             self._db = _hs.loadb(serialized, _hs.HS_MODE_BLOCK)
         self._scratch = _hs.Scratch(self._db)
+        self._searches: dict[frozenset[int], tuple[tuple[int, bytes], ...] | None] = {}  # _searches_of
 
     def _compile(self) -> tuple[bytes, dict[int, tuple[int, ...]], frozenset[int]]:
         """The Hyperscan database, serialized; which keywords a line's match of another is to be
         searched for: a keyword held in at most MAX_SEARCHED others is in the database alone, and a
         line it marks is searched for those; the keywords holding one held in more (`Error` is in 34)
         are in the database themselves (a callback each costs less than 34 searches of every line
-        with `Error`); and the keywords too long for Hyperscan (an expression of more than
-        MAX_EXPRESSION characters), which are in it by their first PREFIX_BYTES: a line their prefix
-        marks is searched for the whole keyword."""
-        inside = containing(self.keywords, MAX_SEARCHED)
+        with `Error`) -- with MAX_SEARCHED 0 every keyword is in it (see the module's docstring); and
+        the keywords too long for Hyperscan (an expression of more than MAX_EXPRESSION characters),
+        which are in it by their first PREFIX_BYTES: a line their prefix marks is searched for the
+        whole keyword. Each expression is followed by LINE_REST, unless a keyword spans lines."""
+        inside = containing(self.keywords, MAX_SEARCHED) if MAX_SEARCHED else {}
         outer = {i for ids in inside.values() for i in ids}
         compiled = [i for i in range(len(self.keywords)) if i not in outer]
-        exprs = [re.escape(self._encoded[i]) for i in compiled]
+        rest = LINE_REST if self._whole_lines else b""
+        exprs = [re.escape(self._encoded[i]) + rest for i in compiled]
         partial = set()
         for n, i in enumerate(compiled):
             if len(exprs[n]) > MAX_EXPRESSION:
-                exprs[n] = re.escape(self._encoded[i][:PREFIX_BYTES])
+                exprs[n] = re.escape(self._encoded[i][:PREFIX_BYTES]) + rest
                 partial.add(i)
         db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         db.compile(expressions=exprs, ids=compiled, elements=len(exprs), flags=[0] * len(exprs))
@@ -197,9 +214,14 @@ class Prefilter:
     def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
         """(line start, ids of the keywords in that line) for every line of `block` with a keyword;
         ids index `self.keywords`."""
+        return self.lines_and_ends(block)[0]
+
+    def lines_and_ends(self, block: bytes) -> tuple[list[tuple[int, frozenset[int]]], list[int]]:
+        """lines(block), and where each of those lines ends (its newline, or the end of `block`)."""
         if self.engine == "hyperscan":
             return self._lines_hyperscan(block)
         out: list[tuple[int, frozenset[int]]] = []
+        ends: list[int] = []
         pos = 0
         search = self._re.search
         find, rfind = block.find, block.rfind
@@ -207,17 +229,78 @@ class Prefilter:
         while True:
             m = search(block, pos)
             if m is None:
-                return out
+                return out, ends
             start = rfind(b"\n", 0, m.start()) + 1
             end = find(b"\n", m.end())
             line = block[start : end if end >= 0 else len(block)]
             out.append((start, frozenset(i for i, k in enumerate(encoded) if k in line)))
+            ends.append(end if end >= 0 else len(block))
             if end < 0:
-                return out
+                return out, ends
             pos = end + 1
 
-    def _lines_hyperscan(self, block: bytes) -> list[tuple[int, frozenset[int]]]:
+    def _lines_hyperscan(self, block: bytes) -> tuple[list[tuple[int, frozenset[int]]], list[int]]:
+        # Each match calls back into Python: the callback only groups the keywords by line (a line's
+        # come in turn, all at its end: LINE_REST); the rest is done after the scan.
+        if not self._whole_lines:
+            return self._lines_by_match(block)
+        tos: list[int] = []  # where each line's matches end: after its newline, or the end of `block`
+        sets: list[set[int]] = []
+        ids: set[int] = set()
+        line_to = -1
+
+        def on_match(kw: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            nonlocal line_to, ids
+            if to == line_to:
+                ids.add(kw)
+                return
+            line_to = to
+            ids = {kw}
+            tos.append(to)
+            sets.append(ids)
+
+        self._db.scan(block, match_event_handler=on_match, scratch=self._scratch)
+        searches, rfind, find = self._searches, block.rfind, block.find
+        out = []
+        ends = []
+        size = len(block)
+        for to, ids in zip(tos, sets, strict=True):
+            end = to - 1 if to < size or block.endswith(b"\n") else to
+            start = rfind(b"\n", 0, end) + 1
+            found = frozenset(ids)
+            search = searches.get(found, False)
+            if search is False:
+                search = self._searches_of(found)
+            if search is None:  # (a keyword in by its prefix)
+                found = self._line_keywords(block, start, end, ids)
+                if not found:
+                    continue
+            elif search:
+                more = [other for other, word in search if find(word, start, end) >= 0]
+                if more:
+                    found = found.union(more)
+            out.append((start, found))
+            ends.append(end)
+        return out, ends
+
+    def _searches_of(self, ids: frozenset[int]) -> tuple[tuple[int, bytes], ...] | None:
+        """What _line_keywords searches a line for, matched `ids`, when no keyword of them is in the
+        database by its prefix only: (id, keyword) of each longer keyword holding one of them; else
+        None (then _line_keywords itself tells). Remembered per set, MAX_SEARCH_SETS at most."""
+        search = None
+        if self._partial.isdisjoint(ids):
+            containing, encoded = self._containing, self._encoded
+            others = dict.fromkeys(o for kw in sorted(ids) if kw in containing for o in containing[kw])
+            search = tuple((other, encoded[other]) for other in others)
+        if len(self._searches) < MAX_SEARCH_SETS:
+            self._searches[ids] = search
+        return search
+
+    def _lines_by_match(self, block: bytes) -> tuple[list[tuple[int, frozenset[int]]], list[int]]:
+        """_lines_hyperscan of a database whose expressions are the keywords alone (one spans lines):
+        a line is that of the end of a match."""
         out: list[tuple[int, frozenset[int]]] = []
+        ends: list[int] = []
         ids: set[int] = set()
         line_end = -1
         start = -1
@@ -228,6 +311,7 @@ class Prefilter:
             if to > line_end:
                 if start >= 0 and (found := keywords_of(block, start, line_end, ids)):
                     out.append((start, found))
+                    ends.append(line_end)
                 start = block.rfind(b"\n", 0, to) + 1
                 end = block.find(b"\n", to)
                 line_end = end if end >= 0 else len(block)
@@ -237,7 +321,8 @@ class Prefilter:
         self._db.scan(block, match_event_handler=on_match, scratch=self._scratch)
         if start >= 0 and (found := keywords_of(block, start, line_end, ids)):
             out.append((start, found))
-        return out
+            ends.append(line_end)
+        return out, ends
 
     def _line_keywords(self, block: bytes, start: int, end: int, ids: set[int]) -> frozenset[int]:
         """The ids of the keywords of the line at block[start:end] from those the database matched in it

@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from logparse.read.normalize import Normalizer, Origin, carriage_message
 from logparse.read.progress_syntax import (
+    RATE_RE,
     TQDM_KEYWORD,
     MarkerHit,
     ProgressLine,
@@ -48,6 +50,7 @@ from logparse.read.progress_syntax import (
 )
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line, strip_ansi
 from logparse.read.steps import STEP_HEAD, STEP_KEYWORD, StepParser
+from patterns.stages import TIMEOUT_FROM_CHARS
 
 # a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
 # message_at)
@@ -86,6 +89,16 @@ RAY_BAR = re.compile(RAY_PREFIX.pattern + rb"\r?" + BAR_TEXT)
 # reads no prefix in a line that starts with `\r` or `Training Progress:` (the first character's
 # reader finds none: tested against the general way in tests/logparse/read/test_progress_lines.py).
 BARE_BAR = re.compile(rb"\r?" + BAR_TEXT)
+# The rate of a BAR_TEXT bracket (bar_seconds) is past its last comma, when the rate's regex is the one
+# patterns/progress.yaml ships: a match of it is digits, `.`, white space and `s/it` or `it/s`, so it
+# holds no comma and ends with the only unit in a bracket (whose other characters are [0-9:<>,.? ]),
+# at its end; and it has no anchor or lookbehind, so the bracket's tail holds the same match. Searching
+# the tail alone skips the ~25 start positions of the times before it (3 us a bar). Another regex is
+# searched for in the whole bracket.
+RATE_PAST_COMMA = (RATE_RE.pattern, RATE_RE.flags) == (
+    r"(?P<rate>\d+(?:\.\d+)?)\s*(?P<unit>s/it|it/s)",
+    re.UNICODE,
+)
 
 
 # the int fields of a progress line in ProgressColumns.ints, in this order
@@ -98,10 +111,10 @@ FLOAT_FIELDS = 2
 @dataclass
 class ProgressColumns:
     """The progress lines of one block that a scanner may apply without a record, as flat arrays
-    (one `extend` a line; 88 bytes a line, plus 8 a metric value). Line k's int fields are
-    ints[k * INT_FIELDS + F] for F in INDEX (its candidate index in the block), STEP (-1: none),
-    MARKER (the stage marker it matches, in StageTracker.matcher.markers; -1: none), BAR_N (-1: no
-    bar), BAR_TOTAL, PROCESS (its (actor, node), in ProgressTables), SHAPE (its metrics row's keys, in
+    (88 bytes a line, plus 8 a metric value; packed at the end of the block: _Rows). Line k's int
+    fields are ints[k * INT_FIELDS + F] for F in INDEX (its candidate index in the block), STEP (-1:
+    none), MARKER (the stage marker it matches, in StageTracker.matcher.markers; -1: none), BAR_N
+    (-1: no bar), BAR_TOTAL, PROCESS (its (actor, node), in ProgressTables), SHAPE (its metrics row's keys, in
     ProgressTables; -1: no row; DEFERRED), MESSAGE_AT (where its message starts in the line's bytes,
     -1: not a plain slice), OFFSET (where its values start in `values`); its float fields
     floats[k * FLOAT_FIELDS + F] for SECONDS (timing_s/step) and BAR_RATE (seconds per step), NaN
@@ -120,6 +133,30 @@ class ProgressColumns:
     def index(self) -> array:
         """The candidate index of each line, in order."""
         return self.ints[INDEX::INT_FIELDS]
+
+
+class _Rows:
+    """ProgressColumns' fields while a block is parsed, as lists: extending an array converts each
+    item with PyArg_Parse (~1 us a line for a bar's 11 numbers); the lists become arrays at once at
+    the end of the block (_int64s, _doubles)."""
+
+    __slots__ = ("floats", "ints", "values")
+
+    def __init__(self) -> None:
+        self.ints: list[int] = []
+        self.floats: list[float] = []
+        self.values: list[float] = []
+
+
+def _int64s(items: list[int]) -> array:
+    """array("q", items), packed at once (the same machine integers; struct refuses what the array
+    would: a number out of range or no integer)."""
+    return array("q", struct.pack(f"{len(items)}q", *items))
+
+
+def _doubles(items: list[float]) -> array:
+    """array("d", items), packed at once (native doubles, copied bit for bit: NaN stays as it is)."""
+    return array("d", struct.pack(f"{len(items)}d", *items))
 
 
 class ProgressTables:
@@ -175,6 +212,9 @@ class ProgressLineParser:
         self._marker_index = {id(m): i for i, m in enumerate(syntax.matcher.markers)}
         self._candidates = syntax.matcher.candidates
         self._bar_markers: dict[tuple[str, ...], list | None] = {}  # words -> _bar_candidates
+        self._bar_plans: dict[tuple[str, ...], tuple | None] = {}  # words -> _bar_plan
+        # the last metrics shape numbered: (kept keys, names, its id), the tuples StepParser hands on
+        self._last_shape: tuple = ((), (), -1)
         self._kinds: dict[frozenset[int], tuple[tuple[str, ...], bool, bool] | None] = {}  # ids -> _kind
         self._processes: dict[tuple[str | None, str | None], int] = {}
         self._shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
@@ -184,9 +224,12 @@ class ProgressLineParser:
         self._new_processes: list[tuple[str | None, str | None]] = []  # numbered since the last block
         self._new_shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
 
-    def parse(self, data: bytes, found: list[tuple[int, frozenset[int]]]) -> ProgressColumns | None:
-        """The progress lines among the candidates `found` ((line start, keyword ids)) of `data`."""
-        cols = ProgressColumns()
+    def parse(
+        self, data: bytes, found: list[tuple[int, frozenset[int]]], ends: list[int] | None = None
+    ) -> ProgressColumns | None:
+        """The progress lines among the candidates `found` ((line start, keyword ids)) of `data`;
+        `ends`: where each of those lines ends (Prefilter.lines_and_ends), when known."""
+        cols = _Rows()
         kinds = self._kinds
         for i, (start, ids) in enumerate(found):
             kind = kinds.get(ids, False)
@@ -194,9 +237,12 @@ class ProgressLineParser:
                 kind = self._kind(ids)
             if kind is None:
                 continue
-            end = data.find(b"\n", start)
-            if end < 0:
-                end = len(data)
+            if ends is None:
+                end = data.find(b"\n", start)
+                if end < 0:
+                    end = len(data)
+            else:
+                end = ends[i]
             if end - start > MAX_LINE_BYTES:
                 continue  # a cut line: the scanner counts it
             words, env_keyword, step_keyword = kind
@@ -217,18 +263,21 @@ class ProgressLineParser:
                         self._add_bar(cols, i, bar.groups(), words)
                         continue
             self._add_line(cols, i, data, start, end, kind)
+        if not (cols.ints or self._new_processes or self._new_shapes):
+            return None
+        columns = ProgressColumns(_int64s(cols.ints), _doubles(cols.floats), _doubles(cols.values))
         if self._new_processes or self._new_shapes:
             # the entries numbered in this block go with it (a line that numbered one may still have
             # been left to the usual way: the numbering goes on regardless)
-            cols.new_processes, cols.new_shapes = self._new_processes, self._new_shapes
+            columns.new_processes, columns.new_shapes = self._new_processes, self._new_shapes
             self._new_processes, self._new_shapes = [], []
-        return cols if cols.ints or cols.new_processes or cols.new_shapes else None
+        return columns
 
-    def _add_plain_step(self, cols: ProgressColumns, i: int, start: int, plain: tuple) -> None:
+    def _add_plain_step(self, cols: _Rows, i: int, start: int, plain: tuple) -> None:
         """A step line whose message is the ASCII tail from `step:N - ` (what the general way finds
         for it: the environment tracker ignores it and the stage tracker reads it as a step line with
         no marker and no bar)."""
-        origin, at, step, tail = plain
+        origin, at, step, tail, head = plain
         if step > INT64_MAX:
             return
         seconds = row = None
@@ -236,11 +285,20 @@ class ProgressLineParser:
         if self.rows_here:
             message = tail.decode("ascii")
             seconds = step_seconds(message)
-            row = self.step_parser.parse(message)
-            shape = self._shape_id(row[1], row[3])
-            if shape is None:
-                return
-        process = self._process_id(origin.actor, origin.node)
+            # (STEP_RE finds in the message what STEP_HEAD found in its bytes: _plain_step)
+            row = self.step_parser.parse_tail(step, message[head:], message)
+            keys, names = row[1], row[3]
+            if keys is self._last_shape[0] and names is self._last_shape[1]:
+                shape = self._last_shape[2]  # (the parser hands the same tuples on while the keys stay)
+            else:
+                shape = self._shape_id(keys, names)
+                if shape is None:
+                    return
+                self._last_shape = (keys, names, shape)
+        if type(origin) is tuple:
+            process = self._ray_process(*origin)
+        else:
+            process = self._process_id(origin.actor, origin.node)
         if process is None:
             return
         cols.ints.extend((i, step, -1, -1, -1, process, shape, at - start, len(cols.values)))
@@ -250,7 +308,7 @@ class ProgressLineParser:
 
     def _add_bar(
         self,
-        cols: ProgressColumns,
+        cols: _Rows,
         i: int,
         bar: tuple[bytes, ...],
         words: tuple[str, ...],
@@ -260,20 +318,29 @@ class ProgressLineParser:
         StageTracker.parse would find in its message, from the groups of BAR_TEXT (the message, n,
         total, the bracket)."""
         text, n, total, bracket = bar
-        marker = self._marker(text.decode("utf-8"), words, self._bar_candidates(words))
+        plan = self._bar_plans.get(words, False)
+        if plan is False:
+            plan = self._bar_plan(words)
+        message = text.decode("utf-8")
+        if plan is None or len(message) > TIMEOUT_FROM_CHARS:
+            marker = self._marker(message, words, self._bar_candidates(words))
+        else:
+            marker = _short_marker(message, plan)
         n, total = int(n), int(total)
         if marker is None or n > INT64_MAX or total > INT64_MAX:
             return
-        process = self._ray_process(*ray) if ray is not None else self._process_id(None, None)
+        process = self._process_id(None, None) if ray is None else self._ray_processes.get(ray)
         if process is None:
-            return
+            process = None if ray is None else self._ray_process(*ray)
+            if process is None:
+                return
+        if RATE_PAST_COMMA:
+            bracket = bracket[bracket.rfind(b",") + 1 :]
         seconds = bar_seconds(bracket.decode("ascii"))
         cols.ints.extend((i, -1, marker, n, total, process, -1, -1, len(cols.values)))
         cols.floats.extend((math.nan, math.nan if seconds is None else seconds))
 
-    def _add_line(
-        self, cols: ProgressColumns, i: int, data: bytes, start: int, end: int, kind: tuple
-    ) -> None:
+    def _add_line(self, cols: _Rows, i: int, data: bytes, start: int, end: int, kind: tuple) -> None:
         """Any other candidate: its message as the normaliser makes it, parsed as the stage tracker
         parses it, when that is all a record of it would do."""
         words, env_keyword, step_keyword = kind
@@ -331,6 +398,24 @@ class ProgressLineParser:
             if len(self._bar_markers) < MAX_SHAPES:
                 self._bar_markers[words] = markers
         return markers
+
+    def _bar_plan(self, words: tuple[str, ...]) -> tuple | None:
+        """_short_marker's plan for a bar with the keywords `words`, when its candidates are known
+        (_bar_candidates): per candidate marker in turn, its patterns, with for each whether it has
+        named groups, and its index (None: it starts an attempt); remembered per `words`."""
+        candidates = self._bar_candidates(words)
+        plan = None
+        if candidates is not None:
+            plan = tuple(
+                (
+                    tuple((pattern, bool(pattern.groupindex)) for pattern in marker.patterns),
+                    None if marker.attempt_start else self._marker_index[id(marker)],
+                )
+                for marker in candidates
+            )
+        if len(self._bar_plans) < MAX_SHAPES:
+            self._bar_plans[words] = plan
+        return plan
 
     def _marker(self, message: str, words: tuple[str, ...], candidates: list | None = None) -> int | None:
         """The stage marker StageTracker.parse finds in `message` (MarkerMatcher.match; `candidates`:
@@ -413,11 +498,14 @@ class ProgressLineParser:
             return None
         return rec.origin, rec.message, -1
 
-    def _plain_step(self, data: bytes, start: int, end: int) -> tuple[Origin, int, int, bytes] | None:
-        """(origin, where `step:` starts, the step, the bytes from there to the end of the line) of a
-        step line whose message `_message` makes the bytes from `step:` (a Ray prefix, or prefixes
-        normalised apart, before it; plain text after it) and that holds no bar; else None (then the
-        way of any line tells)."""
+    def _plain_step(
+        self, data: bytes, start: int, end: int
+    ) -> tuple[Origin | tuple[bytes, bytes | None], int, int, bytes, int] | None:
+        """(origin, where `step:` starts, the step, the bytes from there to the end of the line, the
+        length of its `step:N - `) of a step line whose message `_message` makes the bytes from
+        `step:` (a Ray prefix, or prefixes normalised apart, before it; plain text after it) and that
+        holds no bar; else None (then the way of any line tells). Behind a Ray prefix the origin is
+        the prefix's (actor, ip), as RAY_PREFIX reads them (_ray_process numbers them)."""
         m = RAY_PREFIX.match(data, start, end)
         if m is not None:
             at = m.end()
@@ -434,10 +522,9 @@ class ProgressLineParser:
         if head is None or TQDM_BYTES in tail:
             return None
         if m is not None:
-            origin = self._ray_origin(*m.group(1, 2))
-        else:
-            origin = self._cached_prefix_origin(data[start:at])
-        return None if origin is None else (origin, at, int(head.group(1)), tail)
+            return m.group(1, 2), at, int(head.group(1)), tail, head.end()
+        origin = self._cached_prefix_origin(data[start:at])
+        return None if origin is None else (origin, at, int(head.group(1)), tail, head.end())
 
     def _cached_prefix_origin(self, prefix: bytes) -> Origin | None:
         origin = self._prefixes.get(prefix, False)
@@ -484,6 +571,20 @@ class ProgressLineParser:
         if self.normalizer.clock_reads != reads or rec.message != STEP_KEYWORD or not _plain(rec.origin):
             return None
         return rec.origin
+
+
+def _short_marker(message: str, plan: tuple) -> int | None:
+    """ProgressLineParser._marker of a message of at most TIMEOUT_FROM_CHARS characters, whose
+    candidate markers are those of `plan` (_bar_plan): StageMarker.search searches such a message
+    without a timeout, and a pattern with no named group has none to carry."""
+    for patterns, index in plan:
+        for pattern, named in patterns:
+            m = pattern.search(message)
+            if m is not None:
+                if index is None or (named and any(v is not None for v in m.groupdict().values())):
+                    return None
+                return index
+    return -1
 
 
 def _plain_line(line: ProgressLine, message: str) -> bool:

@@ -10,6 +10,8 @@ searched, not anchored. Which keys a report uses is patterns.progress.wanted_key
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 from patterns.progress import progress_wordings, wanted_key
 
@@ -24,6 +26,7 @@ STEP_HEAD = re.compile(rb"step:([0-9]+) - ")
 NUMPY_SCALAR_RE = re.compile(_P.regex("numpy-scalar"))
 
 NP_FLOAT64 = _P.literal("numpy-float64")
+NP_LENGTH = len(NP_FLOAT64)
 NUMBER_FIRST = frozenset("0123456789+-.niNI")  # what a number's text may start with (after stripping)
 
 
@@ -74,6 +77,17 @@ def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
     return step, values
 
 
+def picker(positions: Sequence[int]) -> Callable[[list[str]], tuple[str, ...]]:
+    """What takes the items at `positions` of a list, in that order, as a tuple (one itemgetter call:
+    a step line's wanted parts without a Python loop over them)."""
+    if len(positions) > 1:
+        return itemgetter(*positions)
+    if positions:
+        at = positions[0]
+        return lambda items: (items[at],)
+    return lambda items: ()
+
+
 class StepParser:
     """Step lines -> (step, keys, values, names): the numeric values of the wanted keys (of all keys
     when `all_keys`), and `names`, every key of the line.
@@ -87,9 +101,17 @@ class StepParser:
         self.all_keys = all_keys
         self._keys: list[str] | None = None  # the raw keys of the last shape
         # the last shape: (positions of the wanted keys, their names, every name, each raw key + ':',
-        # the length of that for the wanted ones)
+        # the length of that for the wanted ones, what picks the wanted parts of a split line)
         self._shape: (
-            tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[int, ...]] | None
+            tuple[
+                tuple[int, ...],
+                tuple[str, ...],
+                tuple[str, ...],
+                tuple[str, ...],
+                tuple[int, ...],
+                Callable[[list[str]], tuple[str, ...]],
+            ]
+            | None
         ) = None
 
     def parse(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
@@ -98,7 +120,13 @@ class StepParser:
         m = STEP_RE.search(message)
         if not m:
             return None
-        tail = message[m.end() :]
+        return self.parse_tail(int(m.group(1)), message[m.end() :], message)
+
+    def parse_tail(
+        self, step: int, tail: str, message: str
+    ) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]]:
+        """parse(message), given what its STEP_RE search finds: `step` (its group) and `tail` (the
+        message after the match); for a caller that has matched the step line's head already."""
         parts = tail.split(" - ")
         shape = self._shape
         if (
@@ -109,7 +137,7 @@ class StepParser:
         ):
             # the last line's keys again, each part holding one colon (the one after its key): what
             # the split below would find, without splitting every part
-            at, wanted, names, _, cuts = shape
+            at, wanted, names, _, cuts, pick = shape
             plain = "\n" not in tail  # (a message never holds one: parse_value's regex would see it)
             if plain and tail.isascii():
                 # each wanted value `np.float64(x)` or `x` at once: where float() reads an ASCII x,
@@ -118,16 +146,16 @@ class StepParser:
                 try:
                     values = [
                         float(
-                            part[cut + len(NP_FLOAT64) : -1]
+                            part[cut + NP_LENGTH : -1]
                             if part.startswith(NP_FLOAT64, cut) and part[-1] == ")"
                             else part[cut:]
                         )
-                        for part, cut in zip(map(parts.__getitem__, at), cuts, strict=True)
+                        for part, cut in zip(pick(parts), cuts, strict=True)
                     ]
                 except ValueError:
                     pass
                 else:
-                    return int(m.group(1)), wanted, values, names
+                    return step, wanted, values, names
             kept = []
             values = []
             for j, key, cut in zip(at, wanted, cuts, strict=True):
@@ -144,7 +172,7 @@ class StepParser:
                 if value is not None:
                     kept.append(key)
                     values.append(value)
-            return int(m.group(1)), tuple(kept), values, names
+            return step, tuple(kept), values, names
         if tail.count(":") != len(parts) or not all(map(str.__contains__, parts, ":" * len(parts))):
             return self._general(message)
         # every part holds exactly one colon: the pieces alternate key, value
@@ -163,6 +191,7 @@ class StepParser:
                 tuple(names),
                 tuple(k + ":" for k in keys),
                 tuple(len(keys[i]) + 1 for i in take),
+                picker(take),
             )
         take, wanted, names = self._shape[:3]
         kept: list[str] = []
@@ -172,7 +201,7 @@ class StepParser:
             if value is not None:
                 kept.append(key)
                 values.append(value)
-        return int(m.group(1)), tuple(kept), values, names
+        return step, tuple(kept), values, names
 
     def _general(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
         """parse_step_line's values (of the wanted keys), from one split of the line."""

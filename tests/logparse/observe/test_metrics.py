@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from logparse.observe.metrics import AnomalyKind, MetricsConfig, MetricsTracker, _spike_scan, _spikes
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import InputStats, Line, read_input, strip_ansi
-from logparse.read.steps import StepParser, parse_step_line, parse_value, split_step_line
+from logparse.read.steps import StepParser, parse_step_line, parse_value, picker, split_step_line
 from patterns.progress import key_family, wanted_key
 from tests.conftest import SAMPLES
 
@@ -673,3 +673,40 @@ def test_the_rules_run_on_arrays_when_the_rows_are_many() -> None:
         series("actor/grad_norm", [1.0] * metrics.ARRAY_MIN_ROWS),
     )
     assert not few._arrays_pay() and many._arrays_pay()
+
+
+def test_picker_takes_the_items_at_positions_as_a_tuple() -> None:
+    items = ["a", "b", "c", "d"]
+    assert picker([])(items) == ()
+    assert picker([2])(items) == ("c",)
+    assert picker([0, 3, 1])(items) == ("a", "d", "b")
+
+
+STEP_TAILS = [
+    "loss:0.5 - actor/pg_loss:np.float64(0.25) - critic/score/mean:7",
+    "loss:0.75 - actor/pg_loss:np.float64(nan) - critic/score/mean:inf",
+    "loss:-inf - actor/pg_loss:np.float64(1e-05) - critic/score/mean:np.int64(3)",
+    "loss:tensor(0.5) - actor/pg_loss:np.float64(0.1)) - critic/score/mean: 7 ",
+    "loss:0.5 - actor/pg_loss:np.float64( 2.5 ) - critic/score/mean:1:2",
+    "loss:0.5 - actor/pg_loss:np.float64(0.25 - critic/score/mean:7",
+    "loss:0.5 - actor/pg_loss:é - critic/score/mean:7",
+    "loss:0.5 - actor/pg_loss:0.25 -  - critic/score/mean:7",
+    "loss:0.5 - - actor/pg_loss:0.25 - critic/score/mean:7",
+    "loss:0.5 - actor/pg_loss:np.float64() - critic/score/mean:",
+    "loss:0.5 - actor/pg_loss:0.25 - critic/score/mean:7 - extra:1",
+    "loss:0.5 - actor/pg_loss:0.25 - critic/score/mean:7",
+]
+
+
+def test_parse_tail_is_parse_of_the_message() -> None:
+    """parse_tail(step, the message past `step:N - `, message) is parse(message), line after line (the
+    shape of one line is reused for the next): NaN, inf, np.float64(...), tensor(...), colons and
+    ` - ` inside values, non-ASCII, a key more."""
+    for all_keys in (False, True):
+        whole, tail = StepParser(all_keys), StepParser(all_keys)
+        for text in STEP_TAILS * 2:
+            message = "step:12 - " + text
+            got = tail.parse_tail(12, text, message)
+            want = whole.parse(message)
+            assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3], message
+            assert _same(dict(zip(got[1], got[2], strict=True)), dict(zip(want[1], want[2], strict=True)))

@@ -7,6 +7,7 @@ one process and by a reader process, with every value kept (--metrics-csv) and w
 from __future__ import annotations
 
 import gc
+import math
 import random
 import re
 import sys
@@ -460,3 +461,113 @@ def test_the_collector_is_paused_while_feeding_and_restored() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_bar_markers_by_plan_are_those_of_the_marker_search() -> None:
+    """What _add_bar finds with a bar's plan (_short_marker) is what _marker finds: bars of odd widths,
+    without a rate, with non-ASCII blocks, and long ones (past TIMEOUT_FROM_CHARS _marker is used);
+    a marker that starts an attempt or carries a group gives None."""
+    from logparse.read.progress_lines import _short_marker
+    from logparse.read.steps import StepParser
+    from patterns.stages import TIMEOUT_FROM_CHARS
+
+    scanner = Analysis(CATALOG, ScanConfig())
+    parser = ProgressLineParser(
+        scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+    )
+    words = ("Training Progress", "Training Progress:")
+    plan = parser._bar_plan(words)
+    assert plan is not None and parser._bar_plans[words] is plan
+    bars = [
+        f"Training Progress: {p:3d}%|{body}| {n}/{total} [1:10:40<6:31:06, {rate}]"
+        for p, body, n, total, rate in [
+            (0, "", 1, 435, "64.47s/it"),
+            (16, "███▍      ", 71, 435, "1.52it/s"),
+            (100, "#" * 7, 10**20, 10**25, "?it/s"),
+            (3, "▉" * 3000, 3, 100_000, ""),
+        ]
+    ]
+    assert len(bars[-1]) > TIMEOUT_FROM_CHARS  # (such a bar is searched by _marker, with the timeout)
+    for message in bars[:-1]:
+        assert _short_marker(message, plan) == parser._marker(message, words, parser._bar_candidates(words))
+    attempt = ((((re.compile("Training"), False),), None),)
+    named = ((((re.compile("(?P<x>Training)"), True),), 3),)
+    unnamed = ((((re.compile("nothing"), False),), 1), (((re.compile("Progress"), False),), 2))
+    assert _short_marker(bars[0], attempt) is None
+    assert _short_marker(bars[0], named) is None
+    assert _short_marker(bars[0], unnamed) == 2
+    assert _short_marker("x", unnamed) == -1
+
+
+def test_rows_become_the_arrays_an_extend_makes() -> None:
+    """_int64s / _doubles make the arrays array.extend would, bit for bit (NaN, -0.0, inf), and refuse
+    what it refuses."""
+    import struct
+    from array import array
+
+    from logparse.read.progress_lines import INT64_MAX, _doubles, _int64s
+
+    ints = [0, -1, -2, 7, INT64_MAX, -INT64_MAX - 1]
+    floats = [math.nan, -0.0, math.inf, -math.inf, 1e-308, 0.1, float("-nan")]
+    assert _int64s(ints).tobytes() == array("q", ints).tobytes()
+    assert _doubles(floats).tobytes() == array("d", floats).tobytes()
+    assert _int64s([]) == array("q") and _doubles([]) == array("d")
+    with pytest.raises(struct.error):
+        _int64s([INT64_MAX + 1])
+
+
+def test_a_bracket_rate_is_past_its_last_comma() -> None:
+    """bar_seconds of a BAR_TEXT bracket's tail past its last comma is that of the whole bracket (what
+    _add_bar searches with the shipped rate regex): random brackets of the bar's characters, with and
+    without a unit."""
+    from logparse.read.progress_lines import BARE_BAR, RATE_PAST_COMMA
+    from logparse.read.progress_syntax import bar_seconds
+
+    assert RATE_PAST_COMMA
+    rnd = random.Random(7)
+    fixed = [
+        "1:10:40<6:31:06, 46.04s/it",
+        "00:03<00:03, ?it/s",
+        "1,2.5s/it",
+        ",3 s/it",
+        "1.5.5it/s",
+        "",
+        "0.00it/s",
+    ]
+    brackets = fixed + [
+        "".join(rnd.choice("0123456789:<>,.? ") for _ in range(rnd.randrange(30)))
+        + rnd.choice(["", "s/it", "it/s"])
+        for _ in range(3000)
+    ]
+    for bracket in brackets:
+        line = f"Training Progress:  5%|#   | 1/2 [{bracket}]".encode()
+        assert BARE_BAR.fullmatch(line).group(4).decode() == bracket
+        assert bar_seconds(bracket[bracket.rfind(",") + 1 :]) == bar_seconds(bracket), bracket
+
+
+def test_no_process_number_left_leaves_bars_and_step_lines_to_the_usual_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no process number left (MAX_PROCESSES), a bar with no prefix, one behind a Ray prefix and a
+    step line get no columns (the scanner makes records of them)."""
+    from logparse.read import progress_lines
+    from logparse.read.steps import StepParser
+
+    scanner = Analysis(CATALOG, ScanConfig())
+    data = (
+        "Training Progress:  16%|███▍      | 71/435 [1:10:40<6:31:06, 64.47s/it]\n"
+        "\x1b[36m(WorkerDict pid=7, ip=10.0.0.1)\x1b[0m \rTraining Progress:  16%|###   | 71/435 [00:01<00:02, 2.00it/s]\n"
+        "\x1b[36m(TaskRunner pid=9)\x1b[0m step:71 - actor/pg_loss:np.float64(0.25) - timing_s/step:3.5\n"
+    ).encode()
+    found, ends = scanner.reader.prefilter.lines_and_ends(data)
+
+    def parse() -> progress_lines.ProgressColumns | None:
+        parser = ProgressLineParser(
+            scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+        )
+        return parser.parse(data, found, ends)
+
+    assert len(parse()) == 3
+    monkeypatch.setattr(progress_lines, "MAX_PROCESSES", 0)
+    columns = parse()
+    assert columns is None or len(columns) == 0
