@@ -68,8 +68,9 @@ class Block:
     # the process whose BlockMaker made it (0: the scanner's own; reader r: r + 1): its columns number
     # processes and shapes in that maker's tables
     worker: int = field(default=0, compare=False)
-    # its candidate lines' prefixes read where it was made (logparse.read.pre_records), if they were
-    pre: PreColumns | None = None
+    # its candidate lines' prefixes read where it was made (logparse.read.pre_records), if they were: what
+    # the scanner would read in them, so not a part of what the block is
+    pre: PreColumns | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.data is not None:
