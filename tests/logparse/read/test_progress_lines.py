@@ -96,9 +96,9 @@ def test_step_lines_left_to_the_scanner(seed: int, tmp_path: Path, monkeypatch: 
     (DEFERRED): the reports are the same (here every block is parsed so)."""
     parse = ProgressLineParser.parse
 
-    def behind(self: ProgressLineParser, data: bytes, found: list) -> object:
+    def behind(self: ProgressLineParser, data: bytes, found: list, ends: list | None = None) -> object:
         self.rows_here = False
-        return parse(self, data, found)
+        return parse(self, data, found, ends)
 
     log = tmp_path / "log.log"
     if seed == 0:
