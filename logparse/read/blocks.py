@@ -313,9 +313,12 @@ FREE, RAW, CLAIMED = 0, 1, 2
 # bytes read when it was cut
 STATE, NUMBER, SIZE, CUT, READ = range(5)
 META = 5
-# a reader process reads its blocks' candidate lines apart too (logparse.read.pre_records): their
-# prefixes, and a possible hit's message masked. False: the scanner does (tests: the same records)
-READ_APART = True
+# when a reader process reads a block's candidate lines apart too (logparse.read.pre_records: their
+# prefixes, and a possible hit's message masked): "auto", when it had to wait for work before the block
+# (the scanner is behind: its work is the scan's critical path); "always"; "never" (tests: the records
+# are the same either way)
+READ_APART = "auto"
+WAITED_S = 0.001  # a reader that waited this long for a block to make had nothing to do
 WAKE_S = 0.5  # a reader with nothing to do looks this often whether the scan is still there
 IDLE_S = 0.005  # the scanner, waiting for a block with none to make itself, looks again this often
 END_S = 5.0  # the readers' last words (their CPU time) are waited for this long at most
@@ -434,11 +437,14 @@ class _Sender:
         self.sets: dict[frozenset[int], int] = {}
         self.keys: tuple[str, ...] = ()
         self.names: tuple[str, ...] = ()
+        self.waited = False  # this reader waited for work before its next block (READ_APART "auto")
 
     def send(self, slot: int) -> None:
         number, size, cut, read = self.ring.fields(slot)
         data = self.ring.bytes_of(slot, size)
-        block = self.maker.make(data, 0, cut, read_apart=READ_APART)
+        apart = READ_APART == "always" or (READ_APART == "auto" and self.waited)
+        self.waited = False
+        block = self.maker.make(data, 0, cut, read_apart=apart)
         steps = []
         for i, sl in block.steps.items():
             steps.append(
@@ -457,6 +463,7 @@ class _Sender:
         sets = self.sets
         known = len(sets)
         ids = array("l", [sets.setdefault(k, len(sets)) for k in block.keywords])
+        sent = time.monotonic()
         self.out.send(
             (
                 "block",
@@ -476,6 +483,8 @@ class _Sender:
                 block.pre,
             )
         )
+        # (a pipe too full to take the block: the scanner is behind, as when no block is left to make)
+        self.waited = time.monotonic() - sent > WAITED_S
 
 
 def _reader_start(parent_ends: tuple[Connection, ...]) -> None:
@@ -525,6 +534,7 @@ def _lead_main(
                 break
             else:  # nothing to make and no room to cut: the scanner is behind
                 free_slots.append(free.recv())
+                sender.waited = True
         sender.out.send(("cpu", _cpu_seconds()))
     except (EOFError, OSError):  # the scanner is gone
         return
@@ -555,8 +565,10 @@ def _worker_main(ring: _Ring, sender: _Sender, parent: int, parent_ends: tuple[C
     _reader_start(parent_ends)
     try:
         while True:
+            asked = time.monotonic()
             slot = ring.claim(WAKE_S, keep_wake=True)
             if slot is not None:
+                sender.waited = sender.waited or time.monotonic() - asked > WAITED_S
                 sender.send(slot)
             elif ring.ended.value or os.getppid() != parent:
                 break

@@ -7,9 +7,9 @@ lines mostly become records (a checkpoint line of every rank, a log dense in err
 scan's critical path while the reader processes wait. So a reader process (logparse.read.blocks) also
 reads the prefixes of its block's candidate lines that are not progress lines into `PreColumns`:
 arrays, one row a candidate, that cross the pipe with the block's other columns, and the message of a
-line whose keywords may make it a catalog hit masked (the analysis' `masker`). The scanner builds such
-a line's record from its row (`record`) instead of normalising it; a block the scanner makes itself
-has no rows.
+line whose keywords may make it a catalog hit masked (the analysis' `masker`), when the reader had to
+wait for that block (the scanner is behind: blocks.READ_APART). The scanner builds such a line's record
+from its row (`record`) instead of normalising it; a block the scanner makes itself has no rows.
 
 A row is only what a normaliser reads in the line alone (Normalizer.read_apart): a line whose reading
 takes the scanner's state (a year-less timestamp takes the year of the last full date before it) or

@@ -85,23 +85,24 @@ def test_benchmark_shapes_report_the_same_with_any_number_of_workers(
     assert_same_with_workers(log, tmp_path, [2, 4, 8], all_metrics=kind == "dense")
 
 
-@pytest.fixture
-def read_apart_never(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Readers leave their blocks' candidate lines to the scanner (logparse.read.pre_records): the
-    forked readers inherit the setting."""
-    monkeypatch.setattr(blocks, "READ_APART", False)
+@pytest.fixture(params=["never", "always"])
+def read_apart(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers leave every block's candidate lines to the scanner, or read them all apart
+    (logparse.read.pre_records), whether they waited for work or not: the forked readers inherit
+    the setting."""
+    monkeypatch.setattr(blocks, "READ_APART", request.param)
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(p.parents[1])))
-def test_samples_and_fixtures_report_the_same_with_their_lines_not_read_apart(
-    path: Path, tmp_path: Path, small_chunks: None, read_apart_never: None
+def test_samples_and_fixtures_report_the_same_whoever_reads_their_lines(
+    path: Path, tmp_path: Path, small_chunks: None, read_apart: None
 ) -> None:
     assert_same_with_workers(path, tmp_path, [2])
 
 
 @pytest.mark.parametrize("kind,caught,bars", SHAPES, ids=lambda v: str(v))
-def test_benchmark_shapes_report_the_same_with_their_lines_not_read_apart(
-    kind: str, caught: int | None, bars: str, tmp_path: Path, small_chunks: None, read_apart_never: None
+def test_benchmark_shapes_report_the_same_whoever_reads_their_lines(
+    kind: str, caught: int | None, bars: str, tmp_path: Path, small_chunks: None, read_apart: None
 ) -> None:
     log = tmp_path / "bench.log"
     generate(str(log), 1.0, kind=kind, caught_every=caught, bars=bars)
@@ -109,8 +110,9 @@ def test_benchmark_shapes_report_the_same_with_their_lines_not_read_apart(
 
 
 def test_readers_read_the_candidates_apart_and_the_scanner_takes_their_rows(
-    tmp_path: Path, small_chunks: None
+    tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(blocks, "READ_APART", "always")
     log = tmp_path / "realistic.log"
     generate(str(log), 1.0, kind="realistic")
     scanner = Analysis(CATALOG, ScanConfig(reader_process_bytes=1, workers=2))
