@@ -261,10 +261,10 @@ class BlockMaker:
         keywords = [k for _, k in found]
         progress = self.progress
         columns = progress.parse(data, found, ends) if progress is not None else None
+        applied = set(columns.index) if columns is not None else ()  # (lines the scanner needs no record of)
         steps = None
         if self.step_id is not None:
             step_id, step_parser = self.step_id, self.step_parser
-            applied = set(columns.index) if columns is not None else ()
             steps = {
                 i: parsed
                 for i, (start, ids) in enumerate(found)
@@ -274,8 +274,10 @@ class BlockMaker:
             }
         pre = None
         if read_apart and self.pre is not None:
-            pre = self.pre.read(data, starts, set(columns.index) if columns is not None else (), keywords)
-        return Block(data, base, lines, starts, numbers, keywords, cut, steps, progress=columns, pre=pre)
+            pre = self.pre.read(data, starts, ends, applied, keywords)
+        return Block(
+            data, base, lines, starts, numbers, keywords, cut, steps, ends, progress=columns, pre=pre
+        )
 
 
 def iter_blocks(
@@ -458,8 +460,7 @@ class _Sender:
                 )
             )
             self.keys, self.names = sl.keys, sl.names
-        find = data.find
-        ends = array("q", [find(b"\n", start) for start in block.starts])  # every block ends in a newline
+        ends = array("q", block.ends)  # (the prefilter's: each candidate line's newline)
         sets = self.sets
         known = len(sets)
         ids = array("l", [sets.setdefault(k, len(sets)) for k in block.keywords])
@@ -644,10 +645,8 @@ class _Merger:
         number, size, cut, read = self.ring.fields(slot)
         data = self.ring.bytes_of(slot, size)
         b = self.maker.make(data, 0, cut)
-        find = data.find
-        ends = array("q", [find(b"\n", start) for start in b.starts])
         self.pending[number] = _Pending(
-            0, slot, size, cut, read, b.lines, b.starts, b.numbers, b.keywords, b.steps, ends, b.progress
+            0, slot, size, cut, read, b.lines, b.starts, b.numbers, b.keywords, b.steps, b.ends, b.progress
         )
         self.stats.scanner_blocks += 1
         self.stats.scanner_block_cpu += _cpu_seconds() - before

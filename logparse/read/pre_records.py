@@ -97,24 +97,24 @@ class PreReader:
         self,
         data: bytes,
         starts: list[int],
+        ends: list[int],
         skip: set[int] | frozenset[int],
         keywords: list[frozenset[int]] | None = None,
     ) -> PreColumns:
-        """The rows of the candidate lines at `starts` in `data` (a block of whole lines), but those in
-        `skip` (progress lines the scanner applies without a record); with each one's prefilter
-        `keywords`, its message masked too where the masker says."""
+        """The rows of the candidate lines at `starts` in `data` (a block of whole lines), each ending at
+        its `ends` (Prefilter.lines_and_ends), but those in `skip` (progress lines the scanner applies
+        without a record); with each one's prefilter `keywords`, its message masked too where the
+        masker says."""
         out = PreColumns()
         ints, times, names, masks = out.ints, out.times, out.names, out.masks
         masker = self.masker if keywords is not None else None
         ids: dict[str, int] = {}
         read_apart = self.normalizer.read_apart
-        find = data.find
         nan = math.nan
         for i, start in enumerate(starts):
             got = None
             if i not in skip:
-                end = find(b"\n", start)
-                raw = data[start : end if end >= 0 else len(data)]
+                raw = data[start : ends[i]]
                 text = decode_line(raw[:MAX_LINE_BYTES])
                 got = read_apart(text)
             if got is None:

@@ -109,7 +109,7 @@ def test_the_reader_process_gives_the_same_blocks(big_log: Path) -> None:
         assert all(b.raw(i)[0] == b.data[s : b.data.index(b"\n", s)] for i, s in enumerate(b.starts))
         forked.append(b)
     assert len(inline) >= 3
-    same = [dataclasses.replace(b, steps=None, ends=None, ring=None, at=0) for b in forked]
+    same = [dataclasses.replace(b, steps=None, ends=list(b.ends), ring=None, at=0) for b in forked]
     assert same == inline
     # the step lines, parsed there, are what parse_step_line finds in the message of each
     parsed = 0

@@ -19,12 +19,17 @@ LOGS = sorted(SAMPLES.glob("*.log")) + sorted(p for p in FIXTURES.rglob("*.log")
 DEFAULT = Origin(rank=3, local_rank=1, pid=77, node="node-9", actor="WorkerDict")
 
 
+def line_ends(data: bytes, starts: list[int]) -> list[int]:
+    """Where each line at `starts` ends (its newline, or the end of `data`), as the prefilter says."""
+    return [e if (e := data.find(b"\n", s)) >= 0 else len(data) for s in starts]
+
+
 def records_both_ways(data: bytes, default: Origin | None) -> tuple[list, list, int]:
     """The records of every line of `data`: normalised in order by one normaliser, and built from the
     rows read apart (each line without one normalised by the same in-order normaliser); and how many
     rows there were."""
     starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10 and i + 1 < len(data)]
-    columns = PreReader().read(data, starts, ())
+    columns = PreReader().read(data, starts, line_ends(data, starts), ())
     plain, apart = Normalizer(), Normalizer()
     want, got = [], []
     rows = 0
@@ -71,7 +76,7 @@ def test_which_lines_are_read_apart() -> None:
     want, got, rows = records_both_ways(data, None)
     assert got == want and rows == 3
     starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10 and i + 1 < len(data)]
-    columns = PreReader().read(data, starts, {4})  # the last one is a progress line: no row
+    columns = PreReader().read(data, starts, line_ends(data, starts), {4})  # the last one is a progress line: no row
     assert [columns.has(i) for i in range(5)] == [True, False, False, True, False]
     assert columns.ints[AT] > 0 and columns.ints[FIELDS * 3 + AT] == len("(raylet) ")
     assert math.isnan(columns.times[3]) and columns.times[0] > 0
@@ -93,7 +98,7 @@ def test_a_possible_hit_is_masked_where_it_is_read_apart() -> None:
         asked.append(message)
         return mask(message) if ids == hit else None
 
-    columns = PreReader(masker).read(data, starts, (), [hit, hit, saved])
+    columns = PreReader(masker).read(data, starts, line_ends(data, starts), (), [hit, hit, saved])
     assert columns.masks == ["torch.OutOfMemoryError: CUDA out of memory. Tried <*> GiB", None, None]
     assert len(asked) == 2  # the glog line has no row (its timestamp has no year): not asked
     line = Line("job.log", 1, decode_line(data[: data.index(b"\n")]))
