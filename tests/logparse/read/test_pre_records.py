@@ -76,7 +76,8 @@ def test_which_lines_are_read_apart() -> None:
     want, got, rows = records_both_ways(data, None)
     assert got == want and rows == 3
     starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10 and i + 1 < len(data)]
-    columns = PreReader().read(data, starts, line_ends(data, starts), {4})  # the last one is a progress line: no row
+    # the last one is a progress line: no row
+    columns = PreReader().read(data, starts, line_ends(data, starts), {4})
     assert [columns.has(i) for i in range(5)] == [True, False, False, True, False]
     assert columns.ints[AT] > 0 and columns.ints[FIELDS * 3 + AT] == len("(raylet) ")
     assert math.isnan(columns.times[3]) and columns.times[0] > 0
