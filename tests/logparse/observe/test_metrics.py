@@ -171,6 +171,57 @@ def test_step_parser_keeps_the_wanted_values_of_the_reference(lines: list[list[s
         _keeps_the_values_of_the_reference(StepParser(all_keys), lines)
 
 
+VALUE = st.one_of(
+    st.sampled_from(
+        [
+            "0.5",
+            "np.float64(1e-05)",
+            "np.float64(0.1))",
+            "np.float64()",
+            "np.float64(nan)",
+            "np.int64(3)",
+            " nan ",
+            "-inf",
+            "1_0",
+            "",
+            "1:2",
+            "[1, 2]",
+            "np.float64(1",
+            "\t7",
+            ".5",
+        ]
+    ),
+    st.text(alphabet="k:/ .-()np0123456789ef\t", max_size=10),
+)
+KEY = st.sampled_from(["actor/pg_loss", "critic/score/mean", "timing_s/step", "loss", "a/b", " k ", "x-y"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(KEY, min_size=1, max_size=5, unique=True), st.lists(st.lists(VALUE, min_size=5, max_size=5)))
+def test_step_parser_on_lines_of_one_shape_keeps_the_values_of_the_reference(
+    keys: list[str], rows: list[list[str]]
+) -> None:
+    """Lines of the same keys one after another, whose shape the parser compiles as one expression
+    after a few of them (steps._whole_pattern): the values are still the reference's, whatever the
+    values hold (spaces, colons, a bracket too many, no number)."""
+    plain = [["0.25"] * 5] * 3  # (lines that let the shape be compiled, before the drawn ones)
+    for all_keys in (False, True):
+        parser = StepParser(all_keys)
+        _keeps_the_values_of_the_reference(
+            parser, [[f"{k}:{v}" for k, v in zip(keys, values, strict=False)] for values in plain + rows]
+        )
+
+
+def test_step_parser_compiles_a_repeated_shape_and_drops_it_when_the_keys_change() -> None:
+    parser = StepParser()
+    lines = [f"step:{i} - actor/pg_loss:np.float64({i}.5) - loss:{i} - timing_s/step:2" for i in range(4)]
+    for line in lines:
+        parser.parse(line)
+    assert parser._whole is not None
+    assert parser.parse("step:9 - actor/pg_loss:0.5 - other:1")[1:3] == (("actor/pg_loss",), [0.5])
+    assert parser._whole is None
+
+
 def _keeps_the_values_of_the_reference(parser: StepParser, lines: list[list[str]]) -> None:
     for parts in lines:
         message = "step:3 - " + " - ".join(parts)
