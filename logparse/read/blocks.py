@@ -36,9 +36,14 @@ from logparse.read.steps import STEP_KEYWORD, STEP_RE, StepParser
 if TYPE_CHECKING:  # (multiprocessing is imported when a reader process starts: 10 ms a run otherwise)
     from multiprocessing.connection import Connection
 
-# numpy counts newlines ~2.5x faster than bytes.count (0.15 s a GB saved) but takes ~0.1 s to import
+# numpy counts the newlines of a long stretch ~4x faster than bytes.count (0.47 -> 0.10 s a GB here,
+# comparing NUMPY_PIECE bytes at a time, so that the comparison's booleans stay in the cache: a whole
+# 4 MB block at once was no faster than bytes.count), but takes 0.05-0.1 s to import: it is used where
+# it is imported already (the scanner's report imports it for the metrics; blocks_in_process imports
+# it before forking readers for a large input) or once a process has read NUMPY_AFTER_BYTES
 NUMPY_AFTER_BYTES = 256 << 20
-NUMPY_MIN_BLOCK = 64 << 10
+NUMPY_GAP = 16 << 10  # a stretch between two candidate lines at least this long is counted by numpy
+NUMPY_PIECE = 256 << 10
 
 
 @dataclass(slots=True)
@@ -148,7 +153,8 @@ def _cpu_seconds() -> float:
 
 
 class _NewlineCounter:
-    """Line numbers of offsets in a block; numpy once the input is long enough to pay for importing it."""
+    """Line numbers of offsets in a block: bytes.count between two offsets, numpy over a long stretch
+    once numpy is at hand (NUMPY_AFTER_BYTES)."""
 
     def __init__(self) -> None:
         self.seen = 0
@@ -157,35 +163,48 @@ class _NewlineCounter:
     def numbers(self, data: bytes, starts: list[int], base: int) -> tuple[list[int], int]:
         """(line number of each start, newlines in `data`)."""
         self.seen += len(data)
-        if self._np is None and self.seen >= NUMPY_AFTER_BYTES:
-            # one thread: idle OpenBLAS threads spin for a while and take the core the scan needs
-            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-                os.environ.setdefault(var, "1")
-            try:
-                import numpy
-            except ImportError:  # pragma: no cover - numpy comes with pandas
-                numpy = False
-            self._np = numpy
         np = self._np
-        out = []
-        if np and len(data) >= NUMPY_MIN_BLOCK:
-            is_newline = np.frombuffer(data, np.uint8) == 10
-            nonzero = np.count_nonzero
-            pos = 0
-            n = base
-            for start in starts:
-                n += nonzero(is_newline[pos:start])
-                pos = start
-                out.append(int(n) + 1)
-            return out, int(n) - base + int(nonzero(is_newline[pos:]))
+        if np is None and ("numpy" in sys.modules or self.seen >= NUMPY_AFTER_BYTES):
+            np = self._np = import_numpy()
         count = data.count
+        out = []
         pos = 0
         n = base
+        if not np or len(data) < NUMPY_GAP:
+            for start in starts:
+                n += count(b"\n", pos, start)
+                pos = start
+                out.append(n + 1)
+            return out, n - base + count(b"\n", pos)
+        view = np.frombuffer(data, np.uint8)
         for start in starts:
-            n += count(b"\n", pos, start)
+            n += count(b"\n", pos, start) if start - pos < NUMPY_GAP else _numpy_count(np, view, pos, start)
             pos = start
             out.append(n + 1)
-        return out, n - base + count(b"\n", pos)
+        end = len(data)
+        n += count(b"\n", pos) if end - pos < NUMPY_GAP else _numpy_count(np, view, pos, end)
+        return out, n - base
+
+
+def _numpy_count(np, view, start: int, end: int) -> int:
+    """Newlines in view[start:end] (a uint8 view of a block), NUMPY_PIECE bytes at a time."""
+    nonzero = np.count_nonzero
+    n = 0
+    for at in range(start, end, NUMPY_PIECE):
+        n += int(nonzero(view[at : min(at + NUMPY_PIECE, end)] == 10))
+    return n
+
+
+def import_numpy():
+    """numpy, imported with one thread for its math libraries (idle OpenBLAS threads spin for a while
+    and take the core the scan needs); False where it is not installed."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy comes with pandas
+        return False
+    return numpy
 
 
 def cut_blocks(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
@@ -726,6 +745,7 @@ def blocks_in_process(
     progress: ProgressLineParser | None = None,
     workers: int = 2,
     pre: PreReader | None = None,
+    expected_bytes: int = 0,
 ) -> Iterator[Block]:
     """iter_blocks(chunks(stats), prefilter), computed by `workers` processes: this one and
     `workers - 1` forked readers. The first reader reads the input (and gunzips it) and cuts it into
@@ -736,9 +756,13 @@ def blocks_in_process(
     the block's first line: the blocks are put back in order and numbered here. `stats` learns the
     bytes read, the readers' notes and CPU times. Errors are raised here as in iter_blocks
     (TruncatedGzip, OSError), after the blocks before them. Closing the generator (or an interrupt)
-    stops the readers."""
+    stops the readers. `expected_bytes`: the input's size, where known: from NUMPY_AFTER_BYTES on,
+    numpy is imported before the readers are forked, so that every process counts newlines with it
+    from the first block and none imports it again."""
     import multiprocessing
 
+    if expected_bytes >= NUMPY_AFTER_BYTES:
+        import_numpy()
     ctx = multiprocessing.get_context("fork")
     readers = max(1, min(workers, MAX_WORKERS) - 1)
     ring = _Ring(ctx, slots_for(readers + 1))

@@ -202,7 +202,10 @@ class RecordReader:
         if alone and self._reader_process_for(path):
             pre = PreReader(self.sink.premask)  # (candidate lines read apart: logparse.read.pre_records)
             workers = self.workers
-            blocks = blocks_in_process(chunks, stats, self.prefilter, step_parser, progress, workers, pre)
+            size = os.path.getsize(path)  # (a regular file: _reader_process_for)
+            blocks = blocks_in_process(
+                chunks, stats, self.prefilter, step_parser, progress, workers, pre, size
+            )
         else:
             blocks = iter_blocks(chunks(stats), self.prefilter, progress=progress, stats=stats)
         lines = 0  # lines of the blocks done

@@ -57,10 +57,17 @@ def _candidates(bl: list, pf: Prefilter) -> list[tuple[int, set[str]]]:
     ]
 
 
-@pytest.mark.parametrize("numpy_after", [0, 1 << 40], ids=["numpy", "bytes.count"])
-def test_candidate_line_numbers_match_a_line_by_line_reference(numpy_after: int, monkeypatch) -> None:
-    monkeypatch.setattr(blocks_mod, "NUMPY_AFTER_BYTES", numpy_after)
-    monkeypatch.setattr(blocks_mod, "NUMPY_MIN_BLOCK", 1)
+@pytest.mark.parametrize(
+    ("numpy_gap", "piece"), [(1, 7), (40, 16), (1 << 40, 1)], ids=["numpy", "both", "bytes.count"]
+)
+def test_candidate_line_numbers_match_a_line_by_line_reference(
+    numpy_gap: int, piece: int, monkeypatch
+) -> None:
+    """Line numbers counted by numpy (over stretches cut in pieces of `piece` bytes), by bytes.count,
+    or by either as a stretch is long or short, are those of a count line by line."""
+    monkeypatch.setattr(blocks_mod, "NUMPY_AFTER_BYTES", 0)
+    monkeypatch.setattr(blocks_mod, "NUMPY_GAP", numpy_gap)
+    monkeypatch.setattr(blocks_mod, "NUMPY_PIECE", piece)
     rnd = random.Random(7)
     pf = Prefilter(WORDS)
     for _ in range(30):
