@@ -79,6 +79,10 @@ def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
 
 WHOLE_AFTER = 2  # a shape's lines in a row before it is compiled as one expression (StepParser._whole)
 WHOLE_COMPILES = 64  # shapes compiled so at most, per parser
+# a wanted value in a whole shape's expression: the run of non-spaces inside `np.float64(...)` when the
+# run is so wrapped (a value runs to the next space: a shorter run leaves no ` - ` after it), else the
+# whole run (StepParser's shape path: `np.float64(x)` -> x, anything else as it is)
+WANTED = f"(?:{re.escape(NP_FLOAT64)}([^ ]*)\\)|([^ ]*))"
 
 
 def _whole_pattern(raw_keys: Sequence[str], wanted: Sequence[int]) -> re.Pattern[str]:
@@ -88,12 +92,13 @@ def _whole_pattern(raw_keys: Sequence[str], wanted: Sequence[int]) -> re.Pattern
     Where it matches a tail holding just one colon a key (the caller counts them), that tail splits
     on ` - ` into exactly these parts, each `key:value`: a value has no space, so no ` - ` starts in
     it, and a key holds neither a colon nor ` - ` (it was cut at both). Those are the conditions of
-    StepParser's shape path, and the captured values its parts past their keys: the same numbers
-    (_whole_values). A single-character class that is not a space runs ~3x faster in `re` than one
-    that also excludes the colon, hence the count beside it."""
+    StepParser's shape path. A wanted value is captured as that path converts it (WANTED): what is
+    inside `np.float64(...)` when the whole value is so wrapped, else the whole value; the same
+    numbers (_whole_values). A single-character class that is not a space runs ~3x faster in `re`
+    than one that also excludes the colon, hence the count beside it."""
     want = frozenset(wanted)
     return re.compile(
-        " - ".join(re.escape(key) + ("([^ ]*)" if i in want else "[^ ]*") for i, key in enumerate(raw_keys))
+        " - ".join(re.escape(key) + (WANTED if i in want else "[^ ]*") for i, key in enumerate(raw_keys))
     )
 
 
@@ -104,10 +109,8 @@ def _whole_values(whole: re.Pattern[str], tail: str) -> list[float] | None:
     m = whole.fullmatch(tail)
     if m is None:
         return None
-    try:
-        return [
-            float(v[NP_LENGTH:-1] if v.startswith(NP_FLOAT64) and v[-1:] == ")" else v) for v in m.groups()
-        ]
+    try:  # (one group of each wanted value's pair holds it, the other is None)
+        return [float(v) for v in m.groups() if v is not None]
     except ValueError:
         return None
 
