@@ -460,17 +460,21 @@ class EnvironmentTracker:
                 self._fact("gpu_model", m.group("model").strip())
 
     def _world_size(self, rec: Record, message: str) -> None:
-        # each regex needs its literal: without it the search is skipped (checkpoint paths hold
-        # `_world_size_8_rank_0` on every rank's every save)
+        # each regex needs one of its literals, and no match starts before the first of them: without
+        # one the search is skipped, and it starts there (checkpoint paths hold `_world_size_8_rank_0`
+        # near their end, on every rank's every save: 1.8 -> 0.4 us a search)
         for key, needs, regex in WORLD_SIZE_RULES:
+            at = -1
             for k in needs:
-                if k in message:
-                    m = regex.search(message)
-                    if m:
-                        value = int(m.group(1))
-                        if value > self.world_sizes.get(key, -1):
-                            self.world_sizes[key] = value
-                    break
+                found = message.find(k)
+                if found >= 0 and (at < 0 or found < at):
+                    at = found
+            if at >= 0:
+                m = regex.search(message, at)
+                if m:
+                    value = int(m.group(1))
+                    if value > self.world_sizes.get(key, -1):
+                        self.world_sizes[key] = value
 
     def _hosts(self, rec: Record, message: str) -> None:
         for regex in HOST_RES:

@@ -380,3 +380,38 @@ def test_sample_ray_actor_exception_and_torchrun() -> None:
     assert ray["config.trainer.n_gpus_per_node"] == 4
     torchrun = run_sample("torchrun-healthy.log")
     assert "verl_era" not in torchrun and torchrun["world_size"] == 4 and torchrun["python"] == "3.11"
+
+
+def test_each_world_size_regex_starts_with_one_of_its_literals() -> None:
+    """_world_size starts each search at the first of its rule's literals in the message: that finds
+    what a search from the start finds only if a match cannot start before one, i.e. the regex is
+    (a word boundary and) one of its literals first. A catalog edit that breaks this fails here."""
+    import re
+
+    from logparse.observe.environment import WORLD_SIZE_RULES
+
+    for _key, needs, regex in WORLD_SIZE_RULES:
+        head = regex.pattern.removeprefix(r"\b")
+        for spell in (str, re.escape):  # (a literal written as it is, or escaped)
+            first = "(?:" + "|".join(spell(k) for k in needs) + ")" if len(needs) > 1 else spell(needs[0])
+            if head.startswith(first):
+                break
+        else:
+            raise AssertionError(f"{regex.pattern} does not start with one of {needs}")
+
+
+@pytest.mark.parametrize(
+    ("message", "sizes"),
+    [
+        ("Saved model to /ckpt/global_step_3/actor/model_world_size_8_rank_5.pt", {"checkpoint": 8}),
+        ("WORLD_SIZE=16 then world_size: 4", {"explicit": 16}),
+        ("world_size: 4 then WORLD_SIZE=16", {"explicit": 4}),
+        ("model_world_size_8_rank_0.pt and world_size = 2", {"explicit": 2, "checkpoint": 8}),
+        ("comm 0x1 rank 0 nranks 8 cudaDev 0", {"nranks": 8}),
+        ("xworld_size=3 world_size mismatch", {}),
+    ],
+)
+def test_world_size_rules_read_the_first_match_of_each(message: str, sizes: dict[str, int]) -> None:
+    t = EnvironmentTracker()
+    t._world_size(None, message)
+    assert t.world_sizes == sizes
