@@ -1,7 +1,13 @@
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from logparse.read import normalize as normalize_mod
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import Line, strip_ansi
 
@@ -122,3 +128,46 @@ def test_stream_keys_separate_ranks_and_workers() -> None:
     c = norm("(WorkerDict pid=5, ip=10.0.0.1) x")
     d = norm("(WorkerDict pid=5, ip=10.0.0.2) x")
     assert len({a.stream, b.stream, c.stream, d.stream}) == 4
+
+
+# the prefix wordings normalize.py compiles with `re` (the rest with `regex`)
+RE_PREFIXES = ("RANK", "TEE", "PY_LOGGING", "MESSAGE_RANK")
+# classes on which the engines differ (`re`: str.isspace / str.isalnum; `regex`: Unicode properties)
+ENGINE_SENSITIVE = re.compile(r"\\[sSwWbB]|[*+?}]\+")
+
+
+@pytest.mark.parametrize("name", RE_PREFIXES)
+def test_prefixes_compiled_by_re_use_nothing_the_engines_read_differently(name: str) -> None:
+    """A wording edited to use \\s, \\w, \\b or a possessive quantifier must go back to `regex`."""
+    wording = getattr(normalize_mod, name).pattern
+    assert not ENGINE_SENSITIVE.search(wording), wording
+
+
+PREFIX_TEXT = st.text(
+    alphabet=st.sampled_from(
+        list("[]:-, 0123456789rRankdefault_INFOWARNERRORDEBUG") + ["\u0663", "\xb2", "\x1c", "\xa0"]
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(RE_PREFIXES), PREFIX_TEXT, st.integers(0, 5))
+def test_prefixes_compiled_by_re_match_as_regex_does(name: str, text: str, pos: int) -> None:
+    wording = getattr(normalize_mod, name).pattern
+    a, b = re.compile(wording).match(text, pos), regex.compile(wording).match(text, pos)
+    assert (a and (a.span(), a.groupdict())) == (b and (b.span(), b.groupdict()))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("PY_LOGGING", "INFO:2025-08-22 23:08:02,898:[Rank 0] Saved model to /ckpt/model.pt"),
+        ("MESSAGE_RANK", "[Rank 3] Saved optim"),
+        ("TEE", "[default1]:ok"),
+        ("RANK", "[rank2]: boom"),
+    ],
+)
+def test_prefixes_compiled_by_re_read_their_real_wording(name: str, text: str) -> None:
+    wording = getattr(normalize_mod, name).pattern
+    assert re.compile(wording).match(text).span() == regex.compile(wording).match(text).span()
