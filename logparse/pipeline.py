@@ -246,8 +246,10 @@ class Analysis:
     def stream_busy(self, stream: tuple) -> bool:
         return self.assembler.current(stream) is not None or stream in self.messages
 
-    def stream_of(self, block: Block, idx: int, source: str, number: int, default: Origin | None) -> tuple:
-        return self.reader.stream_of(block, idx, source, number, default)
+    def stream_of(
+        self, block: Block, idx: int, source: str, number: int, default: Origin | None, step_at: int = -1
+    ) -> tuple:
+        return self.reader.stream_of(block, idx, source, number, default, step_at)
 
     def activate(self, source: str) -> None:
         self._active_sources.add(source)

@@ -51,8 +51,11 @@ class ScanState(Protocol):
     def stream_busy(self, stream: tuple) -> bool:
         """Does a traceback or a multi-line message of `stream` wait for its next line?"""
 
-    def stream_of(self, block: Block, idx: int, source: str, number: int, default: Origin | None) -> tuple:
-        """The stream of candidate `idx` of `block`."""
+    def stream_of(
+        self, block: Block, idx: int, source: str, number: int, default: Origin | None, step_at: int = -1
+    ) -> tuple:
+        """The stream of candidate `idx` of `block`; `step_at`: where its message starts, when it is a
+        step line's (`step:...`), else -1."""
 
     def activate(self, source: str) -> None:
         """`source` showed progress or a finding."""
@@ -246,7 +249,9 @@ class ProgressFacts:
             actor = actor or default.actor
             node = node or default.node
         if region or self.state.sample_text:
-            taken = self._in_stream(block, idx, source, number, default, region, step)
+            # (a step line's message starts where the reader found `step:`: its stream is its prefix's)
+            message_at = fields[at + MESSAGE_AT] if step >= 0 else -1
+            taken = self._in_stream(block, idx, source, number, default, region, step, message_at)
             if taken is not None:
                 return taken
         if (actor, node) not in self._noted and not self._note(actor, node):
@@ -281,11 +286,13 @@ class ProgressFacts:
         default: Origin | None,
         region: bool,
         step: int,
+        message_at: int = -1,
     ) -> bool | None:
         """What only the line's stream tells: False when a traceback or message of its stream waits for
         it; True when it is skipped as model text (as the analysis skips a record of it: model text
-        goes on until a step line); None when neither."""
-        stream = self.state.stream_of(block, idx, source, number, default)
+        goes on until a step line); None when neither. `message_at`: where a step line's message
+        (`step:...`) starts in its bytes, or -1."""
+        stream = self.state.stream_of(block, idx, source, number, default, message_at)
         if region and self.state.stream_busy(stream):
             return False
         sample_text = self.state.sample_text

@@ -51,9 +51,10 @@ from logparse.read.sources import (
     plain_chunks,
     read_input,
 )
-from logparse.read.steps import StepParser
+from logparse.read.steps import STEP_KEYWORD, StepParser
 
 MAX_MERGE_FILES = 64
+MAX_STEP_STREAMS = 4096  # step-line prefixes whose stream is remembered (RecordReader.stream_of)
 RAY_ACTOR_MARKER = regex.compile(r"^:actor_name:(?P<actor>\S+)")
 _NO_KEYWORDS: frozenset[int] = frozenset()
 
@@ -141,6 +142,7 @@ class RecordReader:
         self.reading_blocks = self._blocks
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
+        self._step_streams: dict[tuple, tuple] = {}  # (source, default, a step line's prefix) -> its stream
         self._defaults: dict[str, Origin] = {}
         self._cut_lines: dict[str, int] = {}
 
@@ -357,10 +359,30 @@ class RecordReader:
             return None
         return LazyContext(rec, before, self.default_origin(rec.line.source), self.lookback_normalizer)
 
-    def stream_of(self, block: Block, idx: int, source: str, number: int, default: Origin | None) -> tuple:
+    def stream_of(
+        self, block: Block, idx: int, source: str, number: int, default: Origin | None, step_at: int = -1
+    ) -> tuple:
         """The stream of candidate `idx` of `block` (normalised apart: it reads no clock, so any
-        normaliser gives its origin)."""
+        normaliser gives its origin). `step_at`: where the line's message starts, when it is a step
+        line's (`step:...`, logparse.read.progress_lines): then its stream is that of its prefix
+        followed by `step:` (what the prefix regexes see past the prefix is `step:` either way, as the
+        reader's ProgressLineParser._prefix_origin has it), remembered per prefix: a step line's ~2 KB
+        are not decoded and normalised for its prefix's sake (one line of each step while a traceback
+        of the input is open)."""
         raw, _ = block.raw(idx)
+        if step_at >= 0:
+            key = (source, default, raw[:step_at])
+            stream = self._step_streams.get(key)
+            if stream is not None:
+                return stream
+            rec = self.lookback_normalizer.normalize(
+                Line(source, number, decode_line(raw[:step_at]) + STEP_KEYWORD), 0, default
+            )
+            if rec.message == STEP_KEYWORD:
+                if len(self._step_streams) >= MAX_STEP_STREAMS:
+                    self._step_streams.clear()
+                self._step_streams[key] = rec.stream
+                return rec.stream
         return self.lookback_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
 
     def tails(self) -> dict[str, tuple[bytes, int]]:

@@ -571,3 +571,36 @@ def test_no_process_number_left_leaves_bars_and_step_lines_to_the_usual_way(
     monkeypatch.setattr(progress_lines, "MAX_PROCESSES", 0)
     columns = parse()
     assert columns is None or len(columns) == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"\x1b[36m(TaskRunner pid=7)\x1b[0m step:1 - actor/pg_loss:0.5",
+        b"(WorkerDict pid=9, ip=10.0.0.2) step:5 - x:2",
+        b"[default3]:step:2 - a:1",
+        b"[rank1]: step:6 - a:1",
+        b"INFO:2025-01-01 00:00:00,000:step:3 - a:1",
+        b"2025-01-01 00:00:00,000 INFO trainer.py:12 -- step:8 - a:1",
+        b"node-1:12:34 [0] step:7 - b: 2",
+        b"step:4 - a:1",
+        b"[Rank 2] step:9 - a:1",
+    ],
+)
+def test_a_step_lines_stream_is_that_of_its_prefix(line: bytes) -> None:
+    """RecordReader.stream_of reads a step line's stream off its prefix followed by `step:` (and
+    remembers it per prefix): the stream a whole normalised line has, with or without a default origin."""
+    from logparse.read.blocks import BlockMaker
+    from logparse.read.normalize import Origin
+
+    analysis = Analysis(load_builtin_catalog(), ScanConfig())
+    reader = analysis.reader
+    data = line + b"\n" + line.replace(b"step:", b"step:1", 1) + b"\n"
+    block = BlockMaker(reader.prefilter).make(data, 0)
+    assert len(block.starts) == 2
+    for idx, start in enumerate(block.starts):
+        at = data.index(b"step:", start) - start
+        for default in (None, Origin(actor="TaskRunner", pid=3), Origin(local_rank=1)):
+            whole = reader.stream_of(block, idx, "job.log", idx + 1, default)
+            assert reader.stream_of(block, idx, "job.log", idx + 1, default, at) == whole
+            assert reader.stream_of(block, idx, "job.log", idx + 1, default, at) == whole  # (remembered)
