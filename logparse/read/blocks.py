@@ -459,10 +459,14 @@ class _Sender:
         self.keys: tuple[str, ...] = ()
         self.names: tuple[str, ...] = ()
         self.waited = False  # this reader waited for work before its next block (READ_APART "auto")
+        # slot -> (block number, its bytes) of the blocks this reader cut (the first reader): making one
+        # of them needs no copy out of the ring (a tenth of that reader's time on a realistic log)
+        self.cut: dict[int, tuple[int, bytes]] = {}
 
     def send(self, slot: int) -> None:
         number, size, cut, read = self.ring.fields(slot)
-        data = self.ring.bytes_of(slot, size)
+        own = self.cut.pop(slot, None)
+        data = own[1] if own is not None and own[0] == number else self.ring.bytes_of(slot, size)
         apart = READ_APART == "always" or (READ_APART == "auto" and self.waited)
         self.waited = False
         block = self.maker.make(data, 0, cut, read_apart=apart)
@@ -539,7 +543,7 @@ def _lead_main(
             while free.poll():
                 free_slots.append(free.recv())
             while end is None and free_slots and ring.raw_count() < ahead:
-                end = _cut_one(blocks, ring, free_slots, number, stats)
+                end = _cut_one(blocks, ring, free_slots, number, stats, sender.cut)
                 if end is None:
                     number += 1
                 else:
@@ -561,10 +565,11 @@ def _lead_main(
 
 
 def _cut_one(
-    blocks: Iterator, ring: _Ring, free_slots: deque, number: int, stats: InputStats
+    blocks: Iterator, ring: _Ring, free_slots: deque, number: int, stats: InputStats, kept: dict
 ) -> tuple | None:
-    """Cut the next block into a free slot; None, or how the input ended: ("end",), ("truncated",
-    message), ("oserror", message)."""
+    """Cut the next block into a free slot (and into `kept`: slot -> (number, bytes), for the cutting
+    reader to make it without copying it back); None, or how the input ended: ("end",),
+    ("truncated", message), ("oserror", message)."""
     try:
         got = next(blocks, None)
     except TruncatedGzip as exc:
@@ -576,7 +581,9 @@ def _cut_one(
     if got is None:
         return ("end",)
     data, cut = got
-    ring.put(free_slots.popleft(), number, data, cut, stats.bytes)
+    slot = free_slots.popleft()
+    ring.put(slot, number, data, cut, stats.bytes)
+    kept[slot] = (number, data)
     return None
 
 
