@@ -26,6 +26,9 @@ from patterns.stalls import StallRules, Wording, stall_rules
 MAX_STACKS = 512
 MAX_FRAMES = 48
 MAX_STREAMS = 4096
+# pids whose name (actor or rank) is remembered: a log of a long-lived cluster names a new worker pid
+# every few lines (the benchmarks' generated logs 135 a MB), and the memory must not grow with the log
+MAX_NAMES = 4 * MAX_STREAMS
 MAX_SIGN_LINES = 64  # the last lines of each sign kept with their position (which came after training)
 TAIL_LINES = 2000  # last lines of each input read back (from the reader's tail) for the streams' ends
 DUMP_GAP_LINES = 3  # blank or interpreter lines inside a py-spy dump that keep it open
@@ -197,7 +200,12 @@ class StallObserver:
         o = rec.origin
         if o.time is not None:
             self._see_time(o.time)
-        if o.pid is not None and (o.actor or o.rank is not None) and o.pid not in self._names:
+        if (
+            o.pid is not None
+            and (o.actor or o.rank is not None)
+            and o.pid not in self._names
+            and len(self._names) < MAX_NAMES
+        ):
             self._names[o.pid] = who_of(o)
         if o.local_rank is not None and o.rank is not None:
             self._ranks[(o.node, o.local_rank)] = o.rank
