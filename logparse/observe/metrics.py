@@ -332,7 +332,7 @@ class MetricsTracker:
         valued = set(self.valued_keys)
         chart = [k for k in CHART_KEYS if k in valued][:MAX_CHARTS]
         columns: dict[
-            str, tuple[list[int], list[float]]
+            str, tuple[list[int], Sequence[float]]
         ] = {}  # (the charts and the rules read the same keys)
         series = []
         for key in chart:
@@ -354,16 +354,18 @@ class MetricsTracker:
         )
 
     def _column(
-        self, key: str, columns: dict[str, tuple[list[int], list[float]]] | None = None
-    ) -> tuple[list[int], list[float]]:
-        """series(key) as two lists, its steps and its values (kept in `columns`, when given, for the
-        next caller)."""
+        self, key: str, columns: dict[str, tuple[list[int], Sequence[float]]] | None = None
+    ) -> tuple[list[int], Sequence[float]]:
+        """series(key) as its steps and its values (kept in `columns`, when given, for the next caller).
+        The values of rows in step order stay a float array: the charted keys are all kept until the
+        report is made, and as a list each value was an object of its own (32 bytes a value, not 8)."""
         found = columns.get(key) if columns is not None else None
         if found is not None:
             return found
+        values: Sequence[float]
         if self._ordered:
             steps: list[int] = []
-            values: list[float] = []
+            values = array("d")
             for seg in self._segments:
                 i = seg.index.get(key)
                 if i is not None:
@@ -380,7 +382,7 @@ class MetricsTracker:
         self,
         failed: bool,
         arrays: bool | None = None,
-        columns: dict[str, tuple[list[int], list[float]]] | None = None,
+        columns: dict[str, tuple[list[int], Sequence[float]]] | None = None,
     ) -> list[Anomaly]:
         """Anomalies sorted by step (fatal ones first within a step). `failed`: the job failed.
         `arrays`: run the rules on numpy arrays (the same anomalies, tested); None: when the rows are
@@ -531,6 +533,7 @@ def _finite(steps: list[int], values: list[float]) -> tuple[list[int], list[floa
 
 
 SPIKE_BLOCK = 64  # finite values a block of the grad-norm rule's shortcut (_spikes)
+SPIKE_ROWS = 8192  # windows whose median numpy takes at once (_array_spike)
 
 
 def _spikes(fv: list[float]) -> list[tuple[int, float, int]]:
@@ -694,9 +697,13 @@ def _array_spike(key: str, steps: list[int], at: numpy.ndarray, fv: numpy.ndarra
     for i in range(SPIKE_MIN_HISTORY, min(SPIKE_WINDOW, m)):
         median[i] = np.median(fv[:i])
     if m > SPIKE_WINDOW:
-        median[SPIKE_WINDOW:] = np.median(
-            np.lib.stride_tricks.sliding_window_view(fv, SPIKE_WINDOW)[:-1], axis=1
-        )
+        # the window before each value (row j: the values before SPIKE_WINDOW + j), SPIKE_ROWS rows at a
+        # time: np.median copies the rows it is given (97,000 rows at once were 26 MB, the peak of a
+        # report's memory)
+        windows = np.lib.stride_tricks.sliding_window_view(fv, SPIKE_WINDOW)
+        for lo in range(SPIKE_WINDOW, m, SPIKE_ROWS):
+            hi = min(lo + SPIKE_ROWS, m)
+            median[lo:hi] = np.median(windows[lo - SPIKE_WINDOW : hi - SPIKE_WINDOW], axis=1)
     with np.errstate(invalid="ignore"):
         spikes = np.flatnonzero((median > 0) & (fv > SPIKE_FACTOR * median))
     if not spikes.size:

@@ -705,6 +705,19 @@ def test_the_rules_on_arrays_find_the_same_anomalies_as_the_loops(seed: int) -> 
         assert _seen(t.anomalies(failed, arrays=True)) == _seen(t.anomalies(failed, arrays=False))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_the_spike_medians_taken_a_few_windows_at_a_time_are_the_same(seed: int, monkeypatch) -> None:
+    """_array_spike takes the medians SPIKE_ROWS windows at a time (so that numpy's copy of them stays
+    small): cut into pieces of 7, the anomalies are still the loops'."""
+    from logparse.observe import metrics
+
+    monkeypatch.setattr(metrics, "SPIKE_ROWS", 7)
+    rnd = random.Random(100 + seed)
+    t = _rows(rnd, rnd.choice([25, 200, 3000]), ordered=True)
+    for failed in (False, True):
+        assert _seen(t.anomalies(failed, arrays=True)) == _seen(t.anomalies(failed, arrays=False))
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(WATCHED),
