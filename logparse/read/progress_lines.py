@@ -38,7 +38,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from logparse.read.normalize import Normalizer, Origin, carriage_message
+from logparse.read.normalize import Normalizer, Origin, Record, carriage_message
 from logparse.read.progress_syntax import (
     RATE_RE,
     TQDM_KEYWORD,
@@ -562,15 +562,25 @@ class ProgressLineParser:
         followed by `step:` leaves just `step:`: then the whole line normalises to the same origin
         and its message is the rest of the line (what the prefix regexes see past the prefix is
         `step:` either way). An OSC escape in the prefix could swallow the rest of the line: no."""
-        if b"\x1b]" in prefix:
-            return None
         reads = self.normalizer.clock_reads
-        rec = self.normalizer.normalize(
-            Line("", 0, strip_ansi(prefix.decode("utf-8", errors="replace")) + STEP_KEYWORD)
-        )
-        if self.normalizer.clock_reads != reads or rec.message != STEP_KEYWORD or not _plain(rec.origin):
+        rec = step_prefix_record(self.normalizer, prefix)
+        if rec is None or self.normalizer.clock_reads != reads or not _plain(rec.origin):
             return None
         return rec.origin
+
+
+def step_prefix_record(
+    normalizer: Normalizer, prefix: bytes, source: str = "", number: int = 0, default: Origin | None = None
+) -> Record | None:
+    """The record of `prefix` followed by `step:` (line `number` of `source`), if the prefixes are read
+    whole (its message is just `step:`): then a step line with this prefix normalises to the same
+    origin (what the prefix regexes see past the prefix is `step:` either way). None for a prefix
+    with an OSC escape, which could swallow the rest of the line."""
+    if b"\x1b]" in prefix:
+        return None
+    text = strip_ansi(prefix.decode("utf-8", errors="replace")) + STEP_KEYWORD
+    rec = normalizer.normalize(Line(source, number, text), 0, default)
+    return rec if rec.message == STEP_KEYWORD else None
 
 
 def _short_marker(message: str, plan: tuple) -> int | None:

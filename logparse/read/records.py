@@ -37,7 +37,12 @@ from logparse.read.lookback import LOOKBACK_BYTES, LOOKBACK_LINES, LazyContext, 
 from logparse.read.normalize import Normalizer, Origin, Record
 from logparse.read.pre_records import PreReader
 from logparse.read.prefilter import Prefilter
-from logparse.read.progress_lines import ProgressColumns, ProgressLineParser, ProgressTables
+from logparse.read.progress_lines import (
+    ProgressColumns,
+    ProgressLineParser,
+    ProgressTables,
+    step_prefix_record,
+)
 from logparse.read.progress_syntax import ProgressSyntax
 from logparse.read.sources import (
     MAX_LINE_BYTES,
@@ -51,7 +56,7 @@ from logparse.read.sources import (
     plain_chunks,
     read_input,
 )
-from logparse.read.steps import STEP_KEYWORD, StepParser
+from logparse.read.steps import StepParser
 
 MAX_MERGE_FILES = 64
 MAX_STEP_STREAMS = 4096  # step-line prefixes whose stream is remembered (RecordReader.stream_of)
@@ -365,20 +370,17 @@ class RecordReader:
         """The stream of candidate `idx` of `block` (normalised apart: it reads no clock, so any
         normaliser gives its origin). `step_at`: where the line's message starts, when it is a step
         line's (`step:...`, logparse.read.progress_lines): then its stream is that of its prefix
-        followed by `step:` (what the prefix regexes see past the prefix is `step:` either way, as the
-        reader's ProgressLineParser._prefix_origin has it), remembered per prefix: a step line's ~2 KB
-        are not decoded and normalised for its prefix's sake (one line of each step while a traceback
-        of the input is open)."""
+        followed by `step:` (step_prefix_record, as the reader reads a step line's prefix), remembered
+        per prefix: a step line's ~2 KB are not decoded and normalised for its prefix's sake (one line
+        of each step while a traceback of the input is open)."""
         raw, _ = block.raw(idx)
         if step_at >= 0:
             key = (source, default, raw[:step_at])
             stream = self._step_streams.get(key)
             if stream is not None:
                 return stream
-            rec = self.lookback_normalizer.normalize(
-                Line(source, number, decode_line(raw[:step_at]) + STEP_KEYWORD), 0, default
-            )
-            if rec.message == STEP_KEYWORD:
+            rec = step_prefix_record(self.lookback_normalizer, raw[:step_at], source, number, default)
+            if rec is not None:
                 if len(self._step_streams) >= MAX_STEP_STREAMS:
                     self._step_streams.clear()
                 self._step_streams[key] = rec.stream
