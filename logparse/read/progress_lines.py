@@ -215,6 +215,7 @@ class ProgressLineParser:
         self._bar_plans: dict[tuple[str, ...], tuple | None] = {}  # words -> _bar_plan
         # the last metrics shape numbered: (kept keys, names, its id), the tuples StepParser hands on
         self._last_shape: tuple = ((), (), -1)
+        self._bar_free_names: tuple[str, ...] | None = None  # the last shape's names without the tqdm keyword
         self._kinds: dict[frozenset[int], tuple[tuple[str, ...], bool, bool] | None] = {}  # ids -> _kind
         self._processes: dict[tuple[str | None, str | None], int] = {}
         self._shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
@@ -277,16 +278,20 @@ class ProgressLineParser:
         """A step line whose message is the ASCII tail from `step:N - ` (what the general way finds
         for it: the environment tracker ignores it and the stage tracker reads it as a step line with
         no marker and no bar)."""
-        origin, at, step, tail, head = plain
+        origin, at, step, tail, head, parsed = plain
         if step > INT64_MAX:
             return
         seconds = row = None
         shape = DEFERRED
         if self.rows_here:
             message = tail.decode("ascii")
-            seconds = step_seconds(message)
-            # (STEP_RE finds in the message what STEP_HEAD found in its bytes: _plain_step)
-            row = self.step_parser.parse_tail(step, message[head:], message)
+            if parsed is not None:
+                row = parsed
+                seconds = step_seconds(message, parsed[4])
+            else:
+                seconds = step_seconds(message)
+                # (STEP_RE finds in the message what STEP_HEAD found in its bytes: _plain_step)
+                row = self.step_parser.parse_tail(step, message[head:], message)
             keys, names = row[1], row[3]
             if keys is self._last_shape[0] and names is self._last_shape[1]:
                 shape = self._last_shape[2]  # (the parser hands the same tuples on while the keys stay)
@@ -500,12 +505,14 @@ class ProgressLineParser:
 
     def _plain_step(
         self, data: bytes, start: int, end: int
-    ) -> tuple[Origin | tuple[bytes, bytes | None], int, int, bytes, int] | None:
+    ) -> tuple[Origin | tuple[bytes, bytes | None], int, int, bytes, int, tuple | None] | None:
         """(origin, where `step:` starts, the step, the bytes from there to the end of the line, the
-        length of its `step:N - `) of a step line whose message `_message` makes the bytes from
-        `step:` (a Ray prefix, or prefixes normalised apart, before it; plain text after it) and that
-        holds no bar; else None (then the way of any line tells). Behind a Ray prefix the origin is
-        the prefix's (actor, ip), as RAY_PREFIX reads them (_ray_process numbers them)."""
+        length of its `step:N - `, StepParser.parse_bytes of them or None) of a step line whose
+        message `_message` makes the bytes from `step:` (a Ray prefix, or prefixes normalised apart,
+        before it; plain text after it) and that holds no bar; else None (then the way of any line
+        tells). Behind a Ray prefix the origin is the prefix's (actor, ip), as RAY_PREFIX reads them
+        (_ray_process numbers them). A line parse_bytes reads holds the tqdm keyword only in a key
+        (its values hold no space): the shape's names tell (_bar_free)."""
         m = RAY_PREFIX.match(data, start, end)
         if m is not None:
             at = m.end()
@@ -518,13 +525,27 @@ class ProgressLineParser:
         tail = self._plain_tail(data, at, end)
         if tail is None:
             return None
-        head = STEP_HEAD.match(tail)
-        if head is None or TQDM_BYTES in tail:
-            return None
+        parsed = self.step_parser.parse_bytes(tail) if self.rows_here else None
+        if parsed is not None and self._bar_free(parsed[3]):
+            step, head_end = parsed[0], -1
+        else:
+            parsed = None
+            head = STEP_HEAD.match(tail)
+            if head is None or TQDM_BYTES in tail:
+                return None
+            step, head_end = int(head.group(1)), head.end()
         if m is not None:
-            return m.group(1, 2), at, int(head.group(1)), tail, head.end()
+            return m.group(1, 2), at, step, tail, head_end, parsed
         origin = self._cached_prefix_origin(data[start:at])
-        return None if origin is None else (origin, at, int(head.group(1)), tail, head.end())
+        return None if origin is None else (origin, at, step, tail, head_end, parsed)
+
+    def _bar_free(self, names: tuple[str, ...]) -> bool:
+        """Does no key of a metrics shape hold the tqdm keyword? (The same tuple while the shape stays.)"""
+        if names is not self._bar_free_names:
+            if any(TQDM_KEYWORD in name for name in names):
+                return False
+            self._bar_free_names = names
+        return True
 
     def _cached_prefix_origin(self, prefix: bytes) -> Origin | None:
         origin = self._prefixes.get(prefix, False)
@@ -541,7 +562,12 @@ class ProgressLineParser:
         they are and the normaliser cuts nothing from them (no escape, CR, dedup suffix or non-ASCII
         byte), else None."""
         tail = data[at:end]
-        if tail.isascii() and b"\x1b" not in tail and b"\r" not in tail and b"[repeated " not in tail:
+        if (
+            tail.isascii()
+            and b"\x1b" not in tail
+            and b"\r" not in tail
+            and (b"[" not in tail or b"[repeated " not in tail)  # (a byte is found faster than a word)
+        ):
             return tail
         return None
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from logparse.read.prefilter import compile_keywords
-from logparse.read.steps import STEP_KEYWORD, STEP_RE
+from logparse.read.steps import STEP_KEYWORD, STEP_RE, STEP_TIME_KEY
 from patterns.progress import progress_wordings
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 
@@ -23,7 +23,6 @@ from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 _P = progress_wordings()
 TQDM_KEYWORD = _P.literal("tqdm-keyword")
 STEP_TIME_RE = re.compile(_P.regex("step-time"))
-STEP_TIME_KEY = _P.item("step-time").field("keywords")[0]  # (found first: the regex is slow on a long line)
 TQDM_RE = re.compile(_P.regex("tqdm-bar"))
 RATE_RE = re.compile(_P.regex("tqdm-rate"))
 SECONDS_PER_STEP = _P.literal("seconds-per-step")
@@ -105,10 +104,12 @@ class ProgressLine(NamedTuple):
 NOTHING = ProgressLine(None, None, None, None)
 
 
-def step_seconds(message: str) -> float | None:
-    """A step line's `timing_s/step` (seconds), when finite and positive."""
+def step_seconds(message: str, at: int | None = None) -> float | None:
+    """A step line's `timing_s/step` (seconds), when finite and positive. `at`: where STEP_TIME_KEY
+    is first in the message (-1: nowhere), when the caller knows (StepParser.parse_bytes)."""
     # find the literal first: a regex search over a ~2 KB step line for a key near its end is slow
-    at = message.find(STEP_TIME_KEY)
+    if at is None:
+        at = message.find(STEP_TIME_KEY)
     m = STEP_TIME_RE.search(message, max(0, at - 10)) if at >= 0 else None
     if m:
         value = float(m.group(1))

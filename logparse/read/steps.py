@@ -9,15 +9,19 @@ searched, not anchored. Which keys a report uses is patterns.progress.wanted_key
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from operator import itemgetter
+from typing import NamedTuple
 
 from patterns.progress import progress_wordings, wanted_key
 
 # The step line's syntax is patterns/progress.yaml's (`step_lines`), compiled here once.
 _P = progress_wordings()
 STEP_KEYWORD = _P.literal("step-keyword")
+# what the step time's regex (`step-time`) needs in a line: found first, the regex is slow on a long line
+STEP_TIME_KEY = _P.item("step-time").field("keywords")[0]
 # `step:N - ` not preceded by a word character or `/`, so `training/global_step:71 - ` is no step line.
 STEP_RE = re.compile(_P.regex("step-line"))
 # what STEP_RE finds of a step line at the start of a plain ASCII message, in its bytes (its lookbehind
@@ -115,6 +119,66 @@ def _whole_values(whole: re.Pattern[str], tail: str) -> list[float] | None:
         return None
 
 
+class BytesShape(NamedTuple):
+    """A compiled shape (StepParser._whole) over the bytes of a whole step line from its `step:`
+    (_bytes_shape): its expression (group 1 the step), what picks the wanted values from a match, the
+    colons such a line holds (one after `step:` and after each key), and the group (empty) that ends
+    the first key holding STEP_TIME_KEY and where that keyword starts from there (0 and 0: none)."""
+
+    pattern: re.Pattern[bytes]
+    pick: Callable[[re.Match[bytes]], tuple[bytes, ...]]
+    colons: int
+    time_group: int
+    time_back: int
+
+
+def _bytes_shape(raw_keys: Sequence[str], wanted: Sequence[int]) -> BytesShape | None:
+    """_whole_pattern's shape over a line's ASCII bytes from `step:` (STEP_HEAD, then the keys), a
+    wanted value `np.float64(x)` or `x` captured as x (a conditional group: the `)` is required when
+    the prefix was taken, the same runs as WANTED's two branches); None for a key that is not ASCII."""
+    if not all(map(str.isascii, raw_keys)):
+        return None
+    want = frozenset(wanted)
+    time_key = next((i for i, key in enumerate(raw_keys) if STEP_TIME_KEY in key), -1)
+    parts = []
+    values = []
+    group = 2  # (1: the step)
+    time_group = time_back = 0
+    for i, key in enumerate(raw_keys):
+        part = re.escape(key.encode())
+        if i == time_key:
+            part += b"()"
+            time_group, time_back = group, len(key) - key.index(STEP_TIME_KEY)
+            group += 1
+        if i in want:
+            part += rb"(%s)?([^ ]*)(?(%d)\))" % (re.escape(NP_FLOAT64.encode()), group)
+            values.append(group + 1)
+            group += 2
+        else:
+            part += b"[^ ]*"
+        parts.append(part)
+    pattern = re.compile(STEP_HEAD.pattern + b" - ".join(parts))
+    if len(values) > 1:
+        pick = functools.partial(_groups, tuple(values))
+    elif values:
+        pick = functools.partial(_group, values[0])
+    else:
+        pick = _no_groups
+    return BytesShape(pattern, pick, 1 + len(raw_keys), time_group, time_back)
+
+
+def _groups(groups: tuple[int, ...], m: re.Match[bytes]) -> tuple[bytes, ...]:
+    return m.group(*groups)
+
+
+def _group(group: int, m: re.Match[bytes]) -> tuple[bytes, ...]:
+    return (m.group(group),)
+
+
+def _no_groups(m: re.Match[bytes]) -> tuple[bytes, ...]:
+    return ()
+
+
 def picker(positions: Sequence[int]) -> Callable[[list[str]], tuple[str, ...]]:
     """What takes the items at `positions` of a list, in that order, as a tuple (one itemgetter call:
     a step line's wanted parts without a Python loop over them)."""
@@ -156,6 +220,7 @@ class StepParser:
         # in a row (compiling it costs ~1 ms a 60-key shape: not for every shape of a log whose keys
         # change line after line, and at most WHOLE_COMPILES times a parser)
         self._whole: re.Pattern[str] | None = None
+        self._bytes: BytesShape | None = None  # the same shape over a line's bytes (parse_bytes)
         self._repeats = 0
         self._compiles = WHOLE_COMPILES
 
@@ -198,11 +263,11 @@ class StepParser:
         if keys != self._keys:
             names = [k.strip() for k in keys]
             if "" in names or len(set(names)) != len(names):
-                self._keys = self._shape = self._whole = None
+                self._keys = self._shape = self._whole = self._bytes = None
                 return self._general(message)
             take = tuple(i for i, name in enumerate(names) if self.all_keys or wanted_key(name))
             self._keys = keys
-            self._whole, self._repeats = None, 0
+            self._whole, self._bytes, self._repeats = None, None, 0
             self._shape = (
                 take,
                 tuple(names[i] for i in take),
@@ -220,6 +285,28 @@ class StepParser:
                 kept.append(key)
                 values.append(value)
         return step, tuple(kept), values, names
+
+    def parse_bytes(
+        self, line: bytes
+    ) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...], int] | None:
+        """parse(message) and where STEP_TIME_KEY is first in it (-1: nowhere), of a step line whose
+        message is the ASCII `line` (from its `step:`, no newline), when it is in the last shape and
+        that shape is compiled (_repeated); else None (then parse). Its values are each a run of
+        non-spaces without a colon: the line has only its keys' colons and the head's, as parse_tail's
+        whole path asks, and _bytes_shape's expression then reads what _whole_pattern's does; the
+        keyword, which holds a colon, can only be in a key."""
+        shape = self._bytes
+        if shape is None or len(line) - len(line.replace(b":", b"")) != shape.colons:  # (count is slower)
+            return None
+        m = shape.pattern.fullmatch(line)
+        if m is None:
+            return None
+        try:
+            values = list(map(float, shape.pick(m)))
+        except ValueError:
+            return None
+        at = m.start(shape.time_group) - shape.time_back if shape.time_group else -1
+        return int(m.group(1)), self._shape[1], values, self._shape[2], at
 
     @staticmethod
     def _shape_values(
@@ -272,6 +359,7 @@ class StepParser:
             self._compiles -= 1
             shape = self._shape
             self._whole = _whole_pattern(shape[3], shape[0])
+            self._bytes = _bytes_shape(shape[3], shape[0])
 
     def _general(self, message: str) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...]] | None:
         """parse_step_line's values (of the wanted keys), from one split of the line."""

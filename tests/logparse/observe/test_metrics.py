@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from logparse.observe.metrics import AnomalyKind, MetricsConfig, MetricsTracker, _spike_scan, _spikes
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import InputStats, Line, read_input, strip_ansi
-from logparse.read.steps import StepParser, parse_step_line, parse_value, picker, split_step_line
+from logparse.read.steps import (
+    STEP_TIME_KEY,
+    StepParser,
+    parse_step_line,
+    parse_value,
+    picker,
+    split_step_line,
+)
 from patterns.progress import key_family, wanted_key
 from tests.conftest import SAMPLES
 
@@ -210,6 +217,28 @@ def test_step_parser_on_lines_of_one_shape_keeps_the_values_of_the_reference(
         _keeps_the_values_of_the_reference(
             parser, [[f"{k}:{v}" for k, v in zip(keys, values, strict=False)] for values in plain + rows]
         )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(KEY, min_size=1, max_size=5, unique=True), st.lists(st.lists(VALUE, min_size=5, max_size=5)))
+def test_step_parser_reads_a_compiled_shape_from_bytes_as_from_text(
+    keys: list[str], rows: list[list[str]]
+) -> None:
+    """parse_bytes of an ASCII step line is parse of its text, with where the step time's keyword is
+    first (-1: nowhere), or None; lines of one shape after a few that let it be compiled."""
+    plain = [["0.25"] * 5] * 3
+    for all_keys in (False, True):
+        text, raw = StepParser(all_keys), StepParser(all_keys)
+        for values in plain + rows:
+            message = "step:3 - " + " - ".join(f"{k}:{v}" for k, v in zip(keys, values, strict=False))
+            want = text.parse(message)
+            got = raw.parse_bytes(message.encode()) if message.isascii() and "\n" not in message else None
+            if got is None:
+                assert raw.parse(message) is not None or want is None
+                continue
+            assert got[:2] == want[:2] and got[3] == want[3], message
+            assert _same(dict(zip(got[1], got[2], strict=True)), dict(zip(want[1], want[2], strict=True)))
+            assert got[4] == message.find(STEP_TIME_KEY)
 
 
 def test_step_parser_compiles_a_repeated_shape_and_drops_it_when_the_keys_change() -> None:

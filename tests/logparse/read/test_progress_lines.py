@@ -161,6 +161,70 @@ def test_plain_step_lines_read_from_their_bytes_as_any_line(
             assert fast == columns(rows_here)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_step_lines_of_a_repeated_shape_read_by_their_bytes_as_by_their_text(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step lines whose keys come back line after line, so that their shape is compiled over the
+    bytes (StepParser.parse_bytes): the columns are those the text gives (parse_bytes off), whatever
+    the values hold (spaces, colons, escapes, a CR, non-ASCII, a dedup suffix, a bar's words) and
+    whether a key holds the bar's keyword."""
+    from logparse.read.blocks import iter_blocks
+    from logparse.read.sources import InputStats, plain_chunks
+    from logparse.read.steps import StepParser
+
+    rnd = random.Random(seed)
+    keys = ["actor/pg_loss", "timing_s/reward", "foo/bar", "timing_s/step", "critic/score/mean"]
+    if seed == 2:
+        keys.insert(2, "val Training Progress x")
+    values = ["0.5", "np.float64(0.25)", "np.float64(nan)", "7", "1e-06", "-inf", "np.float64(3)"]
+    odd = [
+        "x",
+        "",
+        "np.float64(0.1))",
+        "1:2",
+        "a b",
+        "\x1b[0m",
+        "\r",
+        "é",
+        "x[repeated",
+        "np.float64(1",
+        "Training",
+    ]
+    lines = []
+    for step in range(1500):
+        parts = [f"{k}:{rnd.choice(values if rnd.random() < 0.97 else odd)}" for k in keys]
+        tail = rnd.choice(["", "", "", "", "", "", "", "", " [repeated 3x across cluster]", "\r", " é"])
+        prefix = rnd.choice([f"{CYAN}(TaskRunner pid={rnd.randrange(9)}){RESET} ", "", _prefix(rnd, 6)])
+        lines.append(f"{prefix}step:{step} - {' - '.join(parts)}{tail}")
+    log = tmp_path / "log.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+
+    def columns() -> list:
+        scanner = Analysis(CATALOG, ScanConfig())
+        parser = ProgressLineParser(
+            scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+        )
+        out = []
+        with open(log, "rb") as fh:
+            chunks = plain_chunks(fh, InputStats(str(log)))
+            for block in iter_blocks(chunks, scanner.reader.prefilter, progress=parser):
+                c = block.progress
+                out.append(None if c is None else (c.ints.tobytes(), c.floats.tobytes(), c.values.tobytes()))
+        return out
+
+    read = StepParser.parse_bytes
+    taken = []
+    monkeypatch.setattr(
+        StepParser, "parse_bytes", lambda self, line: taken.append(read(self, line)) or taken[-1]
+    )
+    fast = columns()
+    assert sum(got is not None for got in taken) > (0 if seed == 2 else 100)  # (the bytes were read)
+    monkeypatch.setattr(StepParser, "parse_bytes", lambda self, line: None)
+    assert fast == columns()
+
+
 def _bar_lines(rnd: random.Random, step: int) -> str:
     """A `Training Progress` bar behind one of _line's prefixes, or none, in the forms the bars' fast
     path reads (with and without `\\r`, the CR tqdm ends a redraw with) and forms it must leave alone."""
