@@ -83,6 +83,8 @@ BAR_TEXT = (
     rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?"
 )
 RAY_BAR = re.compile(RAY_PREFIX.pattern + rb"\r?" + BAR_TEXT)
+# RAY_PREFIX with the pid's digits as group 2, the ip as group 3 (ray_prefix_apart)
+RAY_PID_PREFIX = re.compile(RAY_PREFIX.pattern.replace(rb" pid=[0-9]+", rb" pid=([0-9]+)"))
 # The same bar with no prefix at all, as the driver's own tqdm writes it (the trainer in the driver
 # process, a copied log): `Training Progress: ...`, or `\rTraining Progress: ...` (one redraw: the
 # normaliser's message is the segment after the `\r`). Its origin is the empty one: the normaliser
@@ -607,6 +609,29 @@ def step_prefix_record(
     text = strip_ansi(prefix.decode("utf-8", errors="replace")) + STEP_KEYWORD
     rec = normalizer.normalize(Line(source, number, text), 0, default)
     return rec if rec.message == STEP_KEYWORD else None
+
+
+def ray_bar_prefix(raw: bytes) -> int:
+    """Where the Ray prefix of a line that is a whole RAY_BAR ends (before its `\\r`, if any): the
+    normaliser reads that prefix and nothing more (the bar's message is group 3); -1 for another line."""
+    m = RAY_BAR.fullmatch(raw)
+    if m is None:
+        return -1
+    end = m.start(3)
+    return end - 1 if raw.startswith(b"\r", end - 1) else end
+
+
+def ray_prefix_apart(raw: bytes, end: int) -> tuple[int, str | None, bytes] | None:
+    """(the pid, the ip, the prefix without either) of a prefix `raw[:end]` that is one whole
+    RAY_PREFIX, as the normaliser reads them (int of the pid's digits, the ip's text; None: no ip);
+    else None."""
+    m = RAY_PID_PREFIX.fullmatch(raw, 0, end)
+    if m is None:
+        return None
+    if m.start(3) < 0:
+        return int(m.group(2)), None, raw[: m.start(2)] + raw[m.end(2) : end]
+    rest = raw[m.end(2) : m.start(3)] + raw[m.end(3) : end]
+    return int(m.group(2)), m.group(3).decode("ascii"), raw[: m.start(2)] + rest
 
 
 def _short_marker(message: str, plan: tuple) -> int | None:

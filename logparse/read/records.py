@@ -41,6 +41,8 @@ from logparse.read.progress_lines import (
     ProgressColumns,
     ProgressLineParser,
     ProgressTables,
+    ray_bar_prefix,
+    ray_prefix_apart,
     step_prefix_record,
 )
 from logparse.read.progress_syntax import ProgressSyntax
@@ -369,23 +371,55 @@ class RecordReader:
     ) -> tuple:
         """The stream of candidate `idx` of `block` (normalised apart: it reads no clock, so any
         normaliser gives its origin). `step_at`: where the line's message starts, when it is a step
-        line's (`step:...`, logparse.read.progress_lines): then its stream is that of its prefix
-        followed by `step:` (step_prefix_record, as the reader reads a step line's prefix), remembered
-        per prefix: a step line's ~2 KB are not decoded and normalised for its prefix's sake (one line
-        of each step while a traceback of the input is open)."""
+        line's (`step:...`, logparse.read.progress_lines); a whole Ray bar's message starts past its
+        Ray prefix (ray_bar_prefix). Either's stream is that of its prefix followed by `step:`
+        (step_prefix_record, as the reader reads them), remembered per prefix, and per Ray prefix
+        without its pid and ip (_prefix_stream): a line from one of thousands of processes while a
+        traceback of the input is open is neither decoded nor normalised for its prefix's sake."""
         raw, _ = block.raw(idx)
-        if step_at >= 0:
-            key = (source, default, raw[:step_at])
-            stream = self._step_streams.get(key)
+        end = step_at if step_at >= 0 else ray_bar_prefix(raw)
+        if end >= 0:
+            stream = self._prefix_stream(raw, end, source, number, default)
             if stream is not None:
                 return stream
-            rec = step_prefix_record(self.lookback_normalizer, raw[:step_at], source, number, default)
-            if rec is not None:
-                if len(self._step_streams) >= MAX_STEP_STREAMS:
-                    self._step_streams.clear()
-                self._step_streams[key] = rec.stream
-                return rec.stream
         return self.lookback_normalizer.normalize(Line(source, number, decode_line(raw)), 0, default).stream
+
+    def _prefix_stream(
+        self, raw: bytes, end: int, source: str, number: int, default: Origin | None
+    ) -> tuple | None:
+        """The stream of a line whose message (a step line, a Ray bar) starts at `end`, from its prefix;
+        None when the prefix is not read whole. A whole Ray prefix's stream is remembered without its
+        pid and ip (ray_prefix_apart): it is (source, "pid", the ip, or the node the prefix's file
+        gives, the pid) when the prefix's own stream is so made (Origin.stream_key of an actor with a
+        pid), which makes it so for any pid and ip of that prefix."""
+        apart = ray_prefix_apart(raw, end)
+        if apart is None:
+            key = (source, default, raw[:end], False)
+            stream = self._step_streams.get(key)
+            if stream is None:
+                rec = step_prefix_record(self.lookback_normalizer, raw[:end], source, number, default)
+                if rec is None:
+                    return None
+                stream = self._remember(key, rec.stream)
+            return stream
+        pid, ip, prefix = apart
+        key = (source, default, prefix, True)
+        made = self._step_streams.get(key)
+        if made is None:
+            rec = step_prefix_record(self.lookback_normalizer, raw[:end], source, number, default)
+            if rec is None:
+                return None
+            stream = rec.stream
+            if stream[1:2] != ("pid",) or stream[3:] != (pid,) or (ip is not None and stream[2] != ip):
+                return stream  # (not made so: not remembered)
+            made = self._remember(key, stream[:3])
+        return (made[0], "pid", made[2] if ip is None else ip, pid)
+
+    def _remember(self, key: tuple, stream: tuple) -> tuple:
+        if len(self._step_streams) >= MAX_STEP_STREAMS:
+            self._step_streams.clear()
+        self._step_streams[key] = stream
+        return stream
 
     def tails(self) -> dict[str, tuple[bytes, int]]:
         """The last bytes (at most LOOKBACK_BYTES, whole lines but the first) of each input read in

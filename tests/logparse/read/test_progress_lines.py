@@ -668,3 +668,45 @@ def test_a_step_lines_stream_is_that_of_its_prefix(line: bytes) -> None:
             whole = reader.stream_of(block, idx, "job.log", idx + 1, default)
             assert reader.stream_of(block, idx, "job.log", idx + 1, default, at) == whole
             assert reader.stream_of(block, idx, "job.log", idx + 1, default, at) == whole  # (remembered)
+
+
+def test_the_streams_of_ray_bars_and_step_lines_of_many_processes_are_those_of_their_lines() -> None:
+    """RecordReader.stream_of of Ray bars and step lines, remembered per Ray prefix without its pid and
+    ip (_prefix_stream): the stream the whole normalised line has, line after line, whatever the pid
+    (leading zeros too), the ip (or none) and the default origin."""
+    from logparse.read.blocks import BlockMaker
+    from logparse.read.normalize import Origin
+    from logparse.read.sources import Line, decode_line
+
+    rnd = random.Random(5)
+    reader = Analysis(load_builtin_catalog(), ScanConfig()).reader
+    lines = []
+    for _ in range(300):
+        actor = rnd.choice(["WorkerDict", "TaskRunner", "A.b_1"])
+        pid = rnd.choice(["7", "0012", str(rnd.randrange(10**7))])
+        ip = rnd.choice(
+            ["", ", ip=10.0.0.1", f", ip=10.0.{rnd.randrange(9)}.{rnd.randrange(300)}", ", ip=node_1:x"]
+        )
+        prefix = rnd.choice(
+            [
+                f"{CYAN}({actor} pid={pid}{ip}){RESET} ",
+                f"({actor} pid={pid}{ip}) ",
+                f"({actor} pid={pid}{ip})",
+            ]
+        )
+        bar = f"Training Progress:  12%|█▏        | {rnd.randrange(99)}/435 [00:01<00:02, 1.5s/it]"
+        lines.append(
+            rnd.choice([f"{prefix}\r{bar}", f"{prefix}{bar}", f"{prefix}{bar}\r", f"{prefix}step:3 - a:1"])
+        )
+    data = "\n".join(lines).encode() + b"\n"
+    block = BlockMaker(reader.prefilter).make(data, 0)
+    assert len(block.starts) == len(lines)
+    for default in (None, Origin(actor="TaskRunner", pid=3, node="n-2"), Origin(local_rank=1)):
+        for idx, (start, text) in enumerate(zip(block.starts, lines, strict=True)):
+            line = Line("job.log", idx + 1, decode_line(text.encode()))
+            want = reader.lookback_normalizer.normalize(line, 0, default).stream
+            at = data.find(b"step:", start, start + len(text.encode()))
+            assert (
+                reader.stream_of(block, idx, "job.log", idx + 1, default, at - start if at >= 0 else -1)
+                == want
+            )
