@@ -85,18 +85,23 @@ class Routes:
     def progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:
         """For a line with prefilter keyword ids `ids` that may be a progress line applied without a
         record (logparse.read.progress_lines): (its stage tracker keywords, whether it has an environment
-        keyword, which only a step line may have). None when it has neither `step:` nor the bar's
-        keyword, or a keyword that rules it out: a catalog entry's, patterns/fallback.yaml's, or the
-        traceback structure's (but `step:` and the bar's). (Cached per set; asked where the blocks are
-        made.)"""
+        keyword, which only a step line may have). None when it has no stage tracker keyword (`step:`,
+        the bar's, a stage marker's: a line a stage marker alone marks, as a Hugging Face Trainer's
+        loss dict, is applied as a bar is), or a keyword that rules it out: a catalog entry's,
+        patterns/fallback.yaml's, or the traceback structure's (but `step:` and the bar's). (Cached per
+        set; asked where the blocks are made.)"""
         words = self._progress.get(ids, False)
         if words is False:
             words = None
             stage_words = tuple(w for w in map(self._stage_word.__getitem__, ids) if w is not None)
-            if (STEP_KEYWORD in stage_words or TQDM_KEYWORD in stage_words) and not any(
-                map(self._not_progress.__getitem__, ids)
+            env = any(map(self._env_only.__getitem__, ids))
+            # (an environment keyword rules out any line but a step line: its message starts with `step:`)
+            if (
+                stage_words
+                and not any(map(self._not_progress.__getitem__, ids))
+                and (not env or STEP_KEYWORD in stage_words)
             ):
-                words = (stage_words, any(map(self._env_only.__getitem__, ids)))
+                words = (stage_words, env)
             if len(self._progress) < MAX_SETS:
                 self._progress[ids] = words
         return words

@@ -1,4 +1,5 @@
-"""Progress lines (verl's step lines, tqdm's `Training Progress` bars) understood without a record.
+"""Progress lines (verl's step lines, tqdm's `Training Progress` bars, lines only a stage marker marks,
+as a Hugging Face Trainer's loss dict) understood without a record.
 
 A run that logs every step prints a step line (about 3 KB of metrics) and a bar per step, often from
 many processes: a quarter of its lines. Through the per-record pipeline (decode, normalise, the four
@@ -58,6 +59,7 @@ DEFERRED = -2
 MAX_PROCESSES = 65_536
 MAX_SHAPES = 1024
 MAX_PREFIXES = 4096
+MAX_MISSES = 16  # a stage marker's lines in a row that take the usual way before no more are tried
 MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Routes.progress_words' bound)
 INT64_MAX = (1 << 63) - 1
 PREFIX_FIRST = frozenset(b"(\x1b")  # what a line with a Ray prefix starts with (RAY_BAR, else BARE_BAR)
@@ -219,6 +221,7 @@ class ProgressLineParser:
         self._last_shape: tuple = ((), (), -1)
         self._bar_free_names: tuple[str, ...] | None = None  # the last shape's names without the tqdm keyword
         self._kinds: dict[frozenset[int], tuple[tuple[str, ...], bool, bool] | None] = {}  # ids -> _kind
+        self._misses: dict[frozenset[int], int] = {}  # a marker's line ids -> lines in a row left (_missed)
         self._processes: dict[tuple[str | None, str | None], int] = {}
         self._shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
         self._prefixes: dict[bytes, Origin | None] = {}  # a step line's raw prefix -> its origin (None: no)
@@ -248,24 +251,7 @@ class ProgressLineParser:
                 end = ends[i]
             if end - start > MAX_LINE_BYTES:
                 continue  # a cut line: the scanner counts it
-            words, env_keyword, step_keyword = kind
-            if step_keyword:
-                plain = self._plain_step(data, start, end)
-                if plain is not None:
-                    self._add_plain_step(cols, i, start, plain)
-                    continue
-            elif not env_keyword:
-                if data[start] in PREFIX_FIRST:
-                    bar = RAY_BAR.fullmatch(data, start, end)
-                    if bar is not None:
-                        self._add_bar(cols, i, bar.group(3, 4, 5, 6), words, bar.group(1, 2))
-                        continue
-                else:
-                    bar = BARE_BAR.fullmatch(data, start, end)
-                    if bar is not None:
-                        self._add_bar(cols, i, bar.groups(), words)
-                        continue
-            self._add_line(cols, i, data, start, end, kind)
+            self._add(cols, i, data, start, end, kind, ids)
         if not (cols.ints or self._new_processes or self._new_shapes):
             return None
         columns = ProgressColumns(_int64s(cols.ints), _doubles(cols.floats), _doubles(cols.values))
@@ -347,23 +333,63 @@ class ProgressLineParser:
         cols.ints.extend((i, -1, marker, n, total, process, -1, -1, len(cols.values)))
         cols.floats.extend((math.nan, math.nan if seconds is None else seconds))
 
-    def _add_line(self, cols: _Rows, i: int, data: bytes, start: int, end: int, kind: tuple) -> None:
+    def _add(
+        self, cols: _Rows, i: int, data: bytes, start: int, end: int, kind: tuple, ids: frozenset[int]
+    ) -> None:
+        """Candidate `i`, the line data[start:end] of that kind (_kind), in the columns if it qualifies."""
+        words, env_keyword, step_keyword = kind
+        if step_keyword:
+            plain = self._plain_step(data, start, end)
+            if plain is not None:
+                self._add_plain_step(cols, i, start, plain)
+                return
+        elif TQDM_KEYWORD not in words:  # a line a stage marker alone marks (no bar can match)
+            if not self._add_line(cols, i, data, start, end, kind):
+                self._missed(ids)
+            elif self._misses:
+                self._misses.pop(ids, None)
+            return
+        elif not env_keyword:
+            if data[start] in PREFIX_FIRST:
+                bar = RAY_BAR.fullmatch(data, start, end)
+                if bar is not None:
+                    self._add_bar(cols, i, bar.group(3, 4, 5, 6), words, bar.group(1, 2))
+                    return
+            else:
+                bar = BARE_BAR.fullmatch(data, start, end)
+                if bar is not None:
+                    self._add_bar(cols, i, bar.groups(), words)
+                    return
+        self._add_line(cols, i, data, start, end, kind)
+
+    def _missed(self, ids: frozenset[int]) -> None:
+        """A line a stage marker alone marks (keyword ids `ids`) took the usual way after all: after
+        MAX_MISSES such lines in a row, lines with those keywords are no longer tried (each try
+        normalised the line, then its record did again: checkpoint saves behind a logging prefix with
+        a clock). Either way is the same to a report: this only saves the try."""
+        misses = self._misses.get(ids, 0) + 1
+        if misses >= MAX_MISSES:
+            self._kinds[ids] = None
+        elif len(self._misses) < MAX_KINDS:
+            self._misses[ids] = misses
+
+    def _add_line(self, cols: _Rows, i: int, data: bytes, start: int, end: int, kind: tuple) -> bool:
         """Any other candidate: its message as the normaliser makes it, parsed as the stage tracker
-        parses it, when that is all a record of it would do."""
+        parses it, when that is all a record of it would do. Whether it was added."""
         words, env_keyword, step_keyword = kind
         got = self._message(data, start, end, step_keyword)
         if got is None:
-            return
+            return False
         origin, message, message_at = got
         if not self.ignores(message) or (env_keyword and not message.startswith(STEP_KEYWORD)):
-            return
+            return False
         line = self.syntax.parse(message, words)
         if not _plain_line(line, message):
-            return
+            return False
         step = line.step if line.step is not None else -1
         bar = line.bar or (-1, -1, None)
         if step > INT64_MAX or max(bar[0], bar[1]) > INT64_MAX:
-            return
+            return False
         row = None
         shape = -1
         if line.step is not None:
@@ -371,18 +397,19 @@ class ProgressLineParser:
                 row = self.step_parser.parse(message)
                 shape = self._shape_id(row[1], row[3])
                 if shape is None:
-                    return
+                    return False
             else:
                 shape = DEFERRED
         process = self._process_id(origin.actor, origin.node)
         if process is None:
-            return
+            return False
         marker = -1 if line.hit is None else self._marker_index[id(line.hit.marker)]
         cols.ints.extend((i, step, marker, bar[0], bar[1], process, shape, message_at, len(cols.values)))
         seconds = math.nan if line.seconds is None or shape == DEFERRED else line.seconds
         cols.floats.extend((seconds, math.nan if bar[2] is None else bar[2]))
         if row is not None:
             cols.values.extend(row[2])
+        return True
 
     def _kind(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool, bool] | None:
         """(stage tracker keywords, an environment keyword, `step:`) of a line with the prefilter

@@ -495,6 +495,33 @@ def test_random_logs(seed: int, tmp_path: Path) -> None:
     assert_same_reports(log, tmp_path, all_metrics=seed % 2 == 0)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_random_logs_of_stage_marker_lines(seed: int, tmp_path: Path) -> None:
+    """Lines that only a stage marker's keywords mark (the examples of patterns/stages.yaml, those
+    that match and those that must not, behind the prefixes of _line, a HF Trainer's loss dict with
+    and without a NaN) among step lines, bars, tracebacks and the rest: applied without a record where
+    they qualify, the reports are those of records."""
+    from patterns.stages import builtin_stage_markers
+
+    markers = builtin_stage_markers().markers
+    examples = [e.line for m in markers for e in (*m.examples.match, *m.examples.no_match) if not e.block]
+    examples += [
+        "{'loss': 0.6857, 'grad_norm': 1.0303, 'learning_rate': 1e-05, 'epoch': 0.13}",
+        "{'loss': 0.6931, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.03}",
+    ]
+    rnd = random.Random(seed)
+    lines = []
+    for step in range(3000):
+        if rnd.random() < 0.4:
+            lines.append(_prefix(rnd, 6) + rnd.choice(examples))
+        else:
+            lines.append(_line(rnd, step // 3 + 1, 6))
+    log = tmp_path / "markers.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    assert_same_reports(log, tmp_path, small_bounds=seed == 3)
+
+
 def test_progress_lines_make_no_records(tmp_path: Path) -> None:
     """On a dense log nearly every step line and bar is applied without a record."""
     log = tmp_path / "dense.log"
@@ -710,3 +737,39 @@ def test_the_streams_of_ray_bars_and_step_lines_of_many_processes_are_those_of_t
                 reader.stream_of(block, idx, "job.log", idx + 1, default, at - start if at >= 0 else -1)
                 == want
             )
+
+
+def test_a_markers_lines_that_keep_taking_the_usual_way_are_no_longer_tried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stage marker's lines that qualify are applied; after MAX_MISSES of them in a row take the usual
+    way (here a logging prefix with a clock), lines with those keywords are no longer tried; one that
+    qualifies in between starts the count again."""
+    from logparse.read import progress_lines
+    from logparse.read.blocks import BlockMaker
+    from logparse.read.steps import StepParser
+
+    scanner = Analysis(CATALOG, ScanConfig())
+    parser = ProgressLineParser(
+        scanner.progress_words, scanner.stages.syntax, StepParser(), scanner.env.ignores
+    )
+    tried = []
+    add_line = ProgressLineParser._add_line
+    monkeypatch.setattr(
+        ProgressLineParser, "_add_line", lambda self, *a: tried.append(1) or add_line(self, *a)
+    )
+    plain = "Training from scratch"
+    clocked = "INFO:2025-08-22 23:08:02,898:Training from scratch"
+    n = progress_lines.MAX_MISSES
+
+    def applied(lines: list[str]) -> int:
+        data = ("\n".join(lines) + "\n").encode()
+        block = BlockMaker(scanner.reader.prefilter, progress=parser).make(data, 0)
+        return 0 if block.progress is None else len(block.progress)
+
+    assert applied([plain] * 3) == 3
+    assert applied([clocked] * (n - 1) + [plain]) == 1  # (a miss short of the bound, then one applied)
+    assert applied([clocked] * (n - 1)) == 0
+    tried.clear()
+    assert applied([clocked, plain, plain]) == 0  # (the bound reached: none tried from there on)
+    assert len(tried) == 1
