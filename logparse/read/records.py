@@ -149,7 +149,9 @@ class RecordReader:
         self.reading_blocks = self._blocks
         self._tails: dict[str, bytes] = {}
         self._offsets: dict[str, int] = {}  # source -> offset of the line being fed in its block
-        self._step_streams: dict[tuple, tuple] = {}  # (source, default, a step line's prefix) -> its stream
+        # (source, default, a progress line's prefix, False) -> its stream; (source, default, a Ray
+        # prefix without its pid and ip, True) -> its origin (_prefix_stream)
+        self._step_streams: dict[tuple, tuple] = {}
         self._defaults: dict[str, Origin] = {}
         self._cut_lines: dict[str, int] = {}
 
@@ -388,10 +390,9 @@ class RecordReader:
         self, raw: bytes, end: int, source: str, number: int, default: Origin | None
     ) -> tuple | None:
         """The stream of a line whose message (a step line, a Ray bar) starts at `end`, from its prefix;
-        None when the prefix is not read whole. A whole Ray prefix's stream is remembered without its
-        pid and ip (ray_prefix_apart): it is (source, "pid", the ip, or the node the prefix's file
-        gives, the pid) when the prefix's own stream is so made (Origin.stream_key of an actor with a
-        pid), which makes it so for any pid and ip of that prefix."""
+        None when the prefix is not read whole. A whole Ray prefix's origin is remembered without its
+        pid and ip (ray_prefix_apart): where the normaliser took that prefix's pid and ip as they are,
+        it takes any other's so (one RAY_ACTOR prefix), and the stream is that origin's with them."""
         apart = ray_prefix_apart(raw, end)
         if apart is None:
             key = (source, default, raw[:end], False)
@@ -404,16 +405,15 @@ class RecordReader:
             return stream
         pid, ip, prefix = apart
         key = (source, default, prefix, True)
-        made = self._step_streams.get(key)
-        if made is None:
+        origin = self._step_streams.get(key)
+        if origin is None:
             rec = step_prefix_record(self.lookback_normalizer, raw[:end], source, number, default)
             if rec is None:
                 return None
-            stream = rec.stream
-            if stream[1:2] != ("pid",) or stream[3:] != (pid,) or (ip is not None and stream[2] != ip):
-                return stream  # (not made so: not remembered)
-            made = self._remember(key, stream[:3])
-        return (made[0], "pid", made[2] if ip is None else ip, pid)
+            if rec.origin.pid != pid or (ip is not None and rec.origin.node != ip):
+                return rec.stream  # (not read as they are: not remembered)
+            origin = self._remember(key, rec.origin)
+        return origin._replace(pid=pid, node=origin.node if ip is None else ip).stream_key(source)
 
     def _remember(self, key: tuple, stream: tuple) -> tuple:
         if len(self._step_streams) >= MAX_STEP_STREAMS:
