@@ -72,9 +72,10 @@ PREFIX_BYTES = 512
 # read straight from the bytes: what the normaliser makes of it is known (logparse.read.normalize: one
 # RAY_ACTOR prefix, the actor and ip from it, nothing else) when what follows it stops the prefix loop
 # (`step:`, or the `\r` of a progress bar). Anything else is normalised.
-RAY_PREFIX = re.compile(
-    rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=[0-9]+(?:, ip=([0-9A-Za-z.:_-]+))?\)(?:\x1b\[0m)? ?"
-)
+_RAY_PREFIX = rb"(?:\x1b\[36m)?\(([A-Za-z_][\w.]*) pid=%s(?:, ip=([0-9A-Za-z.:_-]+))?\)(?:\x1b\[0m)? ?"
+RAY_PREFIX = re.compile(_RAY_PREFIX % rb"[0-9]+")
+# the same with the pid's digits as group 2, the ip as group 3 (ray_prefix_apart)
+RAY_PID_PREFIX = re.compile(_RAY_PREFIX % rb"([0-9]+)")
 # A whole tqdm `Training Progress` line behind that prefix, of the characters tqdm prints (its bar's
 # blocks, digits, the times and the rate): the normaliser's message is group 3 (the prefix and `\r`
 # gone, decode_line's final CR too), TQDM_RE finds in it groups 4-6, and no environment keyword can
@@ -85,8 +86,6 @@ BAR_TEXT = (
     rb"\|[ \t]*([0-9]+)/([0-9]+)[ \t]*\[([0-9:<>,.? ]*(?:s/it|it/s)?)\])\r?"
 )
 RAY_BAR = re.compile(RAY_PREFIX.pattern + rb"\r?" + BAR_TEXT)
-# RAY_PREFIX with the pid's digits as group 2, the ip as group 3 (ray_prefix_apart)
-RAY_PID_PREFIX = re.compile(RAY_PREFIX.pattern.replace(rb" pid=[0-9]+", rb" pid=([0-9]+)"))
 # The same bar with no prefix at all, as the driver's own tqdm writes it (the trainer in the driver
 # process, a copied log): `Training Progress: ...`, or `\rTraining Progress: ...` (one redraw: the
 # normaliser's message is the segment after the `\r`). Its origin is the empty one: the normaliser
