@@ -369,6 +369,7 @@ class ProgressLineParser:
         misses = self._misses.get(ids, 0) + 1
         if misses >= MAX_MISSES:
             self._kinds[ids] = None
+            self._misses.pop(ids, None)  # (done with: no line of those keywords comes here again)
         elif len(self._misses) < MAX_KINDS:
             self._misses[ids] = misses
 
