@@ -11,6 +11,11 @@ first, as `pip install` does, and the start-up cache (patterns.cache) is warm, a
 A second table splits each log's scan by process (benchmarks/cpu_split.py, one run): the scanner's
 CPU time and the part of it spent making blocks itself, each reader process's, the critical path.
 
+It prints the machine first: the CPU's model, the CPUs available, Python's and grep's versions, and a
+Python yardstick (python_yardstick: a fixed loop no tree changes), because a ratio to grep moves with
+how fast the machine runs Python against how fast it runs grep: the same code, the same instructions
+(benchmarks/instructions.py), gave 6.1x on dense+bars on one machine and 9.1x on another.
+
 The yardstick is grep's match of a fixed list of 50 ERE patterns (benchmarks/baseline.ere), so it
 does not move with the catalog. grep counts every matching line (`-c`) into a file: with its output
 on /dev/null, GNU grep stops at its first match, which made the yardstick right only for logs whose
@@ -135,6 +140,38 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def python_yardstick() -> float:
+    """Seconds (best of 3) of a fixed pure-Python loop: 20,000 verl step lines of 60 keys split and
+    their values converted, the kind of work a scan does per line. It does not depend on the tree: it
+    tells how fast this machine runs Python, beside grep's MB/s in the table, so that ratios to grep
+    measured on two machines can be compared (the same code's ratio moves with the two speeds)."""
+    line = "step:12 - " + " - ".join(f"actor/key_{i}:{i * 0.37:.6f}" for i in range(60))
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(20_000):
+            [float(part.rpartition(":")[2]) for part in line.split(" - ")[1:]]
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def machine() -> str:
+    """The CPU's model, the CPUs this process may use, Python's and grep's versions."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            names = [line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")]
+        model = names[0] if names else model
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    grep = subprocess.run(["grep", "--version"], capture_output=True, text=True, check=False).stdout
+    return (
+        f"{model}, {cpus} CPUs available, Python {sys.version.split()[0]}, "
+        f"{grep.splitlines()[0] if grep else 'grep ?'}"
+    )
+
+
 def _default_workers() -> int:
     sys.path.insert(0, str(ROOT))
     from logparse.pipeline import default_workers
@@ -207,6 +244,11 @@ def main() -> None:
     )  # warms the start-up cache
     rows = []
     splits = []
+    print(
+        f"machine: {machine()}; Python yardstick {python_yardstick():.3f} s (benchmarks/bench_scan.py "
+        f"python_yardstick); load {load()}"
+    )
+    print()
     print(
         "| log | size | grep -c | verl-logscan | ratio | tool CPU s (per MB) "
         "| peak PSS (tool, all processes) | RSS sum | grep RSS | load |"
