@@ -484,17 +484,13 @@ class MetricsTracker:
     def _reward_collapse(key: str, steps: list[int], values: list[float]) -> list[Anomaly]:
         """One pass: running max/min and each step's drop from the highest of the REWARD_DROP_WITHIN
         before; at a step whose drop is large for the range, the median of the step-to-step changes
-        before it (two heaps, fed only then, up to there, as _array_reward does: the lower half negated,
-        a max-heap with one more when the count is odd; the upper half)."""
+        before it (_Noise, as _array_reward does)."""
         steps, values = _finite(steps, values)
         if len(values) <= REWARD_MIN_HISTORY:
             return []
         hi = max(values[:REWARD_MIN_HISTORY])
         lo = min(values[:REWARD_MIN_HISTORY])
-        low: list[float] = []
-        high: list[float] = []
-        push, pushpop = heapq.heappush, heapq.heappushpop
-        fed = 0  # changes in the heaps (an odd count: the lower half holds one more)
+        noise = None  # (made at the first step whose drop is large for the range)
         for i in range(REWARD_MIN_HISTORY, len(values)):
             v = values[i]
             spread = hi - lo
@@ -503,25 +499,95 @@ class MetricsTracker:
                 recent = max(values[i - REWARD_DROP_WITHIN : i])  # (REWARD_MIN_HISTORY >= REWARD_DROP_WITHIN)
                 drop = recent - v
                 if drop > REWARD_DROP_FRACTION * spread:
-                    for j in range(fed, i - 1):
-                        x = abs(values[j + 1] - values[j])
-                        if j % 2:
-                            push(high, -pushpop(low, -x))
-                        else:
-                            push(low, -pushpop(high, x))
-                    fed = max(fed, i - 1)
-                    noise = -low[0] if fed % 2 else (-low[0] + high[0]) / 2
-                    held = values[i : i + REWARD_STAY_STEPS]
-                    if (
-                        drop > REWARD_NOISE_FACTOR * noise
-                        and sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread
-                    ):
-                        return [_reward_anomaly(key, steps[i], v, recent, lo, hi)]
+                    if noise is None:
+                        noise = _Noise(values)
+                    if noise.beaten(i, drop):
+                        held = values[i : i + REWARD_STAY_STEPS]
+                        if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
+                            return [_reward_anomaly(key, steps[i], v, recent, lo, hi)]
             if v > hi:  # (max(hi, v) and min(lo, v))
                 hi = v
             elif v < lo:
                 lo = v
         return []
+
+
+REWARD_FLOOR_SPAN = 32  # steps a lower bound of the changes' median covers at least (_Noise.floor)
+
+
+class _Noise:
+    """reward-collapse's noise at a step: the median of the step-to-step changes (`changes[j]`:
+    |values[j + 1] - values[j]|) before it, and whether a drop beats REWARD_NOISE_FACTOR times it.
+
+    The median: two heaps, fed only up to the step asked for (steps are asked for in order): the lower
+    half negated, a max-heap with one more when the count is odd; the upper half.
+
+    Before feeding, a lower bound of it that needs none (`floor`): on a noisy series most steps whose
+    drop is large for the range are still small against the noise, and these cost no feeding (without
+    the floor, a random-valued series fed the heaps to its end: a quarter of its steps ask).
+
+    The median of the first n changes is at least their ceil(n/2)-th smallest (for an even n it is the
+    mean of that one and the next, at least the first). Before each step i of a stretch [a, e) come the
+    a - 1 changes before a and i - a more, and the q-th smallest of a set is at least the (q - t)-th
+    smallest of a part of it that lacks t of its elements; ceil((i - 1)/2) - (i - a) is least at the
+    stretch's last step, so every median in the stretch is at least the k-th smallest of the first
+    a - 1 changes, k = ceil((e - 2)/2) - (e - 1 - a). A stretch is a quarter of the changes before it (k
+    is then about 3/8 of them), REWARD_FLOOR_SPAN steps at least. A drop at most REWARD_NOISE_FACTOR
+    times the floor is at most that times the median (a positive factor; rounding keeps the order), so
+    the floor decides only what the median would."""
+
+    def __init__(self, values: list[float], changes: list[float] | None = None) -> None:
+        self.values = values
+        # the changes worked out so far (all of them when given: numpy's, the same numbers)
+        self.changes = [] if changes is None else changes
+        self.low: list[float] = []
+        self.high: list[float] = []
+        self.fed = 0  # changes in the heaps (an odd count: the lower half holds one more)
+        self.ordered: list[float] = []  # the first changes, sorted (floor)
+        self.floor_to = 0  # the floor holds for the steps before this one
+        self.floor_value = 0.0
+
+    def beaten(self, i: int, drop: float) -> bool:
+        """Is `drop` more than REWARD_NOISE_FACTOR times the median of the changes before step i?"""
+        if REWARD_NOISE_FACTOR > 0 and drop <= REWARD_NOISE_FACTOR * self.floor(i):
+            return False
+        return drop > REWARD_NOISE_FACTOR * self.median(i)
+
+    def median(self, i: int) -> float:
+        """The median of changes[:i - 1] (i at least 2, and at least that of the last call)."""
+        low, high = self.low, self.high
+        push, pushpop = heapq.heappush, heapq.heappushpop
+        fed = self.fed
+        self._need(i - 1)
+        for x in self.changes[fed : i - 1]:
+            if fed % 2:
+                push(high, -pushpop(low, -x))
+            else:
+                push(low, -pushpop(high, x))
+            fed += 1
+        self.fed = fed
+        return -low[0] if fed % 2 else (-low[0] + high[0]) / 2
+
+    def floor(self, i: int) -> float:
+        """A lower bound of median(j) for every step j from i to floor_to (worked out again past it)."""
+        if i >= self.floor_to:
+            n = i - 1
+            end = i + max(REWARD_FLOOR_SPAN, n // 4)
+            k = (end - 1) // 2 - (end - 1 - i)  # ((end - 1) // 2: ceil((end - 2) / 2))
+            ordered = self.ordered
+            self._need(n)
+            if len(ordered) < n:  # (a sorted run and the new ones: the sort merges them)
+                ordered.extend(self.changes[len(ordered) : n])
+                ordered.sort()
+            self.floor_value = ordered[k - 1] if k >= 1 else 0.0  # (a change is never negative)
+            self.floor_to = end
+        return self.floor_value
+
+    def _need(self, n: int) -> None:
+        """The first n changes worked out (a series whose first candidate decides costs no more)."""
+        changes = self.changes
+        if len(changes) < n:
+            changes.extend([abs(b - a) for a, b in itertools.pairwise(self.values[len(changes) : n + 1])])
 
 
 def _finite(steps: list[int], values: list[float]) -> tuple[list[int], list[float]]:
@@ -767,21 +833,11 @@ def _array_reward(key: str, steps: list[int], at: numpy.ndarray, fv: numpy.ndarr
     if not candidates.size:
         return []
     values = fv.tolist()
-    changes = np.abs(np.diff(fv)).tolist()
-    low: list[float] = []
-    high: list[float] = []
-    push, pushpop = heapq.heappush, heapq.heappushpop
-    fed = 0  # changes in the heaps (an odd count: the lower half holds one more)
+    noise = _Noise(values, np.abs(np.diff(fv)).tolist())
+    drops = drop.tolist()
     for c in candidates.tolist():
         i = c + h
-        for x in changes[fed : i - 1]:
-            if fed % 2:
-                push(high, -pushpop(low, -x))
-            else:
-                push(low, -pushpop(high, x))
-            fed += 1
-        median = -low[0] if fed % 2 else (-low[0] + high[0]) / 2
-        if drop[c] > REWARD_NOISE_FACTOR * median:
+        if noise.beaten(i, drops[c]):
             held = values[i : i + REWARD_STAY_STEPS]
             if sum(held) / len(held) < float(hi[c]) - REWARD_DROP_FRACTION * float(spread[c]):
                 # (the highest and lowest as the loop keeps them, the first of equal ones: a -0.0 stays)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from itertools import pairwise
@@ -574,6 +575,142 @@ def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
     got = MetricsTracker._reward_collapse("critic/score/mean", *_columns(series))
     want = _reference_reward_collapse(series)
     assert (got[0].step, got[0].value) == want if want else got == []
+
+
+def _candidate_reference(values: list[float]):
+    """_reference_reward_collapse's answer (its place in `values`), with the changes' median taken only
+    at the steps the rule's two other conditions let through (the same rule, fast enough for long
+    series)."""
+    import statistics
+
+    from patterns.progress import (
+        REWARD_DROP_FRACTION,
+        REWARD_DROP_WITHIN,
+        REWARD_MIN_HISTORY,
+        REWARD_NOISE_FACTOR,
+        REWARD_STAY_STEPS,
+    )
+
+    changes = [abs(b - a) for a, b in pairwise(values)]
+    hi, lo = max(values[:REWARD_MIN_HISTORY]), min(values[:REWARD_MIN_HISTORY])
+    for i in range(REWARD_MIN_HISTORY, len(values)):
+        spread = hi - lo
+        drop = max(values[i - REWARD_DROP_WITHIN : i]) - values[i]
+        if (
+            spread > 0
+            and drop > REWARD_DROP_FRACTION * spread
+            and drop > REWARD_NOISE_FACTOR * statistics.median(changes[: i - 1])
+        ):
+            held = values[i : i + REWARD_STAY_STEPS]
+            if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
+                return i
+        hi, lo = max(hi, values[i]), min(lo, values[i])
+    return None
+
+
+def _long_reward_series(seed: int) -> list[float]:
+    """A long reward series: uniform noise, Gaussian noise, a random walk, a slow rise with noise or a
+    few values repeated, each with a collapse (a drop that stays) somewhere or none."""
+    rnd = random.Random(seed)
+    n = rnd.choice([60, 400, 1500, 3000])
+    kind = seed % 5
+    if kind == 0:
+        values = [rnd.random() for _ in range(n)]
+    elif kind == 1:
+        values = [rnd.gauss(0.5, 0.1) for _ in range(n)]
+    elif kind == 2:
+        values = list(itertools.accumulate(rnd.gauss(0, 0.01) for _ in range(n)))
+    elif kind == 3:
+        values = [i / n + rnd.gauss(0, 0.02) for i in range(n)]
+    else:
+        values = [rnd.choice([0.25, 0.5, 0.75]) for _ in range(n)]
+    if rnd.random() < 0.6:
+        at = rnd.randrange(5, n)
+        depth = rnd.choice([0.05, 0.5, 2.0, 20.0])
+        values[at:] = [v - depth for v in values[at:]]
+    return values
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_reward_collapse_on_long_series_equals_the_stated_rule(seed: int) -> None:
+    """Past their first few hundred steps the loops skip the changes' median where a lower bound of it
+    already rules the step out (_Noise.floor): on long series of every kind, with a collapse or none,
+    the loop and the arrays give the step the rule states."""
+    import numpy as np
+
+    from logparse.observe.metrics import _array_reward
+
+    values = _long_reward_series(seed)
+    steps = list(range(1, len(values) + 1))
+    want = _candidate_reference(values)
+    got = MetricsTracker._reward_collapse("critic/score/mean", steps, values)
+    arrays = _array_reward("critic/score/mean", steps, np.arange(len(values)), np.array(values))
+    assert [a.step for a in got] == ([] if want is None else [want + 1])
+    assert _seen(arrays) == _seen(got)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.floats(0, 1), st.floats(-1e308, 1e308), st.just(0.0), st.just(0.5)),
+        min_size=3,
+        max_size=300,
+    ),
+    st.lists(st.integers(2, 300), min_size=1, max_size=6),
+)
+def test_the_noise_floor_is_at_most_every_median_it_covers(values: list[float], asks: list[int]) -> None:
+    """_Noise.floor(i) is at most the median of the changes before each step it covers (i up to
+    floor_to), and median(i) is that median, as the stated rule takes it."""
+    import statistics
+
+    from logparse.observe.metrics import _Noise
+
+    changes = [abs(b - a) for a, b in pairwise(values)]
+    noise = _Noise(values)
+    for i in sorted({min(a, len(values)) for a in asks}):
+        floor = noise.floor(i)
+        for j in range(i, min(noise.floor_to, len(values) + 1)):
+            assert floor <= statistics.median(changes[: j - 1])
+        assert noise.median(i) == statistics.median(changes[: i - 1])
+
+
+@pytest.mark.parametrize("start", [6, 40, 129, 1001])
+def test_the_noise_floor_is_tight_where_the_stretch_is_flat(start: int) -> None:
+    """Changes 1, 2, ..., start - 2 before the stretch and none in it (the values stay put): the median
+    before its last step is the floor itself (or half a change above it), so a floor any higher would be
+    above a median it covers."""
+    import statistics
+
+    from logparse.observe.metrics import _Noise
+
+    rnd = random.Random(start)
+    changes = list(range(1, start - 1))
+    rnd.shuffle(changes)
+    values = list(itertools.accumulate([0.0] + [rnd.choice([1, -1]) * c for c in changes]))
+    values += [values[-1]] * 2000
+    noise = _Noise(values)
+    floor = noise.floor(start)
+    every = [abs(b - a) for a, b in pairwise(values)]
+    lowest = min(statistics.median(every[: j - 1]) for j in range(start, noise.floor_to))
+    assert floor <= lowest <= floor + 0.5
+
+
+def test_the_noise_floor_spares_most_medians_on_a_noisy_series(monkeypatch) -> None:
+    """On 5,000 uniform random rewards a quarter of the steps drop by half the range, and none beats five
+    times the changes' median: the floor rules out nearly all of them without feeding the heaps (they
+    were fed at each such step before, to the series' end)."""
+    from logparse.observe import metrics
+
+    asked = []
+    median = metrics._Noise.median
+    monkeypatch.setattr(metrics._Noise, "median", lambda self, i: asked.append(i) or median(self, i))
+    rnd = random.Random(7)
+    values = [rnd.random() for _ in range(5000)]
+    assert MetricsTracker._reward_collapse("critic/score/mean", list(range(5000)), values) == []
+    assert _candidate_reference(values) is None
+    # (the floor is about the 3/8 quantile of the changes: early steps whose drop nears the whole range
+    # still need the median: 38 of the 1,376 candidates, the heaps fed to step 1,153 of 5,000)
+    assert len(asked) < 100 and max(asked, default=0) < 1500
 
 
 TRICKY_VALUES = [
