@@ -93,6 +93,10 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         print("instructions.py: no valgrind here (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
+    not_trees = [str(t) for t in trees if not (t / "logparse").is_dir()]
+    if not_trees:
+        print(f"instructions.py: not a verl-logscan checkout: {', '.join(not_trees)}", file=sys.stderr)
+        return 2
     missing = [str(p) for p in a.logs if not p.is_file()]
     if missing:
         print(f"instructions.py: no such file: {', '.join(missing)}", file=sys.stderr)

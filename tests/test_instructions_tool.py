@@ -75,3 +75,13 @@ def test_counts_the_work_of_the_lines_beyond_start_up(tmp_path):
     lines_g, start_g = float(cells[2]), float(cells[3])
     # 2,000 step lines cost something beyond the start-up, and far less than it
     assert 0 < lines_g < start_g
+
+
+def test_a_tree_that_is_no_checkout_is_named_and_exits_2(tmp_path):
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is checked first")
+    log = tmp_path / "a.log"
+    log.write_text("step:1 - actor/pg_loss:0.1\n")
+    p = _run([str(log), "--tree", str(tmp_path / "elsewhere")], dict(os.environ))
+    assert p.returncode == 2
+    assert "elsewhere" in p.stderr and "Traceback" not in p.stderr
