@@ -11,10 +11,13 @@ checkout; two trees give the change between them), one scan in one process (`VER
 reader process: cachegrind counts one process) of `scan --format json` under
 `valgrind --tool=cachegrind --cache-sim=no`. A scan of the log's first line is counted too and
 subtracted (start-up: imports, the catalog from the start-up cache, the report), so that the figure is
-the work the log's lines cost. The modules are compiled first and the start-up cache is warmed by one
-scan that is not counted, as in bench_scan.py.
+the work the log's lines cost. Each tree's modules are compiled first and its start-up cache is warmed by
+one scan outside valgrind, as in bench_scan.py.
 
     python benchmarks/instructions.py LOG [LOG ...] [--mb 20] [--tree PATH [--tree PATH]]
+
+Two runs of the same tree agree within about 0.3% (Python's hash seed is fixed; what is left is
+memory layout): a change smaller than that is none.
 
 Needs valgrind (Debian: `apt-get install valgrind`). Cachegrind runs the scan ~20-50x slower: 20 MB of a
 dense log takes about 20 s a tree.
@@ -48,8 +51,9 @@ def head(log: Path, mb: float, out: Path) -> Path:
     return out
 
 
-def count(tree: Path, log: Path, cache: Path) -> int:
-    """Instructions of one one-process scan of `log` by `tree`."""
+def scan(tree: Path, log: Path, cache: Path, valgrind: bool = True) -> subprocess.CompletedProcess:
+    """One one-process `scan --format json` of `log` by `tree`, under cachegrind unless `valgrind` is
+    False (a run that only warms the start-up cache in `cache`)."""
     env = {
         **os.environ,
         "PYTHONPATH": str(tree),
@@ -57,27 +61,24 @@ def count(tree: Path, log: Path, cache: Path) -> int:
         "VERL_LOGSCAN_CACHE_DIR": str(cache),
         "VERL_LOGSCAN_WORKERS": "1",
         "VERL_LOGSCAN_READER_MB": "off",
+        "PYTHONHASHSEED": "0",  # (set and dict orders, and so the counts, the same run after run)
     }
-    cmd = [
-        "valgrind",
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-        sys.executable,
-        "-m",
-        "logparse",
-        "scan",
-        "--format",
-        "json",
-        str(log),
-    ]
+    under = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    tool = [sys.executable, "-m", "logparse", "scan", "--format", "json", str(log)]
+    cmd = [*under, *tool] if valgrind else tool
     p = subprocess.run(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if p.returncode not in (0, 1):  # (1: the scan found a failure)
         tail = p.stderr[-2000:]
         sys.exit(f"instructions.py: the scan of {log.name} by {tree} exited {p.returncode}:\n{tail}")
-    m = REFS.search(p.stderr)
+    return p
+
+
+def count(tree: Path, log: Path, cache: Path) -> int:
+    """Instructions of one one-process scan of `log` by `tree`."""
+    stderr = scan(tree, log, cache).stderr
+    m = REFS.search(stderr)
     if m is None:
-        sys.exit(f"instructions.py: no instruction count in valgrind's output:\n{p.stderr[-2000:]}")
+        sys.exit(f"instructions.py: no instruction count in valgrind's output:\n{stderr[-2000:]}")
     return int(m.group(1).replace(",", ""))
 
 
@@ -103,19 +104,17 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
         work = Path(tmp)
+        caches = [work / f"cache-{n}" for n in range(len(trees))]
+        for tree, cache in zip(trees, caches, strict=True):  # once a tree, not counted
+            compile_modules = [sys.executable, "-m", "compileall", "-q", "logparse", "patterns", "reports"]
+            subprocess.run(compile_modules, cwd=tree, check=True)
+            scan(tree, head(a.logs[0], 0, work / "warm.log"), cache, valgrind=False)
         rows = []
         for log in a.logs:
             part = head(log, a.mb, work / f"{log.stem}-{a.mb:g}mb.log")
             first = head(log, 0, work / f"{log.stem}-first-line.log")
             per_tree = []
-            for n, tree in enumerate(trees):
-                subprocess.run(
-                    [sys.executable, "-m", "compileall", "-q", "logparse", "patterns", "reports"],
-                    cwd=tree,
-                    check=True,
-                )
-                cache = work / f"cache-{n}"
-                count(tree, first, cache)  # (warms the start-up cache: not counted)
+            for tree, cache in zip(trees, caches, strict=True):
                 start = count(tree, first, cache)
                 whole = count(tree, part, cache)
                 per_tree.append((whole - start, start))
