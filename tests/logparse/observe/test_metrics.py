@@ -554,14 +554,17 @@ def _reference_reward_collapse(series: list[tuple[int, float]]):
 
     points = [(s, v) for s, v in series if math.isfinite(v)]
     values = [v for _, v in points]
+    changes = [abs(b - a) for a, b in pairwise(values)]
     for i in range(REWARD_MIN_HISTORY, len(points)):
         hi, lo = max(values[:i]), min(values[:i])
         spread = hi - lo
         if spread <= 0:
             continue
         drop = max(values[max(0, i - REWARD_DROP_WITHIN) : i]) - values[i]
-        noise = statistics.median([abs(b - a) for a, b in pairwise(values[:i])])
-        if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * noise:
+        # (the median of the changes before step i, taken only where the drop is large for the range)
+        if drop > REWARD_DROP_FRACTION * spread and drop > REWARD_NOISE_FACTOR * statistics.median(
+            changes[: i - 1]
+        ):
             held = values[i : i + REWARD_STAY_STEPS]
             if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
                 return points[i]
@@ -575,37 +578,6 @@ def test_reward_collapse_equals_the_stated_rule(values: list[float]) -> None:
     got = MetricsTracker._reward_collapse("critic/score/mean", *_columns(series))
     want = _reference_reward_collapse(series)
     assert (got[0].step, got[0].value) == want if want else got == []
-
-
-def _candidate_reference(values: list[float]):
-    """_reference_reward_collapse's answer (its place in `values`), with the changes' median taken only
-    at the steps the rule's two other conditions let through (the same rule, fast enough for long
-    series)."""
-    import statistics
-
-    from patterns.progress import (
-        REWARD_DROP_FRACTION,
-        REWARD_DROP_WITHIN,
-        REWARD_MIN_HISTORY,
-        REWARD_NOISE_FACTOR,
-        REWARD_STAY_STEPS,
-    )
-
-    changes = [abs(b - a) for a, b in pairwise(values)]
-    hi, lo = max(values[:REWARD_MIN_HISTORY]), min(values[:REWARD_MIN_HISTORY])
-    for i in range(REWARD_MIN_HISTORY, len(values)):
-        spread = hi - lo
-        drop = max(values[i - REWARD_DROP_WITHIN : i]) - values[i]
-        if (
-            spread > 0
-            and drop > REWARD_DROP_FRACTION * spread
-            and drop > REWARD_NOISE_FACTOR * statistics.median(changes[: i - 1])
-        ):
-            held = values[i : i + REWARD_STAY_STEPS]
-            if sum(held) / len(held) < hi - REWARD_DROP_FRACTION * spread:
-                return i
-        hi, lo = max(hi, values[i]), min(lo, values[i])
-    return None
 
 
 def _long_reward_series(seed: int) -> list[float]:
@@ -642,10 +614,10 @@ def test_reward_collapse_on_long_series_equals_the_stated_rule(seed: int) -> Non
 
     values = _long_reward_series(seed)
     steps = list(range(1, len(values) + 1))
-    want = _candidate_reference(values)
+    want = _reference_reward_collapse(list(enumerate(values, 1)))
     got = MetricsTracker._reward_collapse("critic/score/mean", steps, values)
     arrays = _array_reward("critic/score/mean", steps, np.arange(len(values)), np.array(values))
-    assert [a.step for a in got] == ([] if want is None else [want + 1])
+    assert [(a.step, a.value) for a in got] == ([] if want is None else [want])
     assert _seen(arrays) == _seen(got)
 
 
@@ -707,7 +679,7 @@ def test_the_noise_floor_spares_most_medians_on_a_noisy_series(monkeypatch) -> N
     rnd = random.Random(7)
     values = [rnd.random() for _ in range(5000)]
     assert MetricsTracker._reward_collapse("critic/score/mean", list(range(5000)), values) == []
-    assert _candidate_reference(values) is None
+    assert _reference_reward_collapse(list(enumerate(values))) is None
     # (the floor is about the 3/8 quantile of the changes: early steps whose drop nears the whole range
     # still need the median: 38 of the 1,376 candidates, the heaps fed to step 1,153 of 5,000)
     assert len(asked) < 100 and max(asked, default=0) < 1500
