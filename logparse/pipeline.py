@@ -242,6 +242,34 @@ class Analysis:
             return True
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
+    def _stream_quiet(self, stream: tuple) -> bool:
+        """Has `stream` nothing open that a line no keyword marks may continue: no traceback, message,
+        config dump or stack dump?"""
+        return (
+            self.assembler.current(stream) is None
+            and stream not in self._open_messages
+            and not self.env.dump_open_on(stream)
+            and not self.stalls.dump_open_on(stream)
+        )
+
+    def process_quiet(self, source: str, pid: int) -> bool:
+        """Has no stream of `source` that Ray actor process `pid` writes anything open? Such a stream's
+        key is (source, "pid", node, pid) whatever its node (Origin.stream_key), so its unmarked lines
+        are then dropped by feed_record: the reader need not read them (ProgressSink.process_quiet)."""
+        for stream in self._open_streams():
+            if stream[0] == source and len(stream) == 4 and stream[1] == "pid" and stream[3] == pid:
+                return False
+        return True
+
+    def _open_streams(self) -> Iterator[tuple]:
+        """The streams with a traceback, message, config dump or stack dump open (_stream_quiet's)."""
+        yield from self.assembler.open_streams()
+        yield from self._open_messages
+        yield from self.stalls.dump_streams()
+        dump = self.env.dump_stream
+        if dump is not None:
+            yield dump
+
     # -- what the fast path asks (logparse.observe.progress_facts.ScanState) -------------------------
     def stream_busy(self, stream: tuple) -> bool:
         return self.assembler.current(stream) is not None or stream in self.messages
@@ -256,13 +284,17 @@ class Analysis:
 
     # -- observing ---------------------------------------------------------------------------------
     def feed_record(self, rec: Record) -> None:
+        ids = rec.keywords
+        if ids is not None and not ids and self._stream_quiet(rec.stream):
+            # a line no keyword marks, read while another stream's region of its input is open: it
+            # continues nothing of its own stream, so it is not seen, as it is not outside the region
+            return
         self.seq += 1
         rec.seq = self.seq
         if (self.sample_text or rec.message.startswith(SAMPLE_TEXT_MARKS)) and self._model_text(rec):
             return
         if self.names is not None:
             self.names.feed(rec)
-        ids = rec.keywords
         route = NO_ROUTE if ids is None else self._routes.get(ids) or self.routes.route(ids)
         progress = False
         if route.stage_words is None or route.stage_words:
@@ -280,6 +312,8 @@ class Analysis:
         if role != LineRole.FRAME:
             self.metrics.feed(rec)
             self.env.feed(rec, route.env_words)
+        else:
+            self.env.frame(rec)
         if self._open_messages and rec.stream in self._open_messages:
             self.messages.feed(rec, role)
         if role in UNMATCHED_ROLES:

@@ -1,8 +1,9 @@
 """What a log tells about its environment: versions, GPUs, topology, the verl era, key config values.
 
-`EnvironmentTracker.feed(rec)` is called for every record; one `re` alternation of literal keywords
-rejects almost every line, and only the lines it accepts are examined (plus two attribute reads per
-record: the Ray actor name, for the era, and the node of the prefix, for `hosts`).
+`EnvironmentTracker.feed(rec)` is called for every record but a traceback's frames (`frame(rec)` reads
+their Python path); one `re` alternation of literal keywords rejects almost every line, and only the
+lines it accepts are examined (plus two attribute reads per record: the Ray actor name, for the era,
+and the node of the prefix, for `hosts`).
 
 Sources (reference §9): `NCCL version 2.21.5+cuda12.4`; `NCCL INFO cudaDriverVersion 12080`;
 `Initializing a V1 LLM engine (v0.8.5)`; `"transformers_version": "4.51.1"`; `/lib/python3.11/
@@ -307,6 +308,15 @@ class EnvironmentTracker:
         """A config dump of `source` is being read: its continuation lines carry no keyword."""
         return self._dump_stream is not None and self._dump_stream[0] == source
 
+    def dump_open_on(self, stream: tuple) -> bool:
+        """Is a config dump of `stream` being read?"""
+        return self._dump_stream == stream
+
+    @property
+    def dump_stream(self) -> tuple | None:
+        """The stream whose config dump is being read, if any."""
+        return self._dump_stream
+
     def feed(self, rec: Record, keywords: Iterable[str] | None = None) -> None:
         """`keywords`: those of `self.scan_keywords` that a scanner's prefilter found in the raw line
         (None: not known, the message is searched for all keywords)."""
@@ -420,6 +430,12 @@ class EnvironmentTracker:
         m = TRANSFORMERS_RE.search(message)
         if m:
             self._fact("transformers", m.group(1))
+
+    def frame(self, rec: Record) -> None:
+        """A traceback's frame line (which `feed` is not given): the Python of its path, the one fact a
+        frame tells, until it is known (python-path: "every traceback shows one")."""
+        if "python" not in self.facts and "-packages/" in rec.message:
+            self._python(rec, rec.message)
 
     def _python(self, rec: Record, message: str) -> None:
         if "python" not in self.facts:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from logparse.model import Evidence
@@ -182,6 +182,14 @@ class StallObserver:
     def open_in(self, source: str) -> bool:
         """Is a py-spy dump being read in `source` (its next line must be read, keyword or not)?"""
         return source in self.regions
+
+    def dump_open_on(self, stream: tuple) -> bool:
+        """Is a stack dump (faulthandler's, py-spy's) of `stream` being read?"""
+        return stream in self._open
+
+    def dump_streams(self) -> Iterable[tuple]:
+        """The streams whose stack dump is being read."""
+        return self._open.keys()
 
     def feed(self, rec: Record, progress: bool = False) -> None:
         """`progress`: is the record's message a progress line (a step line, a bar, a stage marker: the

@@ -20,7 +20,7 @@ its open tracebacks cost. Expiry visits the open tracebacks of a source only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -405,6 +405,10 @@ class TracebackAssembler:
         self._active[tb.stream] = st
         src = tb.stream[0]
         self._open[src] = self._open.get(src, 0) + 1
+
+    def open_streams(self) -> Iterable[tuple]:
+        """The streams with a traceback open."""
+        return self._active.keys()
 
     def open_in(self, source: str) -> bool:
         return self._open.get(source, 0) > 0

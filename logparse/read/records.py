@@ -4,7 +4,8 @@
 candidate lines found by the keyword prefilter (logparse.read.blocks, in a reader process for a large
 file), and yields a Record for each line worth a look: a candidate line, and every line while a
 region of its input is open (a traceback, a multi-line message, a config dump: the consumer says
-which, through `ProgressSink.region_open`). A line's origin is what its prefixes say
+which, through `ProgressSink.region_open`; it observes such a line only when the line's own stream
+has one open). A line's origin is what its prefixes say
 (logparse.read.normalize), else what its file's place in a known folder layout says
 (logparse.read.layout). torchrun's error.json is read as its callstack (logparse.read.errorfile).
 
@@ -38,6 +39,7 @@ from logparse.read.normalize import Normalizer, Origin, Record
 from logparse.read.pre_records import PreReader
 from logparse.read.prefilter import Prefilter
 from logparse.read.progress_lines import (
+    RAY_PID_PREFIX,
     ProgressColumns,
     ProgressLineParser,
     ProgressTables,
@@ -109,6 +111,10 @@ class ProgressSink(Protocol):
 
     def region_open(self, source: str, number: int) -> bool:
         """Must line `number` of `source` be read even without a keyword?"""
+
+    def process_quiet(self, source: str, pid: int) -> bool:
+        """Would a line without a keyword of Ray actor process `pid` in `source` be dropped (nothing of
+        its stream is open), so that it need not be read while a region of the input is open?"""
 
 
 class RecordReader:
@@ -291,6 +297,12 @@ class RecordReader:
                 if done is not None:
                     idx, cur, number = done
                     continue
+            elif not candidate:
+                end = self._quiet_line(block, start, source)
+                if end >= 0:
+                    cur = end + 1
+                    number += 1
+                    continue
             rec, end, default = self._record(block, idx, candidate, start, number, source, default, stats)
             fast.default = default
             rec.keywords = ids
@@ -302,6 +314,21 @@ class RecordReader:
             number += 1
         self._tails[source] = block.tail(LOOKBACK_BYTES)
         del self._blocks[source]  # a reader process reuses its memory once the next block is asked for
+
+    def _quiet_line(self, block: Block, start: int, source: str) -> int:
+        """Where the line at `start` (no keyword marks it; a region of its input is open) ends, when the
+        sink would drop its record: a line of one Ray actor process (a RAY_PREFIX and no other `pid=`
+        after it, which the normaliser would read instead) that has nothing open. Else -1: read it."""
+        data = block.load()
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = block.size
+        if end - start > MAX_LINE_BYTES:
+            return -1  # (read: it is counted as cut)
+        m = RAY_PID_PREFIX.match(data, start, end)
+        if m is None or data.find(b"pid=", m.end(), end) >= 0:
+            return -1
+        return end if self.sink.process_quiet(source, int(m.group(2))) else -1
 
     def _record(
         self,

@@ -48,10 +48,10 @@ def test_no_table_has_an_empty_header_row(log: Path) -> None:
 def test_the_environment_is_folded_behind_a_summary_of_it() -> None:
     text = markdown(SAMPLES / "ray-actor-exception.log")
     section = text.split("### Environment\n", 1)[1].split("\n### ", 1)[0]
-    assert section.lstrip().startswith("<details><summary>27 value(s): verl_era &gt;=0.6, ")
+    assert section.lstrip().startswith("<details><summary>28 value(s): python 3.11, verl_era &gt;=0.6, ")
     assert "verl\\_era\\_evidence" in section and section.rstrip().endswith("</details>")
     html = MD.render(text)
-    folded = html.split("<details><summary>27 value(s)", 1)[1].split("</details>", 1)[0]
+    folded = html.split("<details><summary>28 value(s)", 1)[1].split("</details>", 1)[0]
     assert "<table>" in folded and "verl_era_evidence" in folded  # the table is inside the fold
 
 
