@@ -20,6 +20,8 @@ with a core each as max(S, (L + S + overhead) / N), the overhead per block measu
 
     python benchmarks/cpu_split.py LOG [--workers 1 2 4 8] [--repeat 3] [--tree PATH]
 
+Exit 2, with the reason, when LOG is no file or `--tree` no checkout.
+
 CPU times are steadier than wall times on a busy machine; the load is printed with each row. With more
 processes than cores the scanner makes more blocks itself (its readers wait for a core), so the split
 at a large N on a small machine is not the split on a large one; the projection uses N=1's.
@@ -124,6 +126,14 @@ def main() -> int:
     ap.add_argument("--tree", default=str(ROOT))
     a = ap.parse_args()
     tree, log = Path(a.tree).resolve(), Path(a.log).resolve()
+    if not log.is_file():
+        print(f"cpu_split.py: {a.log}: no such file", file=sys.stderr)
+        return 2
+    if not (tree / "logparse" / "pipeline.py").is_file():
+        print(
+            f"cpu_split.py: {a.tree}: not a verl-logscan checkout (no logparse/pipeline.py)", file=sys.stderr
+        )
+        return 2
     print(
         f"{log.name} ({log.stat().st_size / 1e6:.0f} MB), tree {tree}; best of {a.repeat} by feed wall time"
     )
