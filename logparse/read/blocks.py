@@ -345,6 +345,9 @@ IDLE_S = 0.005  # the scanner, waiting for a block with none to make itself, loo
 END_S = 5.0  # the readers' last words (their CPU time) are waited for this long at most
 
 
+KEPT_BLOCKS = 4  # the first reader's own cut blocks kept past this many only while no process took them
+
+
 def slots_for(workers: int) -> int:
     """Blocks in flight for `workers` processes: one being made by each, as many cut ahead, the one
     the scan works on and one to spare (at least 4, what one reader process had)."""
@@ -409,6 +412,12 @@ class _Ring:
     def raw_count(self) -> int:
         with self.lock:
             return self.meta[STATE::META].count(RAW)
+
+    def raw_slots(self) -> set[int]:
+        """The slots whose block is RAW (cut, taken by no process yet)."""
+        with self.lock:
+            states = self.meta[STATE::META]
+        return {slot for slot, state in enumerate(states) if state == RAW}
 
     def claim(self, timeout: float = 0.0, keep_wake: bool = False) -> int | None:
         """The slot of the oldest RAW block, now CLAIMED by the caller; None when there is none within
@@ -584,6 +593,12 @@ def _cut_one(
     slot = free_slots.popleft()
     ring.put(slot, number, data, cut, stats.bytes)
     kept[slot] = (number, data)
+    if len(kept) > KEPT_BLOCKS:
+        # a block another process took is made from the ring: its bytes here are of no more use (up to
+        # a block a slot, 18 MB with 8 processes); one this reader takes later without them is copied
+        raw = ring.raw_slots()
+        for gone in [s for s in kept if s not in raw]:
+            del kept[gone]
     return None
 
 

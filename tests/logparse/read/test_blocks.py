@@ -3,6 +3,7 @@ the same blocks and the same reports as reading inline, and stops when the scan 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gzip
 import multiprocessing
@@ -288,3 +289,24 @@ def test_a_reader_done_before_it_was_handed_every_slot(monkeypatch) -> None:
     blocks = list(blocks_in_process(lambda st: plain_chunks(fh, st), stats, Prefilter(WORDS)))
     assert len(blocks) == 1 and stats.bytes == log.stat().st_size
     assert not multiprocessing.active_children()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the ring is shared with forked readers")
+def test_the_first_reader_keeps_only_the_cut_blocks_no_process_took() -> None:
+    """_cut_one keeps the bytes of the blocks it cut (making one of them itself needs no copy out of the
+    ring), past KEPT_BLOCKS only those still RAW: a block another process took is dropped, and one
+    without its kept bytes is read from the ring, the same bytes."""
+    ring = blocks_mod._Ring(multiprocessing.get_context("fork"), 10)
+    cut = iter([(f"block {n}\n".encode(), False) for n in range(10)])
+    free = collections.deque(range(10))
+    kept: dict[int, tuple[int, bytes]] = {}
+    stats = InputStats("job.log")
+    for n in range(blocks_mod.KEPT_BLOCKS):
+        assert blocks_mod._cut_one(cut, ring, free, n, stats, kept) is None
+    taken = [ring.claim(), ring.claim()]  # two blocks made by other processes
+    assert blocks_mod._cut_one(cut, ring, free, blocks_mod.KEPT_BLOCKS, stats, kept) is None
+    assert set(kept) == ring.raw_slots() and not set(taken) & set(kept)
+    for slot in taken:
+        number, size, _, _ = ring.fields(slot)
+        assert ring.bytes_of(slot, size) == f"block {number}\n".encode()
+    assert all(data == f"block {number}\n".encode() for number, data in kept.values())
