@@ -77,7 +77,7 @@ def terminal_columns(stream: TextIO | None) -> int:
     """Columns of the terminal behind `stream`: $COLUMNS when set (what a user or a test asks for),
     else the terminal's own size, else 80."""
     raw = os.environ.get("COLUMNS", "")
-    if raw.strip().isdigit() and int(raw) > 0:
+    if raw.strip().isdecimal() and int(raw) > 0:
         return int(raw)
     try:
         return os.get_terminal_size(stream.fileno()).columns or DEFAULT_COLUMNS  # type: ignore[union-attr]

@@ -256,7 +256,7 @@ def ray_endpoint(address: str) -> tuple[str, int] | None:
         host, _, port = rest[1:].partition("]:")
     else:
         host, _, port = rest.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdecimal():
         return None
     return host, int(port)
 

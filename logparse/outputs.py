@@ -195,7 +195,7 @@ def resolve(path: str) -> Target:
 def _own_descriptor(path: str) -> int | None:
     """N when `path` is this process's descriptor N (its folder resolves to /proc/<pid>/fd)."""
     parent, name = os.path.split(path)
-    if not name.isdigit():
+    if not name.isdecimal():
         return None
     real = os.path.realpath(parent)
     return int(name) if real in (f"/proc/{os.getpid()}/fd", "/proc/self/fd") else None

@@ -16,6 +16,7 @@ from typing import Any
 import regex
 from rapidfuzz import process as fuzz_process
 
+from patterns.numbers import log_int
 from patterns.schema import JOB_KINDS, Example, Examples, LazyPattern, LazyRe, Remediation
 
 REMEDIATION_FIELDS = {"summary": True, "why": True, "fix": True, "references": False}
@@ -90,11 +91,11 @@ def _quantifier(pattern: str, i: int) -> tuple[int, bool, int | None]:
     elif i < n and pattern[i] == "{":
         m = _COUNT_RE.match(pattern, i)
         if m and (m.group(1) or m.group(3)):
-            low = int(m.group(1) or 0)
+            low = log_int(m.group(1)) if m.group(1) else 0
             if m.group(2) and not m.group(3):
                 unbounded = True
             else:
-                count = max(low, int(m.group(3) or low))
+                count = max(low, log_int(m.group(3))) if m.group(3) else low
             i = m.end()
     if i < n and pattern[i] in "?+":  # a lazy or possessive marker
         i += 1

@@ -32,6 +32,7 @@ from logparse.observe.worker_deaths import DeadWorker, dead_worker, report_lines
 from logparse.read.normalize import Record
 from patterns import Role
 from patterns.inference import inference_rules
+from patterns.numbers import log_int
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def blamed_rank(hit_groups: Mapping[str, str | None] | None) -> int | None:
     if not hit_groups:
         return None
     named = hit_groups.get("blame_rank") or hit_groups.get("blame_ranks") or ""
-    ranks = {int(r) for r in named.replace(",", " ").split() if r.isdigit()}
+    ranks = {log_int(r) for r in named.replace(",", " ").split() if r.isdecimal()}
     return ranks.pop() if len(ranks) == 1 else None
 
 
@@ -188,7 +189,7 @@ def launcher_failed_rank(
     local = {g.first.groups.get("local_rank") for g in groups if g.first.groups.get("local_rank") is not None}
     if len(local) == 1:
         value = local.pop()
-        return (None, int(value)) if value.isdigit() else None
+        return (None, log_int(value)) if value.isdecimal() else None
     return None
 
 
@@ -206,10 +207,10 @@ def global_rank(
         if f is not None:
             return f.rank
     placements = {
-        (int(g.first.groups["node_rank"]), int(g.first.groups["num_local_procs"]))
+        (log_int(g.first.groups["node_rank"]), log_int(g.first.groups["num_local_procs"]))
         for g in groups
-        if (g.first.groups.get("node_rank") or "").isdigit()
-        and (g.first.groups.get("num_local_procs") or "").isdigit()
+        if (g.first.groups.get("node_rank") or "").isdecimal()
+        and (g.first.groups.get("num_local_procs") or "").isdecimal()
     }
     if len(placements) == 1:
         node_rank, procs = placements.pop()

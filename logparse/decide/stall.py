@@ -36,6 +36,7 @@ from logparse.model import (
 from logparse.observe.progress import StageTracker
 from logparse.observe.stalls import SignSeen, Stack, StallFacts, StreamLast
 from logparse.observe.tracebacks import Traceback
+from patterns.numbers import log_int
 from patterns.stalls import StallRules, WaitRule, stall_rules
 
 MAX_STREAMS_SHOWN = 32
@@ -406,13 +407,13 @@ def _groups(processes: list[_Process], rules: StallRules) -> tuple[WaitGroup, ..
 
 def _who_order(who: str) -> tuple:
     head, _, tail = who.rpartition(" ")
-    return (head, int(tail)) if tail.isdigit() else (who, 0)
+    return (head, log_int(tail)) if tail.isdecimal() else (who, 0)
 
 
 def _names(whos: Sequence[str]) -> str:
     """`rank 0`, `rank 1`, `rank 2` -> `ranks 0-2`; other names listed."""
-    ranks = [int(w.split()[1]) for w in whos if w.startswith("rank ") and w.split()[1].isdigit()]
-    pids = [int(w.split()[1]) for w in whos if w.startswith("pid ") and w.split()[1].isdigit()]
+    ranks = [log_int(w.split()[1]) for w in whos if w.startswith("rank ") and w.split()[1].isdecimal()]
+    pids = [log_int(w.split()[1]) for w in whos if w.startswith("pid ") and w.split()[1].isdecimal()]
     rest = [w for w in whos if not (w.startswith("rank ") or w.startswith("pid "))]
     parts = []
     if ranks:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from logparse.model import compact_ranks
 from logparse.read.normalize import Record
 from patterns.formats import formats
+from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 MAX_RANKS = 4096
@@ -74,7 +75,7 @@ class CollectiveAnalyzer:
             m = RANK_IN_MSG.search(msg)
             if not m:
                 return
-            rank = int(m.group("rank"))
+            rank = log_int(m.group("rank"))
         if rank not in self.ranks:
             if len(self.ranks) >= MAX_RANKS:
                 return
@@ -83,13 +84,13 @@ class CollectiveAnalyzer:
         if any(w in msg for w in TIMEOUT_WORDS):
             m = WORK_RE.search(msg)
             if m and st.timed_out_seq is None:
-                st.timed_out_seq = int(m.group("seq"))
+                st.timed_out_seq = log_int(m.group("seq"))
                 st.op = m.group("op")
-                st.timeout_ms = int(m.group("timeout"))
+                st.timeout_ms = log_int(m.group("timeout"))
         m = STATUS_NEW_RE.search(msg) or STATUS_OLD_RE.search(msg)
         if m:
-            st.last_enqueued = int(m.group("enq"))
-            st.last_completed = int(m.group("done"))
+            st.last_enqueued = log_int(m.group("enq"))
+            st.last_completed = log_int(m.group("done"))
 
     def report(self) -> CollectiveReport | None:
         timed = [s for s in self.ranks.values() if s.timed_out_seq is not None]

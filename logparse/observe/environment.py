@@ -40,6 +40,7 @@ from logparse.read.normalize import Record
 from logparse.read.progress_syntax import keyword_pattern
 from logparse.read.steps import STEP_KEYWORD, split_step_line
 from patterns.environment import environment_wordings
+from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 MAX_HOSTS = 64
@@ -179,7 +180,7 @@ def _dump_value(text: str) -> tuple[bool, ConfigValue]:
 
 def _minor(text: str) -> str:
     """`12080` (cudaDriverVersion) -> `12.8`."""
-    n = int(text)
+    n = log_int(text)
     return f"{n // 1000}.{(n % 1000) // 10}"
 
 
@@ -488,7 +489,7 @@ class EnvironmentTracker:
             if at >= 0:
                 m = regex.search(message, at)
                 if m:
-                    value = int(m.group(1))
+                    value = log_int(m.group(1))
                     if value > self.world_sizes.get(key, -1):
                         self.world_sizes[key] = value
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from logparse.model import Progress, StageSpan
 from logparse.read.normalize import Record
 from logparse.read.progress_syntax import NOTHING, MarkerHit, ProgressLine, ProgressSyntax
+from patterns.numbers import log_int
 from patterns.stages import StageMarkers
 
 STEP_TIMES_KEPT = 64  # the latest step lines' times kept (StageTracker.step_times)
@@ -412,9 +413,9 @@ class StageTracker:
             self._start_attempt(seq, source, number, time)
         groups = hit.groups
         if groups.get("total_steps"):
-            self._add_event(self._totals, (seq, int(groups["total_steps"])), "total")
+            self._add_event(self._totals, (seq, log_int(groups["total_steps"])), "total")
         if groups.get("resume_step"):
-            self._add_event(self._resumes, (seq, int(groups["resume_step"])), "resume")
+            self._add_event(self._resumes, (seq, log_int(groups["resume_step"])), "resume")
         late_copy = repeat > 1 and marker.id in self._seen_in_attempt
         if late_copy or (self._completed and not marker.attempt_start):
             return
@@ -423,9 +424,9 @@ class StageTracker:
             stage = marker.repeat_stage
         self._seen_in_attempt.add(marker.id)
         if groups.get("step"):
-            self._mark_step(seq, int(groups["step"]), None, time)
+            self._mark_step(seq, log_int(groups["step"]), None, time)
         if stage == CHECKPOINT_STAGE and groups.get("checkpoint_step"):
-            self._checkpoint_step = int(groups["checkpoint_step"])
+            self._checkpoint_step = log_int(groups["checkpoint_step"])
         self._record_stage(source, number, seq, time, stage)
         if marker.completion:
             self._completed = True

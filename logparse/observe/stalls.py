@@ -21,6 +21,7 @@ from logparse.model import Evidence
 from logparse.read.lookback import LOOKBACK_BYTES
 from logparse.read.normalize import Normalizer, Origin, Record
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line
+from patterns.numbers import log_int
 from patterns.stalls import StallRules, Wording, stall_rules
 
 MAX_STACKS = 512
@@ -260,7 +261,7 @@ class StallObserver:
             return
         m = self._match(self._process, msg)
         if m is not None:
-            pid = int(m.group("pid"))
+            pid = log_int(m.group("pid"))
             command = m.group("command").strip()
             self._close(rec.stream)
             self._open[rec.stream] = _Dump("py-spy", rec, process=command, pid=pid)
@@ -275,7 +276,7 @@ class StallObserver:
         m = self._match(self._frames, msg)
         if m is not None:
             if len(dump.frames) < MAX_FRAMES:
-                dump.frames.append(Frame(m.group("function"), m.group("file"), int(m.group("line"))))
+                dump.frames.append(Frame(m.group("function"), m.group("file"), log_int(m.group("line"))))
             dump.gap = 0
             return True
         m = self._match(self._threads, msg)
@@ -379,7 +380,7 @@ class StallObserver:
                 if any(k in msg for k in w.keywords):
                     m = w.regex.search(msg)
                     if m:
-                        name = self.rules.signal_name(int(m.group("signal")))
+                        name = self.rules.signal_name(log_int(m.group("signal")))
                         self.interrupt = Interrupt(name, _evidence(rec), rec.seq)
                         # where each stream was when the job was interrupted (what it printed after is
                         # how it ended)

@@ -29,6 +29,7 @@ import regex
 from logparse.read.interleave import NAME_ENDINGS
 from logparse.read.normalize import Record
 from patterns.formats import formats
+from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 MAX_TRACEBACK_RECORDS = 200
@@ -176,7 +177,7 @@ def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
             continue
         m = TORCHRUN_INDEX.match(text)
         if m:
-            current = TorchrunFailure(section, int(m.group("index")), rec.seq, rec.seq)
+            current = TorchrunFailure(section, log_int(m.group("index")), rec.seq, rec.seq)
             out.append(current)
             continue
         if current is None:
@@ -193,9 +194,9 @@ def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
         elif key == "host":
             current.host = value
         elif key == "rank" and (m := TORCHRUN_RANK.search(value)):
-            current.rank, current.local_rank = int(m.group("rank")), int(m.group("local"))
+            current.rank, current.local_rank = log_int(m.group("rank")), log_int(m.group("local"))
         elif key == "exitcode" and (m := TORCHRUN_EXIT.search(value)):
-            current.exitcode, current.pid = int(m.group("code")), int(m.group("pid"))
+            current.exitcode, current.pid = log_int(m.group("code")), log_int(m.group("pid"))
             current.signal = m.group("signal") or current.signal
         elif key == "error_file":
             current.error_file = None if value == TORCHRUN_NO_FILE else value
@@ -476,7 +477,7 @@ class TracebackAssembler:
             return LineRole.FRAME
         fm = FRAME_RE.match(msg)
         if fm:
-            tb.add_frame(Frame(fm.group("file"), int(fm.group("line")), (fm.group("func") or "").strip()))
+            tb.add_frame(Frame(fm.group("file"), log_int(fm.group("line")), (fm.group("func") or "").strip()))
             tb.add(rec)
             st.phase = "code"
             return LineRole.FRAME
@@ -506,7 +507,7 @@ class TracebackAssembler:
             if m:
                 tb = Traceback(rec.stream, rec, self.context_for(rec))
                 self._open_tb(st, tb)
-                tb.task, tb.task_pid, tb.task_node = m.group("task"), int(m.group("pid")), m.group("ip")
+                tb.task, tb.task_pid, tb.task_node = m.group("task"), log_int(m.group("pid")), m.group("ip")
                 tb.add(rec)
                 st.phase = "frames"
                 parsed = parse_exception_line(stripped)
@@ -557,7 +558,7 @@ class TracebackAssembler:
             m = RAY_TASK_RE.search(emsg)
             if m:
                 tb.task = m.group("task")
-                tb.task_pid = int(m.group("pid")) if m.group("pid") else None
+                tb.task_pid = log_int(m.group("pid")) if m.group("pid") else None
                 tb.task_node = m.group("ip")
         tb.add(rec)
         st.phase = "message"

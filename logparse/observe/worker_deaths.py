@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from patterns.formats import formats
+from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 _F = formats()
@@ -40,13 +41,13 @@ class DeadWorker:
     def local_rank(self) -> int | None:
         """The worker's rank in its placement group, from a verl actor name."""
         m = ACTOR_NAME_RE.search(self.name) if self.name else None
-        return int(m.group("local")) if m else None
+        return log_int(m.group("local")) if m else None
 
     @property
     def rank(self) -> int | None:
         """The global rank: in verl's first placement group, the rank in it."""
         m = ACTOR_NAME_RE.search(self.name) if self.name else None
-        return int(m.group("local")) if m and m.group("group") == "0" else None
+        return log_int(m.group("local")) if m and m.group("group") == "0" else None
 
     def joined(self, other: DeadWorker) -> DeadWorker:
         """This report completed by another of the same worker."""
@@ -80,11 +81,11 @@ def dead_worker(lines: Sequence[str]) -> DeadWorker | None:
         if m:
             fields.setdefault(m.group("key"), m.group("value"))
     pid = fields.get("pid", "")
-    if not pid.isdigit():
+    if not pid.isdecimal():
         return None
     actor = fields.get("class_name")
     return DeadWorker(
-        int(pid),
+        log_int(pid),
         fields.get("ip"),
         actor.rsplit(".", 1)[-1] if actor else None,
         fields.get("name"),

@@ -32,6 +32,7 @@ from logparse.read.prefilter import Prefilter
 from logparse.read.progress_lines import ProgressColumns, ProgressLineParser
 from logparse.read.sources import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip, decode_line
 from logparse.read.steps import STEP_KEYWORD, STEP_RE, StepParser
+from patterns.numbers import log_int
 
 if TYPE_CHECKING:  # (multiprocessing is imported when a reader process starts: 10 ms a run otherwise)
     from multiprocessing.connection import Connection
@@ -130,7 +131,7 @@ class StepLine:
             m is not None
             and len(message) - m.end() == self.tail_length
             and text.endswith(message)
-            and int(m.group(1)) == self.step
+            and log_int(m.group(1)) == self.step
         )
 
 

@@ -17,6 +17,7 @@ from pathlib import PurePath
 import regex
 
 from patterns.formats import formats
+from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 # The layouts' wordings are patterns/formats.yaml's (`layouts`), compiled here once.
@@ -45,18 +46,20 @@ def file_origin(path: str) -> FileOrigin:
     p = PurePath(path).as_posix()
     m = TORCHRUN_FILE.search(p)
     if m:
-        return FileOrigin("torchrun", local_rank=int(m.group("local_rank")), attempt=int(m.group("attempt")))
+        return FileOrigin(
+            "torchrun", local_rank=log_int(m.group("local_rank")), attempt=log_int(m.group("attempt"))
+        )
     m = TORCHRUN_ERROR.search(p)
     if m:
         return FileOrigin(
             "torchrun",
-            local_rank=int(m.group("local_rank")),
-            attempt=int(m.group("attempt")),
+            local_rank=log_int(m.group("local_rank")),
+            attempt=log_int(m.group("attempt")),
             error_file=True,
         )
     m = RAY_WORKER.search(p) or RAY_CORE_WORKER.search(p)
     if m:
-        return FileOrigin("ray", pid=int(m.group("pid")), actor="worker")
+        return FileOrigin("ray", pid=log_int(m.group("pid")), actor="worker")
     m = RAY_DAEMON.search(p)
     if m:
         return FileOrigin("ray", actor=m.group("daemon"))

@@ -21,6 +21,7 @@ import regex
 from logparse.read.interleave import NAME_ENDINGS, NOISE, unweave
 from logparse.read.sources import Line
 from patterns.formats import formats
+from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
@@ -256,7 +257,7 @@ class Normalizer:
             found = None
             m = RAY_ACTOR.match(key)
             if m and m.end() == len(key):
-                found = (int(m.group("pid")), m.group("actor"), m.group("ip"))
+                found = (log_int(m.group("pid")), m.group("actor"), m.group("ip"))
             else:
                 m = RAY_DAEMON.match(key)
                 if m and m.end() == len(key):
@@ -284,7 +285,7 @@ class Normalizer:
                     self.first_unwoven = line
         rank = f.rank
         if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
-            rank = int(m.group("rank"))
+            rank = log_int(m.group("rank"))
         origin = origin_of(rank, f.local_rank, f.pid, f.node, f.actor, f.time, f.level, f.repeat, default)
         return Record(line, origin, message, seq)
 
@@ -304,7 +305,7 @@ class Normalizer:
         if "\r" in message or (_maybe_woven(message) and unweave(message) is not None):
             return None
         if f.rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
-            f.rank = int(m.group("rank"))
+            f.rank = log_int(m.group("rank"))
         return f, pos, end, self.year if self.dated_reads != dated else 0
 
     def _read(self, text: str) -> tuple[_Fields, str, int]:
@@ -314,7 +315,7 @@ class Normalizer:
         if REPEATED_KEYWORD in text:
             m = REPEATED.search(text)
             if m:
-                f.repeat = 1 + int(m.group("n"))
+                f.repeat = 1 + log_int(m.group("n"))
                 text = text[: m.start()].rstrip()
         pos = 0
         readers = self._readers
@@ -384,7 +385,7 @@ class Normalizer:
         nxt = text[pos + 1 : pos + 2]
         m = RANK.match(text, pos) if nxt == "r" else None
         if m:
-            f.rank = int(m.group("rank"))
+            f.rank = log_int(m.group("rank"))
             return m.end()
         m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
         if m:
@@ -393,7 +394,7 @@ class Normalizer:
             return m.end()
         m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
         if m and m.group("role") != "rank":
-            f.local_rank = int(m.group("lr"))
+            f.local_rank = log_int(m.group("lr"))
             return m.end()
         m = STAMPED.match(text, pos) if nxt.isdigit() else None
         if m:
@@ -419,7 +420,7 @@ class Normalizer:
         if m:
             f.level = m.group("lvl")
             f.time = self._undated(int(m.group("mon")), int(m.group("day")), m.group("hms"))
-            f.pid = f.pid or int(m.group("pid"))
+            f.pid = f.pid or log_int(m.group("pid"))
             return m.end()
         dated = False  # Python logging's full date (vLLM's has month and day)
         if text.startswith(_LEVELS, pos):  # vLLM puts a space after the level, Python logging a colon
@@ -444,6 +445,6 @@ class Normalizer:
         m = NCCL_HOST.match(text, pos)
         if m is None:
             return None
-        f.pid = f.pid or int(m.group("pid"))
+        f.pid = f.pid or log_int(m.group("pid"))
         f.node = f.node or m.group("host")
         return m.end()

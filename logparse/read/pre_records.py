@@ -36,6 +36,7 @@ from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line
 AT, END, RANK, LOCAL_RANK, PID, NODE, ACTOR, LEVEL, REPEAT, YEAR = range(10)
 FIELDS = 10
 NONE = -1
+INT64_MAX = (1 << 63) - 1
 
 
 @dataclass
@@ -117,6 +118,8 @@ class PreReader:
                 raw = data[start : ends[i]]
                 text = decode_line(raw[:MAX_LINE_BYTES])
                 got = read_apart(text)
+                if got is not None and not _fits(got[0]):
+                    got = None  # a number past int64 (a hostile line): the scanner reads it itself
             if got is None:
                 ints.extend(_NO_ROW)
                 times.append(nan)
@@ -143,6 +146,11 @@ class PreReader:
             )
             times.append(nan if f.time is None else f.time)
         return out
+
+
+def _fits(f) -> bool:
+    """Do the prefixes' numbers fit a row's int64 columns?"""
+    return all(n is None or -1 <= n <= INT64_MAX for n in (f.rank, f.local_rank, f.pid, f.repeat))
 
 
 def _name(text: str, ids: dict[str, int], names: list[str]) -> int:

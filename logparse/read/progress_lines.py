@@ -51,6 +51,7 @@ from logparse.read.progress_syntax import (
 )
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line, strip_ansi
 from logparse.read.steps import STEP_HEAD, STEP_KEYWORD, StepParser
+from patterns.numbers import log_int
 from patterns.stages import TIMEOUT_FROM_CHARS
 
 # a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
@@ -318,8 +319,10 @@ class ProgressLineParser:
             marker = self._marker(message, words, self._bar_candidates(words))
         else:
             marker = _short_marker(message, plan)
+        if marker is None or len(n) > 19 or len(total) > 19:
+            return  # (the usual way reads it: a count of 20 digits or more is past int64 here)
         n, total = int(n), int(total)
-        if marker is None or n > INT64_MAX or total > INT64_MAX:
+        if n > INT64_MAX or total > INT64_MAX:
             return
         process = self._process_id(None, None) if ray is None else self._ray_processes.get(ray)
         if process is None:
@@ -562,7 +565,7 @@ class ProgressLineParser:
             head = STEP_HEAD.match(tail)
             if head is None or TQDM_BYTES in tail:
                 return None
-            step, head_end = int(head.group(1)), head.end()
+            step, head_end = log_int(head.group(1)), head.end()
         if m is not None:
             return m.group(1, 2), at, step, tail, head_end, parsed
         origin = self._cached_prefix_origin(data[start:at])
@@ -656,9 +659,9 @@ def ray_prefix_apart(raw: bytes, end: int) -> tuple[int, str | None, bytes] | No
     if m is None:
         return None
     if m.start(3) < 0:
-        return int(m.group(2)), None, raw[: m.start(2)] + raw[m.end(2) : end]
+        return log_int(m.group(2)), None, raw[: m.start(2)] + raw[m.end(2) : end]
     rest = raw[m.end(2) : m.start(3)] + raw[m.end(3) : end]
-    return int(m.group(2)), m.group(3).decode("ascii"), raw[: m.start(2)] + rest
+    return log_int(m.group(2)), m.group(3).decode("ascii"), raw[: m.start(2)] + rest
 
 
 def _short_marker(message: str, plan: tuple) -> int | None:

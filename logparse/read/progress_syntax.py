@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from logparse.read.prefilter import compile_keywords
 from logparse.read.steps import STEP_KEYWORD, STEP_RE, STEP_TIME_KEY
+from patterns.numbers import log_int
 from patterns.progress import progress_wordings
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 
@@ -145,12 +146,12 @@ class ProgressSyntax:
         hit = self.matcher.match(message, keywords) if m is None or m.start() > 0 else None
         step = seconds = bar = None
         if m:
-            step = int(m.group(1))
+            step = log_int(m.group(1))
             seconds = step_seconds(message)
         if TQDM_KEYWORD in message:
             b = TQDM_RE.search(message)
             if b:
-                bar = (int(b.group(2)), int(b.group(3)), bar_seconds(b.group(4)))
+                bar = (log_int(b.group(2)), log_int(b.group(3)), bar_seconds(b.group(4)))
         if hit is None and step is None and bar is None:
             return NOTHING
         return ProgressLine(hit, step, seconds, bar)

@@ -61,6 +61,7 @@ from logparse.read.sources import (
     read_input,
 )
 from logparse.read.steps import StepParser
+from patterns.numbers import log_int
 
 MAX_MERGE_FILES = 64
 MAX_STEP_STREAMS = 4096  # step-line prefixes whose stream is remembered (RecordReader.stream_of)
@@ -328,7 +329,7 @@ class RecordReader:
         m = RAY_PID_PREFIX.match(data, start, end)
         if m is None or data.find(b"pid=", m.end(), end) >= 0:
             return -1
-        return end if self.sink.process_quiet(source, int(m.group(2))) else -1
+        return end if self.sink.process_quiet(source, log_int(m.group(2))) else -1
 
     def _record(
         self,

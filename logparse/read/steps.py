@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
+from patterns.numbers import log_int
 from patterns.progress import progress_wordings, wanted_key
 
 # The step line's syntax is patterns/progress.yaml's (`step_lines`), compiled here once.
@@ -63,7 +64,7 @@ def split_step_line(message: str) -> tuple[int, list[tuple[str, str]]] | None:
         key = key.strip()
         if sep and key:
             pairs.append((key, value))
-    return int(m.group(1)), pairs
+    return log_int(m.group(1)), pairs
 
 
 def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
@@ -230,7 +231,7 @@ class StepParser:
         m = STEP_RE.search(message)
         if not m:
             return None
-        return self.parse_tail(int(m.group(1)), message[m.end() :], message)
+        return self.parse_tail(log_int(m.group(1)), message[m.end() :], message)
 
     def parse_tail(
         self, step: int, tail: str, message: str
@@ -306,7 +307,7 @@ class StepParser:
         except ValueError:
             return None
         at = m.start(shape.time_group) - shape.time_back if shape.time_group else -1
-        return int(m.group(1)), self._shape[1], values, self._shape[2], at
+        return log_int(m.group(1)), self._shape[1], values, self._shape[2], at
 
     @staticmethod
     def _shape_values(
