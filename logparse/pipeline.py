@@ -243,14 +243,8 @@ class Analysis:
         return self.assembler.open_in(source) or self.env.dump_open_in(source)
 
     def _stream_quiet(self, stream: tuple) -> bool:
-        """Has `stream` nothing open that a line no keyword marks may continue: no traceback, message,
-        config dump or stack dump?"""
-        return (
-            self.assembler.current(stream) is None
-            and stream not in self._open_messages
-            and not self.env.dump_open_on(stream)
-            and not self.stalls.dump_open_on(stream)
-        )
+        """Has `stream` nothing open that a line no keyword marks may continue (_open_streams)?"""
+        return stream not in self._open_streams()
 
     def process_quiet(self, source: str, pid: int) -> bool:
         """Has no stream of `source` that Ray actor process `pid` writes anything open? Such a stream's

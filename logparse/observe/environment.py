@@ -309,10 +309,6 @@ class EnvironmentTracker:
         """A config dump of `source` is being read: its continuation lines carry no keyword."""
         return self._dump_stream is not None and self._dump_stream[0] == source
 
-    def dump_open_on(self, stream: tuple) -> bool:
-        """Is a config dump of `stream` being read?"""
-        return self._dump_stream == stream
-
     @property
     def dump_stream(self) -> tuple | None:
         """The stream whose config dump is being read, if any."""

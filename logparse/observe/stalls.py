@@ -184,10 +184,6 @@ class StallObserver:
         """Is a py-spy dump being read in `source` (its next line must be read, keyword or not)?"""
         return source in self.regions
 
-    def dump_open_on(self, stream: tuple) -> bool:
-        """Is a stack dump (faulthandler's, py-spy's) of `stream` being read?"""
-        return stream in self._open
-
     def dump_streams(self) -> Iterable[tuple]:
         """The streams whose stack dump is being read."""
         return self._open.keys()
