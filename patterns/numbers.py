@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+INT64_MAX = (1 << 63) - 1  # the largest number an int64 column holds
 TOO_BIG = 1 << 64  # what a run of more digits than Python reads is read as
 _LIMIT = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
 

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 
 from logparse.read.normalize import Normalizer, Origin, Record, origin_of
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line
+from patterns.numbers import INT64_MAX
 
 # a row's int fields, in this order (-1: none, for the optional ones)
 AT, END, RANK, LOCAL_RANK, PID, NODE, ACTOR, LEVEL, REPEAT, YEAR = range(10)
 FIELDS = 10
 NONE = -1
-INT64_MAX = (1 << 63) - 1
 
 
 @dataclass

@@ -51,7 +51,7 @@ from logparse.read.progress_syntax import (
 )
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line, strip_ansi
 from logparse.read.steps import STEP_HEAD, STEP_KEYWORD, StepParser
-from patterns.numbers import log_int
+from patterns.numbers import INT64_MAX, log_int
 from patterns.stages import TIMEOUT_FROM_CHARS
 
 # a step line whose metrics and timing (SECONDS) the scanner parses (its message is the line's bytes from
@@ -62,7 +62,6 @@ MAX_SHAPES = 1024
 MAX_PREFIXES = 4096
 MAX_MISSES = 16  # a stage marker's lines in a row that take the usual way before no more are tried
 MAX_KINDS = 65_536  # prefilter keyword sets whose kind of line is remembered (Routes.progress_words' bound)
-INT64_MAX = (1 << 63) - 1
 PREFIX_FIRST = frozenset(b"(\x1b")  # what a line with a Ray prefix starts with (RAY_BAR, else BARE_BAR)
 STEP_BYTES = STEP_KEYWORD.encode()
 TQDM_BYTES = TQDM_KEYWORD.encode()

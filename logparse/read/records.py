@@ -118,6 +118,12 @@ class ProgressSink(Protocol):
         its stream is open), so that it need not be read while a region of the input is open?"""
 
 
+def _line_end(block: Block, start: int) -> int:
+    """Where the line at `start` of `block` ends (its newline, or the block's end)."""
+    end = block.load().find(b"\n", start)
+    return block.size if end < 0 else end
+
+
 class RecordReader:
     """Reads a job's inputs into records (see the module docstring)."""
 
@@ -298,13 +304,16 @@ class RecordReader:
                 if done is not None:
                     idx, cur, number = done
                     continue
-            elif not candidate:
-                end = self._quiet_line(block, start, source)
-                if end >= 0:
+            end = -1  # (a candidate's end is the block's to tell)
+            if not candidate:
+                end = _line_end(block, start)
+                if self._quiet_line(block.load(), start, end, source):
                     cur = end + 1
                     number += 1
                     continue
-            rec, end, default = self._record(block, idx, candidate, start, number, source, default, stats)
+            rec, end, default = self._record(
+                block, idx, candidate, start, end, number, source, default, stats
+            )
             fast.default = default
             rec.keywords = ids
             rec.step_line = block.steps.get(idx) if block.steps and candidate else None
@@ -316,20 +325,16 @@ class RecordReader:
         self._tails[source] = block.tail(LOOKBACK_BYTES)
         del self._blocks[source]  # a reader process reuses its memory once the next block is asked for
 
-    def _quiet_line(self, block: Block, start: int, source: str) -> int:
-        """Where the line at `start` (no keyword marks it; a region of its input is open) ends, when the
-        sink would drop its record: a line of one Ray actor process (a RAY_PREFIX and no other `pid=`
-        after it, which the normaliser would read instead) that has nothing open. Else -1: read it."""
-        data = block.load()
-        end = data.find(b"\n", start)
-        if end < 0:
-            end = block.size
+    def _quiet_line(self, data: bytes, start: int, end: int, source: str) -> bool:
+        """Would the sink drop the record of the line data[start:end] (no keyword marks it; a region of
+        its input is open)? Yes for a line of one Ray actor process (a RAY_PREFIX and no other `pid=`
+        after it, which the normaliser would read instead) that has nothing open; else it is read."""
         if end - start > MAX_LINE_BYTES:
-            return -1  # (read: it is counted as cut)
+            return False  # (read: it is counted as cut)
         m = RAY_PID_PREFIX.match(data, start, end)
         if m is None or data.find(b"pid=", m.end(), end) >= 0:
-            return -1
-        return end if self.sink.process_quiet(source, log_int(m.group(2))) else -1
+            return False
+        return self.sink.process_quiet(source, log_int(m.group(2)))
 
     def _record(
         self,
@@ -337,21 +342,19 @@ class RecordReader:
         idx: int,
         candidate: bool,
         start: int,
+        end: int,
         number: int,
         source: str,
         default: Origin | None,
         stats: InputStats,
     ) -> tuple[Record, int, Origin | None]:
-        """The record of the line at `start` (candidate `idx` when `candidate`), where it ends, and the
-        default origin of the lines after it (a Ray worker log names its actor once, at the top)."""
+        """The record of the line at `start` (candidate `idx` when `candidate`; else a line no keyword
+        marks, read because a region is open, ending at `end`), where it ends, and the default origin
+        of the lines after it (a Ray worker log names its actor once, at the top)."""
         if candidate:
             raw, end = block.raw(idx)
-        else:  # a line no keyword marks, read because a region is open
-            data = block.load()
-            end = data.find(b"\n", start)
-            if end < 0:
-                end = block.size
-            raw = data[start:end]
+        else:
+            raw = block.load()[start:end]
         cut = len(raw) > MAX_LINE_BYTES
         if cut:
             raw = raw[:MAX_LINE_BYTES]

@@ -141,6 +141,6 @@ def test_lines_of_quiet_processes_left_unread_change_no_report(
         return render_json(analysis.report(None)), analysis.seq
 
     fast, fast_seq = scan()
-    monkeypatch.setattr(RecordReader, "_quiet_line", lambda self, block, start, source: -1)
+    monkeypatch.setattr(RecordReader, "_quiet_line", lambda self, data, start, end, source: False)
     read, read_seq = scan()
     assert fast == read and fast_seq == read_seq
