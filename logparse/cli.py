@@ -28,7 +28,7 @@ from logparse.outputs import (
     write_atomically,
     write_file_atomically,
 )
-from logparse.pipeline import Analysis, ScanConfig
+from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
@@ -454,7 +454,8 @@ def cli() -> None:
     default=None,
     metavar="N",
     help="Processes that share the work on a large file (32 MB or more; 1: one process) "
-    "[default: the CPUs available, at most 8; VERL_LOGSCAN_WORKERS sets it too]. The report is the same.",
+    f"[default: the CPUs available, at most {DEFAULT_MAX_WORKERS}; VERL_LOGSCAN_WORKERS sets it too]. "
+    "The report is the same.",
 )
 def scan(
     paths: tuple[str, ...],

@@ -255,12 +255,15 @@ def test_workers_from_the_command_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and b"--workers" in bad.stderr
 
 
-def test_the_default_is_the_cpus_available_at_most_eight(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_is_the_cpus_available_at_most_four(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (past 4 the scanner's own work bounds the scan, and each further reader costs memory:
+    # docs/usage.md); more are asked for by --workers or VERL_LOGSCAN_WORKERS, up to MAX_WORKERS
     from logparse import pipeline
 
     monkeypatch.delenv("VERL_LOGSCAN_WORKERS", raising=False)
-    for cpus, workers in ((1, 1), (2, 2), (16, 8), (128, 8)):
+    for cpus, workers in ((1, 1), (2, 2), (3, 3), (4, 4), (16, 4), (128, 4)):
         monkeypatch.setattr(pipeline, "available_cpus", lambda cpus=cpus: cpus)
         assert ScanConfig().workers == workers
-    monkeypatch.setenv("VERL_LOGSCAN_WORKERS", "3")
-    assert ScanConfig().workers == 3
+    for asked, workers in (("3", 3), ("8", 8), ("1000", blocks.MAX_WORKERS)):
+        monkeypatch.setenv("VERL_LOGSCAN_WORKERS", asked)
+        assert ScanConfig().workers == workers
