@@ -1,7 +1,7 @@
 """`python -m logparse` and the `verl-logscan` console script: the CLI imported with SIGINT and SIGTERM
 held (logparse.startup), so that an interrupt during the imports ends as one during the run does."""
 
-from logparse.startup import hold_signals
+from logparse.startup import exit_now, hold_signals
 
 
 def main() -> None:
@@ -10,9 +10,13 @@ def main() -> None:
 
     try:
         cli_main()
-    finally:
+    except SystemExit as exc:
         # the run has ended (its report written, its exit code chosen): a signal now would only turn
         # the interpreter's clean-up into an "Exception ignored" traceback
+        hold_signals()
+        exit_now(exc.code)
+        raise
+    finally:
         hold_signals()
 
 

@@ -5,6 +5,7 @@ imported; no wall-clock time is asserted (benchmarks/bench_scan.py measures that
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,3 +89,61 @@ def test_cli_constants_match_the_modules_it_no_longer_imports() -> None:
 
     assert cli.DEFAULT_JOB_TIMEOUT_S == DEFAULT_JOB_TIMEOUT_S
     assert cli.FLEET_FORMATS == FLEET_FORMATS
+
+
+# -- the end of the run (logparse.startup.exit_now) -------------------------------------------------
+def _entry(tmp_path: Path, before: str, args: list[str]) -> subprocess.CompletedProcess:
+    """The console script's entry (logparse.__main__.main) run after `before`, in a fresh interpreter."""
+    code = f"import sys\n{before}\nsys.argv = ['verl-logscan', *sys.argv[1:]]\n"
+    code += "from logparse.__main__ import main\nmain()\n"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), VERL_LOGSCAN_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_the_quick_exit_keeps_the_exit_code_the_output_and_the_atexit_functions(tmp_path: Path) -> None:
+    sample = str(SAMPLES / "ray-actor-exception.log")
+    before = "import atexit\natexit.register(lambda: print('atexit ran', file=sys.stderr))"
+    p = _entry(tmp_path, before, ["scan", "--format", "json", sample])
+    assert p.returncode == 1, p.stderr
+    assert json.loads(p.stdout)["root_cause"]["category"] == "cuda-oom"  # (all of it, flushed)
+    assert p.stderr.rstrip().endswith("atexit ran")
+    bad = _entry(tmp_path, before, ["scan", str(tmp_path / "missing.log")])
+    assert bad.returncode == 2 and "atexit ran" in bad.stderr
+    assert _entry(tmp_path, before, ["--version"]).returncode == 0
+
+
+def test_the_interpreter_exits_as_usual_for_a_thread_still_running_and_for_a_profiler(tmp_path: Path) -> None:
+    sample = str(SAMPLES / "ray-actor-exception.log")
+    # a thread that is no daemon: the interpreter waits for it before it ends the process
+    done = tmp_path / "thread-done"
+    before = (
+        "import threading, time\n"
+        f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(done)!r}, 'w').close())).start()"
+    )
+    p = _entry(tmp_path, before, ["scan", "-o", str(tmp_path / "r.md"), sample])
+    assert p.returncode == 1 and done.exists(), p.stderr
+    # cProfile writes its figures after the run returns (and takes the SystemExit: its own exit is 0)
+    prof = tmp_path / "scan.prof"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), VERL_LOGSCAN_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "cProfile",
+        "-o",
+        str(prof),
+        "-m",
+        "logparse",
+        "scan",
+        "-o",
+        "/dev/null",
+        sample,
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert p.returncode == 0 and prof.stat().st_size > 0, p.stderr
