@@ -347,6 +347,25 @@ END_S = 5.0  # the readers' last words (their CPU time) are waited for this long
 
 
 KEPT_BLOCKS = 4  # the first reader's own cut blocks kept past this many only while no process took them
+TRIM_BLOCKS = 16  # the scanner hands its heap's free pages back every this many blocks (heap_trimmer)
+
+
+def heap_trimmer() -> Callable[[int], object]:
+    """glibc's `malloc_trim`: called with 0, it gives the free pages inside this process's heap back to
+    the system. The scanner frees what the readers' blocks came with (their candidates, unpickled) in
+    another order than it took it, and glibc kept those pages: on the 3 GB dense log with tracebacks the
+    process tree's peak PSS at --workers 4 was 155-158 MB, 141-143 MB with a trim every TRIM_BLOCKS
+    blocks, for the same CPU time within 1%. Without glibc (musl), a no-op."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (ImportError, OSError, AttributeError):
+        return _no_trim
+
+
+def _no_trim(pad: int) -> int:
+    return 0
 
 
 def slots_for(workers: int) -> int:
@@ -760,6 +779,30 @@ class _Merger:
         return None
 
 
+def _start_readers(ctx, ring: _Ring, pipes: list, free: tuple, maker: BlockMaker, source: tuple) -> list:
+    """Fork a reader for each of `pipes` (the first also cuts `source`: (chunks, stats)); each keeps its
+    own pipe's sending end (and the first, the free slots' receiving end) and closes the rest."""
+    free_r, free_w = free
+    readers = len(pipes)
+    parent = os.getpid()
+    procs = []
+    for r in range(readers):
+        others = (
+            *(recv for recv, _ in pipes),
+            *(send for i, (_, send) in enumerate(pipes) if i != r),
+            free_w,
+        )
+        sender = _Sender(ring, maker, pipes[r][1])
+        if r == 0:
+            target, args = _lead_main, (*source, ring, sender, free_r, readers, others)
+        else:
+            target, args = _worker_main, (ring, sender, parent, (*others, free_r))
+        proc = ctx.Process(target=target, args=args, name=f"verl-logscan-reader-{r}", daemon=True)
+        proc.start()
+        procs.append(proc)
+    return procs
+
+
 def blocks_in_process(
     chunks: Callable[[InputStats], Iterable[bytes]],
     stats: InputStats,
@@ -794,23 +837,8 @@ def blocks_in_process(
     for conn, _ in pipes:
         _widen_pipe(conn)
     free_r, free_w = ctx.Pipe(duplex=False)
-    procs = []
-    parent = os.getpid()
-    for r in range(readers):
-        # each reader keeps its own pipe's sending end (and the first, the free slots' receiving end)
-        others = (
-            *(recv for recv, _ in pipes),
-            *(send for i, (_, send) in enumerate(pipes) if i != r),
-            free_w,
-        )
-        sender = _Sender(ring, BlockMaker(prefilter, step_parser, progress, pre or PreReader()), pipes[r][1])
-        if r == 0:
-            target, args = _lead_main, (chunks, stats, ring, sender, free_r, readers, others)
-        else:
-            target, args = _worker_main, (ring, sender, parent, (*others, free_r))
-        proc = ctx.Process(target=target, args=args, name=f"verl-logscan-reader-{r}", daemon=True)
-        proc.start()
-        procs.append(proc)
+    maker = BlockMaker(prefilter, step_parser, progress, pre or PreReader())
+    procs = _start_readers(ctx, ring, pipes, (free_r, free_w), maker, (chunks, stats))
     for _, send in pipes:
         send.close()
     free_r.close()
@@ -818,6 +846,7 @@ def blocks_in_process(
     held = None  # the slot of the block the caller works on: handed back when it asks for the next
     base = 0
     number = 0
+    trim = heap_trimmer()
     try:
         while True:
             if held is not None:
@@ -853,6 +882,8 @@ def blocks_in_process(
             )
             base += got.lines
             number += 1
+            if number % TRIM_BLOCKS == 0:
+                trim(0)
     finally:
         for proc in procs:
             if proc.is_alive():

@@ -176,6 +176,22 @@ def test_the_blocks_are_those_of_one_process_and_every_process_makes_some(
     assert not multiprocessing.active_children()
 
 
+def test_the_scanner_hands_free_heap_pages_back_every_few_blocks(
+    tmp_path: Path, small_chunks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert blocks.heap_trimmer() is not blocks._no_trim  # (glibc, as where the tests run)
+    trims: list[int] = []
+    monkeypatch.setattr(blocks, "heap_trimmer", lambda: trims.append)
+    log = tmp_path / "job.log"
+    generate(str(log), 2.0, kind="dense")
+    fh = open_input(str(log))
+    made = sum(
+        1 for _ in blocks_in_process(lambda st: plain_chunks(fh, st), InputStats("x"), Prefilter(["step:"]))
+    )
+    assert made > 2 * blocks.TRIM_BLOCKS
+    assert trims == [0] * (made // blocks.TRIM_BLOCKS)
+
+
 def test_stopping_early_stops_every_reader(tmp_path: Path, small_chunks: None) -> None:
     log = tmp_path / "job.log"
     generate(str(log), 1.0, kind="dense")
