@@ -54,9 +54,9 @@ SAMPLE_TEXT_MARKS = SAMPLE_TEXT_START + SAMPLE_TEXT_END
 UNMATCHED_ROLES = (LineRole.FRAME, LineRole.START)
 TRACED_ROLES = (LineRole.EXCEPTION, LineRole.MESSAGE)
 READER_PROCESS_BYTES = 32 << 20  # below this, forking a reader costs more than it saves
-# processes of a scan by default at most (ScanConfig.workers): past 4 the scanner's own work is most of
-# the critical path (0.32 of one process's at 4, 0.25 at 8, on the 1 GB dense+tb log) while each further
-# reader adds 11-14 MB to the process tree (144 MB at 4, 190 MB at 8); --workers N asks for more
+# processes of a scan by default at most (ScanConfig.workers): the process tree stays under 150 MB,
+# each further reader adding 11-14 MB, and past 4 the scanner's own work is most of the critical path
+# on most logs (docs/usage.md has the figures); --workers N asks for more
 DEFAULT_MAX_WORKERS = 4
 NO_ROUTE = Route(None, None, None, None, True)  # a record not prefiltered: every observer looks
 
