@@ -32,6 +32,18 @@ NOT_FOR_A_SCAN = (
 )
 
 
+def _python(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """A fresh interpreter run with `args`."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False
+    )
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """The CLI's code on the path, its start-up cache in `tmp_path`."""
+    return dict(os.environ, PYTHONPATH=str(ROOT), VERL_LOGSCAN_CACHE_DIR=str(tmp_path / "cache"))
+
+
 def _modules_after(
     args: list[str], cwd: Path, cache: Path | None
 ) -> tuple[set[str], subprocess.CompletedProcess]:
@@ -47,15 +59,7 @@ def _modules_after(
         env["VERL_LOGSCAN_CACHE"] = "off"
     else:
         env["VERL_LOGSCAN_CACHE_DIR"] = str(cache)
-    p = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    p = _python(["-c", code, *args], cwd, env)
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("MODULES "), p.stderr
     return set(last.split()[1:]), p
@@ -96,15 +100,7 @@ def _entry(tmp_path: Path, before: str, args: list[str]) -> subprocess.Completed
     """The console script's entry (logparse.__main__.main) run after `before`, in a fresh interpreter."""
     code = f"import sys\n{before}\nsys.argv = ['verl-logscan', *sys.argv[1:]]\n"
     code += "from logparse.__main__ import main\nmain()\n"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), VERL_LOGSCAN_CACHE_DIR=str(tmp_path / "cache"))
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=120,
-    )
+    return _python(["-c", code, *args], tmp_path, _env(tmp_path))
 
 
 def test_the_quick_exit_keeps_the_exit_code_the_output_and_the_atexit_functions(tmp_path: Path) -> None:
@@ -131,19 +127,6 @@ def test_the_interpreter_exits_as_usual_for_a_thread_still_running_and_for_a_pro
     assert p.returncode == 1 and done.exists(), p.stderr
     # cProfile writes its figures after the run returns (and takes the SystemExit: its own exit is 0)
     prof = tmp_path / "scan.prof"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), VERL_LOGSCAN_CACHE_DIR=str(tmp_path / "cache"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "cProfile",
-        "-o",
-        str(prof),
-        "-m",
-        "logparse",
-        "scan",
-        "-o",
-        "/dev/null",
-        sample,
-    ]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    cmd = ["-m", "cProfile", "-o", str(prof), "-m", "logparse", "scan", "-o", "/dev/null", sample]
+    p = _python(cmd, tmp_path, _env(tmp_path))
     assert p.returncode == 0 and prof.stat().st_size > 0, p.stderr
