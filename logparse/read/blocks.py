@@ -359,9 +359,11 @@ def heap_trimmer() -> Callable[[int], object]:
     try:
         import ctypes
 
-        return ctypes.CDLL(None).malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim
     except (ImportError, OSError, AttributeError):
         return _no_trim
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 def _no_trim(pad: int) -> int:
