@@ -117,11 +117,13 @@ def test_the_quick_exit_keeps_the_exit_code_the_output_and_the_atexit_functions(
 
 def test_the_interpreter_exits_as_usual_for_a_thread_still_running_and_for_a_profiler(tmp_path: Path) -> None:
     sample = str(SAMPLES / "ray-actor-exception.log")
-    # a thread that is no daemon: the interpreter waits for it before it ends the process
+    # a thread that is no daemon: the interpreter waits for it before it ends the process (this one
+    # waits for the main thread to end, as the interpreter's own exit marks it, then writes a file)
     done = tmp_path / "thread-done"
     before = (
-        "import threading, time\n"
-        f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(done)!r}, 'w').close())).start()"
+        "import threading\n"
+        "threading.Thread(target=lambda: (threading.main_thread().join(), "
+        f"open({str(done)!r}, 'w').close())).start()"
     )
     p = _entry(tmp_path, before, ["scan", "-o", str(tmp_path / "r.md"), sample])
     assert p.returncode == 1 and done.exists(), p.stderr
