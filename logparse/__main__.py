@@ -16,7 +16,7 @@ def main() -> None:
         hold_signals()
         exit_now(exc.code)
         raise
-    finally:
+    finally:  # (any other way out: an exception the CLI did not turn into an exit code)
         hold_signals()
 
 

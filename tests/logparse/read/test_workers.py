@@ -184,10 +184,11 @@ def test_the_scanner_hands_free_heap_pages_back_every_few_blocks(
     monkeypatch.setattr(blocks, "heap_trimmer", lambda: trims.append)
     log = tmp_path / "job.log"
     generate(str(log), 2.0, kind="dense")
-    fh = open_input(str(log))
-    made = sum(
-        1 for _ in blocks_in_process(lambda st: plain_chunks(fh, st), InputStats("x"), Prefilter(["step:"]))
-    )
+    with open_input(str(log)) as fh:
+        made = sum(
+            1
+            for _ in blocks_in_process(lambda st: plain_chunks(fh, st), InputStats("x"), Prefilter(["step:"]))
+        )
     assert made > 2 * blocks.TRIM_BLOCKS
     assert trims == [0] * (made // blocks.TRIM_BLOCKS)
 
