@@ -278,6 +278,32 @@ if [[ $ONLY == all || $ONLY == stall || $ONLY == stall-ray ]]; then
     cat "$JOB/ray-rollout-hang-py-spy.txt" >> "$FIX_S/ray-rollout-hang.log"
 fi
 
+if [[ $ONLY == all || $ONLY == story || $ONLY == story-torchrun ]]; then
+    # the run's story (issue 36), in tests/fixtures/stories/: what ended a run, and what it survived
+    FIX_ST=$REPO/tests/fixtures/stories
+    fresh_job
+    # a. per-sample errors logged with their tracebacks, a refused reward server retried every step
+    #    (WARNING `(Exception: ...)`); the run completes
+    run_case "$FIX_ST/torchrun-survives-sample-errors.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29731 toy_train.py --case survive --steps 8 --step-s 0.2 --log-time
+    # b. the same errors, then rank 2 dies of an IndexError at step 6
+    run_case "$FIX_ST/torchrun-sample-errors-then-crash.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29732 --tee 3 toy_train.py --case survive-then-crash --steps 10 \
+        --fail-step 6 --step-s 0.2
+    # c. a healthy run cancelled from outside (SIGTERM to torchrun, as scancel sends) and one stopped
+    #    with Ctrl-C (SIGINT), both in the middle of the run
+    run_hang "$FIX_ST/torchrun-sigterm-mid-run.log" 12 TERM 0 - "" \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29733 toy_train.py --case healthy --steps 400 --step-s 0.5 --log-time
+    run_hang "$FIX_ST/torchrun-sigint-mid-run.log" 12 INT 0 - "" \
+        "$TORCHRUN" --nproc_per_node 2 --master_port 29734 toy_train.py --case healthy --steps 400 --step-s 0.5
+    # d. the run completes, then its final save fails (a folder that does not exist)
+    run_case "$FIX_ST/torchrun-final-save-fails.log" 90 \
+        "$TORCHRUN" --nproc_per_node 2 --master_port 29735 toy_train.py --case final-save --steps 5 --step-s 0.2 --log-time
+    # e. rank 1 aborts (os.abort(), as a native library does) under faulthandler at step 4
+    run_case "$FIX_ST/torchrun-abort-faulthandler.log" 90 \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29736 toy_train.py --case abort --fail-step 4 --steps 10 --step-s 0.2
+fi
+
 if [[ $ONLY == all || $ONLY == diff ]]; then
     # pairs of real runs for `verl-logscan diff GOOD BAD` (issue 23), in tests/fixtures/diff/; each run
     # prints its packages (as `pip freeze` does) and its config (as verl's main_ppo pprints it) first

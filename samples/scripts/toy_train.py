@@ -29,6 +29,16 @@ Cases (--case):
                 DataLoader whose data set blocks in __getitem__ for --hang-s (a stuck read), so the
                 other ranks wait in all_reduce; nothing fails until the process-group timeout
   stall-sleep   (a hang) the same, but rank --odd-rank sleeps in a shard-lock wait before the step
+  survive       every step, rank 0 scores a few "samples": one sample's answer does not parse
+                (ValueError, logged with its traceback by logger.exception and scored 0), a reward
+                server on a closed local port refuses the connection (a real ConnectionRefusedError,
+                logged as a WARNING `(Exception: ...)`, retried, then scored locally); the run completes
+  survive-then-crash  the same, and at --fail-step rank 2 indexes past the end of its batch
+                (IndexError, uncaught): the job dies of that, not of the errors it survived
+  final-save    the run completes, then rank 0 saves its final weights into a folder that does not
+                exist (torch.save raises RuntimeError after `Training finished`)
+  abort         faulthandler is enabled on every rank; at --fail-step rank 1 calls os.abort() (as a
+                native library does on a fatal error): `Fatal Python error: Aborted` and its stacks
 
 --faulthandler S arms faulthandler.dump_traceback_later(S) at the start of every step (a rank stuck
 for S seconds prints its stack: `Timeout (0:00:S)!`); --log-time puts `YYYY-MM-DD HH:MM:SS,mmm INFO`
@@ -159,6 +169,50 @@ def average_gradients(model, world):
         p.grad /= world
 
 
+def parse_answer(text):
+    # the answer a "model" wrote after `####`, as a GSM8K-style reward function reads it
+    return float(text.rsplit("####", 1)[1].strip())
+
+
+def score_samples(step):
+    """Score a few generated answers; one of them every step does not parse and is scored 0 (the
+    error is logged with its traceback, as a reward manager that must not lose the batch does)."""
+    answers = [f"so the total is #### {step * 3}", "I cannot tell #### about seven", f"#### {step}"]
+    scores = []
+    for i, text in enumerate(answers):
+        try:
+            scores.append(parse_answer(text))
+        except ValueError:
+            logging.getLogger("toy_train.reward").exception(
+                "reward function failed on sample %d of step %d; scoring it 0", i, step
+            )
+            scores.append(0.0)
+    return scores
+
+
+def remote_reward(step, port=1, attempts=2):
+    """Ask a reward server on this host for a score; the port is closed, so the connection is refused
+    (a real ConnectionRefusedError); after `attempts` tries the score is computed locally."""
+    import socket
+
+    for attempt in range(1, attempts + 1):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                return 1.0
+        except OSError as e:
+            logging.getLogger("toy_train.reward").warning(
+                "reward server attempt %d/%d failed, retrying (Exception: %s)", attempt, attempts, e
+            )
+    logging.getLogger("toy_train.reward").warning("reward server unreachable at step %d: scored locally", step)
+    return 0.5
+
+
+def gather_response_tokens(step, rank, batch_size):
+    # rank 2's batch at the failing step is one row short (a packing bug): indexing its last row fails
+    rows = torch.arange(batch_size - (1 if rank == 2 else 0))
+    return rows[batch_size - 1]
+
+
 def check_loss(loss, step, rank):
     if not torch.isfinite(loss):
         raise RuntimeError(
@@ -237,6 +291,13 @@ def file_barrier(data_dir, rank, world):
 
 
 def before_step(args, rank, step):
+    if args.case in ("survive", "survive-then-crash") and rank == 0:
+        score_samples(step)
+        remote_reward(step)
+    if args.case == "survive-then-crash" and step == args.fail_step:
+        gather_response_tokens(step, rank, args.batch_size)
+    if args.case == "abort" and rank == 1 and step == args.fail_step:
+        os.abort()
     if args.faulthandler:
         faulthandler.dump_traceback_later(args.faulthandler)  # re-armed: S seconds for this step
     if args.case == "stall-sleep" and rank == args.odd_rank and step == args.fail_step:
@@ -261,6 +322,10 @@ def fault_before_step(args, rank, world, step):
 def run(args):
     if args.slow_stderr > 0:
         sys.stderr = SlowLineWriter(sys.stderr, args.slow_stderr)
+    if args.case == "abort":
+        faulthandler.enable()  # as PYTHONFAULTHANDLER=1 does: a fatal signal prints every thread's stack
+    if args.case in ("survive", "survive-then-crash") and not args.log_time:
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     if args.case == "missing-key":
         file_barrier(args.data_dir, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
         collate_pairs([{"input_ids": [1, 2, 3]} for _ in range(4)])
@@ -308,6 +373,8 @@ def run(args):
         faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         log(f"Training finished: {args.steps} steps in {time.time() - t0:.1f}s")
+    if args.case == "final-save" and rank == 0:
+        torch.save(model.state_dict(), os.path.join("checkpoints", "final", "model.pt"))
     if not args.no_destroy:
         dist.destroy_process_group()
 
@@ -351,6 +418,10 @@ def parse():
             "monitored-barrier",
             "stall-loader",
             "stall-sleep",
+            "survive",
+            "survive-then-crash",
+            "final-save",
+            "abort",
         ],
     )
     p.add_argument("--steps", type=int, default=10)
