@@ -39,6 +39,7 @@ MARKER_FIELDS = {
     "examples": True,
     "completion": False,
     "attempt_start": False,
+    "activity": False,
     "repeat_stage": False,
 }
 EXAMPLE_FIELDS = ("match", "no_match")
@@ -59,16 +60,17 @@ TIMEOUT_FROM_CHARS = 2000  # messages longer than this are searched with a timeo
 
 @dataclass(frozen=True)
 class StageMarker:
-    """A line that shows the job reached `stage`."""
+    """A line that shows the job reached `stage`, or (`activity`, no stage) that it was still at work."""
 
     id: str
-    stage: str
+    stage: str | None
     keywords: tuple[str, ...]
     patterns: tuple[regex.Pattern, ...]
     examples: Examples
     completion: bool = False  # a successful end of the run
     attempt_start: bool = False  # a (re)start of the job
     repeat_stage: str | None = None  # stage of the 2nd and later sightings in one attempt
+    activity: bool = False  # the job still at work (a request answered): no stage of its own
     source: str = ""
     line: int = 0
 
@@ -305,12 +307,19 @@ class _MarkerBuilder:
             self.fail(
                 "id", f"id {marker_id!r} is missing or not kebab-case", "use lower-case words joined by '-'"
             )
-        stage = self._stage("stage", required=True)
+        activity = self._flag("activity")
+        stage = self._stage("stage", required=not activity)
         repeat_stage = self._stage("repeat_stage", required=False)
         completion = self._flag("completion")
         attempt_start = self._flag("attempt_start")
         if completion and attempt_start:
             self.fail("completion", "a marker cannot be both a completion and an attempt start")
+        if activity and (stage or repeat_stage or completion or attempt_start):
+            self.fail(
+                "activity",
+                "an activity marker has no stage, completion or attempt start",
+                "drop `activity: true` for a marker that moves the stage",
+            )
         keywords = self._strings("keywords")
         patterns = self._patterns()
         examples = self._examples()
@@ -325,6 +334,7 @@ class _MarkerBuilder:
             completion=completion,
             attempt_start=attempt_start,
             repeat_stage=repeat_stage,
+            activity=activity,
             source=self.label,
             line=self.line_of(),
         )

@@ -218,6 +218,10 @@ class StageTracker:
         # report shows (a resumed run's step counts there too).
         self.last_step: tuple[int, int] | None = None
         self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
+        # seqs of the lines that show the job still at work without a step (a request answered, an
+        # engine generating: patterns/stages.yaml's `activity` markers), in order
+        self._activity = array("q")
+        self._activity_markers = frozenset(i for i, m in enumerate(self.matcher.markers) if m.activity)
         # (step, time) of the latest step lines that carry a timestamp: the run's own step times, and
         # when its last step was (a stall's silence; logparse.decide.stall)
         self.step_times: deque[tuple[int, float]] = deque(maxlen=STEP_TIMES_KEPT)
@@ -332,12 +336,16 @@ class StageTracker:
         is_step = list(map(_NOT_NONE, steps))
         step_at = list(itertools.compress(lines, is_step))
         marker_at = list(itertools.compress(lines, map(_NOT_NONE, markers)))
+        if marker_at and self._activity_markers.intersection(markers):
+            # (work lines move no stage: their seqs are kept apart, as _on_marker keeps them)
+            self._add_activity([seq + j for j in marker_at if markers[j] in self._activity_markers])
+            marker_at = [j for j in marker_at if markers[j] not in self._activity_markers]
         is_bar = list(map(_NOT_NONE, bar_n))
         bar_at = list(itertools.compress(lines, is_bar))
         last_event = -1  # the last line that recorded a stage
         if not self._completed and (step_at or marker_at):
             known = self.matcher.markers
-            kinds = {known[i] for i in set(markers) if i >= 0}
+            kinds = {known[markers[j]] for j in marker_at}
             self._seen_in_attempt.update(marker.id for marker in kinds)
             stages = {marker.stage for marker in kinds}
             if step_at:
@@ -409,6 +417,9 @@ class StageTracker:
         self, seq: int, source: str, number: int, time: float | None, repeat: int, hit: MarkerHit
     ) -> None:
         marker = hit.marker
+        if marker.activity:
+            self._add_activity((seq,))
+            return
         if marker.attempt_start and repeat == 1:
             self._start_attempt(seq, source, number, time)
         groups = hit.groups
@@ -431,6 +442,13 @@ class StageTracker:
         if marker.completion:
             self._completed = True
             self._add_event(self._completions, seq, "completion")
+
+    def _add_activity(self, seqs: Sequence[int]) -> None:
+        self._activity.extend(seqs)
+        if len(self._activity) > self.config.max_marks:
+            del self._activity[: len(self._activity) // 2]
+            self._dropped.add("activity")
+        self._progress_since_start = True
 
     def _start_attempt(self, seq: int, source: str, number: int, time: float | None) -> None:
         if not self._progress_since_start:
@@ -509,11 +527,13 @@ class StageTracker:
         return bool(seqs) and seqs[-1] == seq
 
     def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset(), completion: bool = True) -> bool:
-        """Did the job show progress after record `seq`: a step line, a progress bar, a completion
-        marker (unless `completion` is False), or a stage (not in `ignore`) it had not reached before?"""
-        for marks in (self._steps, self._bars):
-            if marks.seqs and marks.seqs[-1] > seq:
-                return True
+        """Did the job show progress after record `seq`: a step line, a progress bar, work (an activity
+        line), a completion marker (unless `completion` is False), or a stage (not in `ignore`) it had
+        not reached before?"""
+        if (self._steps.seqs and self._steps.seqs[-1] > seq) or self._bar_moved(seq):
+            return True
+        if self._activity and self._activity[-1] > seq:
+            return True
         if completion and self._completions and self._completions[-1] > seq:
             return True
         return any(span.first[2] > seq and stage not in ignore for stage, span in self._spans.items())
@@ -521,13 +541,40 @@ class StageTracker:
     def went_on_between(self, seq: int, until: int, ignore: frozenset[str] = frozenset()) -> bool:
         """went_on_after, counting only what came between record `seq` and record `until` (both left
         out): did the job show progress before `until` came?"""
-        for marks in (self._steps, self._bars):
-            i = bisect_right(marks.seqs, seq)
-            if i < len(marks.seqs) and marks.seqs[i] < until:
+        for seqs in (self._steps.seqs, self._activity):
+            i = bisect_right(seqs, seq)
+            if i < len(seqs) and seqs[i] < until:
                 return True
+        if self._bar_moved(seq, until):
+            return True
         if any(seq < c < until for c in self._completions):
             return True
         return any(seq < span.first[2] < until and stage not in ignore for stage, span in self._spans.items())
+
+    def _bar_moved(self, seq: int, until: int | None = None) -> bool:
+        """Did the progress bar count more between record `seq` and `until` (None: the end) than it had
+        by `seq`? (A redraw of the same count, flushed late, is no progress.)"""
+        seqs = self._bars.seqs
+        i = bisect_right(seqs, seq)
+        j = len(seqs) if until is None else bisect_left(seqs, until)
+        if i >= j:
+            return False
+        counts = self._bars.ints[0]
+        before = counts[i - 1] if i > 0 else -1
+        return max(counts[i:j]) > before
+
+    @property
+    def has_loop(self) -> bool:
+        """Did the job show a training loop (a step line, a progress bar, a training-loop marker)?"""
+        return bool(self._steps.seqs or self._bars.seqs or STEP_STAGE in self._spans)
+
+    def work_after(self, seq: int) -> int:
+        """How many activity lines (work without a step: a request answered) came after record `seq`."""
+        return len(self._activity) - bisect_right(self._activity, seq)
+
+    def completed_after(self, seq: int) -> bool:
+        """Was a completion marker seen after record `seq`?"""
+        return bool(self._completions) and self._completions[-1] > seq
 
     def is_step_line(self, seq: int) -> bool:
         """Is record `seq` a step line the loop printed (one of the step lines kept)?"""

@@ -36,11 +36,14 @@ markers:
 def test_builtin_markers_load_with_known_stages_and_unique_ids() -> None:
     ids = [m.id for m in MARKERS.markers]
     assert len(ids) == len(set(ids)) > 50
-    assert all(m.stage in STAGES for m in MARKERS.markers)
+    assert all(m.stage in STAGES for m in MARKERS.markers if not m.activity)
+    assert all(m.stage is None for m in MARKERS.markers if m.activity)
+    assert {m.id for m in MARKERS.markers if m.activity} == {"http-request-answered"}
     assert all(m.repeat_stage in (None, *STAGES) for m in MARKERS.markers)
     assert {m.id for m in MARKERS.markers if m.completion} == {
         "final-validation-metrics",
         "sft-total-time",
+        "hf-trainer-runtime-summary",
         "training-finished",
         "torchrun-worker-group-succeeded",
     }
@@ -324,6 +327,18 @@ def test_bad_regex_duplicate_id_and_contradictory_flags() -> None:
             GOOD.replace("    stage: data-load\n", "    stage: data-load\n    completion: yes please\n"),
             "x.yaml",
         )
+
+
+def test_an_activity_marker_has_no_stage_and_moves_none() -> None:
+    work = GOOD.replace("    stage: data-load\n", "    activity: true\n")
+    (marker,) = load_stage_markers(work, "x.yaml").markers
+    assert marker.activity and marker.stage is None
+    with pytest.raises(CatalogError, match="an activity marker has no stage"):
+        load_stage_markers(
+            GOOD.replace("    stage: data-load\n", "    stage: data-load\n    activity: true\n"), "x.yaml"
+        )
+    with pytest.raises(CatalogError, match="missing required field 'stage'"):
+        load_stage_markers(GOOD.replace("    stage: data-load\n", ""), "x.yaml")
 
 
 def test_missing_markers_and_bad_yaml() -> None:

@@ -349,7 +349,13 @@ class _ListMarks:
             del items[: len(items) // 2]
 
     def went_on_after(self, seq: int) -> bool:
-        return any(items and items[-1][0] > seq for items in (self.steps, self.bars))
+        """A later step line, or a bar that counts more than the last one before `seq` (a redraw of
+        the same count, flushed late, is no progress)."""
+        if self.steps and self.steps[-1][0] > seq:
+            return True
+        before = [b[1] for b in self.bars if b[0] <= seq]
+        after = [b[1] for b in self.bars if b[0] > seq]
+        return bool(after) and max(after) > (before[-1] if before else -1)
 
     def started_before(self, seq: int) -> bool:
         return any(items and items[0][0] < seq for items in (self.steps, self.bars)) or (
