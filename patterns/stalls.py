@@ -16,6 +16,7 @@ from typing import Any
 from patterns.cache import cached, source_of
 from patterns.schema import LazyRe
 from patterns.validation import CatalogError, Problem
+from patterns.vocabulary import CATEGORIES, STAGES
 
 STALLS_FILE = "stalls.yaml"
 STALLS_LABEL = "patterns/stalls.yaml"
@@ -24,6 +25,8 @@ TOP_FIELDS = (
     "signs",
     "interrupts",
     "interrupt_exceptions",
+    "exception_signals",
+    "outside_signals",
     "signal_names",
     "waits",
     "idle_threads",
@@ -34,7 +37,7 @@ TOP_FIELDS = (
     "follow_steps",
     "quiet_first_s",
 )
-DUMP_KINDS = ("timeout", "thread", "frame", "process")
+DUMP_KINDS = ("timeout", "thread", "frame", "process", "crash")
 WHEN_FIELDS = ("odd", "all", "any_wait", "sign")
 
 
@@ -53,6 +56,7 @@ class Wording:
     min_after: float | None = None  # signs: a line counts once its `after` says this many seconds
     before_training: bool = False  # signs: counts before training began too (a bring-up wait)
     catalog: tuple[str, ...] = ()  # signs: catalog entries that name the same line (a wait, no failure)
+    signal: str = ""  # interrupts: the signal a wording without a `signal` group stands for
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,10 @@ class CauseRule:
     fix: tuple[str, ...]
     when: tuple[tuple[str, str], ...]  # (condition, value)
     cite: tuple[str, ...] = ()
+    # a hang of this cause is a failure of this category, at this stage (a wait for resources no node
+    # has is `ray-error`: TAXONOMY), not a stall
+    category: str | None = None
+    stage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,8 @@ class StallRules:
     idle_threads: tuple[str, ...]
     causes: tuple[CauseRule, ...]
     idle_functions: frozenset[str] = frozenset()
+    exception_signals: tuple[tuple[str, str], ...] = ()
+    outside_signals: frozenset[str] = frozenset()
     silence_steps: float = 10.0
     min_silence_s: float = 300.0
     follow_steps: float = 5.0
@@ -117,6 +127,17 @@ class StallRules:
 
     def signal_name(self, number: int) -> str:
         return dict(self.signal_names).get(number, f"signal {number}")
+
+    def signal_of(self, text: str | None, fixed: str = "") -> str:
+        """The signal an interrupt wording names: its `signal` group (a number or a name), else the
+        wording's own `signal`."""
+        if not text:
+            return fixed or "a signal"
+        return self.signal_name(int(text)) if text.isdecimal() and len(text) < 4 else text
+
+    def exception_signal(self, exc_type: str) -> str:
+        """The signal an interrupt exception with no number in its message stands for."""
+        return dict(self.exception_signals).get(exc_type, "a signal")
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -221,6 +242,7 @@ def _wordings(items: list, label: str, problems: list[Problem], section: str) ->
                 min_after=float(item["min_after"]) if item.get("min_after") is not None else None,
                 before_training=bool(item.get("before_training", False)),
                 catalog=tuple(item.get("catalog") or ()),
+                signal=str(item.get("signal", "")),
             )
         )
     return tuple(out)
@@ -271,8 +293,16 @@ def _causes(items: list, kinds: set[str], label: str, problems: list[Problem]) -
                 fix=tuple(str(f) for f in item.get("fix") or ()),
                 when=tuple((str(k), str(v)) for k, v in when.items()),
                 cite=tuple(item.get("cite") or ()),
+                category=item.get("category"),
+                stage=item.get("stage"),
             )
         )
+        if item.get("category") is not None and item["category"] not in CATEGORIES:
+            problems.append(
+                Problem(label, 0, f"causes: {item.get('id')}: unknown category {item['category']!r}")
+            )
+        if item.get("stage") is not None and item["stage"] not in STAGES:
+            problems.append(Problem(label, 0, f"causes: {item.get('id')}: unknown stage {item['stage']!r}"))
     if out and out[-1].when:
         problems.append(Problem(label, 0, "causes: the last cause must have no condition (the default)"))
     return tuple(out)
@@ -299,6 +329,13 @@ def _rules(data: dict, label: str) -> StallRules:
     dumps = _wordings(data.get("dumps"), label, problems, "dumps")
     signs = _wordings(data.get("signs"), label, problems, "signs")
     interrupts = _wordings(data.get("interrupts"), label, problems, "interrupts")
+    for w in interrupts:
+        if "signal" not in w.regex.groupindex and not w.signal:
+            problems.append(
+                Problem(
+                    label, 0, f"interrupts: {w.id}: needs a `signal` group in its regex or a `signal:` name"
+                )
+            )
     waits = _waits(data.get("waits"))
     causes = _causes(data.get("causes"), {w.kind for w in waits}, label, problems)
     if problems:
@@ -308,6 +345,8 @@ def _rules(data: dict, label: str) -> StallRules:
         signs=signs,
         interrupts=interrupts,
         interrupt_exceptions=frozenset(data.get("interrupt_exceptions") or ()),
+        exception_signals=tuple((str(k), str(v)) for k, v in (data.get("exception_signals") or {}).items()),
+        outside_signals=frozenset(data.get("outside_signals") or ()),
         signal_names=tuple((int(k), str(v)) for k, v in (data.get("signal_names") or {}).items()),
         waits=waits,
         idle_threads=tuple(data.get("idle_threads") or ()),

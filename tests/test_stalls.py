@@ -64,13 +64,22 @@ def test_py_spy_dumps_in_the_job_folder_name_the_process_that_sleeps_while_the_o
     assert report["stall"]["cause"]["id"] == "collective-one-rank-elsewhere"
 
 
-def test_a_driver_waiting_for_a_placement_group_names_the_waiting_resource() -> None:
+def test_a_driver_waiting_for_a_placement_group_fails_of_the_resources_it_waits_for() -> None:
+    """A wait for resources no node has is ray-error (TAXONOMY), whether the job hung, was killed or
+    timed out: the Ctrl-C that ended this one is its echo. The stacks that show the wait are the
+    evidence."""
     report, code = scan_json(STALLS / "ray-placement-group-wait")
-    assert (report["status"], code) == ("stalled", EXIT_STALLED)
-    kinds = {g["kind"] for g in report["stall"]["waits"]}
-    assert "placement-group" in kinds
-    assert report["stall"]["cause"]["id"] == "resources-placement-group"
-    assert any(g["streams"][0].startswith("TaskRunner pid=") for g in report["stall"]["waits"])
+    assert (report["status"], code) == ("failed", 1)
+    rc = report["root_cause"]
+    assert (rc["category"], rc["id"], rc["stage"]) == (
+        "ray-error",
+        "resources-placement-group",
+        "distributed-init",
+    )
+    assert rc["basis"]["kind"] == "stall" and rc["stage_source"] == "stall"
+    assert rc["message"].startswith("TaskRunner pid=") and "(placement-group)" in rc["message"]
+    assert rc["evidence"][0]["text"].startswith("Process ")  # (the py-spy dump's first line)
+    assert "stall" not in report
 
 
 def test_a_rollout_worker_that_never_returns_is_the_odd_one_out_of_a_ray_job() -> None:
@@ -142,12 +151,16 @@ def test_a_log_that_stops_cleanly_with_no_sign_of_a_hang_stays_healthy_with_toda
 
 
 def test_an_interruption_with_no_stall_evidence_before_it_is_not_called_a_stall() -> None:
+    """Without the stacks, nothing says the job hung: it was stopped from outside (Ctrl-C) with no
+    failure before it, which is healthy and not completed (TAXONOMY), never a stall."""
     text = (STALLS / "torchrun-hang-faulthandler-ctrl-c.log").read_text()
     kept = [line for line in text.splitlines(keepends=True) if "Timeout (" not in line]
     kept = [line for line in kept if "(most recent call first):" not in line]
     kept = [line for line in kept if not (line.startswith("[default") and ']:  File "' in line)]
-    report, _ = scan_json(input="".join(kept).encode())
-    assert report["status"] == "failed"
+    report, code = scan_json(input="".join(kept).encode())
+    assert (report["status"], code, report["root_cause"]) == ("healthy", 0, None)
+    assert report["progress"]["completed"] is False
+    assert any(n.startswith("stopped from outside by SIGINT") for n in report["notes"])
 
 
 def test_every_report_format_shows_the_stall(tmp_path: Path) -> None:
@@ -209,18 +222,16 @@ def _signs(wording: str, minutes: range) -> str:
 
 
 @pytest.mark.parametrize("wording", [RAY_AUTOSCALER_WAIT, RAY_LEASE_WAIT], ids=["autoscaler", "raylet"])
-def test_ray_keeping_a_resource_request_pending_after_training_began_is_a_stall_for_resources(
+def test_ray_keeping_a_resource_request_pending_after_training_began_fails_for_resources(
     wording: str,
 ) -> None:
     report, code = scan_json(input=(START + _verl_steps(1, 3) + _signs(wording, range(10, 14))).encode())
-    assert (report["status"], code) == ("stalled", EXIT_STALLED)
-    stall = report["stall"]
-    assert stall["cause"]["id"] == "resources-placement-group"
-    assert stall["step"] == 3
-    assert any("cannot be scheduled right now" in r and "(4 times)" in r for r in stall["reasons"])
-    # the catalog's name of the same line is the wait, not a failure of its own
-    assert report["root_cause"] is None
-    assert any("is the wait the job hung in" in n for n in report["notes"])
+    # a wait for resources no node has is the failure (ray-error, TAXONOMY), named by the catalog's entry
+    # for the wait's own line
+    assert (report["status"], code) == ("failed", 1)
+    assert report["root_cause"]["id"] == "ray-resources-unschedulable"
+    assert report["root_cause"]["category"] == "ray-error"
+    assert "stall" not in report
 
 
 @pytest.mark.parametrize("wording", [RAY_AUTOSCALER_WAIT, RAY_LEASE_WAIT], ids=["autoscaler", "raylet"])
@@ -326,6 +337,7 @@ def test_a_sign_seen_at_start_up_counts_only_its_lines_after_training_began() ->
         + _signs(RAY_AUTOSCALER_WAIT, range(10, 13))
     )
     report, code = scan_json(input=log.encode())
-    assert (report["status"], code) == ("stalled", EXIT_STALLED)
-    assert any("(3 times)" in r for r in report["stall"]["reasons"])
-    assert report["stall"]["evidence"][0]["line"] == 6  # (not the start-up one, line 1)
+    # the wait at the end is the failure (ray-error), the start-up warning before training is not
+    assert (report["status"], code) == ("failed", 1)
+    assert report["root_cause"]["category"] == "ray-error"
+    assert report["root_cause"]["error_line"]["line"] == 6  # (not the start-up one, line 1)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from logparse.decide.candidates import WENT_ON_IGNORED
+from logparse.decide.ending import interruption
 from logparse.model import (
     CitedValue,
     Evidence,
@@ -69,14 +70,20 @@ def judge_stall(
     rules = rules or stall_rules()
     if facts is None or progress.progress(None, failed=root is not None).completed:
         return None
-    interrupt_seq, interrupted = _interruption(facts, tracebacks, rules)
+    stop = interruption(facts, tracebacks, rules)
+    interrupt_seq, interrupted = (stop.seq, stop.first) if stop is not None else (None, None)
     before = interrupt_seq if interrupt_seq is not None else float("inf")
     signs = _counted_signs(facts, progress, before, rules)
     if root is not None and not (
         _how_it_ended(root, root_seq, interrupt_seq, rules) or _the_wait_itself(root, signs, rules)
     ):
         return None
-    stacks = [s for s in facts.stacks if not s.launcher and (s.seq < before or s.tool == "py-spy")]
+    # (a crash's stacks, printed as a process died, say nothing of a hang)
+    stacks = [
+        s
+        for s in facts.stacks
+        if not s.launcher and s.crash is None and (s.seq < before or s.tool == "py-spy")
+    ]
     silence, step_time = _silence(facts, progress)
     silent = (
         silence is not None
@@ -107,22 +114,6 @@ def judge_stall(
 
 
 # -- how it ended ------------------------------------------------------------------------------------
-def _interruption(
-    facts: StallFacts, tracebacks: Sequence[Traceback], rules: StallRules
-) -> tuple[int | None, Evidence | None]:
-    """Where the job was first interrupted (a launcher's signal line, an interrupt exception)."""
-    best: tuple[int, Evidence] | None = None
-    if facts.interrupt is not None:
-        best = (facts.interrupt.seq, facts.interrupt.first)
-    for tb in tracebacks:
-        exc = tb.final
-        if exc is not None and exc.short_type in rules.interrupt_exceptions:
-            rec = exc.record
-            if best is None or rec.seq < best[0]:
-                best = (rec.seq, Evidence(rec.line.source, rec.line.number, rec.line.text))
-    return (best[0], best[1]) if best else (None, None)
-
-
 def _how_it_ended(
     root: RootCause, root_seq: int | None, interrupt_seq: int | None, rules: StallRules
 ) -> bool:
@@ -454,7 +445,7 @@ def _cause(
                 for key, value in environment.items()
                 if key.startswith("config.") and key.rsplit(".", 1)[-1] in rule.cite
             )[:4]
-            return StallCause(rule.id, rule.title, rule.summary, rule.fix, cited)
+            return StallCause(rule.id, rule.title, rule.summary, rule.fix, cited, rule.category, rule.stage)
     return None
 
 

@@ -60,6 +60,7 @@ class Stack:
     waited: str | None = None  # faulthandler: how long the thread waited (`0:00:12`)
     launcher: bool = False  # the launcher's own process (torchrun's agent waits for its workers)
     pid: int | None = None  # py-spy: the process's pid
+    crash: str | None = None  # a crash's stack (`Fatal Python error: Aborted`: `Aborted`), never a hang's
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class _Dump:
     pid: int | None = None
     thread_name: str | None = None
     waited: str | None = None
+    crash: str | None = None
     frames: list[Frame] = field(default_factory=list)
     gap: int = 0  # lines since the last one that belongs to it
 
@@ -152,6 +154,7 @@ class StallObserver:
         self.keywords = rules.keywords
         self.keyword_ids: frozenset[int] | None = None  # the prefilter's ids of `keywords` (None: unknown)
         self._timeout = rules.dump("timeout")
+        self._crash = rules.dump("crash")
         self._threads = rules.dump("thread")
         self._frames = rules.dump("frame")
         self._process = rules.dump("process")
@@ -163,6 +166,9 @@ class StallObserver:
         # read as a region meanwhile (faulthandler's frames carry `File "`, a keyword of their own)
         self.regions: dict[str, int] = {}
         self._waited: dict[tuple, str] = {}  # stream -> faulthandler's `Timeout (...)` before its dump
+        # stream -> what its process died of (`Fatal Python error: Aborted`): the dumps after it are a
+        # crash's (until a `Timeout (...)` header starts a hang's dump in the same stream)
+        self._crashed: dict[tuple, str] = {}
         self._signs: dict[str, list] = {}  # id -> [count, first rec, last rec, deque of its last lines]
         self.interrupt: Interrupt | None = None
         self._last: dict[tuple, Record] = {}  # stream -> its last record (not a progress line)
@@ -249,11 +255,21 @@ class StallObserver:
         m = self._match(self._timeout, msg)
         if m is not None:
             self._waited[rec.stream] = m.group("after")
+            self._crashed.pop(rec.stream, None)
+            return
+        m = self._match(self._crash, msg)
+        if m is not None and len(self._crashed) < MAX_STREAMS:
+            self._crashed[rec.stream] = m.group("what")
             return
         m = self._match(self._threads, msg)
         if m is not None:
             self._close(rec.stream)
-            self._open[rec.stream] = _Dump("faulthandler", rec, waited=self._waited.pop(rec.stream, None))
+            self._open[rec.stream] = _Dump(
+                "faulthandler",
+                rec,
+                waited=self._waited.pop(rec.stream, None),
+                crash=self._crashed.get(rec.stream),
+            )
             return
         m = self._match(self._process, msg)
         if m is not None:
@@ -330,6 +346,7 @@ class StallObserver:
                 waited=dump.waited,
                 launcher=launcher,
                 pid=dump.pid,
+                crash=dump.crash,
             )
         )
         self._origins.append(rec.origin)
@@ -376,7 +393,8 @@ class StallObserver:
                 if any(k in msg for k in w.keywords):
                     m = w.regex.search(msg)
                     if m:
-                        name = self.rules.signal_name(log_int(m.group("signal")))
+                        named = m.groupdict().get("signal")
+                        name = self.rules.signal_of(named, w.signal)
                         self.interrupt = Interrupt(name, _evidence(rec), rec.seq)
                         # where each stream was when the job was interrupted (what it printed after is
                         # how it ended)
@@ -468,6 +486,7 @@ class StallObserver:
         self._open.clear()
         self.regions.clear()
         self._waited.clear()
+        self._crashed.clear()
         self.stacks.clear()
         self._origins.clear()
         self._signs.clear()
