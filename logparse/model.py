@@ -98,7 +98,7 @@ class Basis:
     """What decided a root cause's category: a catalog entry, or a fallback rule of
     patterns/fallback.yaml (phrase, type, frame, weak-phrase, weak-type, marker, nearest), or none."""
 
-    kind: str  # entry | phrase | type | frame | weak-phrase | weak-type | marker | nearest | none
+    kind: str  # entry | phrase | type | frame | weak-phrase | weak-type | marker | nearest | stall | none
     rule: str | None  # the entry or rule id (nearest: the nearest entry's id)
     detail: str
 
@@ -133,7 +133,8 @@ class RootCause:
 
 @dataclass(frozen=True)
 class FindingView:
-    """A catalog entry's hits grouped: how often, on which ranks and nodes, the first line."""
+    """A catalog entry's hits grouped (or, `id` unknown, an exception no entry names that the run
+    survived): how often, on which ranks and nodes, the first line, the steps it came in."""
 
     id: str
     category: str
@@ -144,6 +145,12 @@ class FindingView:
     nodes: tuple[str, ...]
     first: Evidence
     explained_by: str | None = None  # the cause this finding is an echo of, when known
+    # why the run's story says it is not the run's failure ("training went on to step 8 after it", "it
+    # recurred 8 times while the job went on", "printed after the run completed: its teardown")
+    set_aside: str | None = None
+    set_aside_kind: str | None = None  # survived | recurring | caught | teardown | interrupted
+    first_step: int | None = None  # the training step of its first occurrence (None: none shown)
+    last_step: int | None = None  # ... and of its last
 
 
 @dataclass(frozen=True)
@@ -320,6 +327,8 @@ class StallCause:
     summary: str
     fix: tuple[str, ...]
     cited: tuple[CitedValue, ...] = ()  # the job's own settings the fix concerns
+    category: str | None = None  # a hang of this cause is a failure of this category (not a stall)
+    stage: str | None = None  # ... at this stage
 
 
 @dataclass(frozen=True)

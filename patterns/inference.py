@@ -20,6 +20,9 @@ TOP_FIELDS = (
     "observer_categories",
     "early_collective_seq",
     "cite_config",
+    "teardown_categories",
+    "logged_levels",
+    "entry_functions",
 )
 
 
@@ -33,6 +36,9 @@ class InferenceRules:
     observer_categories: frozenset[str] = frozenset()
     early_collective_seq: int = 2
     cite_config: tuple[tuple[str, tuple[str, ...]], ...] = ()  # category -> config leaf keys
+    teardown_categories: frozenset[str] = frozenset()  # after completion: the teardown's, not a failure
+    logged_levels: frozenset[str] = frozenset()  # a job's logger reporting an exception it caught
+    entry_functions: frozenset[str] = frozenset()  # a traceback that starts here reached the program's top
 
     def config_leaves(self, category: str) -> tuple[str, ...]:
         return next((keys for cat, keys in self.cite_config if cat == category), ())
@@ -81,6 +87,11 @@ def load_inference_rules(text: str, label: str = INFERENCE_LABEL) -> InferenceRu
         problems.append(
             Problem(label, data.key_lines.get("unknown_exception_explains", 0), f"unknown category '{bad}'")
         )
+    teardown = frozenset(data.get("teardown_categories") or ())
+    for bad in sorted(teardown - set(CATEGORIES)):
+        problems.append(
+            Problem(label, data.key_lines.get("teardown_categories", 0), f"unknown category '{bad}'")
+        )
     raw = data.get("cite_config") or {}
     tracked = tracked_config_keys()
     for category, keys in raw.items():
@@ -108,4 +119,7 @@ def load_inference_rules(text: str, label: str = INFERENCE_LABEL) -> InferenceRu
         observer_categories=frozenset(data.get("observer_categories") or ()),
         early_collective_seq=int(data.get("early_collective_seq", 2)),
         cite_config=tuple((str(cat), tuple(str(k) for k in keys)) for cat, keys in raw.items()),
+        teardown_categories=teardown,
+        logged_levels=frozenset(str(x) for x in data.get("logged_levels") or ()),
+        entry_functions=frozenset(str(x) for x in data.get("entry_functions") or ()),
     )

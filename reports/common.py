@@ -116,6 +116,36 @@ def finding_kind(f: FindingView) -> str:
     return kind
 
 
+ASIDE_TAGS = {
+    "survived": "survived",
+    "recurring": "survived",
+    "caught": "caught",
+    "teardown": "teardown",
+    "interrupted": "after the stop",
+}
+
+
+def finding_label(f: FindingView) -> str:
+    """A finding's name in a line: its entry id, or for an error no entry names, its exception type."""
+    if f.id != "unknown" or not f.title:
+        return f.id
+    return f.title.split(":", 1)[0].rsplit(".", 1)[-1][:60] or f.id
+
+
+def finding_steps(f: FindingView) -> str:
+    """The steps a finding came in (`step 6`, `steps 1-8`), '' where none is shown."""
+    if f.first_step is None:
+        return f"before step 1 to step {f.last_step}" if f.last_step is not None else ""
+    if f.last_step is None or f.last_step == f.first_step:
+        return f"step {f.first_step}"
+    return f"steps {f.first_step}-{f.last_step}"
+
+
+def finding_aside(f: FindingView) -> str:
+    """Why the run's story says a finding is not the run's failure, as a short tag ('' if it does not)."""
+    return ASIDE_TAGS.get(f.set_aside_kind or "", "")
+
+
 def env_summary(rows: list[tuple[str, str]], shown: int = 3) -> str:
     """The folded environment's one line: how many values, and the first few (`verl_era >=0.6, ...`)."""
     first = [f"{name} {value}" for name, value in rows if not name.endswith("_evidence")][:shown]
@@ -142,6 +172,7 @@ BASIS_WORDS = {
     "frame": "its frames",
     "marker": "the marker after it",
     "nearest": "the nearest entry",
+    "stall": "where the job waited",
 }
 
 
@@ -258,6 +289,7 @@ def jinja_env(autoescape: bool) -> jinja2.Environment:
         basis_text=basis_text,
         job_values=job_values,
         finding_kind=finding_kind,
+        finding_steps=finding_steps,
         env_summary=env_summary,
     )
     env.tests["gap"] = lambda value: isinstance(value, Gap)

@@ -20,6 +20,7 @@ from reports.common import (
     anomaly_text,
     env_rows,
     finding_kind,
+    finding_steps,
     jinja_env,
     number,
     redaction_line,
@@ -191,6 +192,8 @@ class FindingRow:
     line: int
     text: str
     explained_by: str
+    set_aside: str = ""
+    steps: str = ""
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,8 @@ def _finding_row(f: FindingView) -> FindingRow:
         f.first.line,
         clip_cell(f.first.text),
         f.explained_by or "",
+        f.set_aside or "",
+        finding_steps(f),
     )
 
 

@@ -28,6 +28,10 @@ def _finding(f: FindingView) -> dict[str, Any]:
         "nodes": list(f.nodes),
         "first": evidence_json(f.first),
         "explained_by": f.explained_by,
+        "set_aside": f.set_aside,
+        "set_aside_kind": f.set_aside_kind,
+        "first_step": f.first_step,
+        "last_step": f.last_step,
     }
 
 

@@ -15,6 +15,9 @@ from reports.common import (
     anomaly_text,
     basis_text,
     env_rows,
+    finding_aside,
+    finding_label,
+    finding_steps,
     jinja_env,
     redaction_line,
     step_text,
@@ -341,8 +344,9 @@ def _wrap_words(text: str, first: int, rest: int, lines: int) -> list[str]:
 def _symptoms_line(report: Report) -> str:
     parts = []
     for s in report.symptoms[:4]:
-        ranks = f" (ranks {compact_ranks(s.ranks)})" if s.ranks else ""
-        parts.append(f"{s.id} x{s.count}{ranks}")
+        ranks = f"ranks {compact_ranks(s.ranks)}" if s.ranks else ""
+        about = ", ".join(x for x in (ranks, finding_steps(s), finding_aside(s)) if x)
+        parts.append(f"{finding_label(s)} x{s.count}" + (f" ({about})" if about else ""))
     more = f", +{len(report.symptoms) - 4} more" if len(report.symptoms) > 4 else ""
     return cut_words(", ".join(parts), SUMMARY_FIELD_CHARS) + more
 

@@ -1,10 +1,14 @@
 """What can be the root cause, and which candidates are echoes of which.
 
 Candidates: every cause finding of the catalog, every exception that ended a traceback and that no
-entry recognises (`unknown`), and every bare failure line with a failure phrase; a candidate after which
-training went on (a later step) is set aside. A candidate explained by another (the catalog's
-`explains`; for an unrecognised exception, patterns/inference.yaml and what the catalog's entries of its
-fallback category explain) and not clearly earlier than it is an echo (`EchoIndex`).
+entry recognises (`unknown`), and every bare failure line with a failure phrase. The run's story sets
+some aside (`Aside`): a failure the job survived (training went on to a later step, or, in a job with no
+training loop, it went on working: requests answered, batches run; or the run completed after it), one
+that recurred while the job went on, one printed after the run completed (its teardown, unless it is a
+failure of the run's own work), and one printed after the job was stopped from outside. A candidate
+explained by another (the catalog's `explains`; for an unrecognised exception, patterns/inference.yaml
+and what the catalog's entries of its fallback category explain) and not clearly earlier than it is an
+echo (`EchoIndex`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import regex
+
+from logparse.decide.ending import Interruption, is_interrupt_exception
 from logparse.observe.bare_lines import BareLine
 from logparse.observe.evidence import (
     MAX_MESSAGE_LINES,
@@ -49,6 +56,16 @@ BARE_PRIORITY = 5  # a failure line without a traceback: below every traceback a
 
 
 IGNORED_EXCEPTIONS = {"KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopIteration"}
+RECURRENCE_MESSAGE_CHARS = 80  # of an exception's message, digits masked, that say two are the same error
+_DIGITS = regex.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Aside:
+    """Why a candidate is not the run's failure, as a report says it."""
+
+    kind: str  # survived | recurring | caught | teardown | interrupted
+    why: str  # "training went on to step 8 after it", ...
 
 
 @dataclass
@@ -64,7 +81,7 @@ class Choice:
     group: FindingGroup | None = None
     bare: BareLine | None = None
     explained_by: Choice | None = None
-    survived_to: int | None = None  # training went on to this step after it
+    aside: Aside | None = None  # the run's story says it is not the run's failure (see the module doc)
     # what the fallback rules (patterns/fallback.yaml) say of a failure no entry names
     classification: Classification | None = None
 
@@ -253,30 +270,139 @@ def candidates_of(
     collector: FindingCollector,
     groups: list[FindingGroup],
     tracebacks: list[Traceback],
-    last_step: tuple[int, int] | None,
+    progress: StageTracker,
+    stop: Interruption | None = None,
 ) -> list[Choice]:
-    """Every cause finding and every exception no entry recognises; survivors are marked."""
+    """Every cause finding and every exception no entry recognises; those the run's story sets aside
+    (survived, recurring, after the job was stopped from outside) are marked."""
     out: list[Choice] = []
     for g in groups:
         if g.entry.role == Role.CAUSE:
             out.append(Choice("cause", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g))
     for tb in tracebacks:
         exc = tb.final
-        if exc is None or exc.short_type in IGNORED_EXCEPTIONS:
-            continue
+        if exc is None or exc.short_type in IGNORED_EXCEPTIONS or is_interrupt_exception(tb):
+            continue  # (a signal's exception is how the job ended: decide.ending)
         if exc.record.seq in collector.hit_seqs:
             continue
         out.append(Choice("unknown", UNKNOWN_PRIORITY, exc.record.seq, exc.record.origin.time, traceback=tb))
-    if last_step is not None:
-        step_seq, step = last_step
+    for c in out:
+        c.aside = survival(c, progress)
+    mark_recurring(out, progress)
+    if stop is not None:
         for c in out:
-            # training went on past the finding's LAST occurrence (a loss that stays NaN did not pass)
-            latest = c.group.last if c.group is not None and c.group.last is not None else c.hit
-            at = latest.step if latest is not None else None
-            seq = latest.seq if latest is not None else c.seq
-            if step_seq > seq and (at is None or step > at):
-                c.survived_to = step
+            if c.aside is None and c.seq >= stop.seq:
+                c.aside = after_stop(stop)
     return out
+
+
+def after_stop(stop: Interruption) -> Aside:
+    return Aside(
+        "interrupted", f"printed after the job was stopped from outside ({stop.signal}): how it ended"
+    )
+
+
+def survival(c: Choice, progress: StageTracker) -> Aside | None:
+    """Did the job go on past the candidate's LAST occurrence (a loss that stays NaN did not pass)? In
+    a job with a training loop, by a later step; in one without (a server), by work after it; in either,
+    by completing."""
+    latest = c.group.last if c.group is not None and c.group.last is not None else c.hit
+    at = latest.step if latest is not None else None
+    seq = latest.seq if latest is not None else c.seq
+    last = progress.last_step
+    if last is not None and last[0] > seq and (at is None or last[1] > at):
+        return Aside("survived", f"training went on to step {last[1]} after it")
+    if progress.completed_after(seq) and not progress.is_step_line(seq):
+        return Aside("survived", "the run completed after it")
+    if not progress.has_loop:
+        work = progress.work_after(seq)
+        if work:
+            return Aside(
+                "survived", f"the job went on working after it ({work} request(s) answered or batch(es) run)"
+            )
+    return None
+
+
+def mark_recurring(out: list[Choice], progress: StageTracker) -> None:
+    """A failure that keeps recurring while the job goes on (progress between its first and its last
+    occurrence) is one the job lives with, never the failure that ended it: every occurrence is set
+    aside. Not a failure on a step line itself (`loss: nan` on every step is the run's state)."""
+    same: dict[tuple, list[Choice]] = {}
+    for c in out:
+        if c.traceback is not None:  # (the occurrences training went on past are members too)
+            same.setdefault(recurrence_key(c.traceback), []).append(c)
+        elif c.aside is None and c.kind == "cause":
+            g = c.group
+            if (
+                g.last is not None
+                and g.count > 1
+                and not progress.is_step_line(g.last.seq)
+                and progress.went_on_between(g.first.seq, g.last.seq, ignore=WENT_ON_IGNORED)
+            ):
+                c.aside = _recurring(g.count)
+    for members in same.values():
+        if len(members) > 1 and progress.went_on_between(members[0].seq, members[-1].seq, WENT_ON_IGNORED):
+            for c in members:
+                if c.aside is None:
+                    c.aside = _recurring(len(members))
+
+
+def _recurring(count: int) -> Aside:
+    return Aside("recurring", f"it recurred {count} times while the job went on")
+
+
+def recurrence_key(tb: Traceback) -> tuple:
+    """What makes two tracebacks the same error: its type, its message with the numbers masked, and the
+    innermost frame it was raised in."""
+    exc = tb.final
+    message = _DIGITS.sub("0", exc.message[:RECURRENCE_MESSAGE_CHARS]) if exc is not None else ""
+    where = (tb.frames[-1].file, tb.frames[-1].function) if tb.frames else None
+    return (exc.type if exc is not None else None, message, where)
+
+
+def caught_intro(tb: Traceback, rules: InferenceRules) -> tuple[str, int] | None:
+    """If the job caught and logged this traceback's exception (logging's `logger.exception(...)`, a
+    server's request handler), so that it did not end its process there: where the log record that
+    introduced it is (source, line; None: not caught, or nothing says so). That record is the job's
+    own, at an error or warning level (Hydra's and the launchers' reports of a death carry none), and
+    the traceback's outermost frame is not the program's entry (patterns/inference.yaml)."""
+    if not tb.frames or tb.task or tb.torchrun_failures:
+        return None
+    if tb.frames[0].function in rules.entry_functions:
+        return None  # (it reached the top of the program: nothing caught it)
+    first = tb
+    while first.chained_from is not None:
+        first = first.chained_from
+    context = list(first.context)
+    if not context:
+        return None
+    intro = context[-1]  # (read back from its block: its line, not its seq, says which it is)
+    message = intro.message.strip()
+    if intro.origin.level in rules.logged_levels and message and not message.endswith(TB_START):
+        return (intro.line.source, intro.line.number)
+    return None
+
+
+def caught_by_job(c: Choice, rules: InferenceRules) -> bool:
+    """Did the job catch and log this exception no entry names (caught_intro)? (A catalog cause keeps
+    its rank wherever it was logged: an engine logs its fatal error before it dies.)"""
+    if c.kind != "unknown" and c.bare is None:
+        return False
+    tb = c.traceback if c.traceback is not None else c.bare.traceback
+    return tb is not None and caught_intro(tb, rules) is not None
+
+
+def is_teardown(c: Choice, progress: StageTracker, categories: frozenset[str]) -> bool:
+    """Was the candidate printed after the run completed, as part of its teardown: of a category that
+    teardown prints (patterns/inference.yaml), or an exception no rule names that none of the job's own
+    frames raised? A failure of the run's own work there (the final checkpoint write, a results dump)
+    is none."""
+    if not progress.completed_before(c.seq):
+        return False
+    if c.category in categories:
+        return True
+    tb = c.traceback if c.traceback is not None else (c.hit.traceback if c.hit is not None else None)
+    return c.category == "unknown" and (tb is None or tb.innermost_user_frame() is None)
 
 
 def classify_choice(c: Choice, catalog: Catalog | None, nearest: bool = False) -> None:
@@ -303,11 +429,11 @@ def classify_choice(c: Choice, catalog: Catalog | None, nearest: bool = False) -
 
 
 def live_bare_lines(
-    kept: list[BareLine], tracebacks: list[Traceback], stages: StageTracker
+    kept: list[BareLine], tracebacks: list[Traceback], stages: StageTracker, stop: Interruption | None = None
 ) -> list[BareLine]:
     """Bare failure lines, and tracebacks cut before their exception line, after which the job did
-    not go on (no later step line, progress bar, completion marker, or a stage it had not reached)
-    and that did not come after the run completed."""
+    not go on (no later step line, progress bar, work, completion marker, or a stage it had not
+    reached) and that did not come after the run completed or after it was stopped from outside."""
     cut = [
         BareLine(cut_line(tb), "cut-traceback", None, "", None, tb.context, traceback=tb)
         for tb in tracebacks
@@ -322,6 +448,7 @@ def live_bare_lines(
             b.seq, ignore=WENT_ON_IGNORED, completion=not (b.kind == "phrase" and stages.is_step_line(b.seq))
         )
         and not stages.completed_before(b.seq)
+        and (stop is None or b.seq < stop.seq)
     ]
     return repeated_to_the_end(kept, live, stages) + live
 

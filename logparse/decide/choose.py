@@ -2,7 +2,7 @@
 the others.
 
 1. Candidates: causes and unrecognised exceptions (their category named by the fallback rules); one
-   after which training went on is dropped.
+   the run's story sets aside (survived, recurring, teardown, after a stop from outside) is dropped.
 2. A candidate explained by another, and not clearly earlier than it, is an echo.
 3. Among the rest: the most specific priority band first, then the earliest, then priority.
 4. With no cause at all: wrappers whose category is known (from the catalog, or from the class and
@@ -16,32 +16,40 @@ import functools
 from logparse.decide.candidates import (
     BARE_PRIORITY,
     KIND_RANK,
+    Aside,
     Choice,
     EchoIndex,
     candidates_of,
     category_explains,
+    caught_by_job,
+    caught_intro,
     chrono_cmp,
     classify_choice,
+    is_teardown,
 )
+from logparse.decide.ending import Interruption
 from logparse.observe.bare_lines import BareLine
 from logparse.observe.hits import FindingCollector, FindingGroup
+from logparse.observe.progress import StageTracker
 from logparse.observe.tracebacks import Traceback
 from patterns import Catalog, Role
-from patterns.inference import inference_rules
+from patterns.inference import InferenceRules, inference_rules
 
 
 def choose(
     collector: FindingCollector,
     groups: list[FindingGroup],
     tracebacks: list[Traceback],
-    last_step: tuple[int, int] | None = None,
+    progress: StageTracker,
     bare_lines: list[BareLine] | tuple = (),
     catalog: Catalog | None = None,
+    stop: Interruption | None = None,
 ) -> tuple[Choice | None, list[Choice]]:
     """The verdict and every candidate considered, best first.
 
     1. Candidates: causes and unrecognised exceptions (their category named by the fallback rules);
-       one after which training went on is dropped.
+       one the run's story sets aside (survived, recurring, teardown after completion, after the job
+       was stopped from outside: logparse.decide.candidates) is dropped.
     2. A candidate explained by another (the catalog's `explains`; for an unrecognised exception,
        inference.yaml and what the catalog's entries of its fallback category explain), and not
        clearly earlier than it, is an echo.
@@ -51,7 +59,8 @@ def choose(
     """
     rules = inference_rules()
     tol = rules.chronology_tolerance_s
-    cands = candidates_of(collector, groups, tracebacks, last_step)
+    cands = candidates_of(collector, groups, tracebacks, progress, stop)
+    bare_lines = _without_caught_intros(bare_lines, tracebacks, groups, rules)
     # a bare line with a failure phrase (a Ray OOM kill, a segfault, a NaN loss) competes with the
     # unrecognised exceptions: what it names often explains them (a driver's ActorDiedError)
     phrased = [
@@ -64,9 +73,12 @@ def choose(
     reported = _reported_earlier(phrased, groups, rules.chronology_tolerance_s)
     cands += [c for c in phrased if id(c) not in reported]
     bare_lines = [b for b in bare_lines if b.kind != "phrase"]
-    live = [c for c in cands if c.survived_to is None]
-    for c in live:
-        classify_choice(c, catalog)
+    for c in cands:
+        if c.aside is None:
+            classify_choice(c, catalog)
+            if is_teardown(c, progress, rules.teardown_categories):
+                c.aside = Aside("teardown", "printed after the run completed: its teardown")
+    live = _caught_set_aside([c for c in cands if c.aside is None], groups, rules)
     echoes = EchoIndex(live, rules, category_explains(catalog) if catalog is not None else None)
     for i, c in enumerate(live):
         c.explained_by = echoes.explained_by(i)
@@ -84,7 +96,7 @@ def choose(
     roots.sort(key=functools.cmp_to_key(order))
     if roots:
         rooted = {id(c) for c in roots}  # (identity: `in` compares the dataclasses field by field)
-        rest = [c for c in live if id(c) not in rooted] + [c for c in cands if c.survived_to is not None]
+        rest = [c for c in live if id(c) not in rooted] + [c for c in cands if c.aside is not None]
         return roots[0], roots + rest
 
     def in_first_observed(c: Choice) -> bool:
@@ -94,11 +106,17 @@ def choose(
         f = tb.torchrun_failure_at(c.hit.seq) if tb is not None else None
         return f is not None and f.section == "root"
 
-    survivors = [c for c in cands if c.survived_to is not None]
+    survivors = [c for c in cands if c.aside is not None]
+
+    def ended(g: FindingGroup) -> bool:
+        """A wrapper or symptom printed after the job was stopped from outside or after it completed:
+        how it ended, or its teardown."""
+        return (stop is not None and g.first.seq >= stop.seq) or progress.completed_before(g.first.seq)
+
     wrappers = [
         Choice("wrapper", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
         for g in groups
-        if g.entry.role == Role.WRAPPER
+        if g.entry.role == Role.WRAPPER and not ended(g)
     ]
     for w in wrappers:
         classify_choice(w, catalog)
@@ -110,7 +128,7 @@ def choose(
     symptoms = [
         Choice("symptom", g.entry.priority, g.first.seq, g.first.time, hit=g.first, group=g)
         for g in groups
-        if g.entry.role == Role.SYMPTOM
+        if g.entry.role == Role.SYMPTOM and not ended(g)
     ]
     symptoms.sort(key=lambda c: (-c.priority, c.seq))
     pool = (
@@ -122,6 +140,47 @@ def choose(
     if pool:
         return pool[0], pool + survivors
     return None, survivors
+
+
+def _caught_set_aside(live: list[Choice], groups: list[FindingGroup], rules: InferenceRules) -> list[Choice]:
+    """Exceptions the job caught and logged (candidates.caught_by_job) did not end their process: with a
+    failure that did, they are set aside; alone, they are the failure only when the job died after them
+    (a wrapper: a launcher's or Ray's report of a death), else the run survived them."""
+    caught = [c for c in live if caught_by_job(c, rules)]
+    if not caught:
+        return live
+    rest = [c for c in live if all(c is not k for k in caught)]
+    if not rest and _died_after(max(c.seq for c in caught), groups):
+        return live
+    for c in caught:
+        c.aside = Aside("caught", "the job caught and logged it, and went on: it did not end its process")
+    return rest
+
+
+def _died_after(seq: int, groups: list[FindingGroup]) -> bool:
+    """Did a launcher or Ray report a death (a wrapper) after record `seq`?"""
+    return any(g.entry.role == Role.WRAPPER and g.first.seq > seq for g in groups)
+
+
+def _without_caught_intros(
+    bare_lines: list[BareLine] | tuple,
+    tracebacks: list[Traceback],
+    groups: list[FindingGroup],
+    rules: InferenceRules,
+) -> list[BareLine]:
+    """The bare lines without those that only tell of an exception the job caught and logged (the
+    `logger.exception` message before its traceback, a traceback cut before its end), unless the job
+    died after them."""
+    intros = {at for tb in tracebacks if (at := caught_intro(tb, rules)) is not None}
+    out = []
+    for b in bare_lines:
+        line = b.record.line
+        caught = (line.source, line.number) in intros or (
+            b.traceback is not None and caught_intro(b.traceback, rules) is not None
+        )
+        if not caught or _died_after(b.seq, groups):
+            out.append(b)
+    return out
 
 
 def _reported_earlier(phrased: list[Choice], groups: list[FindingGroup], tol: float) -> set[int]:
@@ -165,7 +224,7 @@ def confidence_for(choice: Choice, choices: list[Choice], dead_worker_known: boo
         for c in choices
         if c is not choice
         and c.explained_by is None
-        and c.survived_to is None
+        and c.aside is None
         and c.kind in ("cause", "unknown")
         and rules.band(c.priority) == rules.band(choice.priority)
     )
@@ -204,8 +263,8 @@ def describe(choice: Choice) -> str:
 
 def why_lost(winner: Choice, other: Choice) -> str:
     rules = inference_rules()
-    if other.survived_to is not None:
-        return f"training went on to step {other.survived_to} after it"
+    if other.aside is not None:
+        return other.aside.why
     if other.explained_by is not None:
         return f"an echo: explained by {describe(other.explained_by)}"
     if other.kind in ("wrapper", "symptom") and winner.kind in ("cause", "unknown"):

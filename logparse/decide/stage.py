@@ -76,6 +76,7 @@ class StageSource(str, Enum):
     PROGRESS = "progress"
     MARKER = "marker"
     CATEGORY = "category"
+    STALL = "stall"  # a hang that is a failure: the stage of its wait (decide.verdict.wait_failure)
 
 
 @dataclass(frozen=True)

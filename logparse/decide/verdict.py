@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from logparse import model
-from logparse.decide.candidates import Choice, classify_choice, live_bare_lines
+from logparse.decide.candidates import Aside, Choice, classify_choice, live_bare_lines, recurrence_key
 from logparse.decide.choose import choose, confidence_for, describe, explanation, why_lost
+from logparse.decide.ending import Interruption, interruption, stopped_sentence
 from logparse.decide.locate import locate
 from logparse.decide.remedy import remedy
 from logparse.decide.stage import (
     StageEvidence,
+    StageSource,
     messages_of,
     stage_of,
     stage_reached,
@@ -33,6 +35,7 @@ from logparse.model import (
     Candidate,
     Evidence,
     FindingView,
+    Fix,
     InputInfo,
     Report,
     RootCause,
@@ -66,6 +69,7 @@ class Observations:
 
 MAX_EVIDENCE = 60
 CONTEXT_LINES = 5
+MAX_SURVIVED_TITLE = 300  # characters of a survived exception's type and message in its row
 MAX_CHARTED_EXPLANATION = 8
 
 
@@ -120,10 +124,20 @@ def traceback_view(tb: Traceback | None) -> TracebackView | None:
 
 
 def finding_view(
-    group: FindingGroup, category: str | None = None, explained_by: str | None = None
+    group: FindingGroup,
+    category: str | None = None,
+    explained_by: str | None = None,
+    set_aside: Aside | None = None,
+    progress: StageTracker | None = None,
 ) -> FindingView:
+    """A group of hits as a report shows it; `progress`: the steps they came in are shown."""
+    last = group.last if group.last is not None else group.first
     return FindingView(
         explained_by=explained_by,
+        set_aside=set_aside.why if set_aside is not None else None,
+        set_aside_kind=set_aside.kind if set_aside is not None else None,
+        first_step=step_failed_in(progress, group.first.seq) if progress is not None else None,
+        last_step=step_failed_in(progress, last.seq) if progress is not None else None,
         id=group.entry.id,
         category=category or group.first.category,
         title=group.entry.title,
@@ -325,22 +339,27 @@ class Verdict:
     findings: tuple[FindingView, ...]
     notes: tuple[str, ...] = ()
     root_seq: int | None = None  # position of the root-cause line in the scan
+    stopped: Interruption | None = None  # the job was stopped from outside (decide.ending)
 
 
 def infer(obs: Observations, catalog: Catalog, extra_explanation: tuple[str, ...] = ()) -> Verdict:
-    """The verdict of one attempt: the root cause (or none), the symptoms and every finding."""
+    """The verdict of one attempt: the root cause (or none), the symptoms (the failures the run survived
+    among them) and every finding."""
     collector, tracebacks = obs.collector, list(obs.tracebacks)
     groups = merge_similar(sorted(collector.groups.values(), key=lambda g: g.first.seq))
     findings = tuple(finding_view(g) for g in groups)
-    bare = live_bare_lines(list(obs.bare_lines), tracebacks, obs.progress)
-    choice, choices = choose(collector, groups, tracebacks, obs.progress.last_step, bare, catalog)
-    notes = tuple(
-        f"{describe(c)} was not taken as the cause: training went on to step {c.survived_to} after it"
-        for c in choices
-        if c.survived_to is not None
-    )
+    stop = interruption(obs.stall, tracebacks)
+    bare = live_bare_lines(list(obs.bare_lines), tracebacks, obs.progress, stop)
+    choice, choices = choose(collector, groups, tracebacks, obs.progress, bare, catalog, stop)
+    aside = {c.group.entry.id: c.aside for c in choices if c.group is not None and c.aside is not None}
+    survived = tuple(survived_views(choices, obs.progress))
     if choice is None:
-        return Verdict(None, (), findings, notes)
+        symptoms = [
+            finding_view(g, set_aside=aside.get(g.entry.id), progress=obs.progress)
+            for g in merge_by_entry([g for g in groups if g.entry.role != Role.CONTEXT])
+            if g.entry.id in aside
+        ]
+        return Verdict(None, (*symptoms, *survived), findings, stopped=stop)
     root = root_cause_of(choice, choices, groups, catalog, obs, extra_explanation)
     explained_by = {
         c.group.entry.id: describe(c.explained_by)
@@ -351,8 +370,41 @@ def infer(obs: Observations, catalog: Catalog, extra_explanation: tuple[str, ...
     symptoms = []
     for g in merge_by_entry([g for g in groups if g is not choice.group and g.entry.role != Role.CONTEXT]):
         cause = echo_of if g.entry.role in (Role.SYMPTOM, Role.WRAPPER) else explained_by.get(g.entry.id)
-        symptoms.append(finding_view(g, explained_by=cause))
-    return Verdict(root, tuple(symptoms), findings, notes, choice.record.seq)
+        symptoms.append(
+            finding_view(g, explained_by=cause, set_aside=aside.get(g.entry.id), progress=obs.progress)
+        )
+    return Verdict(root, (*symptoms, *survived), findings, (), choice.record.seq, stop)
+
+
+def survived_views(choices: list[Choice], progress: StageTracker) -> list[FindingView]:
+    """The exceptions no entry names that the run's story set aside, one row per error (its type,
+    message and raising frame: candidates.recurrence_key), with how often and in which steps."""
+    rows: dict[tuple, list[Choice]] = {}
+    for c in choices:
+        if c.kind == "unknown" and c.aside is not None and c.traceback is not None:
+            rows.setdefault(recurrence_key(c.traceback), []).append(c)
+    out = []
+    for members in rows.values():
+        first, last = members[0], members[-1]
+        exc = first.traceback.final
+        origins = [m.record.origin for m in members]
+        out.append(
+            FindingView(
+                id="unknown",
+                category=first.category,
+                title=f"{exc.type}: {exc.message}"[:MAX_SURVIVED_TITLE] if exc.message else exc.type,
+                role="cause",
+                count=len(members),
+                ranks=tuple(sorted({o.rank for o in origins if o.rank is not None})),
+                nodes=tuple(sorted({o.node for o in origins if o.node})),
+                first=evidence_of(first.record),
+                set_aside=last.aside.why,
+                set_aside_kind=last.aside.kind,
+                first_step=step_failed_in(progress, first.seq),
+                last_step=step_failed_in(progress, last.seq),
+            )
+        )
+    return out
 
 
 def merge_by_entry(groups: list[FindingGroup]) -> list[FindingGroup]:
@@ -395,13 +447,20 @@ def build_report(
     stall = judge_stall(obs.stall, obs.progress, obs.tracebacks, root, verdict.root_seq, obs.environment)
     notes = [*input_notes, *verdict.notes, *scan_notes]
     if stall is not None:
-        notes[:0] = stall_notes(stall, root)
-        root = None  # (what the stall decided: the failure, if any, was how the hung job ended)
+        failure = wait_failure(stall, root)
+        if failure is not None:
+            root, stall = failure, None  # the wait it hung in is the failure (resources no node has)
+        else:
+            notes[:0] = stall_notes(stall, root)
+            root = None  # (the failure, if any, was how the hung job ended)
     failed = root is not None
     reached = stage_reached(obs.progress, root.stage if root else None)
+    stopped = verdict.stopped if not failed and stall is None else None
     progress = obs.progress.snapshot(
-        failed, verdict.root_seq if failed else None, reached, say_stopped=stall is None
+        failed, verdict.root_seq if failed else None, reached, say_stopped=stall is None and stopped is None
     )
+    if stopped is not None and not progress.completed:
+        notes.insert(0, stopped_sentence(stopped, progress))
     status = model.STATUS_FAILED if failed else model.STATUS_STALLED if stall else model.STATUS_HEALTHY
     if not failed and inputs and not any(i.lines for i in inputs):
         # an empty file or pipe is not a healthy job: there was nothing to judge (and no "stopped
@@ -423,6 +482,43 @@ def build_report(
         attempts=tuple(attempts),
         complete=complete,
         stall=stall,
+    )
+
+
+def wait_failure(stall: model.Stall, named: RootCause | None) -> RootCause | None:
+    """The failure a hang is when its cause says it is one (patterns/stalls.yaml `causes` with a
+    `category`: a wait for resources no node has is ray-error, whether the job then hung, was killed or
+    timed out); None when the hang is a stall. `named`: the failure chosen from the log's lines, which
+    stays the root cause when the catalog names the same wait (Ray's pending-request warning)."""
+    cause = stall.cause
+    if cause is None or cause.category is None:
+        return None
+    if named is not None and named.category == cause.category:
+        return named
+    first = stall.evidence[0] if stall.evidence else None
+    return RootCause(
+        id=cause.id,
+        category=cause.category,
+        title=cause.title[:1].upper() + cause.title[1:],
+        summary=cause.summary,
+        message=stall.odd_one_out or (first.text if first else cause.title),
+        evidence=stall.evidence,
+        rank=None,
+        local_rank=None,
+        pid=None,
+        actor=None,
+        node=None,
+        stage=cause.stage or stall.stage,
+        stage_source=StageSource.STALL.value,
+        confidence=0.6,
+        remediation=Fix(cause.title, cause.summary, cause.fix, (), cause.cited),
+        error_line=first,
+        explanation=(
+            *stall.reasons,
+            f"The job waited ({cause.title}) and never went on: a wait for resources that never come is "
+            f"the failure ({cause.category}), and whatever ended the job after it is its echo.",
+        ),
+        basis=Basis("stall", cause.id, f"the wait the job hung in ({cause.id} of patterns/stalls.yaml)"),
     )
 
 
