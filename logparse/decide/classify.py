@@ -27,8 +27,9 @@ from logparse.observe.evidence import (
 from logparse.observe.hits import mask
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import Line, strip_ansi
-from patterns import Catalog, Role
+from patterns import Catalog, Entry, Role
 from patterns.fallback import FallbackRules, fallback_rules
+from patterns.schema import REGEX_TIMEOUT_S
 
 MAX_COMPARE_CHARS = 400  # characters of a message compared with the examples
 
@@ -199,6 +200,8 @@ class Nearest:
 class _ExampleIndex:
     texts: list[str] = field(default_factory=list)
     owners: list[tuple[str, str]] = field(default_factory=list)  # (entry id, category)
+    # entry id -> the entry, for those that need their failure's frames (`frames`)
+    framed: dict[str, Entry] = field(default_factory=dict)
 
 
 _INDEXES: dict[int, tuple[weakref.ref, _ExampleIndex]] = {}  # id(catalog) -> (the catalog, its index)
@@ -218,6 +221,8 @@ def _index(catalog: Catalog) -> _ExampleIndex:
     for entry in catalog.entries:
         if entry.role != Role.CAUSE or entry.category == "unknown":
             continue
+        if entry.frames:
+            index.framed[entry.id] = entry
         for ex in entry.examples.match:
             text = _example_message(ex.line, ex.block, normalizer)
             if text:
@@ -227,6 +232,16 @@ def _index(catalog: Catalog) -> _ExampleIndex:
         _INDEXES.clear()
     _INDEXES[id(catalog)] = (weakref.ref(catalog), index)
     return index
+
+
+def _raised_elsewhere(evidence: FailureEvidence, index: _ExampleIndex) -> set[str]:
+    """The entries that name a failure by where it was raised (`frames`: inside the reward function)
+    whose frames the failure's own frames do not show: its message is like theirs, but it was raised
+    elsewhere. (A failure without frames cannot say, so none is ruled out.)"""
+    if not evidence.frames or not index.framed:
+        return set()
+    texts = [f"{file}:0 in {function}: {code or ''}" for file, function, code in evidence.frames]
+    return {i for i, entry in index.framed.items() if not entry.frames_match(texts, REGEX_TIMEOUT_S)}
 
 
 def _example_message(text: str, block: bool, normalizer: Normalizer) -> str:
@@ -263,8 +278,11 @@ def nearest_entries(
     scorer = getattr(fuzz, cfg.scorer)
     scored = fuzz_process.extract(query, index.texts, scorer=scorer, processor=None, limit=max(24, limit * 8))
     best: dict[str, Nearest] = {}
+    elsewhere = _raised_elsewhere(evidence, index) if not isinstance(evidence, str) else set()
     for _, score, i in scored:
         entry_id, category = index.owners[i]
+        if entry_id in elsewhere:
+            continue
         if entry_id not in best or score > best[entry_id].score:
             best[entry_id] = Nearest(entry_id, category, float(score))
     ranked = sorted(best.values(), key=lambda n: (-n.score, n.entry_id))[:limit]
