@@ -27,7 +27,7 @@ from patterns.validation import (
     _suggest,
     regex_risk,
 )
-from patterns.vocabulary import STAGES, vocabulary_key
+from patterns.vocabulary import CATEGORIES, STAGES, vocabulary_key
 
 STAGES_FILE = "stages.yaml"
 STAGES_LABEL = "patterns/stages.yaml"
@@ -52,6 +52,7 @@ TOP_FIELDS = (
     "message_tasks",
     "actor_stages",
     "category_stages",
+    "setup_categories",
 )
 
 
@@ -441,6 +442,17 @@ def frame_rules() -> tuple[FrameRule, ...]:
         _frame_rule(raw, "frame_stages", i, ("weak", "before_loop", "refine", "defer"))
         for i, raw in enumerate(rules)
     )
+
+
+@functools.lru_cache(maxsize=1)
+def setup_categories() -> dict[str, str]:
+    """stages.yaml `setup_categories`: categories whose failure, before the training loop, is that of the
+    job's distributed set-up itself (category -> its stage)."""
+    table = {str(k): str(v) for k, v in (_builtin_data().get("setup_categories") or {}).items()}
+    bad = {k: v for k, v in table.items() if v not in STAGES or k not in CATEGORIES}
+    if bad:
+        raise ValueError(f"patterns/stages.yaml: setup_categories: unknown category or stage {bad}")
+    return table
 
 
 @functools.lru_cache(maxsize=1)

@@ -69,9 +69,17 @@ def unwrap_type(exc_type: str | None) -> str | None:
 
 
 def messages_of(evidence: FailureEvidence) -> list[tuple[str | None, str]]:
-    return [(unwrap_type(evidence.exc_type), evidence.message)] + [
-        (unwrap_type(t), m) for t, m in evidence.chain
+    return [(unwrap_type(evidence.exc_type), _own_message(evidence.exc_type, evidence.message))] + [
+        (unwrap_type(t), _own_message(t, m)) for t, m in evidence.chain
     ]
+
+
+def _own_message(exc_type: str | None, message: str) -> str:
+    """The message of the exception a wrapper carries: not the wrapper's own header (`RayTaskError(X):
+    ray::Task.method() (pid=..., ip=...)` names where it ran, not what X said)."""
+    if unwrap_type(exc_type) != exc_type and message.lstrip().startswith("ray::"):
+        return ""
+    return message
 
 
 def phrase_text(exc_type: str | None, message: str) -> str:

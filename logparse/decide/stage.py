@@ -9,6 +9,8 @@ names, frame rules, the tasks named in messages, actor and category stages).
 In order of trust:
 
 1. ray-task: the Ray task of the failure's own traceback (`ray::WorkerDict.actor_rollout_update_actor()`);
+1b. setup: before the training loop, a failure of the distributed set-up itself (its category:
+   setup_categories), whichever init step ran into it;
 2. frames: the frames of its own traceback (frame_stages; a backward, a loss or an optimizer step is
    the update of the role its frames show, else `training`; an init frame such as a dataset's
    `__getitem__` counts only before the training loop began);
@@ -50,6 +52,7 @@ from patterns.stages import (
     loop_roles,
     message_stages,
     message_task_patterns,
+    setup_categories,
     task_stages,
 )
 from patterns.vocabulary import STAGES
@@ -66,6 +69,7 @@ class StageSource(str, Enum):
     """Where a failure's stage came from (the report's `stage_source`)."""
 
     RAY_TASK = "ray-task"
+    SETUP = "setup"
     FRAMES = "frames"
     MESSAGE = "message"
     ENTRY = "entry"
@@ -108,6 +112,16 @@ def from_ray_task(ev: StageEvidence) -> str | None:
 
 def _in_loop(ev: StageEvidence) -> bool:
     return ev.progress.loop_began_before(ev.seq)
+
+
+def from_setup_category(ev: StageEvidence) -> str | None:
+    """Before the training loop, a failure of the distributed set-up itself (an NCCL communicator, the
+    rendezvous, Ray's resources and actors: patterns/stages.yaml `setup_categories`) is at that stage,
+    whichever init step ran the first collective or created the first actor (a dataset's barrier, a
+    trainer's init_workers)."""
+    if _in_loop(ev):
+        return None
+    return setup_categories().get(ev.category)
 
 
 def from_frames(ev: StageEvidence) -> str | None:
@@ -203,6 +217,7 @@ def from_category(ev: StageEvidence) -> str | None:
 # The chain, most trusted first (the module docstring says why each is where it is).
 STAGE_CHAIN: tuple[tuple[StageSource, Callable[[StageEvidence], str | None]], ...] = (
     (StageSource.RAY_TASK, from_ray_task),
+    (StageSource.SETUP, from_setup_category),
     (StageSource.FRAMES, from_frames),
     (StageSource.MESSAGE, from_message),
     (StageSource.ENTRY, from_entry),
@@ -224,6 +239,13 @@ def stage_of(ev: StageEvidence) -> tuple[str | None, StageSource | None]:
         if stage:
             return stage, source
     return None, None
+
+
+def stage_of_wait(cause_stage: str | None, last_stage: str | None) -> tuple[str | None, StageSource | None]:
+    """The stage of a hang that is a failure (a wait for resources no node has): the stage its cause
+    says such a wait is in (patterns/stalls.yaml `causes`), else the last stage the log showed."""
+    stage = cause_stage or last_stage
+    return stage, (StageSource.STALL if stage else None)
 
 
 def stage_reached(progress: StageTracker, failure_stage: str | None) -> str | None:

@@ -17,13 +17,14 @@ from logparse import model
 from logparse.decide.candidates import Aside, Choice, classify_choice, live_bare_lines, recurrence_key
 from logparse.decide.choose import choose, confidence_for, describe, explanation, why_lost
 from logparse.decide.ending import Interruption, interruption, stopped_sentence
-from logparse.decide.locate import locate
+from logparse.decide.locate import Place, locate
 from logparse.decide.remedy import remedy
 from logparse.decide.stage import (
     StageEvidence,
     StageSource,
     messages_of,
     stage_of,
+    stage_of_wait,
     stage_reached,
     step_failed_in,
     task_called_after,
@@ -278,20 +279,16 @@ def root_cause_of(
     )
     death = deaths.get(place.pid) if place.pid is not None else None
     dead = () if death is None else (death_sentence(death, task_called_after(obs.tracebacks, rec.seq)),)
-    return RootCause(
+    return assemble_root(
+        place,
+        stage,
+        source,
         id=failure.id,
         category=choice.category,
         title=failure.title,
         summary=failure.summary,
         message=rec.message,
         evidence=build_evidence(rec, tb, failure.context, failure.after),
-        rank=place.rank,
-        local_rank=place.local_rank,
-        pid=place.pid,
-        actor=place.actor,
-        node=place.node,
-        stage=stage,
-        stage_source=source.value if source else None,
         step=step_failed_in(obs.progress, rec.seq),
         confidence=confidence_for(choice, choices, dead_worker_known=bool(dead) and death.node is not None),
         remediation=remedy(choice, obs.environment),
@@ -304,6 +301,21 @@ def root_cause_of(
         ),
         similar=similar_entries(catalog, failure.similar),
         basis=basis_of(choice),
+    )
+
+
+def assemble_root(place: Place, stage: str | None, source: StageSource | None, **what) -> RootCause:
+    """The one place a RootCause is built: where from decide/locate's Place, the stage from decide/stage
+    (and the source that named it), the rest (`what`) from the failure."""
+    return RootCause(
+        rank=place.rank,
+        local_rank=place.local_rank,
+        pid=place.pid,
+        actor=place.actor,
+        node=place.node,
+        stage=stage,
+        stage_source=source.value if source else None,
+        **what,
     )
 
 
@@ -496,20 +508,17 @@ def wait_failure(stall: model.Stall, named: RootCause | None) -> RootCause | Non
     if named is not None and named.category == cause.category:
         return named
     first = stall.evidence[0] if stall.evidence else None
-    return RootCause(
+    stage, source = stage_of_wait(cause.stage, stall.stage)
+    return assemble_root(
+        Place(),  # (a hang's stacks name who waited, not one failing process: the odd one out says it)
+        stage,
+        source,
         id=cause.id,
         category=cause.category,
         title=cause.title[:1].upper() + cause.title[1:],
         summary=cause.summary,
         message=stall.odd_one_out or (first.text if first else cause.title),
         evidence=stall.evidence,
-        rank=None,
-        local_rank=None,
-        pid=None,
-        actor=None,
-        node=None,
-        stage=cause.stage or stall.stage,
-        stage_source=StageSource.STALL.value,
         confidence=0.6,
         remediation=Fix(cause.title, cause.summary, cause.fix, (), cause.cited),
         error_line=first,

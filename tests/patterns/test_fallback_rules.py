@@ -164,6 +164,7 @@ def test_wrapper_type_map_reads_the_type_rules() -> None:
     assert rules.type_category("ray.exceptions.OutOfMemoryError") == "host-oom"
     assert rules.type_category("GetTimeoutError") == "timeout"
     assert rules.type_category("RendezvousTimeoutError") == "rendezvous-failure"
-    assert rules.type_category("AssertionError") == "config-error"  # weak, still a hint for a wrapper
+    # (AssertionError's rule needs a message: a bare assert says no category; the type alone is no hint)
+    assert rules.type_category("AssertionError") is None
     for says_nothing in ("RuntimeError", "ValueError", "Exception", "KeyError", "TypeError"):
         assert rules.type_category(says_nothing) is None, says_nothing

@@ -43,7 +43,9 @@ def test_a_strong_type_beats_the_frames() -> None:
 def test_frames_beat_a_weak_type() -> None:
     ev = FailureEvidence("AssertionError", "", frames((USER, "main"), (VLLM, "step")))
     assert decided(ev) == ("vllm-error", "frame")
-    assert decided(FailureEvidence("AssertionError", "")) == ("config-error", "weak-type")
+    assert decided(FailureEvidence("AssertionError", "n_gpus must divide 6")) == ("config-error", "weak-type")
+    # a bare assert is an invariant of the code it sits in: it names no category
+    assert decided(FailureEvidence("AssertionError", "")) is None
 
 
 @pytest.mark.parametrize(
