@@ -697,7 +697,10 @@ class StageTracker:
             attempts=len(starts),
         )
         if not progress.completed and not failed:
-            progress = replace(progress, note=stopped_note(progress))
+            served = (
+                0 if self.has_loop else bisect_right(self._activity, end) - bisect_left(self._activity, begin)
+            )
+            progress = replace(progress, note=stopped_note(progress, served))
         return progress
 
     def snapshot(
@@ -718,10 +721,16 @@ class StageTracker:
         )
 
 
-def stopped_note(progress: Progress) -> str:
-    """The sentence for a log that ends with neither an error nor a completion marker."""
+def stopped_note(progress: Progress, served: int = 0) -> str:
+    """The sentence for a log that ends with neither an error nor a completion marker. `served`: the
+    requests a job with no training loop answered (a server: it has no training step to stop at)."""
     if progress.completed:
         return ""
+    if served and progress.last_step is None:
+        return (
+            f"a job with no training loop that answered {served} request(s), stopped with no error: it was "
+            f"still running, or was stopped from outside (time limit, OOM killer, cancel)"
+        )
     if progress.last_step is not None:
         total = f" of {progress.total_steps}" if progress.total_steps else ""
         at = f"stopped at step {progress.last_step}{total}"

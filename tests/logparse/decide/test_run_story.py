@@ -68,6 +68,12 @@ def test_the_stop_note_names_the_signal_the_line_and_the_step() -> None:
     assert report["progress"]["note"] is None  # (not also "still running, or stopped from outside")
 
 
+def test_a_server_that_stopped_says_what_it_served_not_a_training_step() -> None:
+    _, report = scan_json(STORIES / "vllm-server-rejects-requests.log")
+    note = report["progress"]["note"]
+    assert note.startswith("a job with no training loop that answered ") and "training step" not in note
+
+
 def test_a_failure_before_the_stop_is_still_the_failure() -> None:
     """The stop is how the job ended; a failure before it is why."""
     crash = (STORIES / "torchrun-sample-errors-then-crash.log").read_text().splitlines(keepends=True)
