@@ -12,6 +12,7 @@ the others.
 from __future__ import annotations
 
 import functools
+from bisect import bisect_right
 
 from logparse.decide.candidates import (
     BARE_PRIORITY,
@@ -170,14 +171,28 @@ def _without_caught_intros(
 ) -> list[BareLine]:
     """The bare lines without those that only tell of an exception the job caught and logged (the
     `logger.exception` message before its traceback, a traceback cut before its end), unless the job
-    died after them."""
-    intros = {at for tb in tracebacks if (at := caught_intro(tb, rules)) is not None}
+    died after them. Only the traceback that follows a line in its stream can be the one it introduced
+    (a log dense in tracebacks is not read back for each)."""
+    if not bare_lines:
+        return []
+    starts: dict[tuple, list[tuple[int, Traceback]]] = {}
+    for tb in tracebacks:
+        starts.setdefault(tb.stream, []).append((tb.start.seq, tb))
+    for items in starts.values():
+        items.sort(key=lambda item: item[0])
     out = []
     for b in bare_lines:
-        line = b.record.line
-        caught = (line.source, line.number) in intros or (
-            b.traceback is not None and caught_intro(b.traceback, rules) is not None
-        )
+        tb = b.traceback
+        if tb is None:
+            after = starts.get(b.record.stream, [])
+            i = bisect_right(after, b.seq, key=lambda item: item[0])
+            tb = after[i][1] if i < len(after) else None
+            caught = tb is not None and caught_intro(tb, rules) == (
+                b.record.line.source,
+                b.record.line.number,
+            )
+        else:
+            caught = caught_intro(tb, rules) is not None
         if not caught or _died_after(b.seq, groups):
             out.append(b)
     return out
