@@ -56,6 +56,8 @@ def test_vllm_waiting_for_its_placement_group_explains_its_failed_start() -> Non
     assert rc["id"] == "vllm-placement-group-unschedulable"
     assert "exceeds the total number of available GPUs" in rc["error_line"]["text"]
     assert rc["actor"] == "EngineCore_DP0"
+    # Ray's autoscaler reports the same pending placement group: an echo, not a rival
+    assert candidate(rc, "ray-resources-unschedulable")["reason"].startswith("an echo: explained by vllm-")
 
 
 W = "(WorkerDict pid=7410, ip=10.0.0.8)"
