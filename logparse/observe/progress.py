@@ -221,6 +221,7 @@ class StageTracker:
         # seqs of the lines that show the job still at work without a step (a request answered, an
         # engine generating: patterns/stages.yaml's `activity` markers), in order
         self._activity = array("q")
+        self._rises: tuple[int, int, array] | None = None  # (bars kept, last bar's seq, _bar_rises())
         self._activity_markers = frozenset(i for i, m in enumerate(self.matcher.markers) if m.activity)
         # (step, time) of the latest step lines that carry a timestamp: the run's own step times, and
         # when its last step was (a stall's silence; logparse.decide.stall)
@@ -336,7 +337,8 @@ class StageTracker:
         is_step = list(map(_NOT_NONE, steps))
         step_at = list(itertools.compress(lines, is_step))
         marker_at = list(itertools.compress(lines, map(_NOT_NONE, markers)))
-        if marker_at and self._activity_markers.intersection(markers):
+        kinds_at = set(markers) if marker_at else ()  # (one C-level pass over the run)
+        if marker_at and not self._activity_markers.isdisjoint(kinds_at):
             # (work lines move no stage: their seqs are kept apart, as _on_marker keeps them)
             self._add_activity([seq + j for j in marker_at if markers[j] in self._activity_markers])
             marker_at = [j for j in marker_at if markers[j] not in self._activity_markers]
@@ -345,7 +347,7 @@ class StageTracker:
         last_event = -1  # the last line that recorded a stage
         if not self._completed and (step_at or marker_at):
             known = self.matcher.markers
-            kinds = {known[markers[j]] for j in marker_at}
+            kinds = {known[i] for i in kinds_at if i >= 0 and i not in self._activity_markers}
             self._seen_in_attempt.update(marker.id for marker in kinds)
             stages = {marker.stage for marker in kinds}
             if step_at:
@@ -552,16 +554,23 @@ class StageTracker:
         return any(seq < span.first[2] < until and stage not in ignore for stage, span in self._spans.items())
 
     def _bar_moved(self, seq: int, until: int | None = None) -> bool:
-        """Did the progress bar count more between record `seq` and `until` (None: the end) than it had
-        by `seq`? (A redraw of the same count, flushed late, is no progress.)"""
+        """Did the progress bar count more than the bar before it, after record `seq` and before `until`
+        (None: the end)? (A redraw of the same count, flushed late, is no progress.)"""
+        rises = self._bar_rises()
+        i = bisect_right(rises, seq)
+        return i < len(rises) and (until is None or rises[i] < until)
+
+    def _bar_rises(self) -> array:
+        """The seqs of the kept bars that count more than the kept bar before them (the first counts):
+        made when the decision first asks, not line by line, and again only once more bars came."""
         seqs = self._bars.seqs
-        i = bisect_right(seqs, seq)
-        j = len(seqs) if until is None else bisect_left(seqs, until)
-        if i >= j:
-            return False
-        counts = self._bars.ints[0]
-        before = counts[i - 1] if i > 0 else -1
-        return max(counts[i:j]) > before
+        key = (len(seqs), seqs[-1] if seqs else -1)
+        if self._rises is None or self._rises[:2] != key:
+            counts = self._bars.ints[0]
+            before = [-1, *counts[:-1]] if len(counts) else []
+            rises = array("q", (s for s, n, b in zip(seqs, counts, before, strict=True) if n > b))
+            self._rises = (*key, rises)
+        return self._rises[2]
 
     @property
     def has_loop(self) -> bool:

@@ -349,13 +349,12 @@ class _ListMarks:
             del items[: len(items) // 2]
 
     def went_on_after(self, seq: int) -> bool:
-        """A later step line, or a bar that counts more than the last one before `seq` (a redraw of
-        the same count, flushed late, is no progress)."""
+        """A later step line, or a later bar that counts more than the bar before it (a redraw of the
+        same count, flushed late, is no progress)."""
         if self.steps and self.steps[-1][0] > seq:
             return True
-        before = [b[1] for b in self.bars if b[0] <= seq]
-        after = [b[1] for b in self.bars if b[0] > seq]
-        return bool(after) and max(after) > (before[-1] if before else -1)
+        counts = [-1] + [b[1] for b in self.bars]  # (of the bars kept: the first kept one counts)
+        return any(b[0] > seq and b[1] > counts[i] for i, b in enumerate(self.bars))
 
     def started_before(self, seq: int) -> bool:
         return any(items and items[0][0] < seq for items in (self.steps, self.bars)) or (
