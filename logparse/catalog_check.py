@@ -384,7 +384,9 @@ def check_known_issues(
             count += 1
             root = scanned_root(catalog, ex.line)
             if root is None:
-                failures.append(KnownIssueExampleFailure(issue, "match", ex.line, "gives no root cause in a scan"))
+                failures.append(
+                    KnownIssueExampleFailure(issue, "match", ex.line, "gives no root cause in a scan")
+                )
             elif symptom_matches(issue, texts_of(root)) is None:
                 failures.append(
                     KnownIssueExampleFailure(

@@ -222,17 +222,18 @@ class _IssueBuilder(FieldBuilder):
         workaround = self._sentence("workaround", MAX_TEXT_CHARS)
         quote = self._sentence("source_quote", MAX_QUOTE_CHARS)
         see_also = tuple(
-            u for i, u in enumerate(self.text_list("see_also", raw.get("see_also"), required=False))
+            u
+            for i, u in enumerate(self.text_list("see_also", raw.get("see_also"), required=False))
             if self._url("see_also", u, i) is not None
         )
         examples = self._examples()
-        if symptom is not None and symptom.frames and examples is not None:
-            if not any(x.block for x in examples.match):
-                self.fail(
-                    "examples",
-                    "a symptom with 'frames' needs at least one 'block' match example",
-                    "a block is a traceback: 'block: |' followed by its lines",
-                )
+        frames = symptom is not None and bool(symptom.frames)
+        if frames and examples is not None and not any(x.block for x in examples.match):
+            self.fail(
+                "examples",
+                "a symptom with 'frames' needs at least one 'block' match example",
+                "a block is a traceback: 'block: |' followed by its lines",
+            )
         if not self.ok:
             return None
         return KnownIssue(
@@ -278,7 +279,9 @@ class _IssueBuilder(FieldBuilder):
         out = []
         for i, p in enumerate(value):
             if len(p) > MAX_PATTERN_LENGTH:
-                self.fail("symptom", f"symptom.{key} #{i + 1} is {len(p)} characters (limit {MAX_PATTERN_LENGTH})")
+                self.fail(
+                    "symptom", f"symptom.{key} #{i + 1} is {len(p)} characters (limit {MAX_PATTERN_LENGTH})"
+                )
                 continue
             compiled = self.regex("symptom", f"symptom.{key} #{i + 1}", p, self.item_line(key, value, i))
             if compiled is not None:
@@ -356,7 +359,7 @@ class _IssueBuilder(FieldBuilder):
             self.fail(
                 "fixed_in",
                 "'fixed_in' must be a mapping with 'text' (and optional 'versions', 'pr')",
-                f"where the thread gives no fix, say so in text: 'not stated in the thread'",
+                "where the thread gives no fix, say so in text: 'not stated in the thread'",
             )
             return None
         for key in value:
@@ -364,7 +367,10 @@ class _IssueBuilder(FieldBuilder):
                 self.fail("fixed_in", f"unknown fixed_in field '{key}'", _suggest(key, FIXED_FIELDS) or "")
         text = value.get("text")
         if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT_CHARS:
-            self.fail("fixed_in", f"fixed_in.text must be one or two sentences (at most {MAX_TEXT_CHARS} characters)")
+            self.fail(
+                "fixed_in",
+                f"fixed_in.text must be one or two sentences (at most {MAX_TEXT_CHARS} characters)",
+            )
             text = ""
         pr = value.get("pr")
         if pr is not None:
@@ -382,7 +388,9 @@ class _IssueBuilder(FieldBuilder):
             try:
                 parsed = parse_version(str(version))
             except ValueError:
-                self.fail("fixed_in", f"fixed_in.versions.{package}: {_short(version)} is not a PEP 440 version")
+                self.fail(
+                    "fixed_in", f"fixed_in.versions.{package}: {_short(version)} is not a PEP 440 version"
+                )
                 continue
             spec = ranges.get(package)
             if spec is not None and parse_specifier(spec).contains(parsed):
@@ -446,7 +454,9 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def _load_source(path: Path, display: str, problems: list[Problem], probe: bool, lazy: bool) -> list[KnownIssue]:
+def _load_source(
+    path: Path, display: str, problems: list[Problem], probe: bool, lazy: bool
+) -> list[KnownIssue]:
     try:
         if not path.exists():
             problems.append(Problem(display, 0, "known-issues path does not exist"))
@@ -463,7 +473,9 @@ def _load_source(path: Path, display: str, problems: list[Problem], probe: bool,
             if issue.id in first:
                 other = first[issue.id]
                 problems.append(
-                    Problem(label, issue.line, f"duplicate id '{issue.id}' (also at {other.source}:{other.line})")
+                    Problem(
+                        label, issue.line, f"duplicate id '{issue.id}' (also at {other.source}:{other.line})"
+                    )
                 )
                 continue
             first[issue.id] = issue
@@ -481,7 +493,9 @@ def _builtin_issues() -> tuple[tuple[KnownIssue, ...], tuple[Problem, ...]]:
     folder = _builtin_dir()
     files = _files(folder)
     parts = [str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() for f in files]
-    parts += source_of("patterns.upstream_issues", "patterns.loader", "patterns.schema", "patterns.validation")
+    parts += source_of(
+        "patterns.upstream_issues", "patterns.loader", "patterns.schema", "patterns.validation"
+    )
 
     def build() -> tuple[tuple[KnownIssue, ...], tuple[Problem, ...]]:
         found: list[Problem] = []

@@ -13,6 +13,7 @@ from logparse.model import Evidence, FindingView, Report, Stall, compact_ranks
 from reports.common import (
     Gap,
     anomaly_text,
+    known_issues_line,
     basis_text,
     env_rows,
     jinja_env,
@@ -475,6 +476,7 @@ def _summary_text(
     symptoms: str,
     anomalies: str,
     redacted: str,
+    known: str = "",
     notes: list[str],
     more_notes: int,
     report_path: str | None,
@@ -521,6 +523,8 @@ def _summary_text(
         ]
         if stage:
             out.append(_field(paint, "progress", stage))
+    if known:
+        out.append(_field(paint, "known", known, SUMMARY_FIELD_LINES))
     if anomalies:
         out.append(_field(paint, "metrics", anomalies))
     if r.attempts:
@@ -621,6 +625,7 @@ def render_summary(
         fix=field(rc.remediation.fix[0]) if rc and rc.remediation.fix else "",
         symptoms=field(_symptoms_line(report)) if report.symptoms else "",
         anomalies=field(anomaly_line),
+        known=field(known_issues_line(report)) if report.known_issues else "",
         redacted=field(redaction_line(report)),
         notes=notes[:SUMMARY_NOTES],
         more_notes=max(

@@ -179,7 +179,9 @@ def reason_of(verdict: Verdict, checks: tuple[VersionCheck, ...]) -> str:
         if c.state == State.UNKNOWN.value:
             wanted = c.affected or (f"before {c.fixed}" if c.fixed else "")
             seen = f" (the log suggests {c.job})" if c.job else " (not shown in the log)"
-            parts.append(f"check {c.package}{seen}" + (f": affected {wanted}" if wanted else "") + f"; `{c.check}`")
+            parts.append(
+                f"check {c.package}{seen}" + (f": affected {wanted}" if wanted else "") + f"; `{c.check}`"
+            )
         elif c.state == State.IN_RANGE.value:
             parts.append(f"your {c.package} {c.job} is in the affected range {c.affected}")
         elif c.state == State.NO_RANGE.value:
