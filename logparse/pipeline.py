@@ -13,7 +13,6 @@ attempt so far is decided on its own and set aside, and the report is the last a
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -516,12 +515,9 @@ def default_known_issues(extra: Sequence[str] = ()) -> KnownIssues:
     """The built-in known issues, the files $VERL_LOGSCAN_KNOWN_ISSUES names, then `extra` (a later
     one replaces an entry of the same id). CatalogError (every problem at once) for a bad file: the
     CLI loads them before any scan, so a scan that gets here has had them checked."""
-    return _known_issues((*known_issue_files_from_env(os.environ.get(ENV_VAR)), *extra))
-
-
-@functools.lru_cache(maxsize=4)
-def _known_issues(files: tuple[str, ...]) -> KnownIssues:
-    return load_known_issues(files)
+    # (the built-in entries are parsed once a process; a team's files are read at each call, so that
+    # an edited file is never answered from a stale copy)
+    return load_known_issues((*known_issue_files_from_env(os.environ.get(ENV_VAR)), *extra))
 
 
 def analyse(
