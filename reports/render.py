@@ -13,10 +13,10 @@ from logparse.model import Evidence, FindingView, Report, Stall, compact_ranks
 from reports.common import (
     Gap,
     anomaly_text,
-    known_issues_line,
     basis_text,
     env_rows,
     jinja_env,
+    known_issues_line,
     redaction_line,
     step_text,
     where,
