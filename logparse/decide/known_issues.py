@@ -13,8 +13,10 @@ logparse/observe/environment.py) against each matching entry's affected ranges a
   which version to check and how (`pip show vllm`);
 * **fixed in your version**: the job runs a version at or past the fix; shown last, as a sign that
   this is probably something else;
-* none: a version the log shows lies outside the stated range (and is not past the fix). Never
-  shown: no entry is a match for a job whose version the thread does not cover.
+* none: a version the log shows lies outside the stated range (and is not past the fix), or the entry
+  is one rollout engine's issue and the job runs the other (its config, or the engine package the
+  root cause's traceback runs through). Never shown: no entry is a match for a job whose version the
+  thread does not cover.
 """
 
 from __future__ import annotations
@@ -109,6 +111,28 @@ def symptom_matches(issue: KnownIssue, root: RootTexts) -> tuple[str, ...] | Non
     return tuple(on)
 
 
+ENGINES = ("vllm", "sglang")  # the rollout engines: a job runs one of them
+
+
+def engine_of(root: RootCause, environment: dict) -> str | None:
+    """The rollout engine the failure happened in: the job's own (its config's rollout name, as the
+    environment has it), else the one engine whose package the root cause's traceback runs through
+    (`.../site-packages/sglang/...`); None when neither tells."""
+    engine = environment.get("rollout_engine")
+    if engine in ENGINES:
+        return engine
+    frames = root.traceback.frames if root.traceback is not None else ()
+    seen = {e for file, _, _ in frames for e in ENGINES if f"/{e}/" in file.replace("\\", "/")}
+    return next(iter(seen)) if len(seen) == 1 else None
+
+
+def applies_to_engine(issue: KnownIssue, engine: str | None) -> bool:
+    """Does an entry that names a rollout engine (vLLM's or SGLang's issue) apply to a job that runs
+    `engine`? An entry naming neither applies to both."""
+    named = set(issue.packages) & set(ENGINES)
+    return engine is None or not named or engine in named
+
+
 def job_version(environment: dict, package: str) -> tuple[str | None, bool]:
     """(the version of `package` the log shows, whether it is exact). An approximate one (`>=2.5
     (log style)`, a verl era `0.4-0.5`) is returned as text, not exact; None when the log shows none."""
@@ -200,8 +224,11 @@ def match_known_issues(
     if root is None or known is None or not known.entries:
         return ()
     texts = texts_of(root)
+    engine = engine_of(root, environment)
     found: list[tuple[int, int, KnownIssueMatch]] = []
     for index, issue in enumerate(known.entries):
+        if not applies_to_engine(issue, engine):
+            continue  # a vLLM issue in a job that rolls out with SGLang (or the other way round)
         on = symptom_matches(issue, texts)
         if on is None:
             continue

@@ -196,3 +196,23 @@ def test_symptom_kinds_must_all_hold() -> None:
     torch_oom = next(k for k in BUILTIN.entries if k.id == "verl-torch-2-6-fsdp-state-dict-oom")
     only_this = KnownIssues((torch_oom,))
     assert match_known_issues(_root("torch.OutOfMemoryError: CUDA out of memory."), {}, only_this) == ()
+
+
+# An illegal memory access raised inside SGLang's scheduler (a verl job rolling out with SGLang): the
+# vLLM entries that name the same catalog entry do not apply.
+SGLANG_IMA = """\
+(WorkerDict pid=7001, ip=10.0.0.2) Traceback (most recent call last):
+(WorkerDict pid=7001, ip=10.0.0.2)   File "/opt/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 1010, in event_loop_normal
+(WorkerDict pid=7001, ip=10.0.0.2)     result = self.run_batch(batch)
+(WorkerDict pid=7001, ip=10.0.0.2) RuntimeError: CUDA error: an illegal memory access was encountered
+"""
+VLLM_IMA = SGLANG_IMA.replace("sglang/srt/managers/scheduler.py", "vllm/worker/model_runner.py")
+
+
+def test_a_vllm_issue_does_not_apply_to_an_sglang_rollout(tmp_path: Path) -> None:
+    report = _report(tmp_path, SGLANG_IMA)
+    assert report.root_cause is not None and report.root_cause.id == "cuda-illegal-memory-access"
+    assert report.known_issues == ()
+    vllm = _report(tmp_path, VLLM_IMA)
+    assert {k.id for k in vllm.known_issues} >= {"verl-vllm-0-6-3-illegal-memory-access"}
+    assert all(k.verdict == "may-match" for k in vllm.known_issues)  # no vLLM version in the log
