@@ -108,3 +108,19 @@ def test_explain_lists_an_entrys_known_issues_and_shows_one() -> None:
     assert "verl-vllm-0-6-3-illegal-memory-access" in text and "vllm <=0.6.3" in text
     one = run_cli(["explain", "vllm-fork-cuda-reinit"]).output
     assert "https://github.com/vllm-project/vllm/issues/9469" in one and "Workaround" in one
+
+
+def test_the_readme_example_passes_catalog_check(tmp_path: Path) -> None:
+    """The entry README shows users to start from is a working one."""
+    import re
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"#### Adding your own known issue.*?```yaml\n(.*?)```", readme, re.S)
+    assert block is not None
+    ours = tmp_path / "readme.yaml"
+    ours.write_text(block.group(1), encoding="utf-8")
+    result = run_cli(["catalog", "check", "--known-issues", str(ours)])
+    assert result.exit_code == 0, result.output
+    assert "known issues: 1 entries, 2 examples" in result.output
