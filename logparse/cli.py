@@ -1105,9 +1105,9 @@ def catalog_check(path: str | None, known_issue_files: tuple[str, ...]) -> None:
         only = {
             e.id for e in catalog.entries if e.source == root or e.source.startswith(root.rstrip("/") + "/")
         }
-    count, failures, summary = (
-        (0, [], "") if path and known_issue_files else check_catalog(catalog, only, builtin=not path)
-    )
+    # PATH: its entries only; --known-issues FILE: its known issues only; neither: everything built in
+    entries = path is not None or not known_issue_files
+    count, failures, summary = check_catalog(catalog, only, builtin=not path) if entries else (0, [], "")
     if not path or known_issue_files:
         mine = {str(Path(f)) for f in known_issue_files}
         only_known = (

@@ -96,6 +96,7 @@ def test_catalog_check_runs_a_team_file(files: tuple[Path, Path]) -> None:
     assert "known issue 'team-reward-server-down': match example" in result.output
 
 
+@pytest.mark.slow  # (the whole built-in catalog's check: seconds)
 def test_catalog_check_runs_the_builtin_known_issues() -> None:
     result = run_cli(["catalog", "check"])
     assert result.exit_code == 0, result.output

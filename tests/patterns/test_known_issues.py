@@ -33,6 +33,7 @@ def test_every_entry_has_its_thread_range_quote_and_examples() -> None:
         assert Path(k.source).stem == k.project, k.id
 
 
+@pytest.mark.slow  # (81 examples, each a scan of its own: seconds)
 def test_catalog_check_runs_every_example() -> None:
     count, failures = check_known_issues(load_builtin_catalog(), BUILTIN)
     assert failures == []
