@@ -6,7 +6,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import regex
+
 from logparse.decide.classify import messages_of, phrase_text
+from logparse.model import RootCause
 from logparse.observe.bare_lines import BareLineDetector
 from logparse.observe.evidence import FailureEvidence, evidence_of_traceback
 from logparse.observe.matcher import Matcher
@@ -16,6 +19,8 @@ from logparse.read.sources import Line, strip_ansi
 from patterns import Catalog, Entry
 from patterns.fallback import FallbackRules, fallback_rules
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
+from patterns.upstream_issues import KnownIssue, KnownIssues
+from patterns.validation import regex_risk
 
 
 @dataclass(frozen=True)
@@ -307,3 +312,102 @@ def check_fallback_examples(rules: FallbackRules | None = None) -> tuple[int, li
                 )
                 failures.append(FallbackExampleFailure("bare_lines", kind, ex.line, reason))
     return count, failures
+
+
+# -- the known upstream issues' own examples (patterns/known_issues, a team's files) -------------------
+@dataclass(frozen=True)
+class KnownIssueExampleFailure:
+    issue: KnownIssue
+    kind: str  # match | no_match | symptom | pattern
+    line: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.issue.source}:{self.issue.line}: known issue '{self.issue.id}': {self.kind} "
+            f"{'example ' if self.kind in ('match', 'no_match') else ''}{self.reason}\n"
+            f"    line: {self.line.splitlines()[-1] if self.line else ''}"
+        )
+
+
+def scanned_root(catalog: Catalog, text: str) -> RootCause | None:
+    """The root cause a scan of `text` (a line or a block, read as a whole log) reports, unredacted."""
+    from logparse.pipeline import Analysis  # the real analysis: prefixes, tracebacks, the verdict
+
+    analysis = Analysis(catalog, known_issues=KnownIssues(()))
+    for i, line in enumerate(text.splitlines(), 1):
+        analysis.feed_line(Line("<example>", i, strip_ansi(line)))
+    return analysis.report().root_cause
+
+
+def _pattern_problems(issue: KnownIssue) -> list[str]:
+    """Why a symptom regex of a built-in entry (compiled lazily, so not checked at load) is refused."""
+    out = []
+    for kind, patterns in (("patterns", issue.symptom.patterns), ("frames", issue.symptom.frames)):
+        for p in patterns:
+            risk = regex_risk(p.pattern)
+            if risk is not None:
+                out.append(f"symptom.{kind} {p.pattern!r} is refused: {risk}")
+                continue
+            try:
+                regex.compile(p.pattern)
+            except regex.error as exc:
+                out.append(f"symptom.{kind} {p.pattern!r} does not compile: {exc}")
+    return out
+
+
+def check_known_issues(
+    catalog: Catalog, known: KnownIssues, only: set[str] | None = None
+) -> tuple[int, list[KnownIssueExampleFailure]]:
+    """(examples run, failures): every entry's symptom names catalog entries that exist; each `match`
+    example, scanned as a log, gives a root cause that its symptom matches; each `no_match` example
+    gives none, or one the symptom does not match."""
+    from logparse.decide.known_issues import symptom_matches, texts_of
+
+    ids = {e.id for e in catalog.entries}
+    failures: list[KnownIssueExampleFailure] = []
+    count = 0
+    for issue in known.entries:
+        if only is not None and issue.id not in only:
+            continue
+        for entry_id in issue.symptom.entries:
+            if entry_id not in ids:
+                hint = _did_you_mean(entry_id, ids)
+                failures.append(
+                    KnownIssueExampleFailure(
+                        issue, "symptom", "", f"names catalog entry '{entry_id}', which does not exist{hint}"
+                    )
+                )
+        for problem in _pattern_problems(issue):
+            failures.append(KnownIssueExampleFailure(issue, "pattern", "", problem))
+        for ex in issue.examples.match:
+            count += 1
+            root = scanned_root(catalog, ex.line)
+            if root is None:
+                failures.append(
+                    KnownIssueExampleFailure(issue, "match", ex.line, "gives no root cause in a scan")
+                )
+            elif symptom_matches(issue, texts_of(root)) is None:
+                failures.append(
+                    KnownIssueExampleFailure(
+                        issue,
+                        "match",
+                        ex.line,
+                        f"gives root cause {root.id} ({root.category}), which the symptom does not match",
+                    )
+                )
+        for ex in issue.examples.no_match:
+            count += 1
+            root = scanned_root(catalog, ex.line)
+            if root is not None and symptom_matches(issue, texts_of(root)) is not None:
+                failures.append(
+                    KnownIssueExampleFailure(issue, "no_match", ex.line, f"matches but must not ({ex.why})")
+                )
+    return count, failures
+
+
+def _did_you_mean(word: str, choices: set[str]) -> str:
+    from rapidfuzz import process
+
+    best = process.extractOne(word, sorted(choices), score_cutoff=60)
+    return f" (did you mean '{best[0]}'?)" if best else ""

@@ -28,13 +28,15 @@ from logparse.outputs import (
     write_atomically,
     write_file_atomically,
 )
-from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig
+from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig, default_known_issues
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import Names, RedactConfig, Redactor
 from logparse.startup import release_signals
 from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
+from patterns.upstream_issues import ENV_VAR as KNOWN_ISSUES_ENV
+from patterns.upstream_issues import KnownIssues
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
 
@@ -122,6 +124,33 @@ def _load(catalog_paths: tuple[str, ...]) -> Catalog:
         for p in exc.problems:
             click.echo(f"  {p}", err=True)
         sys.exit(EXIT_ERROR)
+
+
+def _load_known(files: tuple[str, ...] = ()) -> KnownIssues:
+    """The known upstream issues a report is matched against: the built-in ones, the files
+    $VERL_LOGSCAN_KNOWN_ISSUES names, then `files` (--known-issues). A bad file is exit 2 with every
+    problem listed (file:line, reason, help), before any scan."""
+    try:
+        return default_known_issues(files)
+    except CatalogError as exc:
+        env = os.environ.get(KNOWN_ISSUES_ENV)
+        where = f" (--known-issues{', ' + KNOWN_ISSUES_ENV if env else ''})" if files or env else ""
+        click.echo(f"verl-logscan: known issues error{where} ({len(exc.problems)} problem(s)):", err=True)
+        for p in exc.problems:
+            click.echo(f"  {terminal_text(str(p))}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _known_issues_option(f: Callable) -> Callable:
+    return click.option(
+        "--known-issues",
+        "known_issue_files",
+        multiple=True,
+        type=click.Path(exists=False),
+        metavar="FILE",
+        help="A file (or folder) of your own known issues, matched like the built-in ones; repeatable "
+        f"[{KNOWN_ISSUES_ENV} names more, separated like PATH].",
+    )(f)
 
 
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:
@@ -398,6 +427,7 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True, readable=False))
 @_report_options("report", "Repeatable: -o report.md -o report.html -o report.json.")
 @_catalog_option("Extra catalog file or folder; adds to or overrides built-in entries by id. Repeatable.")
+@_known_issues_option
 @click.option(
     "--color/--no-color",
     default=None,
@@ -471,6 +501,7 @@ def scan(
     disabled: tuple[str, ...],
     workers: int | None,
     stall_after: str | None,
+    known_issue_files: tuple[str, ...],
 ) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
@@ -490,6 +521,7 @@ def scan(
     planned = _plan_scan_outputs(outputs, fmt, tee, follow, paths, metrics_csv)
     stall_s = _stall_after(stall_after, follow or tee or list(paths) in ([], ["-"]))
     catalog = _without(_load(catalogs), disabled)
+    known = _load_known(known_issue_files)
     try:
         files = expand_inputs(list(paths) or ["-"])
         targets = [("--output", o.path) for o in planned if not o.to_stdout] + [
@@ -509,7 +541,7 @@ def scan(
     config = ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names)
     if workers is not None:
         config = dataclasses.replace(config, workers=workers)
-    analysis = Analysis(catalog, config)
+    analysis = Analysis(catalog, config, known)
     live = _Live(files, follow, tee, color)
     live.wire(analysis, redact, stall_s if stall_after is not None else ("auto" if follow else None))
     interrupted = _feed(analysis, files, live)
@@ -805,6 +837,7 @@ def fleet(
     redact = _redact_config(no_redact, redact_hosts)
     target = _plan_fleet_output(paths, fmt, output, engine, address)
     catalog = _load(catalogs)
+    _load_known()  # ($VERL_LOGSCAN_KNOWN_ISSUES: a bad file is exit 2 before any job)
     jobs = list(dict.fromkeys(paths))  # a job given twice is analysed once
     run = iter_fleet(
         jobs,
@@ -1015,6 +1048,7 @@ def diff_command(
     except (InputError, OutputError) as exc:
         _fail(str(exc))
     catalog = _load(catalogs)
+    _load_known()  # ($VERL_LOGSCAN_KNOWN_ISSUES: a bad file is exit 2 before any job)
     try:
         result = diff_runs([good], [bad], catalog, _redact_config(no_redact, redact_hosts), max_lines)
     except InputError as exc:
@@ -1056,18 +1090,40 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 
 @catalog_group.command(name="check", short_help="Validate the catalog and run its examples.")
 @click.argument("path", required=False, type=click.Path())
-def catalog_check(path: str | None) -> None:
-    """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples."""
-    from logparse.catalog_check import check_catalog  # here: a scan needs none of it
+@_known_issues_option
+def catalog_check(path: str | None, known_issue_files: tuple[str, ...]) -> None:
+    """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples; and the
+    known upstream issues (built-in, or the --known-issues files): their schema, version ranges and
+    examples, each scanned as a log and matched as a report matches it."""
+    from logparse.catalog_check import check_catalog, check_known_issues  # here: a scan needs none of it
 
     catalog = _load((path,) if path else ())
+    known = _load_known(known_issue_files)
     only = None
     if path:
         root = str(Path(path))
         only = {
             e.id for e in catalog.entries if e.source == root or e.source.startswith(root.rstrip("/") + "/")
         }
-    count, failures, summary = check_catalog(catalog, only, builtin=not path)
+    # PATH: its entries only; --known-issues FILE: its known issues only; neither: everything built in
+    entries = path is not None or not known_issue_files
+    count, failures, summary = check_catalog(catalog, only, builtin=not path) if entries else (0, [], "")
+    if not path or known_issue_files:
+        mine = {str(Path(f)) for f in known_issue_files}
+        only_known = (
+            {
+                k.id
+                for k in known.entries
+                if any(k.source == m or k.source.startswith(m.rstrip("/") + "/") for m in mine)
+            }
+            if known_issue_files
+            else None
+        )
+        n, known_failures = check_known_issues(catalog, known, only_known)
+        checked = len(only_known) if only_known is not None else len(known.entries)
+        summary = "; ".join(x for x in (summary, f"known issues: {checked} entries, {n} examples") if x)
+        failures = [*failures, *known_failures]
+        count += n
     if failures:
         for f in failures:
             click.echo(str(f), err=True)
@@ -1087,14 +1143,18 @@ def catalog_check(path: str | None) -> None:
     is_flag=True,
     help="Explain the category NAME where an entry has that id too.",
 )
-def explain(entry_id: str, catalogs: tuple[str, ...], as_category: bool) -> None:
+@_known_issues_option
+def explain(
+    entry_id: str, catalogs: tuple[str, ...], as_category: bool, known_issue_files: tuple[str, ...]
+) -> None:
     """Show what a catalog entry (cuda-oom), a root-cause category (host-oom, the word after FAILED
     in a summary) or a fallback rule means and how to fix it (`explain unknown`: what an unknown
     verdict means and how to add an entry)."""
     from logparse.explain import names
 
     catalog = _load(catalogs)
-    text = explain_text(catalog, entry_id, category=as_category)
+    known = _load_known(known_issue_files)
+    text = explain_text(catalog, entry_id, category=as_category, known=known)
     if text is None:
         what = "category" if as_category else "catalog entry, category or rule"
         known = list(CATEGORIES) if as_category else names(catalog)

@@ -11,6 +11,7 @@ from logparse.decide.remedy import UNKNOWN_FIX
 from logparse.model import Report
 from patterns import CATEGORIES, Catalog, Entry
 from patterns.fallback import FrameCategoryRule, MessageMarker, PhraseRule, fallback_rules
+from patterns.upstream_issues import KnownIssue, KnownIssues
 
 UNKNOWN_ID = "unknown"  # the root-cause id of an exception no catalog entry recognises
 RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame", "marker")  # bases that name a rule
@@ -42,15 +43,21 @@ ENTRY_SKELETON = """\
 """
 
 
-def explain_text(catalog: Catalog, entry_id: str, category: bool = False) -> str | None:
-    """The explanation of `entry_id`: an entry of `catalog`, else a root-cause category, a fallback
-    rule, or `unknown` (`category`: the category of that name, even where an entry has it too); None
-    when there is no such thing."""
+def explain_text(
+    catalog: Catalog, entry_id: str, category: bool = False, known: KnownIssues | None = None
+) -> str | None:
+    """The explanation of `entry_id`: an entry of `catalog` (with the known upstream issues whose
+    symptom names it, from `known`), else a known issue, a root-cause category, a fallback rule, or
+    `unknown` (`category`: the category of that name, even where an entry has it too); None when
+    there is no such thing."""
     if category:
         return explain_category(catalog, entry_id) if entry_id in CATEGORIES else None
     entry = catalog.get(entry_id)
+    issue = next((k for k in known.entries if k.id == entry_id), None) if known is not None else None
+    if entry is None and issue is not None:
+        return explain_known_issue(issue)
     if entry is not None:
-        text = explain_entry(entry)
+        text = explain_entry(entry, known.for_entry(entry_id) if known is not None else ())
         if entry_id in CATEGORIES and entry_id != UNKNOWN_ID:  # `cuda-oom` is both
             text += f"\nThe category {entry_id} has more: verl-logscan explain --category {entry_id}\n"
         return text
@@ -106,7 +113,7 @@ def _with_jobs(steps: tuple[str, ...], applies_to: tuple[tuple[str, ...], ...]) 
     return [f"{s} (for {', '.join(j)})" if j else s for s, j in zip(steps, jobs, strict=True)]
 
 
-def explain_entry(entry: Entry) -> str:
+def explain_entry(entry: Entry, issues: tuple[KnownIssue, ...] = ()) -> str:
     r = entry.remediation
     out = [
         f"{entry.id}: {entry.title}",
@@ -121,7 +128,51 @@ def explain_entry(entry: Entry) -> str:
     if r.references:
         out.append("\nReferences")
         out += [f"  {ref}" for ref in r.references]
+    if issues:
+        out.append("\nKnown upstream issues (a report says which your versions match)")
+        for k in issues:
+            out.append(f"  {_plain(k.id)}: {_plain(k.title)}")
+            out.append(f"    {_plain(k.url)}")
+            out.append(f"    affected: {_affected_text(k)}; fixed: {_plain(k.fixed_in.text)}")
+        out.append("  (verl-logscan explain ID shows one in full)")
     out.append(f"\nDefined in {entry.source}:{entry.line}")
+    return "\n".join(out) + "\n"
+
+
+def _plain(text: object) -> str:
+    """Text of a known-issues file on one line and without control characters (a team's file is
+    printed on a terminal as it is)."""
+    return "".join(ch if ch.isprintable() else " " for ch in str(text))
+
+
+def _affected_text(issue: KnownIssue) -> str:
+    stated = [f"{a.package} {a.specifier or 'not stated'}" for a in issue.affected]
+    return ", ".join(stated) or "not stated in the thread"
+
+
+def explain_known_issue(issue: KnownIssue) -> str:
+    """A known upstream issue in full: the thread, the symptom, the versions, the fix, the workaround."""
+    s = issue.symptom
+    symptom = [
+        *(f"catalog entry {e}" for e in s.entries),
+        *(f"message /{p.pattern}/" for p in s.patterns),
+        *(f"frame /{p.pattern}/" for p in s.frames),
+    ]
+    fixed = ", ".join(f"{p} {v}" for p, v in issue.fixed_in.versions)
+    out = [
+        f"{_plain(issue.id)}: known {_plain(issue.project)} issue",
+        f"  {_plain(issue.title)}",
+        f"  {_plain(issue.url)}",
+        "\nSymptom\n  " + _plain("; ".join(symptom)),
+        "\nAffected versions\n  " + _plain(_affected_text(issue)),
+        "\nFixed in\n  " + _plain(issue.fixed_in.text) + (f" ({_plain(fixed)})" if fixed else ""),
+        "\nWorkaround\n  " + _plain(issue.workaround),
+        "\nWhere the thread says so\n  " + _plain(issue.source_quote),
+        "\nExample\n  " + _plain(issue.examples.match[0].line.splitlines()[-1]),
+        f"\nDefined in {_plain(issue.source)}:{issue.line}",
+    ]
+    if issue.fixed_in.pr:
+        out.insert(6, f"  fix: {_plain(issue.fixed_in.pr)}")
     return "\n".join(out) + "\n"
 
 

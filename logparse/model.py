@@ -351,6 +351,39 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class VersionCheck:
+    """One package of a known issue against the job: the stated range and fix, the version the log
+    shows, and what they say (logparse.decide.known_issues.State)."""
+
+    package: str  # the PEP 503 name: vllm, torch, flash-attn, ...
+    affected: str | None  # the PEP 440 range the thread states (None: not stated)
+    fixed: str | None  # the first release with the fix, where the thread states one
+    job: str | None  # the job's version as the log shows it (approximate when not `exact`)
+    exact: bool
+    state: str  # in-range | outside | fixed | no-range | unknown
+    check: str | None = None  # how to find the version the log does not show (`pip show vllm`)
+
+
+@dataclass(frozen=True)
+class KnownIssueMatch:
+    """A known upstream issue the root cause matches (logparse.decide.known_issues): the thread, the
+    verdict for the job's versions, the fix and the workaround."""
+
+    id: str
+    project: str
+    url: str
+    title: str
+    verdict: str  # matches | may-match | fixed-in-your-version
+    reason: str  # the verdict in a sentence (which versions, what to check)
+    matched_on: tuple[str, ...]  # `entry vllm-engine-dead`, `message`, `frame ...`
+    versions: tuple[VersionCheck, ...]
+    fixed_in: str
+    fix_pr: str | None
+    workaround: str
+    source_quote: str
+
+
+@dataclass(frozen=True)
 class Report:
     """The finished verdict of one job, which every renderer reads (reports/)."""
 
@@ -368,6 +401,8 @@ class Report:
     redactions: dict = field(default_factory=dict)  # kind -> count of values masked in this report
     complete: bool = True  # False when the scan was interrupted
     stall: Stall | None = None  # status `stalled`: where and why progress stopped
+    # known upstream issues the root cause matches, matches first (logparse.decide.known_issues)
+    known_issues: tuple[KnownIssueMatch, ...] = ()
 
     @property
     def failed(self) -> bool:

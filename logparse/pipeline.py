@@ -43,6 +43,7 @@ from logparse.read.sources import Line, expand_inputs
 from logparse.read.steps import STEP_RE
 from logparse.redact import RedactConfig, redact_report
 from patterns import Catalog
+from patterns.upstream_issues import ENV_VAR, KnownIssues, known_issue_files_from_env, load_known_issues
 
 # verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
 # over many lines, then `[ground_truth] ...` / `[score] ...`. Model output is never evidence.
@@ -128,8 +129,13 @@ class ScanStatus:
 class Analysis:
     """One job's analysis: feed its inputs (or lines), then ask for the `report()`."""
 
-    def __init__(self, catalog: Catalog, config: ScanConfig | None = None):
+    def __init__(
+        self, catalog: Catalog, config: ScanConfig | None = None, known_issues: KnownIssues | None = None
+    ):
         self.catalog = catalog
+        # the known upstream issues the root cause is matched against (None: the built-in ones and
+        # the files $VERL_LOGSCAN_KNOWN_ISSUES names: default_known_issues)
+        self.known_issues = known_issues
         self.config = config = config or ScanConfig()
         self.seq = 0  # records (and lines applied without one) so far
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
@@ -478,6 +484,7 @@ class Analysis:
             leading=leading,
             trailing=trailing,
             complete=complete,
+            known_issues=self.known_issues if self.known_issues is not None else default_known_issues(),
         )
         if redact is None:
             return report
@@ -504,16 +511,27 @@ def _collector_paused() -> Iterator[None]:
             gc.unfreeze()
 
 
+def default_known_issues(extra: Sequence[str] = ()) -> KnownIssues:
+    """The built-in known issues, the files $VERL_LOGSCAN_KNOWN_ISSUES names, then `extra` (a later
+    one replaces an entry of the same id). CatalogError (every problem at once) for a bad file: the
+    CLI loads them before any scan, so a scan that gets here has had them checked."""
+    # (the built-in entries are parsed once a process; a team's files are read at each call, so that
+    # an edited file is never answered from a stale copy)
+    return load_known_issues((*known_issue_files_from_env(os.environ.get(ENV_VAR)), *extra))
+
+
 def analyse(
     paths: list[str],
     catalog: Catalog,
     config: ScanConfig | None = None,
     redact: RedactConfig | None = None,
+    known_issues: KnownIssues | None = None,
 ) -> Report:
     """The report of one job: its files and folders (or stdin, `-`) read as one job. `redact`: how to
-    mask secrets in it (None: not at all)."""
+    mask secrets in it (None: not at all); `known_issues`: what the root cause is matched against
+    (None: default_known_issues())."""
     if redact is not None and redact.hosts:
         config = dataclasses.replace(config or ScanConfig(), learn_names=True)
-    analysis = Analysis(catalog, config)
+    analysis = Analysis(catalog, config, known_issues)
     analysis.feed_inputs(expand_inputs(paths or ["-"]))
     return analysis.report(redact)

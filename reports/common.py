@@ -102,6 +102,39 @@ def anomaly_text(report: Report) -> str:
     return f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})"
 
 
+VERDICT_WORDS = {
+    "matches": "matches",
+    "may-match": "may match",
+    "fixed-in-your-version": "fixed in your version",
+}
+
+
+def verdict_words(verdict: str) -> str:
+    """A known issue's verdict as a report says it (`may match`, `fixed in your version`)."""
+    return VERDICT_WORDS.get(verdict, verdict)
+
+
+def known_issues_line(report: Report) -> str:
+    """The known upstream issues in one line, as the text summary shows them: the first (matches come
+    first) with its verdict, thread and fix or what to check, then how many more of each verdict."""
+    issues = report.known_issues
+    if not issues:
+        return ""
+    k = issues[0]
+    head = f"{verdict_words(k.verdict)}: {k.title} ({k.url})"
+    if k.verdict == "matches":
+        head += f"; fixed in: {k.fixed_in}; workaround: {k.workaround}"
+    else:
+        head += f"; {k.reason}"
+    rest = issues[1:]
+    if rest:
+        counts: dict[str, int] = {}
+        for r in rest:
+            counts[verdict_words(r.verdict)] = counts.get(verdict_words(r.verdict), 0) + 1
+        head += " (+" + ", ".join(f"{n} {w}" for w, n in counts.items()) + "; full report lists them)"
+    return head
+
+
 def finding_kind(f: FindingView) -> str:
     """What a finding's category column says. A symptom or wrapper of no category of its own says
     what it is (`echo of cuda-oom`, `wrapper on rank 3`): `unknown` there reads as 'could not
@@ -182,6 +215,14 @@ def basis_text(rc) -> str:
     if b is None or b.kind in ("entry", "none") or b.kind not in BASIS_WORDS:
         return f"entry {rc.id}"
     return f"no entry; category from {BASIS_WORDS[b.kind]} ({b.rule})"
+
+
+def safe_url(url: str) -> str | None:
+    """`url` when it is a plain http(s) address a report may link (no space, quote, angle bracket,
+    backtick or control character: nothing that could close the link), else None."""
+    import re
+
+    return url if re.fullmatch(r"https?://[^\s\"'<>`\\\x00-\x1f\x7f]+", url) else None
 
 
 @dataclass
@@ -290,6 +331,8 @@ def jinja_env(autoescape: bool) -> jinja2.Environment:
         job_values=job_values,
         finding_kind=finding_kind,
         finding_steps=finding_steps,
+        verdict_words=verdict_words,
+        safe_url=safe_url,
         env_summary=env_summary,
     )
     env.tests["gap"] = lambda value: isinstance(value, Gap)

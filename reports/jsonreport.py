@@ -7,7 +7,17 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from logparse.model import Evidence, FindingView, Metrics, Progress, Report, RootCause, StageSpan, Stall
+from logparse.model import (
+    Evidence,
+    FindingView,
+    KnownIssueMatch,
+    Metrics,
+    Progress,
+    Report,
+    RootCause,
+    StageSpan,
+    Stall,
+)
 from reports.common import job_values
 from reports.escape import without_controls
 
@@ -241,8 +251,37 @@ def _report_dict(report: Report) -> dict[str, Any]:
             }
             for a in report.attempts
         ],
+        "known_issues": [_known_issue(k) for k in report.known_issues],
         "redactions": {str(k): int(v) for k, v in report.redactions.items()},
         "complete": report.complete,
+    }
+
+
+def _known_issue(k: KnownIssueMatch) -> dict[str, Any]:
+    return {
+        "id": k.id,
+        "project": k.project,
+        "url": k.url,
+        "title": k.title,
+        "verdict": k.verdict,
+        "reason": k.reason,
+        "matched_on": list(k.matched_on),
+        "versions": [
+            {
+                "package": v.package,
+                "affected": v.affected,
+                "fixed": v.fixed,
+                "job": v.job,
+                "exact": v.exact,
+                "state": v.state,
+                "check": v.check,
+            }
+            for v in k.versions
+        ],
+        "fixed_in": k.fixed_in,
+        "fix_pr": k.fix_pr,
+        "workaround": k.workaround,
+        "source_quote": k.source_quote,
     }
 
 

@@ -19,6 +19,7 @@ from reports.common import (
     finding_label,
     finding_steps,
     jinja_env,
+    known_issues_line,
     redaction_line,
     step_text,
     where,
@@ -479,6 +480,7 @@ def _summary_text(
     symptoms: str,
     anomalies: str,
     redacted: str,
+    known: str = "",
     notes: list[str],
     more_notes: int,
     report_path: str | None,
@@ -525,6 +527,8 @@ def _summary_text(
         ]
         if stage:
             out.append(_field(paint, "progress", stage))
+    if known:
+        out.append(_field(paint, "known", known, SUMMARY_FIELD_LINES))
     if anomalies:
         out.append(_field(paint, "metrics", anomalies))
     if r.attempts:
@@ -625,6 +629,7 @@ def render_summary(
         fix=field(rc.remediation.fix[0]) if rc and rc.remediation.fix else "",
         symptoms=field(_symptoms_line(report)) if report.symptoms else "",
         anomalies=field(anomaly_line),
+        known=field(known_issues_line(report)) if report.known_issues else "",
         redacted=field(redaction_line(report)),
         notes=notes[:SUMMARY_NOTES],
         more_notes=max(

@@ -17,6 +17,7 @@ from logparse import model
 from logparse.decide.candidates import Aside, Choice, classify_choice, live_bare_lines, recurrence_key
 from logparse.decide.choose import choose, confidence_for, describe, explanation, why_lost
 from logparse.decide.ending import Interruption, interruption, stopped_sentence
+from logparse.decide.known_issues import match_known_issues
 from logparse.decide.locate import Place, locate
 from logparse.decide.remedy import remedy
 from logparse.decide.stage import (
@@ -52,6 +53,7 @@ from logparse.observe.tracebacks import HEAD_FRAMES, Traceback, frame_kind
 from logparse.observe.worker_deaths import DeadWorker, death_reports
 from logparse.read.normalize import Record
 from patterns import Catalog, Entry, Role
+from patterns.upstream_issues import KnownIssues
 
 
 @dataclass(frozen=True)
@@ -450,11 +452,13 @@ def build_report(
     leading: Sequence[str] = (),
     trailing: Sequence[str] = (),
     complete: bool = True,
+    known_issues: KnownIssues | None = None,
 ) -> Report:
     """The Report of a job from its last attempt's verdict and observations. Notes, in order:
     `leading` (what was said before the scan), what reading the inputs left to say (`input_notes`),
     the verdict's, what the observers left to say (`scan_notes`), `trailing` (what was said after).
-    `complete`: False when the scan was interrupted."""
+    `complete`: False when the scan was interrupted; `known_issues`: the known upstream issues the root
+    cause is matched against (logparse.decide.known_issues), once the verdict is final."""
     root = verdict.root
     stall = judge_stall(obs.stall, obs.progress, obs.tracebacks, root, verdict.root_seq, obs.environment)
     notes = [*input_notes, *verdict.notes, *scan_notes]
@@ -494,6 +498,7 @@ def build_report(
         attempts=tuple(attempts),
         complete=complete,
         stall=stall,
+        known_issues=match_known_issues(root, obs.environment, known_issues),
     )
 
 
