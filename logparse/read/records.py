@@ -54,6 +54,7 @@ from logparse.read.sources import (
     InputStats,
     Line,
     TruncatedGzip,
+    cut_lines_note,
     decode_line,
     gunzip_chunks,
     open_input,
@@ -255,7 +256,7 @@ class RecordReader:
                 fh.close()
         if truncated or self._cut_lines.get(source):
             n = truncated + self._cut_lines.get(source, 0)
-            stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
+            stats.notes.append(cut_lines_note(n))
 
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least reader_process_bytes, read without follow or tee."""

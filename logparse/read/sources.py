@@ -562,11 +562,82 @@ def _gunzip(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
         raise TruncatedGzip("compressed data ends early")
 
 
+# A progress bar's redraw (tqdm's `desc: 50%|###  | 3/6 [..]`, or `16 examples [00:01, 9.2 examples/s]`
+# without a total): what a carriage return is for. (logparse.read.normalize reads a line's message by it;
+# LongLine drops such redraws from a line too long to keep whole.)
+BAR_REDRAW_PATTERN = r"\d{1,3}%\||\d\s?[^\s\[\]]{0,30}\s\[(?:\d+:)?\d\d:\d\d[,<\]]"
+_BAR_REDRAW_BYTES = re.compile(BAR_REDRAW_PATTERN.encode())
+
+
+class LongLine:
+    """A line longer than MAX_LINE_BYTES, fed piece by piece, reduced to at most MAX_LINE_BYTES.
+
+    A carriage return rewrites the terminal, not the log: a tqdm bar written to a file puts thousands
+    of redraws on one physical line, and what follows the last one (often the error that ended the job)
+    is as much a part of the line as its head. So the line is read as its `\r` segments: blank ones and
+    progress-bar redraws (BAR_REDRAW_PATTERN) go, but for the last redraw (what the terminal showed,
+    and where the progress tracker reads the bar); every other segment is kept, in order, up to
+    MAX_LINE_BYTES; and the segment after the last `\r` is always kept (its first MAX_LINE_BYTES), the
+    earlier ones giving way to it. A line without `\r` keeps its head, as before. Holds at most
+    about 2 x MAX_LINE_BYTES, however long the line."""
+
+    __slots__ = ("bar", "bar_at", "dropped", "kept", "segment")
+
+    def __init__(self) -> None:
+        self.kept = bytearray()  # the segments kept so far, each followed by `\r`
+        self.segment = bytearray()  # the open segment's head (MAX_LINE_BYTES at most)
+        self.bar = b""  # the last redraw closed after the segments kept
+        self.bar_at = 0  # where it goes among them
+        self.dropped = 0  # bytes left out
+
+    def feed(self, piece: bytes) -> None:
+        parts = piece.split(b"\r") if b"\r" in piece else (piece,)
+        self._extend(parts[0])
+        for part in parts[1:]:
+            self._close()
+            self._extend(part)
+
+    def _extend(self, part: bytes) -> None:
+        room = MAX_LINE_BYTES - len(self.segment)
+        if len(part) > room:
+            self.dropped += len(part) - max(room, 0)
+            part = part[: max(room, 0)]
+        self.segment += part
+
+    def _close(self) -> None:
+        """The open segment ended at a `\r`."""
+        seg = bytes(self.segment)
+        self.segment = bytearray()
+        if not seg.strip():
+            return
+        if _BAR_REDRAW_BYTES.search(seg):
+            self.dropped += len(self.bar)
+            self.bar, self.bar_at = seg, len(self.kept)
+            return
+        if len(self.kept) + len(seg) + 1 > MAX_LINE_BYTES:
+            self.dropped += len(seg) + 1
+            return
+        self.kept += seg + b"\r"
+
+    def line(self) -> bytes:
+        """The line as kept (no newline), MAX_LINE_BYTES at most."""
+        kept = self.kept
+        if self.bar:
+            kept = kept[: self.bar_at] + self.bar + b"\r" + kept[self.bar_at :]
+        room = MAX_LINE_BYTES - len(self.segment)
+        if len(kept) > room:
+            # the earlier segments give way to the last one (from their end: the first stay)
+            kept = kept[: max(room, 0)]
+            cut = kept.rfind(b"\r") + 1
+            kept = kept[:cut]
+        return bytes(kept + self.segment)
+
+
 def iter_raw_lines(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
-    """Yield (line bytes without the newline, truncated?) from byte chunks."""
+    """Yield (line bytes without the newline, truncated?) from byte chunks; a line longer than
+    MAX_LINE_BYTES is reduced (LongLine) and marked truncated."""
     rest = b""
-    skipping = False  # inside an over-long line whose head was already yielded
-    pending: bytes | None = None
+    long: LongLine | None = None  # inside an over-long line
     try:
         for chunk in chunks:
             start = 0
@@ -574,26 +645,34 @@ def iter_raw_lines(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
                 nl = chunk.find(b"\n", start)
                 if nl < 0:
                     break
-                if skipping:
-                    skipping = False
+                if long is not None:
+                    long.feed(chunk[start:nl])
+                    yield long.line(), True
+                    long = None
                 else:
                     piece = rest + chunk[start:nl] if rest else chunk[start:nl]
                     rest = b""
                     if len(piece) > MAX_LINE_BYTES:
-                        yield piece[:MAX_LINE_BYTES], True
+                        long = LongLine()
+                        long.feed(piece)
+                        yield long.line(), True
+                        long = None
                     else:
                         yield piece, False
                 start = nl + 1
-            if not skipping:
+            if long is not None:
+                long.feed(chunk[start:])
+            else:
                 rest += chunk[start:]
                 if len(rest) > MAX_LINE_BYTES:
-                    yield rest[:MAX_LINE_BYTES], True
+                    long = LongLine()
+                    long.feed(rest)
                     rest = b""
-                    skipping = True
     finally:
-        pending = rest if rest and not skipping else None
-        if pending is not None:
-            yield pending, False
+        if long is not None:
+            yield long.line(), True
+        elif rest:
+            yield rest, False
 
 
 def iter_lines(stream: BinaryIO, source: str, stats: InputStats, gz: bool = False) -> Iterator[Line]:
@@ -605,9 +684,15 @@ def iter_lines(stream: BinaryIO, source: str, stats: InputStats, gz: bool = Fals
             truncated_count += 1
         yield Line(source, number, decode_line(raw), truncated)
     if truncated_count:
-        stats.notes.append(
-            f"{truncated_count} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length"
-        )
+        stats.notes.append(cut_lines_note(truncated_count))
+
+
+def cut_lines_note(count: int) -> str:
+    """The note of an input whose `count` lines were longer than MAX_LINE_BYTES (LongLine)."""
+    return (
+        f"{count} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length (of a line of "
+        f"carriage returns, the text after the last one and every segment that is no progress bar kept)"
+    )
 
 
 def is_log_like(path: Path) -> bool:
