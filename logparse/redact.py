@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from logparse.model import Evidence, Report
 from logparse.read.sources import MAX_LINE_BYTES
 from patterns.schema import LazyRe
-from patterns.secrets import SecretKind, secret_kinds
+from patterns.secrets import LINE_PREFIX_PATTERN, MIN_CONTINUATION, SecretKind, secret_kinds
 
 
 class Kind:
@@ -87,7 +87,7 @@ _CUT_SETTING = LazyRe(
     r"\s{0,3}['\"]?(?:(?:bearer|basic|token)\s+)?(?P<v>(?!\[redacted:)[^\s'\"]+)\Z"
 )
 # The launcher prefix of a line (`(WorkerDict pid=1, ip=...)`, `[rank3]:`), kept on a masked key line
-LINE_PREFIX = LazyRe(r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}")
+LINE_PREFIX = LazyRe(LINE_PREFIX_PATTERN)
 _BASE64_LINE = LazyRe(r"[A-Za-z0-9+/=]{4,}\s*")
 # pprint's continuation of a long string: a line that is only a quoted string (its closing `,` `}` `)`
 # `]` after it), and a masked value that runs to the end of its line
@@ -441,6 +441,8 @@ class Redactor:
         self._prefix_kind = dict(prefixes)
         self._cut_token_re: re.Pattern[str] | None = None  # compiled when a cut text first needs it
         self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
+        self._wrapping = [k for k in self.kinds if k.wraps]  # kinds whose tokens a line end may split
+        self._line_end_token_re: re.Pattern[str] | None = None  # compiled when first needed
         # hint -> the kinds (bits of their index) it lets through; the kinds without hints always run
         hint_bits: dict[str, int] = {}
         for i, kind in enumerate(self.kinds):
@@ -513,6 +515,19 @@ class Redactor:
                 + r")[A-Za-z0-9_.+/=-]*)\Z"
             )
         return self._cut_token_re
+
+    @property
+    def _line_end_token(self) -> re.Pattern[str] | None:
+        """The head of a token that may go on in the next line (a kind with `wraps`, by its prefix) at
+        the end of a line: a line seen alone (an ALERT) cannot tell, so it is masked as far as it goes."""
+        prefixes = [p for k in self._wrapping for p in k.prefixes]
+        if self._line_end_token_re is None and prefixes:
+            self._line_end_token_re = re.compile(
+                r"(?m)(?<![A-Za-z0-9_-])(?P<v>(?:"
+                + "|".join(re.escape(p) for p in prefixes)
+                + rf")[A-Za-z0-9_.+/=-]{{{MIN_CONTINUATION},}})$"
+            )
+        return self._line_end_token_re
 
     # -- masking ---------------------------------------------------------------------------------
     def _count(self, kind: str, value: str) -> None:
@@ -604,11 +619,18 @@ class Redactor:
         (default: a text as long as a cut line counts as cut)."""
         if cut is None:
             cut = len(value) >= CUT_MIN_CHARS
+        if "\n" in value and self._wrapping:  # (before the kinds that would see the head alone)
+            value = "\n".join(self._wrapped(value.split("\n")))
         hidden = INVISIBLE.search(value) is not None
         lowered = (_visible(value)[0] if hidden else value).lower()
         for kind in self._hinted(lowered):
             for pattern in kind.patterns:
                 value, hidden = self._apply(kind.id, pattern, value, hidden)
+        if self._wrapping and self._line_end_token is not None:
+            m = self._line_end_token.search(_visible(value)[0] if hidden else value)
+            if m:
+                kind = next(k.id for k in self._wrapping if m.group("v").startswith(k.prefixes))
+                value, hidden = self._apply(kind, self._line_end_token, value, hidden)
         if cut:
             if self._cut_token is not None:
                 m = self._cut_token.search(_visible(value)[0] if hidden else value)
@@ -670,6 +692,23 @@ class Redactor:
             if inside and body:
                 self._count(kind, "\n".join(body))
         self._continued(out)
+        return self._wrapped(out)
+
+    def _wrapped(self, out: list[str]) -> list[str]:
+        """Consecutive lines with each token that one ends and the next continues (a JWT a log wrapped:
+        the kinds with `wraps`) masked on both, the next line's launcher prefix kept."""
+        for kind in self._wrapping:
+            for i in range(len(out) - 1):
+                head, tail = out[i], out[i + 1]
+                if not head or not tail or not kind.hinted((head[-4096:] + tail[:4096]).lower()):
+                    continue
+                span = kind.wrapped(head, tail)
+                if span is None:
+                    continue
+                start, body, end = span
+                self._count(kind.id, INVISIBLE.sub("", head[start:] + tail[body:end]))
+                out[i] = head[:start] + MASK.format(kind.id)
+                out[i + 1] = tail[:body] + MASK.format(kind.id) + tail[end:]
         return out
 
     def _continued(self, out: list[str]) -> None:
