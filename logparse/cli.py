@@ -32,7 +32,7 @@ from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand_inputs
-from logparse.redact import Names, RedactConfig, Redactor
+from logparse.redact import Names, RedactConfig, Redactor, redactor_for
 from logparse.startup import release_signals
 from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
 from reports import FORMATS, render
@@ -525,9 +525,9 @@ def scan(
     if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
         try:
             # a metric key that starts like a formula must not run in a spreadsheet
-            write_file_atomically(
-                metrics_csv, lambda tmp: analysis.metrics.to_csv(tmp, transform=csv_safe_frame)
-            )
+            names = analysis.names.names if analysis.names is not None else None
+            transform = _csv_transform(redact, names)
+            write_file_atomically(metrics_csv, lambda tmp: analysis.metrics.to_csv(tmp, transform=transform))
         except OSError as exc:
             _fail(f"cannot write {metrics_csv}: {exc.strerror or exc} (the report was written)")
     if interrupted is not None:
@@ -537,6 +537,28 @@ def scan(
     if report.stalled:
         sys.exit(EXIT_STALLED)
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+def _csv_transform(redact: RedactConfig | None, names: Names | None) -> Callable:
+    """What `--metrics-csv` does to the metrics table before writing it: its metric names (and any text
+    cell) redacted as the report's are (logparse.redact: a token in a metric key is masked in the JSON
+    report, so in the CSV too), then every formula-like cell made inert."""
+    if redact is None:
+        return csv_safe_frame
+    redactor = redactor_for((), redact, [names])
+
+    def transform(frame):
+        texts = [str(c) for c in frame.columns]
+        for column in frame.columns[frame.dtypes.eq(object)]:
+            texts += [v for v in frame[column] if isinstance(v, str)]
+        for text in texts if redact.hosts else ():
+            redactor.learn(text)
+        frame = frame.rename(columns=lambda c: redactor.text(str(c)))
+        for column in frame.columns[frame.dtypes.eq(object)]:
+            frame[column] = [redactor.text(v) if isinstance(v, str) else v for v in frame[column]]
+        return csv_safe_frame(frame)
+
+    return transform
 
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -815,10 +837,10 @@ def fleet(
         address=address,
         job_timeout=job_timeout or None,
         redact=redact,
-        write_report=_plan_job_reports(reports_dir, jobs),
+        write_report=_plan_job_reports(reports_dir, jobs, redact),
     )
     rows, interrupted = _fleet_rows(run, len(jobs))
-    summary = _linked_from(summarise(jobs, rows), None if target.to_stdout else target.path)
+    summary = _linked_from(summarise(jobs, rows, redact), None if target.to_stdout else target.path)
     for row in summary.jobs:
         if reports_dir and row.status is not JobStatus.ERROR and row.report is None:
             click.echo(f"verl-logscan: could not write the report of {terminal_text(row.job)}", err=True)
@@ -883,9 +905,10 @@ def _fleet_rows(run, total: int) -> tuple[dict, tuple[int, str] | None]:
     return rows, interrupted
 
 
-def _plan_job_reports(folder: str | None, jobs: list[str]):
+def _plan_job_reports(folder: str | None, jobs: list[str], redact: RedactConfig | None):
     """`fleet --reports DIR`: the function each worker calls to write its job's HTML report into DIR,
-    under the job's short name (reports.fleet.short_names, made a file name); None without DIR."""
+    under the job's short name (reports.fleet.short_names, made a file name; a secret in it masked, as
+    the summary that links it shows the name); None without DIR."""
     if folder is None:
         return None
     import functools
@@ -896,7 +919,8 @@ def _plan_job_reports(folder: str | None, jobs: list[str]):
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         _fail(f"--reports {folder}: cannot create the folder: {exc.strerror or exc}")
-    names = dict(zip(jobs, report_file_names(jobs), strict=True))
+    shown = jobs if redact is None else [Redactor(RedactConfig()).text(job) for job in jobs]
+    names = dict(zip(jobs, report_file_names(shown), strict=True))
     for job, name in names.items():
         if same_path(os.path.join(folder, name), job):
             _fail(f"--reports {folder}: {name} would be written over the job {job}")

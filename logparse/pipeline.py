@@ -41,7 +41,7 @@ from logparse.read.progress_syntax import NOTHING
 from logparse.read.records import MAX_MERGE_FILES, RecordReader
 from logparse.read.sources import Line, expand_inputs
 from logparse.read.steps import STEP_RE
-from logparse.redact import RedactConfig, redact_report
+from logparse.redact import Names, RedactConfig, redact_report
 from patterns import Catalog
 
 # verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
@@ -512,8 +512,20 @@ def analyse(
 ) -> Report:
     """The report of one job: its files and folders (or stdin, `-`) read as one job. `redact`: how to
     mask secrets in it (None: not at all)."""
-    if redact is not None and redact.hosts:
+    report, names = analyse_unredacted(
+        paths, catalog, config, learn_names=redact is not None and redact.hosts
+    )
+    return report if redact is None else redact_report(report, redact, names)
+
+
+def analyse_unredacted(
+    paths: list[str], catalog: Catalog, config: ScanConfig | None = None, learn_names: bool = False
+) -> tuple[Report, Names | None]:
+    """The report of one job, not redacted, and (with `learn_names`) the host and user names its whole
+    log gives: for a command that redacts several jobs' text together (fleet, diff), with the names
+    learnt from all of them (logparse.redact.redactor_for)."""
+    if learn_names:
         config = dataclasses.replace(config or ScanConfig(), learn_names=True)
     analysis = Analysis(catalog, config)
     analysis.feed_inputs(expand_inputs(paths or ["-"]))
-    return analysis.report(redact)
+    return analysis.report(None), analysis.names.names if analysis.names is not None else None
