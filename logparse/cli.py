@@ -31,7 +31,7 @@ from logparse.outputs import (
 from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
-from logparse.read.sources import InputError, expand_inputs
+from logparse.read.sources import InputError, expand, expand_inputs
 from logparse.redact import Names, RedactConfig, Redactor, redactor_for
 from logparse.startup import release_signals
 from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
@@ -157,7 +157,7 @@ def _total_bytes(files: list[str]) -> int | None:
     status line then shows the decompressed bytes against it, so none is given)."""
     total = 0
     for f in files:
-        if f == "-" or f.lower().endswith(".gz"):
+        if f == "-" or f.lower().endswith((".gz", ".zst")):
             return None
         try:
             st = os.stat(f)
@@ -491,7 +491,8 @@ def scan(
     stall_s = _stall_after(stall_after, follow or tee or list(paths) in ([], ["-"]))
     catalog = _without(_load(catalogs), disabled)
     try:
-        files = expand_inputs(list(paths) or ["-"])
+        expanded = expand(list(paths) or ["-"])
+        files = expanded.files
         targets = [("--output", o.path) for o in planned if not o.to_stdout] + [
             ("--metrics-csv", metrics_csv)
         ]
@@ -503,6 +504,7 @@ def scan(
     ]
     for note in folder_notes:
         click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
+    folder_notes += expanded.notes  # (what a folder holds and was not read: in the report)
     if files == ["-"] and _isatty(sys.stdin):  # no silent wait for a log that is not coming
         click.echo("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)", err=True)
     learn_names = redact is not None and redact.hosts

@@ -40,7 +40,7 @@ from types import ModuleType
 from logparse.handshake import grpc_refusal
 from logparse.model import FleetSummary, JobRow, JobStatus, Report
 from logparse.pipeline import analyse_unredacted
-from logparse.read.sources import InputError, expand_inputs
+from logparse.read.sources import InputError
 from logparse.redact import Names, RedactConfig, redact_report, redactor_for
 from patterns import Catalog, load_catalog
 
@@ -111,8 +111,8 @@ def analyse_job(
     written in parallel). The row is redacted with the others' (summarise)."""
     hosts = redact is not None and redact.hosts
     try:
-        files = expand_inputs([job])  # raises for a missing path or a folder with no log files
-        report, names = analyse_unredacted(files, catalog, learn_names=hosts)
+        # (raises InputError for a missing path or a folder with no log files)
+        report, names = analyse_unredacted([job], catalog, learn_names=hosts)
     except InputError as exc:
         return JobOutcome(JobRow(job=job, status=JobStatus.ERROR, message=str(exc)))
     except (KeyboardInterrupt, SystemExit):

@@ -39,7 +39,7 @@ from logparse.read.normalize import Origin, Record
 from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter
 from logparse.read.progress_syntax import NOTHING
 from logparse.read.records import MAX_MERGE_FILES, RecordReader
-from logparse.read.sources import Line, expand_inputs
+from logparse.read.sources import Line, expand
 from logparse.read.steps import STEP_RE
 from logparse.redact import Names, RedactConfig, redact_report
 from patterns import Catalog
@@ -526,6 +526,8 @@ def analyse_unredacted(
     learnt from all of them (logparse.redact.redactor_for)."""
     if learn_names:
         config = dataclasses.replace(config or ScanConfig(), learn_names=True)
+    expanded = expand(paths or ["-"])
     analysis = Analysis(catalog, config)
-    analysis.feed_inputs(expand_inputs(paths or ["-"]))
-    return analysis.report(None), analysis.names.names if analysis.names is not None else None
+    analysis.feed_inputs(expanded.files)
+    report = analysis.report(None, leading=expanded.notes)
+    return report, analysis.names.names if analysis.names is not None else None

@@ -54,11 +54,11 @@ from logparse.read.sources import (
     InputStats,
     Line,
     TruncatedGzip,
+    compression_of,
     cut_lines_note,
     decode_line,
-    gunzip_chunks,
+    decompressed_chunks,
     open_input,
-    plain_chunks,
     read_input,
 )
 from logparse.read.steps import StepParser
@@ -210,10 +210,10 @@ class RecordReader:
         fh = open_input(path)
         if self.open_stream is not None:
             fh = self.open_stream(path, fh)
-        gz = path != "-" and path.lower().endswith(".gz")
+        compression = compression_of(path)
 
         def chunks(st: InputStats) -> Iterator[bytes]:
-            return gunzip_chunks(fh, st) if gz else plain_chunks(fh, st)
+            return decompressed_chunks(fh, st, compression)
 
         # an input read alone has its progress lines applied as its blocks are read (in order, as the
         # records are fed); merged inputs' records are fed in another order than they are read
