@@ -5,6 +5,7 @@ below it never prints or exits."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import signal
 import stat
@@ -28,12 +29,12 @@ from logparse.outputs import (
     write_atomically,
     write_file_atomically,
 )
-from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig
+from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig, SettingError, check_settings
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand, expand_inputs
 from logparse.redact import Names, RedactConfig, Redactor, redactor_for
-from logparse.startup import release_signals
+from logparse.startup import hold_signals, release_signals
 from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
 from reports import FORMATS, render
 from reports.escape import csv_safe_frame, terminal_text
@@ -51,6 +52,9 @@ EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 STALL_FLOOR_WORDS = "5 min"  # = patterns/stalls.yaml min_silence_s (said in --help without loading it)
+# errors of a write that the disk or device refused (ENOSPC: /dev/full, a full disk; EDQUOT: a quota;
+# EFBIG: a file size limit; EIO: the device)
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 class Terminated(BaseException):
@@ -69,12 +73,14 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
-def _default_signals() -> None:
-    """After the first interrupt, a second one ends the process at once (the report is written
-    atomically, so that leaves no half-written file)."""
+def _hold_after_interrupt() -> None:
+    """After the first interrupt the report of what was read is built and written: a second SIGINT or
+    SIGTERM (a scheduler sends more, 10-20 ms apart) is held until the process ends, instead of ending
+    it in the middle of the write (a second one used to lose every report). The exit code stays that
+    of the first. A report into a FIFO without a reader still waits (as a shell's `>` does): SIGKILL
+    ends that."""
     if os.getpid() == _MAIN_PID:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        hold_signals()
 
 
 def _interrupt_code(exc: BaseException) -> tuple[int, str]:
@@ -119,8 +125,8 @@ def _load(catalog_paths: tuple[str, ...]) -> Catalog:
         return load_catalog(list(catalog_paths))
     except CatalogError as exc:
         click.echo(f"verl-logscan: catalog error ({len(exc.problems)} problem(s)):", err=True)
-        for p in exc.problems:
-            click.echo(f"  {p}", err=True)
+        for p in exc.problems:  # (a file name or a catalog's text may hold terminal escapes: dropped)
+            click.echo(f"  {terminal_text(p)}", err=True)
         sys.exit(EXIT_ERROR)
 
 
@@ -392,6 +398,10 @@ def cli() -> None:
     2 usage, input or catalog error, 3 stalled (no failure, no progress),
     5 no log line read (empty input).
     """
+    try:
+        check_settings()
+    except SettingError as exc:
+        _fail(str(exc))
 
 
 @cli.command(short_help="Report the root cause of one job: files, folders, .gz or stdin.")
@@ -646,7 +656,7 @@ def _feed(analysis: Analysis, files: list[str], live: _Live) -> tuple[int, str] 
         _fail(str(exc))
     except (KeyboardInterrupt, Terminated) as exc:  # report what was found so far, marked incomplete
         interrupted = _interrupt_code(exc)
-        _default_signals()
+        _hold_after_interrupt()
     live.clear()
     return interrupted
 
@@ -899,7 +909,7 @@ def _fleet_rows(run, total: int) -> tuple[dict, tuple[int, str] | None]:
         _fail(str(exc))
     except (KeyboardInterrupt, Terminated) as exc:
         interrupted = _interrupt_code(exc)
-        _default_signals()
+        _hold_after_interrupt()
     finally:
         run.close()  # stops the workers still running
         if counter is not None:
@@ -1075,8 +1085,9 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
     width = max((len(e.id) for e in rows), default=2)
     cwidth = max((len(e.category) for e in rows), default=8)
     click.echo(f"{'id':{width}}  {'category':{cwidth}}  {'role':7}  prio  title")
-    for e in rows:
-        click.echo(f"{e.id:{width}}  {e.category:{cwidth}}  {e.role.value:7}  {e.priority:4}  {e.title}")
+    for e in rows:  # (a user catalog's title may hold terminal escapes: dropped, as scan drops a log's)
+        title = terminal_text(e.title)
+        click.echo(f"{e.id:{width}}  {e.category:{cwidth}}  {e.role.value:7}  {e.priority:4}  {title}")
     click.echo(f"{len(rows)} entries", err=True)
 
 
@@ -1096,12 +1107,13 @@ def catalog_check(path: str | None) -> None:
     count, failures, summary = check_catalog(catalog, only, builtin=not path)
     if failures:
         for f in failures:
-            click.echo(str(f), err=True)
+            click.echo(terminal_text(f), err=True)
+        said = terminal_text(summary)
         click.echo(
-            f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({summary})", err=True
+            f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({said})", err=True
         )
         sys.exit(EXIT_ERROR)
-    click.echo(f"catalog ok: {summary}")
+    click.echo(f"catalog ok: {terminal_text(summary)}")
 
 
 @cli.command(short_help="What an entry or a category means, and how to fix it.")
@@ -1125,7 +1137,7 @@ def explain(entry_id: str, catalogs: tuple[str, ...], as_category: bool) -> None
         what = "category" if as_category else "catalog entry, category or rule"
         known = list(CATEGORIES) if as_category else names(catalog)
         _fail(f"no {what} '{entry_id}'{_did_you_mean(entry_id, known)}; see 'verl-logscan catalog list'")
-    click.echo(text, nl=False)
+    click.echo(terminal_text(text), nl=False)  # (a user catalog's text: no escape reaches the terminal)
 
 
 def _guard_standard_descriptors() -> None:
@@ -1166,6 +1178,13 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(EXIT_ERROR)
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        # what a command prints on stdout (explain, catalog list, --help) could not be written: a full
+        # disk, /dev/full, a quota; (a report's own writes say so themselves, with their path)
+        _stdout_to_devnull()  # (so that the flush at exit has somewhere to go)
+        _fail(f"cannot write to standard output: {exc.strerror or exc}")
 
 
 if __name__ == "__main__":

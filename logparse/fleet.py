@@ -37,7 +37,7 @@ from enum import Enum
 from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
-from logparse.handshake import grpc_refusal
+from logparse.handshake import CLIENT_METHOD, GCS_METHOD, grpc_refusal
 from logparse.model import FleetSummary, JobRow, JobStatus, Report
 from logparse.pipeline import analyse_unredacted
 from logparse.read.sources import InputError
@@ -292,7 +292,9 @@ def probe_ray_address(address: str, timeout: float = RAY_PROBE_S) -> None:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             tls = os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true")
             left = max(0.5, timeout - (time.monotonic() - start))
-            refusal = None if tls else grpc_refusal(sock, left, said=timeout)
+            method = CLIENT_METHOD if address.startswith("ray://") else GCS_METHOD
+            where = f"{host}:{port}"
+            refusal = None if tls else grpc_refusal(sock, left, said=timeout, method=method, authority=where)
     except OSError as exc:
         why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
         raise EngineError(
