@@ -21,9 +21,16 @@ process), and prints the seconds and peak RSS of each:
 * /dev/zero, and a gzip bomb of 4 GB of zeros (both stop after 256 MB of NUL bytes with a note);
 * a catalog whose YAML aliases expand to 387 million values (refused by the loader);
 * the first load (no start-up cache) of a user catalog of 5,000, 20,000 and 80,000 keywords (it was
-  quadratic: 17 s at 20,000, over 300 s at 100,000), and one whose keyword is too long for Hyperscan.
+  quadratic: 17 s at 20,000, over 300 s at 100,000), and one whose keyword is too long for Hyperscan;
+* round four, each at two sizes (the second 4x the first: linear is about 4x the time, flat memory):
+  a line of 1 MB / 4 MB / 22 MB of `\r` progress-bar redraws ending in a CUDA OOM (it was cut to its
+  head: HEALTHY); a log after 64 KB / 256 KB of random bytes, and after 8 / 32 MB of them (a binary
+  head skipped the whole log); 30,000 / 120,000 binary spans (one note each: a 5 MB report); a folder of
+  200 / 800 rotated and .stdout logs; a .zst log of 50 / 200 MB; 500 / 2,000 tracebacks of 20 frames
+  of 4,000 characters, and 2,000 of 100 characters (memory grew with the frames' width: 1.16 GB for a
+  346 MB log).
 
-    python benchmarks/bench_hostile_inputs.py [--keep DIR]
+    python benchmarks/bench_hostile_inputs.py [--keep DIR] [--round-four]
 """
 
 from __future__ import annotations
@@ -203,12 +210,94 @@ def build(work: Path) -> list[tuple]:
             {"VERL_LOGSCAN_CACHE": "off"},
         )
     )
+    cases += _round_four(work)
+    return cases
+
+
+def _round_four(work: Path) -> list[tuple]:
+    """Points 1, 6 and 7 of issue "Safe to paste, round four", each at two sizes."""
+    import random
+
+    cases: list[tuple] = []
+    json_scan = ["scan", "--format", "json"]
+    for n in (25_000, 100_000, 400_000):  # 1.3 / 5.4 / 22 MB of redraws on one line (written in pieces)
+        log = work / f"redraws-{n}.log"
+        with open(log, "w") as fh:
+            fh.write("2025-01-01 12:00:00 INFO start training\n")
+            fh.writelines(f"Training Progress: {i % 100}%|###| {i}/99999 [00:01<00:07]\r" for i in range(n))
+            fh.write(OOM + "\n")
+        cases.append((f"OOM after {log.stat().st_size >> 20} MB of \\r redraws", [*json_scan, str(log)]))
+    # (the inputs are written in pieces: a child's peak RSS as wait4 reports it starts from this
+    # process's size at the fork, so this process stays small)
+    rnd = random.Random(7)
+    text = ("".join(f"[rank0]: step:{i} - actor/loss:0.5\n" for i in range(20_000)) + OOM + "\n").encode()
+    for size in (64 << 10, 256 << 10, 8 << 20, 32 << 20):
+        log = work / f"binary-head-{size}.log"
+        with open(log, "wb") as fh:
+            for _ in range(size >> 16):
+                fh.write(rnd.randbytes(1 << 16))
+            fh.write(text)
+        cases.append((f"log after {size >> 10:,} KB of random bytes", [*json_scan, str(log)]))
+    clean = b"INFO a clean line of the log that ends a span\n"
+    noise = rnd.randbytes(600).replace(b"\n", b"\x01") + b"\n"
+    for spans in (30_000, 120_000):
+        log = work / f"spans-{spans}.log"
+        with open(log, "wb") as fh:
+            for _ in range(spans // 1000):
+                fh.write((noise + clean) * 1000)
+            fh.write(OOM.encode() + b"\n")
+        cases.append((f"{spans:,} binary spans", [*json_scan, str(log)]))
+    for files in (200, 800):
+        folder = work / f"rotated-{files}"
+        folder.mkdir(exist_ok=True)
+        for i in range(files):
+            name = f"train.log.{i + 1}" if i % 2 else f"worker-{i}.stdout"
+            (folder / name).write_text("".join(f"[rank0]: step:{j} - actor/loss:0.5\n" for j in range(200)))
+        (folder / "worker.stderr").write_text(OOM + "\n")
+        (folder / "model.safetensors").write_bytes(b"\x00" * 1024)
+        cases.append((f"a folder of {files} rotated / .stdout logs", [*json_scan, str(folder)]))
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - a dependency
+        zstandard = None
+    # a log of mostly quiet lines, as .zst and as it is (the difference: what zstd costs)
+    lines = b"".join(
+        b"2025-01-01 12:00:%02d INFO worker heartbeat %06d, queue depth 3\n" % (i % 60, i)
+        for i in range(1000)
+    )
+    for mb in (50, 200) if zstandard is not None else ():
+        plain = work / f"quiet-{mb}.log"
+        with open(plain, "wb") as fh:
+            for _ in range((mb << 20) // len(lines)):
+                fh.write(lines)
+            fh.write(OOM.encode() + b"\n")
+        packed = work / f"quiet-{mb}.log.zst"
+        with open(plain, "rb") as src, open(packed, "wb") as fh:
+            zstandard.ZstdCompressor().copy_stream(src, fh)
+        cases.append((f"a log of {mb} MB", [*json_scan, str(plain)]))
+        cases.append((f"the same as .zst ({packed.stat().st_size >> 10:,} KB)", [*json_scan, str(packed)]))
+    # 20 frames of 4,000 characters: 80 / 320 MB (both past the 400 tracebacks kept: flat memory), and
+    # the same tracebacks with 100-character frames, for the memory a frame's width adds
+    for count, width in ((500, 4000), (2_000, 4000), (2_000, 100)):
+        log = work / f"frames-{count}-{width}.log"
+        half = "d" * (width // 2)
+        with open(log, "w") as fh:
+            for i in range(count):
+                r = i % 8
+                fh.write(f"[rank{r}]: Traceback (most recent call last):\n")
+                for f in range(20):
+                    fh.write(f'[rank{r}]:   File "/app/{half}/m{f}.py", line {f + 1}, in fn_{half}\n')
+                    fh.write(f"[rank{r}]:     x = call_{half}{half}({i})\n")
+                fh.write(f"[rank{r}]: ValueError: bad batch {i}\n")
+        what = f"{count:,} tracebacks of {width:,}-character frames ({log.stat().st_size >> 20} MB)"
+        cases.append((what, [*json_scan, str(log)]))
     return cases
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keep", help="folder for the generated inputs (default: a temporary one, removed)")
+    ap.add_argument("--round-four", action="store_true", help="only the cases of round four (points 1, 6, 7)")
     a = ap.parse_args()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="vls-hostile-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -225,7 +314,7 @@ def main() -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
-        for name, args, *extra in build(work):
+        for name, args, *extra in _round_four(work) if a.round_four else build(work):
             case_env = dict(env, **extra[0]) if extra else env
             seconds, rss, code, *_ = run([sys.executable, "-m", "logparse", *args], case_env, sample=True)
             print(f"{name:45} {seconds:6.2f} s  peak RSS {rss:4d} MB  exit {code}", flush=True)

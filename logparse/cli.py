@@ -5,6 +5,7 @@ below it never prints or exits."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import signal
 import stat
@@ -28,12 +29,19 @@ from logparse.outputs import (
     write_atomically,
     write_file_atomically,
 )
-from logparse.pipeline import DEFAULT_MAX_WORKERS, Analysis, ScanConfig, default_known_issues
+from logparse.pipeline import (
+    DEFAULT_MAX_WORKERS,
+    Analysis,
+    ScanConfig,
+    SettingError,
+    check_settings,
+    default_known_issues,
+)
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
-from logparse.read.sources import InputError, expand_inputs
-from logparse.redact import Names, RedactConfig, Redactor
-from logparse.startup import release_signals
+from logparse.read.sources import InputError, expand, expand_inputs
+from logparse.redact import Names, RedactConfig, Redactor, redactor_for
+from logparse.startup import hold_signals, release_signals
 from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
 from patterns.upstream_issues import ENV_VAR as KNOWN_ISSUES_ENV
 from patterns.upstream_issues import KnownIssues
@@ -53,6 +61,9 @@ EXIT_NO_INPUT = 5  # no log line was read (an empty file or pipe); pytest uses 5
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 STALL_FLOOR_WORDS = "5 min"  # = patterns/stalls.yaml min_silence_s (said in --help without loading it)
+# errors of a write that the disk or device refused (ENOSPC: /dev/full, a full disk; EDQUOT: a quota;
+# EFBIG: a file size limit; EIO: the device)
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 class Terminated(BaseException):
@@ -71,12 +82,14 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
-def _default_signals() -> None:
-    """After the first interrupt, a second one ends the process at once (the report is written
-    atomically, so that leaves no half-written file)."""
+def _hold_after_interrupt() -> None:
+    """After the first interrupt the report of what was read is built and written: a second SIGINT or
+    SIGTERM (a scheduler sends more, 10-20 ms apart) is held until the process ends, instead of ending
+    it in the middle of the write (a second one used to lose every report). The exit code stays that
+    of the first. A report into a FIFO without a reader still waits (as a shell's `>` does): SIGKILL
+    ends that."""
     if os.getpid() == _MAIN_PID:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        hold_signals()
 
 
 def _interrupt_code(exc: BaseException) -> tuple[int, str]:
@@ -121,8 +134,8 @@ def _load(catalog_paths: tuple[str, ...]) -> Catalog:
         return load_catalog(list(catalog_paths))
     except CatalogError as exc:
         click.echo(f"verl-logscan: catalog error ({len(exc.problems)} problem(s)):", err=True)
-        for p in exc.problems:
-            click.echo(f"  {p}", err=True)
+        for p in exc.problems:  # (a file name or a catalog's text may hold terminal escapes: dropped)
+            click.echo(f"  {terminal_text(p)}", err=True)
         sys.exit(EXIT_ERROR)
 
 
@@ -186,7 +199,7 @@ def _total_bytes(files: list[str]) -> int | None:
     status line then shows the decompressed bytes against it, so none is given)."""
     total = 0
     for f in files:
-        if f == "-" or f.lower().endswith(".gz"):
+        if f == "-" or f.lower().endswith((".gz", ".zst")):
             return None
         try:
             st = os.stat(f)
@@ -421,6 +434,10 @@ def cli() -> None:
     2 usage, input or catalog error, 3 stalled (no failure, no progress),
     5 no log line read (empty input).
     """
+    try:
+        check_settings()
+    except SettingError as exc:
+        _fail(str(exc))
 
 
 @cli.command(short_help="Report the root cause of one job: files, folders, .gz or stdin.")
@@ -523,7 +540,8 @@ def scan(
     catalog = _without(_load(catalogs), disabled)
     known = _load_known(known_issue_files)
     try:
-        files = expand_inputs(list(paths) or ["-"])
+        expanded = expand(list(paths) or ["-"])
+        files = expanded.files
         targets = [("--output", o.path) for o in planned if not o.to_stdout] + [
             ("--metrics-csv", metrics_csv)
         ]
@@ -535,6 +553,7 @@ def scan(
     ]
     for note in folder_notes:
         click.echo(f"verl-logscan: warning: {terminal_text(note)}", err=True)
+    folder_notes += expanded.notes  # (what a folder holds and was not read: in the report)
     if files == ["-"] and _isatty(sys.stdin):  # no silent wait for a log that is not coming
         click.echo("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)", err=True)
     learn_names = redact is not None and redact.hosts
@@ -557,9 +576,9 @@ def scan(
     if metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
         try:
             # a metric key that starts like a formula must not run in a spreadsheet
-            write_file_atomically(
-                metrics_csv, lambda tmp: analysis.metrics.to_csv(tmp, transform=csv_safe_frame)
-            )
+            names = analysis.names.names if analysis.names is not None else None
+            transform = _csv_transform(redact, names)
+            write_file_atomically(metrics_csv, lambda tmp: analysis.metrics.to_csv(tmp, transform=transform))
         except OSError as exc:
             _fail(f"cannot write {metrics_csv}: {exc.strerror or exc} (the report was written)")
     if interrupted is not None:
@@ -569,6 +588,28 @@ def scan(
     if report.stalled:
         sys.exit(EXIT_STALLED)
     sys.exit(EXIT_FAILURE_FOUND if report.failed else EXIT_HEALTHY)
+
+
+def _csv_transform(redact: RedactConfig | None, names: Names | None) -> Callable:
+    """What `--metrics-csv` does to the metrics table before writing it: its metric names (and any text
+    cell) redacted as the report's are (logparse.redact: a token in a metric key is masked in the JSON
+    report, so in the CSV too), then every formula-like cell made inert."""
+    if redact is None:
+        return csv_safe_frame
+    redactor = redactor_for((), redact, [names])
+
+    def transform(frame):
+        texts = [str(c) for c in frame.columns]
+        for column in frame.columns[frame.dtypes.eq(object)]:
+            texts += [v for v in frame[column] if isinstance(v, str)]
+        for text in texts if redact.hosts else ():
+            redactor.learn(text)
+        frame = frame.rename(columns=lambda c: redactor.text(str(c)))
+        for column in frame.columns[frame.dtypes.eq(object)]:
+            frame[column] = [redactor.text(v) if isinstance(v, str) else v for v in frame[column]]
+        return csv_safe_frame(frame)
+
+    return transform
 
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -654,7 +695,7 @@ def _feed(analysis: Analysis, files: list[str], live: _Live) -> tuple[int, str] 
         _fail(str(exc))
     except (KeyboardInterrupt, Terminated) as exc:  # report what was found so far, marked incomplete
         interrupted = _interrupt_code(exc)
-        _default_signals()
+        _hold_after_interrupt()
     live.clear()
     return interrupted
 
@@ -848,10 +889,10 @@ def fleet(
         address=address,
         job_timeout=job_timeout or None,
         redact=redact,
-        write_report=_plan_job_reports(reports_dir, jobs),
+        write_report=_plan_job_reports(reports_dir, jobs, redact),
     )
     rows, interrupted = _fleet_rows(run, len(jobs))
-    summary = _linked_from(summarise(jobs, rows), None if target.to_stdout else target.path)
+    summary = _linked_from(summarise(jobs, rows, redact), None if target.to_stdout else target.path)
     for row in summary.jobs:
         if reports_dir and row.status is not JobStatus.ERROR and row.report is None:
             click.echo(f"verl-logscan: could not write the report of {terminal_text(row.job)}", err=True)
@@ -908,7 +949,7 @@ def _fleet_rows(run, total: int) -> tuple[dict, tuple[int, str] | None]:
         _fail(str(exc))
     except (KeyboardInterrupt, Terminated) as exc:
         interrupted = _interrupt_code(exc)
-        _default_signals()
+        _hold_after_interrupt()
     finally:
         run.close()  # stops the workers still running
         if counter is not None:
@@ -916,9 +957,10 @@ def _fleet_rows(run, total: int) -> tuple[dict, tuple[int, str] | None]:
     return rows, interrupted
 
 
-def _plan_job_reports(folder: str | None, jobs: list[str]):
+def _plan_job_reports(folder: str | None, jobs: list[str], redact: RedactConfig | None):
     """`fleet --reports DIR`: the function each worker calls to write its job's HTML report into DIR,
-    under the job's short name (reports.fleet.short_names, made a file name); None without DIR."""
+    under the job's short name (reports.fleet.short_names, made a file name; a secret in it masked, as
+    the summary that links it shows the name); None without DIR."""
     if folder is None:
         return None
     import functools
@@ -929,7 +971,8 @@ def _plan_job_reports(folder: str | None, jobs: list[str]):
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         _fail(f"--reports {folder}: cannot create the folder: {exc.strerror or exc}")
-    names = dict(zip(jobs, report_file_names(jobs), strict=True))
+    shown = jobs if redact is None else [Redactor(RedactConfig()).text(job) for job in jobs]
+    names = dict(zip(jobs, report_file_names(shown), strict=True))
     for job, name in names.items():
         if same_path(os.path.join(folder, name), job):
             _fail(f"--reports {folder}: {name} would be written over the job {job}")
@@ -1083,8 +1126,9 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
     width = max((len(e.id) for e in rows), default=2)
     cwidth = max((len(e.category) for e in rows), default=8)
     click.echo(f"{'id':{width}}  {'category':{cwidth}}  {'role':7}  prio  title")
-    for e in rows:
-        click.echo(f"{e.id:{width}}  {e.category:{cwidth}}  {e.role.value:7}  {e.priority:4}  {e.title}")
+    for e in rows:  # (a user catalog's title may hold terminal escapes: dropped, as scan drops a log's)
+        title = terminal_text(e.title)
+        click.echo(f"{e.id:{width}}  {e.category:{cwidth}}  {e.role.value:7}  {e.priority:4}  {title}")
     click.echo(f"{len(rows)} entries", err=True)
 
 
@@ -1126,12 +1170,13 @@ def catalog_check(path: str | None, known_issue_files: tuple[str, ...]) -> None:
         count += n
     if failures:
         for f in failures:
-            click.echo(str(f), err=True)
+            click.echo(terminal_text(f), err=True)
+        said = terminal_text(summary)
         click.echo(
-            f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({summary})", err=True
+            f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({said})", err=True
         )
         sys.exit(EXIT_ERROR)
-    click.echo(f"catalog ok: {summary}")
+    click.echo(f"catalog ok: {terminal_text(summary)}")
 
 
 @cli.command(short_help="What an entry or a category means, and how to fix it.")
@@ -1159,7 +1204,7 @@ def explain(
         what = "category" if as_category else "catalog entry, category or rule"
         known = list(CATEGORIES) if as_category else names(catalog)
         _fail(f"no {what} '{entry_id}'{_did_you_mean(entry_id, known)}; see 'verl-logscan catalog list'")
-    click.echo(text, nl=False)
+    click.echo(terminal_text(text), nl=False)  # (a user catalog's text: no escape reaches the terminal)
 
 
 def _guard_standard_descriptors() -> None:
@@ -1200,6 +1245,13 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(EXIT_ERROR)
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        # what a command prints on stdout (explain, catalog list, --help) could not be written: a full
+        # disk, /dev/full, a quota; (a report's own writes say so themselves, with their path)
+        _stdout_to_devnull()  # (so that the flush at exit has somewhere to go)
+        _fail(f"cannot write to standard output: {exc.strerror or exc}")
 
 
 if __name__ == "__main__":

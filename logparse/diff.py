@@ -42,16 +42,17 @@ from logparse.model import (
 )
 from logparse.observe.environment import EnvironmentTracker
 from logparse.observe.hits import mask
-from logparse.pipeline import ScanConfig, analyse
+from logparse.pipeline import ScanConfig, analyse_unredacted
 from logparse.read.normalize import Normalizer, Record
 from logparse.read.sources import InputStats, expand_inputs, open_input, read_input
-from logparse.redact import RedactConfig, Redactor, strings
+from logparse.redact import RedactConfig, Redactor, redactor_for
 from patterns import Catalog
 
 MAX_NEW_LINES = 25  # lines new in BAD shown at most (the count of all of them is kept)
 MAX_TEMPLATES = 100_000  # templates remembered per side (a log of unique lines stays bounded)
 MAX_STREAMS = 8  # streams named per new line
 MAX_TEMPLATE_CHARS = 300
+MAX_BEFORE_CHARS = 512  # of the end of the line before a new line's first, kept for its redaction
 SCIENTIFIC_RE = re.compile(r"<\*>[eE][+-]?<\*>")
 UNKNOWN = "unknown"  # the root-cause id of an exception no catalog entry names
 # environment keys that are evidence or lists of hosts, not settings to compare
@@ -86,12 +87,16 @@ def diff_runs(
         good_paths = stack.enter_context(_readable_twice(good))
         bad_paths = stack.enter_context(_readable_twice(bad))
         config = ScanConfig(all_metrics=True)
-        g_report = analyse(good_paths, catalog, config)
-        b_report = analyse(bad_paths, catalog, config)
+        hosts = redact is not None and redact.hosts
+        g_report, g_names = analyse_unredacted(good_paths, catalog, config, learn_names=hosts)
+        b_report, b_names = analyse_unredacted(bad_paths, catalog, config, learn_names=hosts)
         g_lines = _templates(good_paths, keep_first=False)
         b_lines = _templates(bad_paths, keep_first=True)
     out = compare(g_report, b_report, g_lines, b_lines, max_new_lines)
-    return _redacted(out, redact) if redact is not None else out
+    if redact is None:
+        return replace(out, new_lines=tuple(replace(n, before=None) for n in out.new_lines))
+    redactor = redactor_for([g_report, b_report, out], redact, [g_names, b_names])
+    return _redacted(out, redactor)
 
 
 def compare(
@@ -157,6 +162,7 @@ def _is_pipe(path: str) -> bool:
 @dataclass
 class Seen:
     first: Record
+    before: str = ""  # the end of the line before `first` in its input (for the redaction)
     count: int = 0
     streams: list[str] = field(default_factory=list)
 
@@ -177,11 +183,13 @@ def _templates(paths: list[str], keep_first: bool) -> Templates:
     normalizer = Normalizer()
     seq = 0
     for path in expand_inputs(paths):
+        before = ""
         for line in read_input(path, InputStats(path)):
             seq += 1
             rec = normalizer.normalize(line, seq)
             out.env.feed(rec)
-            _note(out, rec, keep_first)
+            _note(out, rec, keep_first, before)
+            before = line.text
     return out
 
 
@@ -191,7 +199,8 @@ def template(message: str) -> str:
     return SCIENTIFIC_RE.sub("<*>", mask(message.strip()))[:MAX_TEMPLATE_CHARS]
 
 
-def _note(out: Templates, rec: Record, keep_first: bool) -> None:
+def _note(out: Templates, rec: Record, keep_first: bool, before: str = "") -> None:
+    """Count `rec`'s template (`before`: the line before it in its input, kept with a first one)."""
     if not rec.message.strip():
         return
     key = template(rec.message)
@@ -200,7 +209,7 @@ def _note(out: Templates, rec: Record, keep_first: bool) -> None:
         if len(out.seen) >= MAX_TEMPLATES:
             out.truncated = True
             return
-        seen = out.seen[key] = Seen(rec) if keep_first else None
+        seen = out.seen[key] = Seen(rec, before[-MAX_BEFORE_CHARS:]) if keep_first else None
     if seen is not None:
         seen.count += 1
         where = rec.origin.where() or None
@@ -327,6 +336,7 @@ def _new_lines(bad: Report, good_lines: Templates, bad_lines: Templates) -> list
                 stage=_stage_at(bad, rec.line.source, rec.line.number),
                 level=rec.origin.level,
                 score=error_score(rec.message, rec.origin.level),
+                before=seen.before,
             )
         )
     out.sort(key=lambda n: (-n.score, n.first.source, n.first.line))
@@ -405,13 +415,17 @@ def _bad_in_good(good: Report, bad: Report, g_lines: Templates) -> tuple[str, st
 
 
 # -- redaction ---------------------------------------------------------------------------------------------
-def _redacted(diff: DiffReport, config: RedactConfig) -> DiffReport:
-    """The diff with secrets (and, with config.hosts, hosts and users) masked, one placeholder per value
-    across both sides, as logparse.redact.redact_report does for one report."""
-    redactor = Redactor(config)
-    if redactor.config.hosts:
-        for text in strings(diff):
-            redactor.learn(text)
-    out = redactor.value(diff)
+def _redacted(diff: DiffReport, redactor: Redactor) -> DiffReport:
+    """The diff with every string masked by `redactor` (logparse.redact.redactor_for: one placeholder
+    per value across both sides, the names both runs' whole logs give). A new line is masked with the
+    line before it in BAD (a token a log wrapped onto it), which then goes."""
+    lines = []
+    for n in diff.new_lines:
+        if n.before is not None:
+            text = redactor.lines([n.before, n.first.text])[1]
+            template = redactor.lines([n.before, n.template])[1]
+            n = replace(n, first=replace(n.first, text=text), template=template, before=None)
+        lines.append(n)
+    out = redactor.value(replace(diff, new_lines=tuple(lines)))
     assert isinstance(out, DiffReport)
     return replace(out, redactions=redactor.counts())

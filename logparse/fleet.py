@@ -32,15 +32,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
-from logparse.handshake import grpc_refusal
+from logparse.handshake import CLIENT_METHOD, GCS_METHOD, grpc_refusal
 from logparse.model import FleetSummary, JobRow, JobStatus, Report
-from logparse.pipeline import analyse
-from logparse.read.sources import InputError, expand_inputs
-from logparse.redact import RedactConfig
+from logparse.pipeline import analyse_unredacted
+from logparse.read.sources import InputError
+from logparse.redact import Names, RedactConfig, redact_report, redactor_for
 from patterns import Catalog, load_catalog
 
 UNKNOWN_ROOT_CAUSE = "unknown"  # the root-cause id of an exception that no catalog entry recognises
@@ -62,6 +63,15 @@ ReportWriter = Callable[[str, Report], "str | None"]
 
 class EngineError(Exception):
     """The engine could not run the jobs: Ray is not installed or not reachable, a worker process died."""
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a worker hands back for one job: its row (not redacted: the summary is redacted once, for
+    all jobs together) and, with host redaction, the host and user names its whole log gave."""
+
+    row: JobRow
+    names: Names | None = None
 
 
 def job_row(job: str, report: Report, written: str | None = None) -> JobRow:
@@ -95,20 +105,24 @@ def job_row(job: str, report: Report, written: str | None = None) -> JobRow:
 
 def analyse_job(
     job: str, catalog: Catalog, redact: RedactConfig | None = None, write_report: ReportWriter | None = None
-) -> JobRow:
+) -> JobOutcome:
     """Analyse one job (a file, or a folder read as one job) exactly as a scan of it does; with
-    `write_report`, its report is also written (in this worker: the reports are written in parallel)."""
+    `write_report`, its report (redacted as a scan's) is also written (in this worker: the reports are
+    written in parallel). The row is redacted with the others' (summarise)."""
+    hosts = redact is not None and redact.hosts
     try:
-        files = expand_inputs([job])  # raises for a missing path or a folder with no log files
-        report = analyse(files, catalog, redact=redact)
+        # (raises InputError for a missing path or a folder with no log files)
+        report, names = analyse_unredacted([job], catalog, learn_names=hosts)
     except InputError as exc:
-        return JobRow(job=job, status=JobStatus.ERROR, message=str(exc))
+        return JobOutcome(JobRow(job=job, status=JobStatus.ERROR, message=str(exc)))
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
-        return error_row(job, f"could not be analysed ({type(exc).__name__}: {exc})")
-    written = write_report(job, report) if write_report is not None and not report.empty else None
-    return job_row(job, report, written)
+        return JobOutcome(error_row(job, f"could not be analysed ({type(exc).__name__}: {exc})"))
+    written = None
+    if write_report is not None and not report.empty:
+        written = write_report(job, report if redact is None else redact_report(report, redact, names))
+    return JobOutcome(job_row(job, report, written), names)
 
 
 def error_row(job: str, why: str) -> JobRow:
@@ -151,8 +165,8 @@ def run_local(
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
     redact: RedactConfig | None = None,
     write_report: ReportWriter | None = None,
-) -> Iterator[tuple[int, JobRow]]:
-    """(index, row) of each job as it finishes; at most `workers` children at a time, each killed when
+) -> Iterator[tuple[int, JobOutcome]]:
+    """(index, outcome) of each job as it finishes; at most `workers` children at a time, each killed when
     its job runs past `job_timeout` seconds (None: no limit). Closing the generator (an interrupt)
     kills the children still running."""
     global _worker_catalog
@@ -193,15 +207,19 @@ def run_local(
                         row = None
                     if row is None:
                         proc.join(5)
-                        row = error_row(
-                            jobs[index],
-                            f"its worker process ended without a result (exit code "
-                            f"{proc.exitcode}: killed, e.g. out of memory?)",
+                        row = JobOutcome(
+                            error_row(
+                                jobs[index],
+                                f"its worker process ended without a result (exit code "
+                                f"{proc.exitcode}: killed, e.g. out of memory?)",
+                            )
                         )
                 elif job_timeout is not None and now - started > job_timeout:
                     proc.kill()
-                    row = error_row(
-                        jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); stopped"
+                    row = JobOutcome(
+                        error_row(
+                            jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); stopped"
+                        )
                     )
                 if row is None:
                     continue
@@ -228,7 +246,7 @@ def _analyse_as_ray_task(
     cwd: str,
     redact: RedactConfig | None = None,
     write_report: ReportWriter | None = None,
-) -> JobRow:
+) -> JobOutcome:
     if os.path.isdir(cwd) and os.getcwd() != cwd:
         os.chdir(cwd)  # a Ray worker starts wherever its raylet did; relative paths are the caller's
     catalog = _ray_catalogs.get(catalog_paths)
@@ -274,7 +292,9 @@ def probe_ray_address(address: str, timeout: float = RAY_PROBE_S) -> None:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             tls = os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true")
             left = max(0.5, timeout - (time.monotonic() - start))
-            refusal = None if tls else grpc_refusal(sock, left, said=timeout)
+            method = CLIENT_METHOD if address.startswith("ray://") else GCS_METHOD
+            where = f"{host}:{port}"
+            refusal = None if tls else grpc_refusal(sock, left, said=timeout, method=method, authority=where)
     except OSError as exc:
         why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
         raise EngineError(
@@ -315,8 +335,8 @@ def run_ray(
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
     redact: RedactConfig | None = None,
     write_report: ReportWriter | None = None,
-) -> Iterator[tuple[int, JobRow]]:
-    """(index, row) of each job as it finishes, one Ray task per job (at most `workers` in flight when
+) -> Iterator[tuple[int, JobOutcome]]:
+    """(index, outcome) of each job as it finishes, one Ray task per job (at most `workers` in flight when
     given, so a job's time counts from its start). Uses the Ray session this process already has, else
     connects to `address` (or `RAY_ADDRESS`), else starts a local Ray instance of `workers` CPUs and
     stops it after. A task past `job_timeout` is cancelled and becomes an `error` row."""
@@ -345,21 +365,19 @@ def run_ray(
             for ref in done:
                 index, _ = running.pop(ref)
                 try:
-                    row = ray.get(ref)
+                    outcome = ray.get(ref)
                 except Exception as exc:
-                    row = error_row(jobs[index], f"its Ray task failed ({type(exc).__name__}: {exc})")
-                yield index, row
+                    outcome = JobOutcome(
+                        error_row(jobs[index], f"its Ray task failed ({type(exc).__name__}: {exc})")
+                    )
+                yield index, outcome
             now = time.monotonic()
             for ref, (index, submitted) in list(running.items()):
                 if job_timeout is not None and now - submitted > job_timeout:
                     ray.cancel(ref, force=True)
                     del running[ref]
-                    yield (
-                        index,
-                        error_row(
-                            jobs[index], f"not finished after {job_timeout:g} s (--job-timeout); cancelled"
-                        ),
-                    )
+                    why = f"not finished after {job_timeout:g} s (--job-timeout); cancelled"
+                    yield index, JobOutcome(error_row(jobs[index], why))
     finally:
         if started:
             ray.shutdown()
@@ -375,10 +393,11 @@ def iter_fleet(
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
     redact: RedactConfig | None = None,
     write_report: ReportWriter | None = None,
-) -> Iterator[tuple[int, JobRow]]:
-    """(index into `jobs`, row) of each job as it finishes. `catalog` must be `load_catalog(catalog_paths)`
-    (workers that cannot inherit it reload it from the paths); `redact`: how each job's report is
-    redacted (None: not at all); `write_report`: writes each job's own report (see ReportWriter)."""
+) -> Iterator[tuple[int, JobOutcome]]:
+    """(index into `jobs`, outcome) of each job as it finishes. `catalog` must be
+    `load_catalog(catalog_paths)` (workers that cannot inherit it reload it from the paths);
+    `redact`: how each job's report is redacted (None: not at all); `write_report`: writes each job's
+    own report (see ReportWriter)."""
     if not jobs:
         return
     if engine is Engine.RAY:
@@ -396,12 +415,22 @@ def iter_fleet(
         yield from run_local(jobs, catalog, catalog_paths, cores, job_timeout, redact, write_report)
 
 
-def summarise(jobs: Sequence[str], rows: dict[int, JobRow]) -> FleetSummary:
-    """The rows done, in the order of `jobs`; the others are pending (an interrupted run)."""
-    return FleetSummary(
-        tuple(rows[i] for i in range(len(jobs)) if i in rows),
-        tuple(job for i, job in enumerate(jobs) if i not in rows),
-    )
+def summarise(
+    jobs: Sequence[str], outcomes: dict[int, JobOutcome], redact: RedactConfig | None = None
+) -> FleetSummary:
+    """The rows done, in the order of `jobs`; the others are pending (an interrupted run). `redact`:
+    every row redacted as a scan redacts, together: one placeholder per value across the jobs, with the
+    names every job's log gave (a job path names a user its own log named: `/home/jdoe/job-a`)."""
+    done = [outcomes[i] for i in range(len(jobs)) if i in outcomes]
+    pending = tuple(job for i, job in enumerate(jobs) if i not in outcomes)
+    rows = [o.row for o in done]
+    if redact is None:
+        return FleetSummary(tuple(rows), pending)
+    # (a job's report link is a file this run named, not log text: masking it would break the link)
+    plain = [replace(row, report=None) for row in rows]
+    redactor = redactor_for([*plain, pending], redact, [o.names for o in done])
+    masked = tuple(replace(redactor.value(p), report=row.report) for p, row in zip(plain, rows, strict=True))
+    return FleetSummary(masked, tuple(redactor.text(job) for job in pending))
 
 
 def analyse_fleet(
@@ -412,9 +441,10 @@ def analyse_fleet(
     workers: int | None = None,
     address: str | None = None,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT_S,
+    redact: RedactConfig | None = None,
 ) -> FleetSummary:
     """Every job analysed on its own; `catalog` must be `load_catalog(catalog_paths)` (workers reload
     it from the paths). Duplicate job paths are analysed once."""
     unique = list(dict.fromkeys(jobs))
-    rows = dict(iter_fleet(unique, catalog, catalog_paths, engine, workers, address, job_timeout))
-    return summarise(unique, rows)
+    done = dict(iter_fleet(unique, catalog, catalog_paths, engine, workers, address, job_timeout, redact))
+    return summarise(unique, done, redact)

@@ -543,6 +543,9 @@ class NewLine:
     stage: str | None  # BAD's stage at its first line
     level: str | None  # the line's log level, when its prefix tells
     score: int  # how error-like (higher first): level, error words, a traceback's last line
+    # the line before its first line in BAD, for the redaction only (a token a log wrapped onto this
+    # line is masked with the line it started on); no renderer shows it, and a redacted report has none
+    before: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ What a path names decides how it is written (a report, `--metrics-csv`, `fleet -
   it is never half-written and a failed write (a full disk) leaves the old file as it was and no
   temporary file behind. The file keeps the mode of the one it replaces (else what the umask allows).
 * a symbolic link: followed; the file it points to is replaced as above (created, for a dangling link)
-  and the link stays a link.
+  and the link stays a link. A link in a world-writable sticky folder (/tmp) that belongs neither to
+  you nor to the folder's owner is refused: another user may have planted it (fs.protected_symlinks).
 * a character device (`/dev/null`, a terminal) or a FIFO: opened for writing and written, never
   renamed over (as root, a rename turned `/dev/null` into a regular file). A FIFO waits for its reader
   as a shell's `>` does.
@@ -192,30 +193,64 @@ def resolve(path: str) -> Target:
     raise OSError(code, f"{why}; give the name of a file to write")
 
 
-def _own_descriptor(path: str) -> int | None:
-    """N when `path` is this process's descriptor N (its folder resolves to /proc/<pid>/fd)."""
-    parent, name = os.path.split(path)
+def _own_descriptor(folder: str, name: str) -> int | None:
+    """N when `folder`/`name` is this process's descriptor N (the folder is /proc/<pid>/fd)."""
     if not name.isdecimal():
         return None
-    real = os.path.realpath(parent)
-    return int(name) if real in (f"/proc/{os.getpid()}/fd", "/proc/self/fd") else None
+    return int(name) if folder in (f"/proc/{os.getpid()}/fd", "/proc/self/fd") else None
 
 
 def _follow(path: str) -> str | int:
-    """The path `path` leads to once its symbolic links are followed, or the descriptor number when
-    it leads to one of this process's descriptors (`/dev/stdout` -> `/proc/self/fd/1` -> 1)."""
-    current = os.path.abspath(path)
-    for _ in range(MAX_LINKS):
-        fd = _own_descriptor(current)
-        if fd is not None:
+    """The path `path` leads to once its symbolic links are followed (in every component, the folders
+    above included), or the descriptor number when it leads to one of this process's descriptors
+    (`/dev/stdout` -> `/proc/self/fd/1` -> 1). A link that someone else planted in a shared sticky
+    folder is refused (_refuse_planted_link)."""
+    todo = os.path.abspath(path).split(os.sep)[::-1]  # the components still to walk, next last
+    current = os.sep
+    links = 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":  # (of a folder reached through links: its parent, as the kernel resolves it)
+            current = os.path.dirname(current)
+            continue
+        fd = _own_descriptor(current, name)
+        if fd is not None and not todo:
             return fd
-        parent, name = os.path.split(current)
-        current = os.path.join(os.path.realpath(parent), name)
-        if not os.path.islink(current):
-            return current
-        # a relative link is relative to its folder; `..` in it is resolved with the folders above
-        current = os.path.join(os.path.dirname(current), os.readlink(current))
-    raise OSError(errno.ELOOP, "too many levels of symbolic links")
+        candidate = os.path.join(current, name)
+        if not os.path.islink(candidate):
+            current = candidate
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise OSError(errno.ELOOP, "too many levels of symbolic links")
+        _refuse_planted_link(candidate, current)
+        target = os.readlink(candidate)
+        if os.path.isabs(target):
+            current = os.sep
+        todo.extend(target.split(os.sep)[::-1])  # (a relative link is relative to its folder)
+    return current
+
+
+def _refuse_planted_link(link: str, folder: str) -> None:
+    """Raise OSError when `link` lies in a world-writable sticky folder (/tmp, a shared scratch folder)
+    and belongs neither to this process's user nor to the folder's owner: anyone may plant a link
+    there, pointing at a file of yours for a report to replace. The kernel refuses to follow such a
+    link (fs.protected_symlinks); resolving it here, and renaming onto its target, would sidestep that."""
+    try:
+        where = os.stat(folder)
+        owner = os.lstat(link).st_uid
+    except OSError:
+        return  # (what cannot be looked at is refused, or not, by the write itself)
+    shared = where.st_mode & stat.S_ISVTX and where.st_mode & stat.S_IWOTH
+    if shared and owner not in (os.geteuid(), where.st_uid):
+        raise OSError(
+            errno.EACCES,
+            f"is a symbolic link in the shared folder {folder} (world-writable, sticky) that belongs to "
+            f"another user (uid {owner}), neither you nor the folder's owner; refusing to follow it, as "
+            f"the kernel's fs.protected_symlinks does: remove it or write the report elsewhere",
+        )
 
 
 def _replace(real: str, write: Callable[[str], None]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -36,12 +37,12 @@ from logparse.observe.tracebacks import LineRole, TracebackAssembler
 from logparse.read.blocks import MAX_WORKERS, Block, available_cpus
 from logparse.read.lookback import LOOKBACK_LINES, stream_lines_before
 from logparse.read.normalize import Origin, Record
-from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter
+from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter, available_engines
 from logparse.read.progress_syntax import NOTHING
 from logparse.read.records import MAX_MERGE_FILES, RecordReader
-from logparse.read.sources import Line, expand_inputs
+from logparse.read.sources import Line, expand
 from logparse.read.steps import STEP_RE
-from logparse.redact import RedactConfig, redact_report
+from logparse.redact import Names, RedactConfig, redact_report
 from patterns import Catalog
 from patterns.upstream_issues import ENV_VAR, KnownIssues, known_issue_files_from_env, load_known_issues
 
@@ -62,6 +63,10 @@ DEFAULT_MAX_WORKERS = 4
 NO_ROUTE = Route(None, None, None, None, True)  # a record not prefiltered: every observer looks
 
 
+class SettingError(ValueError):
+    """An environment variable of verl-logscan's holds a value it cannot use (the message says which)."""
+
+
 def _reader_bytes_from_env() -> int | None:
     raw = os.environ.get("VERL_LOGSCAN_READER_MB")
     if raw is None or not raw.strip():
@@ -69,9 +74,14 @@ def _reader_bytes_from_env() -> int | None:
     if raw.strip().lower() in ("off", "no", "none", "0"):
         return None
     try:
-        return max(1, int(float(raw) * (1 << 20)))
+        mb = float(raw)
     except ValueError:
-        return READER_PROCESS_BYTES
+        mb = math.nan
+    if not math.isfinite(mb) or mb < 0:  # (`inf` was an OverflowError traceback)
+        raise SettingError(
+            f"VERL_LOGSCAN_READER_MB={raw.strip()[:40]!r}: not a size in MB (a number such as 32, or off)"
+        )
+    return max(1, int(mb * (1 << 20)))
 
 
 def default_workers() -> int:
@@ -86,8 +96,33 @@ def _workers_from_env() -> int:
         try:
             return max(1, min(int(raw), MAX_WORKERS))
         except ValueError:
-            pass
+            raise SettingError(
+                f"VERL_LOGSCAN_WORKERS={raw.strip()[:40]!r}: not a number of processes (1 to {MAX_WORKERS})"
+            ) from None
     return default_workers()
+
+
+def _engine_from_env() -> str | None:
+    raw = (os.environ.get("VERL_LOGSCAN_ENGINE") or "").strip()
+    if not raw:
+        return None
+    engines = available_engines()
+    if raw not in engines:  # (`foo` was a ValueError traceback from the prefilter)
+        known = ", ".join(("hyperscan", "re"))
+        why = "is not installed here" if raw == "hyperscan" else "is no prefilter engine"
+        raise SettingError(
+            f"VERL_LOGSCAN_ENGINE={raw[:40]!r} {why} (engines: {known}; here: {', '.join(engines)})"
+        )
+    return raw
+
+
+def check_settings() -> None:
+    """Raise SettingError when an environment variable of verl-logscan's (VERL_LOGSCAN_READER_MB,
+    VERL_LOGSCAN_WORKERS, VERL_LOGSCAN_ENGINE) holds a value it cannot use: the CLI says so in one
+    line before it reads anything."""
+    _reader_bytes_from_env()
+    _workers_from_env()
+    _engine_from_env()
 
 
 @dataclass(frozen=True)
@@ -97,7 +132,7 @@ class ScanConfig:
     max_groups: int = 2000
     merge_files: int = MAX_MERGE_FILES
     # prefilter engine: hyperscan (default when installed) or re; VERL_LOGSCAN_ENGINE overrides
-    engine: str | None = field(default_factory=lambda: os.environ.get("VERL_LOGSCAN_ENGINE") or None)
+    engine: str | None = field(default_factory=lambda: _engine_from_env())
     # a file at least this large is read (gunzipped, prefiltered) by a reader process while the scan
     # works on the blocks before (logparse.read.blocks); None: never. VERL_LOGSCAN_READER_MB overrides.
     reader_process_bytes: int | None = field(default_factory=lambda: _reader_bytes_from_env())
@@ -530,8 +565,26 @@ def analyse(
     """The report of one job: its files and folders (or stdin, `-`) read as one job. `redact`: how to
     mask secrets in it (None: not at all); `known_issues`: what the root cause is matched against
     (None: default_known_issues())."""
-    if redact is not None and redact.hosts:
+    report, names = analyse_unredacted(
+        paths, catalog, config, learn_names=redact is not None and redact.hosts, known_issues=known_issues
+    )
+    return report if redact is None else redact_report(report, redact, names)
+
+
+def analyse_unredacted(
+    paths: list[str],
+    catalog: Catalog,
+    config: ScanConfig | None = None,
+    learn_names: bool = False,
+    known_issues: KnownIssues | None = None,
+) -> tuple[Report, Names | None]:
+    """The report of one job, not redacted, and (with `learn_names`) the host and user names its whole
+    log gives: for a command that redacts several jobs' text together (fleet, diff), with the names
+    learnt from all of them (logparse.redact.redactor_for)."""
+    if learn_names:
         config = dataclasses.replace(config or ScanConfig(), learn_names=True)
+    expanded = expand(paths or ["-"])
     analysis = Analysis(catalog, config, known_issues)
-    analysis.feed_inputs(expand_inputs(paths or ["-"]))
-    return analysis.report(redact)
+    analysis.feed_inputs(expanded.files)
+    report = analysis.report(None, leading=expanded.notes)
+    return report, analysis.names.names if analysis.names is not None else None

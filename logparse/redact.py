@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from enum import Enum
 
 from logparse.model import Evidence, Report
 from logparse.read.sources import MAX_LINE_BYTES
 from patterns.schema import LazyRe
-from patterns.secrets import SecretKind, secret_kinds
+from patterns.secrets import LINE_PREFIX_PATTERN, MIN_CONTINUATION, SecretKind, secret_kinds
 
 
 class Kind:
@@ -87,7 +88,7 @@ _CUT_SETTING = LazyRe(
     r"\s{0,3}['\"]?(?:(?:bearer|basic|token)\s+)?(?P<v>(?!\[redacted:)[^\s'\"]+)\Z"
 )
 # The launcher prefix of a line (`(WorkerDict pid=1, ip=...)`, `[rank3]:`), kept on a masked key line
-LINE_PREFIX = LazyRe(r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}")
+LINE_PREFIX = LazyRe(LINE_PREFIX_PATTERN)
 _BASE64_LINE = LazyRe(r"[A-Za-z0-9+/=]{4,}\s*")
 # pprint's continuation of a long string: a line that is only a quoted string (its closing `,` `}` `)`
 # `]` after it), and a masked value that runs to the end of its line
@@ -152,6 +153,7 @@ NOT_USERS = frozenset(
         "ec2-user",
         "runner",
         "ray",
+        "git",
         "nobody",
         "jovyan",
         "tmp",
@@ -201,6 +203,16 @@ STRONG_HOST_CONTEXTS = LazyRe(
     r"|--master[_-]addr(?:\s+|=)|\bmaster_addr\s*[:=]\s*|Worker IP address:\s*|Memory on the node \(IP:\s*"
     r"|\bSLURMD_NODENAME=|\bSLURM_SUBMIT_HOST=|\bSLURM_LAUNCH_NODE_IPADDR=)" + _HOST_VALUE,
     re.IGNORECASE,
+)
+# torch's c10d rendezvous (socket.cpp): `... has failed to connect to [gpu-node-17]:29500 (errno: ...)`
+# and `... to any network address of (gpu-node-17, 29500)`; `ssh user@host` (and scp, rsync, sftp)
+RENDEZVOUS_HOST = LazyRe(
+    r"\bconnect to (?:any network address of )?(?:\[(?P<bracketed>[A-Za-z0-9][A-Za-z0-9.-]{0,252})\]:\d{1,5}"
+    r"|\((?P<paired>[A-Za-z0-9][A-Za-z0-9.-]{0,252}), \d{1,5}\))"
+)
+REMOTE_LOGIN = LazyRe(
+    r"\b(?:ssh|scp|sftp|rsync|mosh)\b[^\n|;&@]{0,200}?(?<![\w.-])(?P<user>[a-z_][a-z0-9_.-]{0,31})@"
+    r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]{0,252})(?![\w.-]*@)"
 )
 WEAK_HOST_CONTEXTS = LazyRe(
     r"\b(?:host|node|node_ip_address|node_name)\s*[:=]\s*" + _HOST_VALUE, re.IGNORECASE
@@ -287,6 +299,7 @@ NAME_KEYWORDS = (
     "LOGNAME",
     "ip-",
     "@",
+    "connect to",
     "://",
     ".internal",
     ".local",
@@ -336,6 +349,14 @@ class Names:
             for m in SHELL_PROMPT.finditer(text):
                 self.learn_user(m.group("user"))
                 self.learn_host(m.group("host"))
+            for m in REMOTE_LOGIN.finditer(text):
+                host = m.group("host").lower()
+                if not any(host == site or host.endswith("." + site) for site in PUBLIC_SITES):
+                    self.learn_user(m.group("user"))  # (`ssh git@github.com` names no site's machine)
+                    self.learn_host(m.group("host"))
+        if "connect to" in text:
+            for m in RENDEZVOUS_HOST.finditer(text):
+                self.learn_host(m.group("bracketed") or m.group("paired"))
         self._learn_users(text, strict)
 
     def _learn_hosts(self, text: str, strict: bool, lowered: str) -> None:
@@ -441,6 +462,8 @@ class Redactor:
         self._prefix_kind = dict(prefixes)
         self._cut_token_re: re.Pattern[str] | None = None  # compiled when a cut text first needs it
         self._blocks = [(k.id, k.block) for k in self.kinds if k.block is not None]
+        self._wrapping = [k for k in self.kinds if k.wraps]  # kinds whose tokens a line end may split
+        self._line_end_token_re: re.Pattern[str] | None = None  # compiled when first needed
         # hint -> the kinds (bits of their index) it lets through; the kinds without hints always run
         hint_bits: dict[str, int] = {}
         for i, kind in enumerate(self.kinds):
@@ -513,6 +536,19 @@ class Redactor:
                 + r")[A-Za-z0-9_.+/=-]*)\Z"
             )
         return self._cut_token_re
+
+    @property
+    def _line_end_token(self) -> re.Pattern[str] | None:
+        """The head of a token that may go on in the next line (a kind with `wraps`, by its prefix) at
+        the end of a line: a line seen alone (an ALERT) cannot tell, so it is masked as far as it goes."""
+        prefixes = [p for k in self._wrapping for p in k.prefixes]
+        if self._line_end_token_re is None and prefixes:
+            self._line_end_token_re = re.compile(
+                r"(?m)(?<![A-Za-z0-9_-])(?P<v>(?:"
+                + "|".join(re.escape(p) for p in prefixes)
+                + rf")[A-Za-z0-9_.+/=-]{{{MIN_CONTINUATION},}})$"
+            )
+        return self._line_end_token_re
 
     # -- masking ---------------------------------------------------------------------------------
     def _count(self, kind: str, value: str) -> None:
@@ -604,11 +640,18 @@ class Redactor:
         (default: a text as long as a cut line counts as cut)."""
         if cut is None:
             cut = len(value) >= CUT_MIN_CHARS
+        if "\n" in value and self._wrapping:  # (before the kinds that would see the head alone)
+            value = "\n".join(self._wrapped(value.split("\n")))
         hidden = INVISIBLE.search(value) is not None
         lowered = (_visible(value)[0] if hidden else value).lower()
         for kind in self._hinted(lowered):
             for pattern in kind.patterns:
                 value, hidden = self._apply(kind.id, pattern, value, hidden)
+        if self._wrapping and self._line_end_token is not None:
+            m = self._line_end_token.search(_visible(value)[0] if hidden else value)
+            if m:
+                kind = next(k.id for k in self._wrapping if m.group("v").startswith(k.prefixes))
+                value, hidden = self._apply(kind, self._line_end_token, value, hidden)
         if cut:
             if self._cut_token is not None:
                 m = self._cut_token.search(_visible(value)[0] if hidden else value)
@@ -670,6 +713,23 @@ class Redactor:
             if inside and body:
                 self._count(kind, "\n".join(body))
         self._continued(out)
+        return self._wrapped(out)
+
+    def _wrapped(self, out: list[str]) -> list[str]:
+        """Consecutive lines with each token that one ends and the next continues (a JWT a log wrapped:
+        the kinds with `wraps`) masked on both, the next line's launcher prefix kept."""
+        for kind in self._wrapping:
+            for i in range(len(out) - 1):
+                head, tail = out[i], out[i + 1]
+                if not head or not tail or not kind.hinted((head[-4096:] + tail[:4096]).lower()):
+                    continue
+                span = kind.wrapped(head, tail)
+                if span is None:
+                    continue
+                start, body, end = span
+                self._count(kind.id, INVISIBLE.sub("", head[start:] + tail[body:end]))
+                out[i] = head[:start] + MASK.format(kind.id)
+                out[i + 1] = tail[:body] + MASK.format(kind.id) + tail[end:]
         return out
 
     def _continued(self, out: list[str]) -> None:
@@ -705,7 +765,7 @@ class Redactor:
     # -- walking the report ----------------------------------------------------------------------
     def value(self, value: object) -> object:
         """`value` with every string inside (dataclass fields, tuples, lists, dict values) redacted."""
-        if type(value) in _PLAIN:
+        if type(value) in _PLAIN or isinstance(value, Enum):  # (a closed vocabulary, not log text)
             return value
         if isinstance(value, str):
             return self.text(value)
@@ -779,26 +839,46 @@ def strings(value: object) -> Iterator[str]:
             yield from strings(v)
 
 
+def redactor_for(
+    values: Iterable[object], config: RedactConfig | None = None, names: Iterable[Names | None] = ()
+) -> Redactor:
+    """One redactor for everything a command prints: with `config.hosts`, it masks the names every book
+    of `names` learnt (each input's whole log: logparse.observe.names) and those every string of
+    `values` names (a report's root-cause node, finding nodes and environment hosts too), so that one
+    value has one placeholder throughout (scan, each side of a diff, every job of a fleet)."""
+    redactor = Redactor(config)
+    if not redactor.config.hosts:
+        return redactor
+    for book in names:
+        if book is not None:
+            redactor.adopt(book)
+    for value in values:
+        for text in strings(value):
+            redactor.learn(text)
+        if isinstance(value, Report):
+            _learn_report_hosts(redactor, value)
+    return redactor
+
+
+def _learn_report_hosts(redactor: Redactor, report: Report) -> None:
+    """The hosts a report names as such (where, not in a context a string shows)."""
+    if report.root_cause is not None and report.root_cause.node:
+        redactor.learn_host(report.root_cause.node)
+    for f in (*report.symptoms, *report.findings):
+        for node in f.nodes:
+            redactor.learn_host(node)
+    hosts = report.environment.get("hosts") if isinstance(report.environment, dict) else None
+    if isinstance(hosts, (list, tuple)):
+        for h in hosts:
+            if isinstance(h, str):
+                redactor.learn_host(h)
+
+
 def redact_report(report: Report, config: RedactConfig | None = None, names: Names | None = None) -> Report:
     """A copy of `report` with secrets (and, with `config.hosts`, hosts and users) masked in every
     string, and `redactions` set to {kind: distinct values masked}. `names`: the hosts and users the
     scan learnt from the whole log (logparse.observe.names), masked with those the report names."""
-    redactor = Redactor(config)
-    if redactor.config.hosts:
-        if names is not None:
-            redactor.adopt(names)
-        for text in strings(report):
-            redactor.learn(text)
-        if report.root_cause is not None and report.root_cause.node:
-            redactor.learn_host(report.root_cause.node)
-        for f in (*report.symptoms, *report.findings):
-            for node in f.nodes:
-                redactor.learn_host(node)
-        hosts = report.environment.get("hosts") if isinstance(report.environment, dict) else None
-        if isinstance(hosts, (list, tuple)):
-            for h in hosts:
-                if isinstance(h, str):
-                    redactor.learn_host(h)
+    redactor = redactor_for([report], config, [names])
     redacted = redactor.value(report)
     assert isinstance(redacted, Report)
     return dataclasses.replace(redacted, redactions=redactor.counts())

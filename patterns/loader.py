@@ -9,6 +9,8 @@ cannot hang a scan.
 from __future__ import annotations
 
 import importlib.resources
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -299,19 +301,35 @@ def _load_file(
 
 
 def _read_catalog_text(path: Path, label: str, problems: list[Problem]) -> str | None:
+    """The text of a catalog file: a regular file of at most MAX_CATALOG_BYTES, else a problem. (A FIFO
+    as --catalog waited for ever, /dev/zero grew to a MemoryError: neither is opened for reading.)"""
     try:
-        size = path.stat().st_size
-        if size > MAX_CATALOG_BYTES:
+        # O_NONBLOCK: opening a FIFO does not wait for a writer, so it can be told apart and refused
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                problems.append(
+                    Problem(
+                        label,
+                        0,
+                        "catalog path is not a regular file (a FIFO, device or socket)",
+                        "give a YAML file, or a folder of them",
+                    )
+                )
+                return None
+            data = fh.read(MAX_CATALOG_BYTES + 1)  # (its size may grow while it is read)
+        if len(data) > MAX_CATALOG_BYTES:
             problems.append(
                 Problem(
                     label,
                     0,
-                    f"catalog file is {size} bytes (limit {MAX_CATALOG_BYTES})",
+                    f"catalog file is {max(st.st_size, len(data))} bytes (limit {MAX_CATALOG_BYTES})",
                     "split it into several files in a folder",
                 )
             )
             return None
-        return path.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(Problem(label, 0, f"cannot read catalog file: {exc}"))
         return None

@@ -34,9 +34,17 @@ FIELDS = {
     "hints": False,
     "prefixes": False,
     "block": False,
+    "wraps": False,
     "examples": True,
 }
 MAX_SECRET_PATTERN = 2000  # characters of one regex
+# The launcher prefixes of a line (`(WorkerDict pid=1, ip=...)`, `[rank3]:`): a line a token wraps onto
+# goes on after them (logparse.redact keeps them on a masked line too)
+LINE_PREFIX_PATTERN = r"^\s*(?:\([^()\n]{0,200}\)\s*|\[[^\[\]\n]{0,60}\]:?\s*){0,3}"
+_LINE_PREFIX = re.compile(LINE_PREFIX_PATTERN)
+# A token complete at the end of its line is continued by the next line only by this many token
+# characters or more (a JWT's signature wrapped; not a word such as `File` that starts the next line)
+MIN_CONTINUATION = 16
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,25 @@ class SecretKind:
     match: tuple[SecretExample, ...]
     no_match: tuple[SecretExample, ...]
     line: int = 0
+    wraps: bool = False  # a token a log wrapped onto the next line is found across the line end
+
+    def wrapped(self, head: str, tail: str) -> tuple[int, int, int] | None:
+        """A token of this kind that the line `head` ends and the next line `tail` continues (after
+        its launcher prefix and indent): (where it starts in `head`, where the tail's text starts,
+        where the token ends in `tail`); None when there is none."""
+        body = _LINE_PREFIX.match(tail).end()
+        joined = head + tail[body:]
+        cut = len(head)
+        for pattern in self.patterns:
+            for m in pattern.finditer(joined):
+                start, end = m.span("v")
+                if start < cut < end and (end - cut >= MIN_CONTINUATION or not self._ends(head)):
+                    return start, body, body + end - cut
+        return None
+
+    def _ends(self, text: str) -> bool:
+        """Does a token of this kind end where `text` ends (complete as it is)?"""
+        return any(m.end("v") == len(text) for p in self.patterns for m in p.finditer(text))
 
     def hinted(self, lowered: str) -> bool:
         """May this kind occur in a text (given lower-cased)?"""
@@ -176,10 +203,15 @@ class _Builder:
             self.fail("hints", "hints are matched in lower-cased text: write them in lower case")
         prefixes = self.strings("prefixes", False)
         block = self._block()
+        wraps = self.raw.get("wraps", False)
+        if not isinstance(wraps, bool):
+            self.fail("wraps", "'wraps' is true or false")
         match, no_match = self.examples()
         if not self.ok:
             return None
-        kind = SecretKind(ident, title, patterns, hints, prefixes, block, match, no_match, self.line_of())
+        kind = SecretKind(
+            ident, title, patterns, hints, prefixes, block, match, no_match, self.line_of(), wraps
+        )
         self._check_examples(kind, match, no_match)
         return kind if self.ok else None
 
@@ -202,6 +234,9 @@ class _Builder:
             if ex.secret not in ex.line:
                 self.fail("examples", f"the secret {ex.secret!r} is not in its line {ex.line!r}")
                 continue
+            if "\n" in ex.line:  # a token wrapped onto the next line
+                self._check_wrapped(kind, ex)
+                continue
             at = ex.line.index(ex.secret)
             if not any(s <= at and at + len(ex.secret) <= e for s, e in kind.values(ex.line)):
                 self.fail("examples", f"no pattern masks {ex.secret!r} in {ex.line!r}")
@@ -210,6 +245,18 @@ class _Builder:
         for ex in no_match:
             if kind.values(ex.line):
                 self.fail("examples", f"a no_match line is masked: {ex.line!r} ({ex.why})")
+
+    def _check_wrapped(self, kind: SecretKind, ex: SecretExample) -> None:
+        """A match example of two lines: the token the first ends and the second continues covers the
+        secret (in either line)."""
+        head, tail = ex.line.split("\n", 1)
+        span = kind.wrapped(head, tail) if kind.wraps else None
+        if span is None:
+            self.fail("examples", f"no token of a kind with 'wraps: true' spans the lines of {ex.line!r}")
+            return
+        start, body, end = span
+        if ex.secret not in head[start:] and ex.secret not in tail[body:end]:
+            self.fail("examples", f"the wrapped token masks no {ex.secret!r} in {ex.line!r}")
 
 
 def parse_secret_kinds(text: str, label: str = SECRETS_LABEL) -> tuple[SecretKind, ...]:

@@ -1,8 +1,10 @@
 """Binary data is found per region, not per file: a log whose text is followed (or interrupted) by
 binary data is read up to it, the span is skipped with a note saying where and how much, and the text
 after it is read, every line keeping its number in the file. (15 KB of real log and then random bytes
-was skipped whole: EMPTY, exit 5, the CUDA OOM missed.) A file that starts binary is still skipped
-whole (tests/test_robustness.py), and a short run of garbage inside text stays text."""
+was skipped whole: EMPTY, exit 5, the CUDA OOM missed.) Binary data at the head of a file is a region
+too (64 KB of random bytes before a log also gave EMPTY); a file that starts with a binary format's
+magic (an ELF core dump, compressed data without its suffix) is still skipped whole
+(tests/test_robustness.py), and a short run of garbage inside text stays text."""
 
 from __future__ import annotations
 
@@ -159,3 +161,40 @@ def test_the_first_bytes_decide_only_the_start() -> None:
     log = SAMPLE.read_bytes()
     assert sniff(log[:15_000] + noise(60_000)) == "utf-8"
     assert sniff(noise(60_000) + log) == "binary"
+
+
+# -- binary data at the head of a log: a region, as at its tail ------------------------------------------
+
+
+@pytest.mark.parametrize("process", ["inline", "reader-process"])
+@pytest.mark.parametrize(
+    "head",
+    [noise(64 << 10), b"\x01\x02\x03\x04\x05\x06" * 220, b"\x00" * 100 + noise(4096) + b"\n"],
+    ids=["64KB-random", "1.3KB-control", "nul-and-random"],
+)
+def test_a_binary_head_does_not_skip_the_log_after_it(
+    tmp_path: Path, head: bytes, process: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 KB of random bytes before a log, or 1.3 KB of control bytes before a short one, gave EMPTY
+    (exit 5): the first bytes decided for the whole file."""
+    if process == "reader-process":
+        for key, value in READER_ON.items():
+            monkeypatch.setenv(key, value)
+    log = SAMPLE.read_bytes()
+    (tmp_path / "job.log").write_bytes(head + log * (1 if len(head) < 8192 else 24))
+    run = scan_json(tmp_path, "job.log")
+    assert run.rc == EXIT_FAILURE_FOUND, run.stderr
+    report = run.json()
+    assert root_id(report) == "cuda-oom"
+    assert any("binary data skipped from byte 0" in n for n in report["notes"]), report["notes"]
+
+
+def test_thirty_thousand_binary_spans_are_summed_up_in_one_note() -> None:
+    """30,000 spans gave 30,000 notes (a 5 MB JSON and a 5 MB HTML report)."""
+    text = b"INFO a clean line of the log that ends a span\n"
+    data = (noise(600, seed=3).replace(b"\n", b"\x01") + b"\n" + text) * 30_000
+    lines, notes = read(data)
+    span_notes = [n for n in notes if "binary data" in n]
+    assert len(span_notes) == reader.MAX_SPAN_NOTES + 1, span_notes[-2:]
+    assert "29,997 more spans of binary data" in span_notes[-1]
+    assert sum(t == text.decode().strip() for t in lines) == 30_000

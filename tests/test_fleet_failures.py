@@ -147,11 +147,11 @@ def test_ray_addresses_are_read_as_ray_reads_them() -> None:
 
 
 def test_an_analysis_that_crashes_is_an_error_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    def crash(files, catalog, redact=None):
+    def crash(files, catalog, config=None, learn_names=False):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(fleet, "analyse", crash)
-    row = analyse_job(str(SAMPLE), load_catalog())
+    monkeypatch.setattr(fleet, "analyse_unredacted", crash)
+    row = analyse_job(str(SAMPLE), load_catalog()).row
     assert row.status is JobStatus.ERROR
     assert (
         row.message == f"{SAMPLE}: could not be analysed (RecursionError: maximum recursion depth exceeded)"

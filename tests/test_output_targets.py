@@ -230,3 +230,92 @@ def test_a_long_but_valid_name_gets_its_report(tmp_path: Path) -> None:
     result = run_cli(["scan", str(job(tmp_path)), "-o", str(out)])
     assert result.exit_code == EXIT_FAILURE_FOUND, result.output
     assert json.loads(out.read_text())["root_cause"]["id"] == "cuda-oom"
+
+
+# -- a link someone else planted in a shared sticky folder (/tmp) ---------------------------------------
+
+OTHER_UID = 4242  # a user who is neither this process's nor the folder's
+
+
+def shared_folder(tmp_path: Path) -> Path:
+    """A folder like /tmp: world-writable and sticky."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    return folder
+
+
+def planted_link(folder: Path, name: str, target: Path, uid: int) -> Path:
+    link = folder / name
+    link.symlink_to(target)
+    try:
+        os.lchown(link, uid, uid)
+    except PermissionError:
+        pytest.skip("giving a link to another user needs root")
+    return link
+
+
+@pytest.mark.parametrize("option", ["-o", "--metrics-csv", "fleet", "fleet --reports"])
+def test_a_link_planted_by_another_user_in_a_sticky_folder_is_not_followed(
+    tmp_path: Path, option: str
+) -> None:
+    """As root, `-o /tmp/r.md` where r.md is another user's link to a file replaced that file: the tool
+    resolved the link itself and renamed onto the target, sidestepping fs.protected_symlinks."""
+    log = job(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    folder = shared_folder(tmp_path)
+    name = "job.html" if option == "fleet --reports" else "r.md"
+    link = planted_link(folder, name, victim, OTHER_UID)
+    if option == "fleet --reports":
+        args = ["fleet", str(log), "--reports", str(folder)]
+    elif option == "fleet":
+        args = ["fleet", str(log), "-o", str(link)]
+    else:
+        args = ["scan", str(log), option, str(link)] + (
+            ["-o", str(tmp_path / "r.json")] if "csv" in option else []
+        )
+    result = run_cli(args)
+    assert victim.read_text() == "precious\n" and link.is_symlink(), result.output
+    if option == "fleet --reports":
+        assert "could not write the report" in result.stderr
+    else:
+        assert result.exit_code == EXIT_ERROR, result.output
+        error = [line for line in result.stderr.splitlines() if line.startswith("verl-logscan: error:")]
+        assert len(error) == 1 and "belongs to another user" in error[0], result.stderr
+        assert "fs.protected_symlinks" in error[0] and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("owner", ["me", "folder owner"])
+def test_a_link_of_my_own_or_the_folders_owner_in_a_sticky_folder_still_gets_the_report(
+    tmp_path: Path, owner: str
+) -> None:
+    log = job(tmp_path)
+    mine = tmp_path / "mine.md"
+    folder = shared_folder(tmp_path)
+    uid = os.geteuid()
+    if owner == "folder owner":
+        try:
+            os.chown(folder, OTHER_UID, OTHER_UID)
+        except PermissionError:
+            pytest.skip("giving a folder to another user needs root")
+        uid = OTHER_UID
+    link = folder / "r.md"
+    link.symlink_to(mine)
+    if uid != os.geteuid():
+        os.lchown(link, uid, uid)
+    result = run_cli(["scan", str(log), "-o", str(link)])
+    assert result.exit_code == EXIT_FAILURE_FOUND, result.output
+    assert link.is_symlink() and "cuda-oom" in mine.read_text()
+
+
+def test_a_planted_link_in_a_folder_above_is_refused_too(tmp_path: Path) -> None:
+    """`-o /tmp/dir-link/r.md` where dir-link is another user's link to a folder of yours."""
+    log = job(tmp_path)
+    target_dir = tmp_path / "private"
+    target_dir.mkdir()
+    folder = shared_folder(tmp_path)
+    link = planted_link(folder, "reports", target_dir, OTHER_UID)
+    result = run_cli(["scan", str(log), "-o", str(link / "r.md")])
+    assert result.exit_code == EXIT_ERROR and "belongs to another user" in result.stderr
+    assert not (target_dir / "r.md").exists()

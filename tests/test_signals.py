@@ -192,3 +192,31 @@ def test_fifo_closed_by_its_writer_is_a_complete_scan(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=60)
     t.join(5)
     assert proc.returncode == 1 and json.loads(out)["complete"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gap_ms", [0, 10, 20])
+def test_a_second_sigterm_right_after_the_first_does_not_undo_the_reports(
+    tmp_path: Path, gap_ms: int
+) -> None:
+    """A scheduler's second SIGTERM 10-20 ms after the first ended the process while it wrote: both
+    reports were lost. The first starts the write; the second is held until it is done."""
+    fifo = tmp_path / "live.log"
+    os.mkfifo(fifo)
+    for name in ("report.json", "report.md"):
+        (tmp_path / name).write_text("an older report\n")
+    proc = start(["scan", "live.log", "-o", "report.json", "-o", "report.md"], tmp_path)
+    fd = os.open(fifo, os.O_WRONLY)
+    try:
+        os.write(fd, "".join(f"INFO step {i}\n" for i in range(100)).encode() + OOM.encode() + b"\n")
+        wait_drained(fd)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(gap_ms / 1000)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 143, err
+    check_partial_report((tmp_path / "report.json").read_text(), "SIGTERM")
+    assert "cuda-oom" in (tmp_path / "report.md").read_text()
+    assert b"Traceback" not in err and not list(tmp_path.glob(".report*.tmp"))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from logparse.model import Evidence
+from logparse.observe.tracebacks import clip
 from logparse.read.lookback import LOOKBACK_BYTES
 from logparse.read.normalize import Normalizer, Origin, Record
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line
@@ -288,7 +289,9 @@ class StallObserver:
         m = self._match(self._frames, msg)
         if m is not None:
             if len(dump.frames) < MAX_FRAMES:
-                dump.frames.append(Frame(m.group("function"), m.group("file"), log_int(m.group("line"))))
+                # (a frame's text bounded as a traceback's is)
+                function, file = clip(m.group("function")), clip(m.group("file"))
+                dump.frames.append(Frame(function, file, log_int(m.group("line"))))
             dump.gap = 0
             return True
         m = self._match(self._threads, msg)

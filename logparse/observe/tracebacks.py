@@ -6,34 +6,40 @@ and multi-line exception messages (ChildFailedError's summary, ActorDiedError's 
 
 Bounds: a traceback keeps at most MAX_TRACEBACK_RECORDS lines (its head and its tail) and
 MAX_FRAMES frames (the HEAD_FRAMES outermost and the innermost rest: a deep recursion's innermost
-frame is where it failed; `frames_cut` says how many went); a chain ("During handling of the above
-exception") keeps at most MAX_CHAIN_LINKS tracebacks, its first and the latest (`chain_cut` of the one
-after the first says how many went: an unbroken chain of 80,000 once held them all, 554 MB); an
-exception message keeps at most
-MAX_MESSAGE_LINES continuation lines; at most MAX_KEPT_TRACEBACKS closed tracebacks are kept (the
-first half and the most recent half). State is kept only for the streams with an open traceback,
-and for at most MAX_IDLE_STREAMS idle streams that hold something a later line needs (the traceback
-a chain marker links to, a pending chain, context lines): a log from a million processes costs what
-its open tracebacks cost. Expiry visits the open tracebacks of a source only.
+frame is where it failed; `frames_cut` says how many went), of each frame line and each of a frame's
+file, function and source line at most MAX_FRAME_CHARS characters (`...` where cut); a chain ("During
+handling of the above exception") keeps at most MAX_CHAIN_LINKS tracebacks, its first and the latest
+(`chain_cut` of the one after the first says how many went: an unbroken chain of 80,000 once held
+them all, 554 MB); an exception message keeps at most MAX_MESSAGE_LINES continuation lines; at most
+MAX_KEPT_TRACEBACKS closed tracebacks are kept (the first half and the most recent half). State is
+kept only for the streams with an open traceback, and for at most MAX_IDLE_STREAMS idle streams that
+hold something a later line needs (the traceback a chain marker links to, a pending chain, context
+lines): a log from a million processes costs what its open tracebacks cost. Expiry visits the open
+tracebacks of a source only.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import regex
 
 from logparse.read.interleave import NAME_ENDINGS
 from logparse.read.normalize import Record
+from logparse.read.sources import Line
 from patterns.formats import formats
 from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 MAX_TRACEBACK_RECORDS = 200
 MAX_FRAMES = 100
+# characters of a frame's line (and of its file, function and source line) a traceback keeps: a log of
+# 4,000-character frames held 5x the memory of one of 100-character frames (400 kept tracebacks of
+# 100 frames: 789 MB against 146 MB), since every frame line was kept whole, several times over
+MAX_FRAME_CHARS = 500
 HEAD_FRAMES = 10  # outermost frames kept when a traceback has more than MAX_FRAMES
 MAX_CHAIN_LINKS = 10  # tracebacks a chain keeps linked: its first and the latest
 CHAIN_SHOWN = 5  # earlier exceptions of a chain a report shows: all, or the first and the latest
@@ -82,6 +88,12 @@ FRAME_RULES: tuple[tuple[FrameKind, regex.Pattern | None, tuple[str, ...]], ...]
     )
     for rule in _F.section("frame_kinds")
 )
+
+
+def clip(text: str) -> str:
+    """`text`, or its first MAX_FRAME_CHARS characters and `...` (what a traceback keeps of a frame;
+    ASCII: one character outside it would double the memory of the whole string)."""
+    return text if len(text) <= MAX_FRAME_CHARS else text[:MAX_FRAME_CHARS] + "..."
 
 
 def frame_kind(file: str) -> FrameKind:
@@ -232,6 +244,17 @@ class Traceback:
             del self.frames[HEAD_FRAMES]
             self.frames_cut += 1
         self.frames.append(frame)
+
+    def add_frame_line(self, record: Record) -> None:
+        """A frame's line or its source line: kept as `add` keeps a line, its first MAX_FRAME_CHARS."""
+        if len(record.line.text) > MAX_FRAME_CHARS or len(record.message) > MAX_FRAME_CHARS:
+            line = record.line
+            record = replace(
+                record,
+                line=Line(line.source, line.number, clip(line.text), line.truncated),
+                message=clip(record.message),
+            )
+        self.add(record)
 
     def add(self, record: Record) -> None:
         if len(self.records) < MAX_TRACEBACK_RECORDS // 2:
@@ -477,8 +500,9 @@ class TracebackAssembler:
             return LineRole.FRAME
         fm = FRAME_RE.match(msg)
         if fm:
-            tb.add_frame(Frame(fm.group("file"), log_int(fm.group("line")), (fm.group("func") or "").strip()))
-            tb.add(rec)
+            func = clip((fm.group("func") or "").strip())
+            tb.add_frame(Frame(clip(fm.group("file")), log_int(fm.group("line")), func))
+            tb.add_frame_line(rec)
             st.phase = "code"
             return LineRole.FRAME
         if st.phase in ("frames", "code"):
@@ -536,16 +560,16 @@ class TracebackAssembler:
         if rec.message[:1].isspace() or not stripped:
             # the source line under a frame, caret markers, or faulthandler detail
             if st.phase == "code" and tb.frames and tb.frames[-1].code is None and stripped:
-                tb.frames[-1].code = stripped
+                tb.frames[-1].code = clip(stripped)
                 st.phase = "frames"
-            tb.add(rec)
+            tb.add_frame_line(rec)
             return LineRole.FRAME
         parsed = parse_exception_line(stripped)
         if parsed is None:
             if st.phase == "code" and tb.frames and tb.frames[-1].code is None:
                 # the source line under a frame, its indentation lost in a paste
-                tb.frames[-1].code = stripped
-                tb.add(rec)
+                tb.frames[-1].code = clip(stripped)
+                tb.add_frame_line(rec)
                 st.phase = "frames"
                 return LineRole.FRAME
             # an unrelated line of the same stream printed inside the traceback (interleaving)

@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING
 from logparse.read.pre_records import PreColumns, PreReader
 from logparse.read.prefilter import Prefilter
 from logparse.read.progress_lines import ProgressColumns, ProgressLineParser
-from logparse.read.sources import CHUNK_BYTES, MAX_LINE_BYTES, InputStats, TruncatedGzip, decode_line
+from logparse.read.sources import (
+    CHUNK_BYTES,
+    MAX_LINE_BYTES,
+    InputStats,
+    LongLine,
+    TruncatedGzip,
+    decode_line,
+)
 from logparse.read.steps import STEP_KEYWORD, STEP_RE, StepParser
 from patterns.numbers import log_int
 
@@ -210,25 +217,35 @@ def import_numpy():
 
 def cut_blocks(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
     """Whole-line blocks of `chunks`: (data ending in a newline, cut). A line longer than MAX_LINE_BYTES
-    is a block of its own, its head cut to that length (`cut`), the rest of it skipped; the last line
+    is a block of its own, reduced to that length (`cut`; sources.LongLine: its head, or, for a line
+    of carriage returns, the segments that are no progress bar's redraw and the one after its last
+    `\r`), read as it goes; the last line
     may lack its newline (one is added). Each block's lines are its newlines: the line numbers of the
     blocks after it go on from there (a cut line is one line). Sequential (what the bytes are depends
     on what came before), and cheap: the line-local work on a block is BlockMaker's."""
     carry = b""
-    skipping = False  # the rest of an over-long line whose head was already yielded
+    long: LongLine | None = None  # an over-long line being read (reduced as it goes)
     for chunk in chunks:
-        if skipping:
+        if carry:
             nl = chunk.find(b"\n")
+            if nl >= 0 and len(carry) + nl > MAX_LINE_BYTES:  # the carried line ends over-long here
+                long = LongLine()
+                long.feed(carry)
+                carry = b""
+        if long is not None:
+            nl = chunk.find(b"\n")
+            long.feed(chunk if nl < 0 else chunk[:nl])
             if nl < 0:
                 continue
+            yield long.line() + b"\n", True  # one line (counted once, as what it was reduced to)
+            long = None
             chunk = chunk[nl + 1 :]
-            skipping = False
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:
             data = carry + chunk
-            if len(data) > MAX_LINE_BYTES:  # one line (counted once, as its cut head)
-                yield data[:MAX_LINE_BYTES] + b"\n", True
-                skipping = True
+            if len(data) > MAX_LINE_BYTES:
+                long = LongLine()
+                long.feed(data)
                 carry = b""
             else:
                 carry = data
@@ -242,7 +259,9 @@ def cut_blocks(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
             data = chunk
         carry = chunk[cut:]
         yield data, False
-    if carry and not skipping:
+    if long is not None:
+        yield long.line() + b"\n", True
+    elif carry:
         yield carry + b"\n", False
 
 

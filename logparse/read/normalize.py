@@ -19,7 +19,7 @@ from typing import NamedTuple
 import regex
 
 from logparse.read.interleave import NAME_ENDINGS, NOISE, unweave
-from logparse.read.sources import Line
+from logparse.read.sources import BAR_REDRAW_PATTERN, Line
 from patterns.formats import formats
 from patterns.numbers import log_int
 from patterns.schema import LazyRe
@@ -54,9 +54,8 @@ REPEATED = regex.compile(_F.regex("repeated"))
 REPEATED_KEYWORD = _F.item("repeated").field("keywords")[0]
 
 
-# A progress bar's redraw (tqdm's `desc: 50%|###  | 3/6 [..]`, or `16 examples [00:01, 9.2 examples/s]`
-# without a total): what a carriage return is for
-BAR_REDRAW = regex.compile(r"\d{1,3}%\||\d\s?[^\s\[\]]{0,30}\s\[(?:\d+:)?\d\d:\d\d[,<\]]")
+# A progress bar's redraw: what a carriage return is for (logparse.read.sources.BAR_REDRAW_PATTERN)
+BAR_REDRAW = regex.compile(BAR_REDRAW_PATTERN)
 
 
 def carriage_message(message: str) -> str:

@@ -142,6 +142,11 @@ MAX_SEARCHED = 0
 # Hyperscan 5.4): a keyword whose escaped form is longer is in the database by its first PREFIX_BYTES
 MAX_EXPRESSION = 16_000
 PREFIX_BYTES = 4_000  # escaped, at most 8,000 characters
+# Past this many keywords (a large user catalog) the database holds the keywords alone, compiled by
+# Hyperscan's literal compiler, and a line is that of each match's end (_lines_by_match): with LINE_REST
+# after each, compiling 20,000 keywords took 8 s (0.34 s as literals), 80,000 over 30 s. The built-in
+# catalog and its structure (about 560 keywords) stay below it, so a scan's hot path is unchanged.
+MAX_LINE_REST_KEYWORDS = 2_000
 
 
 class Prefilter:
@@ -158,7 +163,9 @@ class Prefilter:
         self.engine = engine
         self._encoded = [k.encode("utf-8") for k in self.keywords]
         # each keyword's expression takes the rest of its line (LINE_REST), unless a keyword spans lines
-        self._whole_lines = not any(b"\n" in k for k in self._encoded)
+        # or there are too many keywords to compile so quickly (MAX_LINE_REST_KEYWORDS)
+        self._literals = len(self._encoded) > MAX_LINE_REST_KEYWORDS
+        self._whole_lines = not self._literals and not any(b"\n" in k for k in self._encoded)
         if engine == "hyperscan":
             try:
                 self._load_database()
@@ -173,6 +180,7 @@ class Prefilter:
         only (_partial)."""
         parts = [
             b"\0".join(self._encoded),
+            b"literals" if self._literals else b"line-rest",
             _hs.__version__.encode(),
             sys.platform.encode(),
             *source_of("logparse.read.prefilter", "logparse.read.keyword_automaton"),
@@ -201,14 +209,23 @@ class Prefilter:
         outer = {i for ids in inside.values() for i in ids}
         compiled = [i for i in range(len(self.keywords)) if i not in outer]
         rest = LINE_REST if self._whole_lines else b""
-        exprs = [re.escape(self._encoded[i]) + rest for i in compiled]
+        quote = (
+            (lambda k: k) if self._literals else re.escape
+        )  # (the literal compiler takes them as they are)
+        exprs = [quote(self._encoded[i]) + rest for i in compiled]
         partial = set()
         for n, i in enumerate(compiled):
             if len(exprs[n]) > MAX_EXPRESSION:
-                exprs[n] = re.escape(self._encoded[i][:PREFIX_BYTES]) + rest
+                exprs[n] = quote(self._encoded[i][:PREFIX_BYTES]) + rest
                 partial.add(i)
         db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-        db.compile(expressions=exprs, ids=compiled, elements=len(exprs), flags=[0] * len(exprs))
+        db.compile(
+            expressions=exprs,
+            ids=compiled,
+            elements=len(exprs),
+            flags=[0] * len(exprs),
+            literal=self._literals,
+        )
         return _hs.dumpb(db), inside, frozenset(partial)
 
     def lines(self, block: bytes) -> list[tuple[int, frozenset[int]]]:

@@ -54,10 +54,11 @@ from logparse.read.sources import (
     InputStats,
     Line,
     TruncatedGzip,
+    compression_of,
+    cut_lines_note,
     decode_line,
-    gunzip_chunks,
+    decompressed_chunks,
     open_input,
-    plain_chunks,
     read_input,
 )
 from logparse.read.steps import StepParser
@@ -209,10 +210,10 @@ class RecordReader:
         fh = open_input(path)
         if self.open_stream is not None:
             fh = self.open_stream(path, fh)
-        gz = path != "-" and path.lower().endswith(".gz")
+        compression = compression_of(path)
 
         def chunks(st: InputStats) -> Iterator[bytes]:
-            return gunzip_chunks(fh, st) if gz else plain_chunks(fh, st)
+            return decompressed_chunks(fh, st, compression)
 
         # an input read alone has its progress lines applied as its blocks are read (in order, as the
         # records are fed); merged inputs' records are fed in another order than they are read
@@ -255,7 +256,7 @@ class RecordReader:
                 fh.close()
         if truncated or self._cut_lines.get(source):
             n = truncated + self._cut_lines.get(source, 0)
-            stats.notes.append(f"{n} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length")
+            stats.notes.append(cut_lines_note(n))
 
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least reader_process_bytes, read without follow or tee."""

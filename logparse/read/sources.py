@@ -60,8 +60,31 @@ _RESUME_RE = re.compile(
     + re.escape(_CONTROL_BYTES.replace(b"\x00", b""))
     + rb"]{%d,}(?=\n)" % RESUME_LINE_BYTES
 )
-LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".gz"}
+LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".stdout", ".stderr", ".gz", ".zst"}
 LOG_NAMES = {"stdout", "stderr", "error.json"}
+# what a folder's file is read as by its name, beyond LOG_SUFFIXES: a rotated log (`train.log.1`,
+# `worker.out.3.gz`, `train.log.2025-01-31`) is its base name's kind
+_ROTATED = re.compile(r"^(?P<base>.+?)\.(?P<n>\d{1,6}|\d{4}-\d{2}-\d{2}(?:[-_T]\d{2}(?::?\d{2}){0,2})?)$")
+MAX_NAMED_SKIPS = 5  # file names a note on a folder's skipped files lists
+# the compressions read by name: gzip (zlib) and zstd (the `zstandard` package)
+COMPRESSED = {".gz": "gzip", ".zst": "zstd"}
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ZSTD_SLICE = 1024  # compressed bytes handed to the zstd decompressor at a time
+# the first bytes of binary formats a log folder can hold (a core dump renamed .log, a compressed log
+# without its suffix, a checkpoint or an image): skipped whole with a note that names the format
+BINARY_MAGIC = (
+    (b"\x7fELF", "an ELF file (a core dump or a program)"),
+    (b"\x1f\x8b", "gzip-compressed data without a .gz name (rename it to .gz, or gunzip it)"),
+    (ZSTD_MAGIC, "zstd-compressed data without a .zst name (rename it to .zst, or zstd -d it)"),
+    (b"BZh", "bzip2-compressed data (bunzip2 it first)"),
+    (b"\xfd7zXZ\x00", "xz-compressed data (xz -d it first)"),
+    (b"\x04\x22\x4d\x18", "lz4-compressed data (lz4 -d it first)"),
+    (b"PK\x03\x04", "a zip archive (unzip it first)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\x93NUMPY", "a NumPy array"),
+)
+# a run of this many binary spans in one input is noted one by one; the rest are summed up in one note
+MAX_SPAN_NOTES = 3
 ANSI_RE = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-B]")
 
 
@@ -202,10 +225,16 @@ def sniff(head: bytes) -> str:
                 return "utf-16-le"
             if even_nul > 0.7 and odd_nul < 0.1:
                 return "utf-16-be"
-        text = sample.replace(b"\x00", b"")
-        # only NUL bytes so far: a hole before the text, not a verdict; a first line of text: a log
-        # (binary data after it is a region of its own, see BinarySpans)
-        if text and not _starts_with_text(text):
+    text = sample.replace(b"\x00", b"") if b"\x00" in sample else sample
+    # only NUL bytes so far: a hole before the text, not a verdict; a first line of text: a log
+    # (binary data after it is a region of its own, see BinarySpans)
+    if text and not _starts_with_text(text):
+        first = _first_line(text)[:MAX_LINE_BYTES]
+        if len(first) >= MIN_BINARY_SPAN and line_kind(first) is LineKind.BINARY:
+            return "binary"  # (its first region: what follows is judged region by region)
+        if (
+            text is not sample
+        ):  # NUL bytes (without them, invalid UTF-8 is text: latin-1, decoded with U+FFFD)
             controls = len(text) - len(text.translate(None, _CONTROL_BYTES))
             invalid = text.decode("utf-8", "replace").count("\ufffd") - text.count("\ufffd".encode())
             if controls + invalid > BINARY_RATIO * len(text):
@@ -217,8 +246,11 @@ def sniff(head: bytes) -> str:
 
 def _starts_with_text(text: bytes) -> bool:
     """Is the first line with content of `text` (NUL bytes dropped) a line of text (LineKind.TEXT)?"""
-    first = text.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
-    return line_kind(first) is LineKind.TEXT
+    return line_kind(_first_line(text)) is LineKind.TEXT
+
+
+def _first_line(text: bytes) -> bytes:
+    return text.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
 
 
 class LineKind(Enum):
@@ -275,6 +307,9 @@ class BinarySpans:
         self.line_bytes = self.line_nuls = 0  # its bytes as fed, its NUL bytes
         self.nuls = 0  # NUL bytes inside binary spans (the caller's note counts those of the text)
         self.stopped = False  # a span went on for MAX_BINARY_RUN_BYTES: nothing more is read
+        self.spans = 0  # spans noted (past MAX_SPAN_NOTES, only counted: `more`)
+        self.more = self.more_bytes = 0  # spans and bytes past MAX_SPAN_NOTES
+        self.more_end = 0  # where the last of them ended
 
     @property
     def active(self) -> bool:
@@ -401,10 +436,25 @@ class BinarySpans:
         self.held, self.held_bytes, self.held_nuls = [], 0, 0
 
     def _note(self, what: str) -> None:
+        self.spans += 1
+        if self.spans > MAX_SPAN_NOTES:  # (30,000 spans made 30,000 notes: a 5 MB report)
+            self.more += 1
+            self.more_bytes += self.span_bytes
+            self.more_end = self.span_start + self.span_bytes
+            return
         self.notes.append(
             f"{self.name}: {self.span_bytes:,} bytes of binary data skipped from byte {self.span_start:,} "
             f"({what}; its lines count as empty lines, so line numbers stay those of the file)"
         )
+
+    def summary(self) -> None:
+        """The note of the spans past MAX_SPAN_NOTES (once, at the end of the input)."""
+        if self.more:
+            self.notes.append(
+                f"{self.name}: {self.more:,} more spans of binary data ({self.more_bytes:,} bytes in all, "
+                f"up to byte {self.more_end:,}) skipped the same way"
+            )
+            self.more = 0
 
 
 def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
@@ -419,12 +469,15 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
         return
     kind = sniff(head)
     name = stats.path
-    if kind == "binary":
-        stats.notes.append(
-            f"{name}: binary data, not a log (NUL and control bytes in its first "
-            f"{min(len(head), SNIFF_BYTES)} bytes); skipped"
-        )
-        return
+    binary_head = kind == "binary"
+    if binary_head:
+        what = binary_format(head)
+        if what is not None:
+            stats.notes.append(f"{name}: binary data, not a log ({what}); skipped")
+            return
+        # binary data before text (a crashed writer's garbage, a disk block): found per region, as
+        # after text (BinarySpans), so the log after it is read (it was skipped whole: EMPTY)
+        kind = "utf-8"
     if kind.startswith("utf-16"):
         stats.notes.append(
             f"{name}: read as {kind.upper()}"
@@ -439,13 +492,22 @@ def _text_chunks(chunks: Iterator[bytes], stats: InputStats) -> Iterator[bytes]:
         elif kind == "cr":
             stats.notes.append(f"{name}: lines end in a lone carriage return (CR); read each as a line")
         source = _chain(head, it)
-    yield from _text_of(source, kind == "cr", stats, len(codecs.BOM_UTF8) if kind == "utf-8-sig" else 0)
+    offset = len(codecs.BOM_UTF8) if kind == "utf-8-sig" else 0
+    yield from _text_of(source, kind == "cr", stats, offset, binary_head)
 
 
-def _text_of(source: Iterator[bytes], cr: bool, stats: InputStats, offset: int) -> Iterator[bytes]:
+def binary_format(head: bytes) -> str | None:
+    """What binary format an input that starts with `head` is, by its first bytes (BINARY_MAGIC)."""
+    return next((what for magic, what in BINARY_MAGIC if head.startswith(magic)), None)
+
+
+def _text_of(
+    source: Iterator[bytes], cr: bool, stats: InputStats, offset: int, binary_head: bool = False
+) -> Iterator[bytes]:
     """The text of decoded chunks: NUL bytes dropped, binary spans skipped (BinarySpans), a run of
     MAX_BINARY_RUN_BYTES without text stopped; `cr`: lines end in a lone CR. `offset`: where the first
-    chunk starts in the input."""
+    chunk starts in the input; `binary_head`: it starts with binary data (every chunk is looked at
+    line by line until a chunk ends outside a span)."""
     name = stats.path
     nuls = 0
     run = 0  # bytes of NUL / control data with no text in a row
@@ -467,8 +529,9 @@ def _text_of(source: Iterator[bytes], cr: bool, stats: InputStats, offset: int) 
                     f"such as /dev/zero, a file of zeros, or a gzip bomb); stopped reading there"
                 )
                 return
-            if spans.active or chunk is not raw:  # NUL bytes: binary data may start here
+            if spans.active or chunk is not raw or binary_head:  # (NUL bytes: binary data may start here)
                 chunk = spans.feed(raw.replace(b"\r", b"\n") if cr else raw)
+                binary_head = False
             else:
                 spans.offset += size
                 chunk = chunk.replace(b"\r", b"\n") if cr else chunk
@@ -478,6 +541,7 @@ def _text_of(source: Iterator[bytes], cr: bool, stats: InputStats, offset: int) 
                 return
         yield spans.finish()
     finally:
+        spans.summary()
         nuls -= spans.nuls  # (those of a binary span are said by its note)
         if nuls > 0:
             stats.notes.append(
@@ -510,7 +574,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 class TruncatedGzip(Exception):
-    pass
+    """Compressed data (gzip or zstd) that ends early or is damaged: what was read before stays read."""
 
 
 def gunzip_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
@@ -562,11 +626,143 @@ def _gunzip(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
         raise TruncatedGzip("compressed data ends early")
 
 
+# A progress bar's redraw (tqdm's `desc: 50%|###  | 3/6 [..]`, or `16 examples [00:01, 9.2 examples/s]`
+# without a total): what a carriage return is for. (logparse.read.normalize reads a line's message by it;
+# LongLine drops such redraws from a line too long to keep whole.)
+BAR_REDRAW_PATTERN = r"\d{1,3}%\||\d\s?[^\s\[\]]{0,30}\s\[(?:\d+:)?\d\d:\d\d[,<\]]"
+_BAR_REDRAW_BYTES = re.compile(BAR_REDRAW_PATTERN.encode())
+
+
+class LongLine:
+    """A line longer than MAX_LINE_BYTES, fed piece by piece, reduced to at most MAX_LINE_BYTES.
+
+    A carriage return rewrites the terminal, not the log: a tqdm bar written to a file puts thousands
+    of redraws on one physical line, and what follows the last one (often the error that ended the job)
+    is as much a part of the line as its head. So the line is read as its `\r` segments: blank ones and
+    progress-bar redraws (BAR_REDRAW_PATTERN) go, but for the last redraw (what the terminal showed,
+    and where the progress tracker reads the bar); every other segment is kept, in order, up to
+    MAX_LINE_BYTES; and the segment after the last `\r` is always kept (its first MAX_LINE_BYTES), the
+    earlier ones giving way to it. A line without `\r` keeps its head, as before. Holds at most
+    about 2 x MAX_LINE_BYTES, however long the line."""
+
+    __slots__ = ("bar", "bar_at", "dropped", "kept", "segment")
+
+    def __init__(self) -> None:
+        self.kept = bytearray()  # the segments kept so far, each followed by `\r`
+        self.segment = bytearray()  # the open segment's head (MAX_LINE_BYTES at most)
+        self.bar = b""  # the last redraw closed after the segments kept
+        self.bar_at = 0  # where it goes among them
+        self.dropped = 0  # bytes left out
+
+    def feed(self, piece: bytes) -> None:
+        parts = piece.split(b"\r") if b"\r" in piece else (piece,)
+        self._extend(parts[0])
+        for part in parts[1:]:
+            self._close()
+            self._extend(part)
+
+    def _extend(self, part: bytes) -> None:
+        room = MAX_LINE_BYTES - len(self.segment)
+        if len(part) > room:
+            self.dropped += len(part) - max(room, 0)
+            part = part[: max(room, 0)]
+        self.segment += part
+
+    def _close(self) -> None:
+        """The open segment ended at a `\r`."""
+        seg = bytes(self.segment)
+        self.segment = bytearray()
+        if not seg.strip():
+            return
+        if _BAR_REDRAW_BYTES.search(seg):
+            self.dropped += len(self.bar)
+            self.bar, self.bar_at = seg, len(self.kept)
+            return
+        if len(self.kept) + len(seg) + 1 > MAX_LINE_BYTES:
+            self.dropped += len(seg) + 1
+            return
+        self.kept += seg + b"\r"
+
+    def line(self) -> bytes:
+        """The line as kept (no newline), MAX_LINE_BYTES at most."""
+        kept = self.kept
+        if self.bar:
+            kept = kept[: self.bar_at] + self.bar + b"\r" + kept[self.bar_at :]
+        room = MAX_LINE_BYTES - len(self.segment)
+        if len(kept) > room:
+            # the earlier segments give way to the last one (from their end: the first stay)
+            kept = kept[: max(room, 0)]
+            cut = kept.rfind(b"\r") + 1
+            kept = kept[:cut]
+        return bytes(kept + self.segment)
+
+
+def zstd_chunks(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+    """Decompress zstd incrementally (frames one after the other), as gunzip_chunks does gzip."""
+    return _text_chunks(_unzstd(stream, stats), stats)
+
+
+def _unzstd(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
+    """zstd frames one after the other (as `zstd -d` reads them); a frame that began and did not end,
+    or damaged data, is truncated data (TruncatedGzip) after what it held."""
+    try:  # (a dependency: zstd is how log shippers and journald archives often compress)
+        import zstandard
+    except ImportError:  # pragma: no cover - installed with verl-logscan
+        raise InputError(
+            f"{stats.path}: zstd-compressed; reading it needs the zstandard package (pip install zstandard)"
+        ) from None
+    new = zstandard.ZstdDecompressor().decompressobj
+    d = new()
+    fed = False  # some bytes of the current frame went to `d`
+    pending: list[bytes] = []  # output not yet handed on (handed on in chunks of about CHUNK_BYTES)
+    size = 0
+    try:
+        for raw in _raw_chunks(stream, stats):
+            # fed ZSTD_SLICE bytes at a time: a call returns all it makes, and a byte of zstd can make
+            # about 40 KB (a bomb of zeros), so a slice bounds what one call holds (40 MB)
+            for at in range(0, len(raw), ZSTD_SLICE):
+                piece = raw[at : at + ZSTD_SLICE]
+                while piece:
+                    fed = True
+                    out = d.decompress(piece)
+                    if out:
+                        pending.append(out)
+                        size += len(out)
+                    if not d.eof:
+                        break
+                    piece, d, fed = d.unused_data, new(), False
+                if size >= CHUNK_BYTES:
+                    yield b"".join(pending)
+                    pending, size = [], 0
+    except zstandard.ZstdError as exc:
+        damaged: str | None = f"damaged zstd data ({exc})"
+    else:
+        damaged = "compressed data ends early" if fed else None
+    if pending:  # (also what a damaged frame held before the damage)
+        yield b"".join(pending)
+    if damaged is not None:
+        raise TruncatedGzip(damaged)
+
+
+def decompressed_chunks(stream: BinaryIO, stats: InputStats, compression: str | None) -> Iterator[bytes]:
+    """The text chunks of an input compressed as `compression` names (COMPRESSED; None: not)."""
+    if compression == "gzip":
+        return gunzip_chunks(stream, stats)
+    if compression == "zstd":
+        return zstd_chunks(stream, stats)
+    return plain_chunks(stream, stats)
+
+
+def compression_of(path: str) -> str | None:
+    """The compression an input's name says (`.gz`: gzip, `.zst`: zstd), None for stdin and the rest."""
+    return None if path == "-" else COMPRESSED.get(Path(path).suffix.lower())
+
+
 def iter_raw_lines(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
-    """Yield (line bytes without the newline, truncated?) from byte chunks."""
+    """Yield (line bytes without the newline, truncated?) from byte chunks; a line longer than
+    MAX_LINE_BYTES is reduced (LongLine) and marked truncated."""
     rest = b""
-    skipping = False  # inside an over-long line whose head was already yielded
-    pending: bytes | None = None
+    long: LongLine | None = None  # inside an over-long line
     try:
         for chunk in chunks:
             start = 0
@@ -574,75 +770,183 @@ def iter_raw_lines(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
                 nl = chunk.find(b"\n", start)
                 if nl < 0:
                     break
-                if skipping:
-                    skipping = False
+                if long is not None:
+                    long.feed(chunk[start:nl])
+                    yield long.line(), True
+                    long = None
                 else:
                     piece = rest + chunk[start:nl] if rest else chunk[start:nl]
                     rest = b""
                     if len(piece) > MAX_LINE_BYTES:
-                        yield piece[:MAX_LINE_BYTES], True
+                        long = LongLine()
+                        long.feed(piece)
+                        yield long.line(), True
+                        long = None
                     else:
                         yield piece, False
                 start = nl + 1
-            if not skipping:
+            if long is not None:
+                long.feed(chunk[start:])
+            else:
                 rest += chunk[start:]
                 if len(rest) > MAX_LINE_BYTES:
-                    yield rest[:MAX_LINE_BYTES], True
+                    long = LongLine()
+                    long.feed(rest)
                     rest = b""
-                    skipping = True
     finally:
-        pending = rest if rest and not skipping else None
-        if pending is not None:
-            yield pending, False
+        if long is not None:
+            yield long.line(), True
+        elif rest:
+            yield rest, False
 
 
-def iter_lines(stream: BinaryIO, source: str, stats: InputStats, gz: bool = False) -> Iterator[Line]:
+def iter_lines(
+    stream: BinaryIO, source: str, stats: InputStats, compression: str | None = None
+) -> Iterator[Line]:
     truncated_count = 0
-    chunks = gunzip_chunks(stream, stats) if gz else plain_chunks(stream, stats)
+    chunks = decompressed_chunks(stream, stats, compression)
     for number, (raw, truncated) in enumerate(iter_raw_lines(chunks), 1):
         stats.lines = number
         if truncated:
             truncated_count += 1
         yield Line(source, number, decode_line(raw), truncated)
     if truncated_count:
-        stats.notes.append(
-            f"{truncated_count} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length"
-        )
+        stats.notes.append(cut_lines_note(truncated_count))
+
+
+def cut_lines_note(count: int) -> str:
+    """The note of an input whose `count` lines were longer than MAX_LINE_BYTES (LongLine)."""
+    return (
+        f"{count} line(s) longer than {MAX_LINE_BYTES} bytes were cut to that length (of a line of "
+        f"carriage returns, the text after the last one and every segment that is no progress bar kept)"
+    )
 
 
 def is_log_like(path: Path) -> bool:
-    return path.suffix.lower() in LOG_SUFFIXES or path.name in LOG_NAMES
+    """Is a folder's file read as a log by its name: *.log, *.out, *.err, *.txt, *.stdout, *.stderr, a
+    .gz or .zst, `stdout`, `stderr`, `error.json`, or one of these rotated (`train.log.1`)?"""
+    name = path.name
+    if name in LOG_NAMES or path.suffix.lower() in LOG_SUFFIXES:
+        return True
+    m = _ROTATED.match(name)
+    return m is not None and (
+        m.group("base") in LOG_NAMES or Path(m.group("base")).suffix.lower() in LOG_SUFFIXES
+    )
+
+
+def _read_order(name: str) -> tuple:
+    """Where a file name sorts among its folder's: by name, a rotated log's older parts before the
+    current one (`train.log.2`, `train.log.1`, `train.log`; dated ones by date)."""
+    stem = name[: -len(Path(name).suffix)] if Path(name).suffix.lower() in COMPRESSED else name
+    m = _ROTATED.match(stem)
+    if m is None or not is_log_like(Path(m.group("base"))):
+        return (name, 2, 0, "", name)
+    n = m.group("n")
+    return (m.group("base"), 0, -int(n), "", name) if n.isdigit() else (m.group("base"), 1, 0, n, name)
+
+
+@dataclass
+class Expanded:
+    """The inputs that paths name (a folder: its log files, in reading order) and what was left out."""
+
+    files: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def expand_inputs(paths: list[str]) -> list[str]:
-    """Files as given; folders become every log-like file inside, recursively, sorted; '-' is stdin."""
-    out: list[str] = []
+    """Files as given; folders become every log-like file inside, recursively, in reading order; '-'
+    is stdin. (expand: the same, with notes on what a folder holds and is not read.)"""
+    return expand(paths).files
+
+
+def expand(paths: list[str]) -> Expanded:
+    """expand_inputs, with a note for each kind of folder entry left out: files not named as logs,
+    symbolic links that lead out of the folder, FIFOs, devices and sockets. Raises InputError."""
+    out = Expanded([])
     for p in paths:
         if p == "-":
-            out.append(p)
+            out.files.append(p)
             continue
         try:
-            out.extend(_expand(p))
+            out.files.extend(_expand(p, out.notes))
         except OSError as exc:  # a name too long for the file system, a loop of links, ...
             raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
     return out
 
 
-def _expand(p: str) -> list[str]:
+def _expand(p: str, notes: list[str]) -> list[str]:
     path = Path(p)
     if path.is_dir():
         if not os.access(path, os.R_OK | os.X_OK):
             raise InputError(f"{p}: permission denied (cannot list the folder)")
-        found = sorted(
-            (f for f in path.rglob("*") if f.is_file() and is_log_like(f)),
-            key=lambda f: f.relative_to(path).parts,
-        )
+        found, skipped = _folder_files(p)
+        said = [_skipped_note(p, why, names) for why, names in skipped.items() if names]
         if not found:
-            raise InputError(f"{p}: folder has no log files (*.log, *.out, *.err, *.txt, *.gz)")
-        return [str(f) for f in found]
+            more = f"; {'; '.join(n.split(': ', 1)[1] for n in said)}" if said else ""
+            raise InputError(
+                f"{p}: folder has no log files (*.log, *.out, *.err, *.txt, *.stdout, *.stderr, *.gz, "
+                f"*.zst, rotated *.log.1){more}"
+            )
+        notes.extend(said)
+        return found
     if path.exists() or path.is_symlink():
         return [p]
     raise InputError(f"{p}: no such file or folder")
+
+
+SKIP_NOT_A_LOG = "file(s) not named as a log skipped (give one's path to read it)"
+SKIP_LINK_OUT = "symbolic link(s) leading out of the folder skipped"
+SKIP_NOT_REGULAR = "entr(y/ies) that are no regular file skipped (a FIFO, device or socket)"
+
+
+def _folder_files(folder: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The log files under `folder` in reading order, and the entries left out, by why. A symbolic
+    link is followed only to a file inside the folder (one to /etc/hostname is not read), and never
+    into a folder (no loops); a FIFO or device is never opened (a read of one could wait forever)."""
+    root = os.path.realpath(folder)
+    skipped: dict[str, list[str]] = {SKIP_NOT_A_LOG: [], SKIP_LINK_OUT: [], SKIP_NOT_REGULAR: []}
+    found: list[tuple[tuple, str, str, bool]] = []
+    seen: dict[str, tuple[tuple, str]] = {}  # real path -> (key, path) of the entry read
+    todo = [(folder, ())]
+    while todo:
+        current, parts = todo.pop()
+        with os.scandir(current) as entries:
+            listed = sorted(entries, key=lambda e: e.name)
+        for entry in listed:
+            rel = "/".join((*parts, entry.name))
+            if entry.is_dir(follow_symlinks=False):
+                todo.append((entry.path, (*parts, entry.name)))
+                continue
+            real = os.path.realpath(entry.path)
+            link = entry.is_symlink()
+            if link and not (real == root or real.startswith(root + os.sep)):
+                skipped[SKIP_LINK_OUT].append(rel)
+                continue
+            try:
+                mode = os.stat(entry.path).st_mode
+            except OSError:
+                mode = 0  # (a dangling link)
+            if stat.S_ISDIR(mode):
+                continue  # (a link to a folder inside: its files are listed where they are)
+            if not stat.S_ISREG(mode):
+                skipped[SKIP_NOT_REGULAR].append(rel)
+            elif not is_log_like(Path(entry.name)):
+                skipped[SKIP_NOT_A_LOG].append(rel)
+            else:
+                key = (*((part, 2, 0, "", part) for part in parts), _read_order(entry.name))
+                found.append((key, entry.path, real, link))
+    # a file that links inside the folder also name is read once, as itself (not as its link)
+    found.sort(key=lambda f: (f[3], f[0]))
+    for key, path, real, _ in found:
+        if real not in seen:
+            seen[real] = (key, path)
+    return [path for _, path in sorted(seen.values())], skipped
+
+
+def _skipped_note(folder: str, why: str, names: list[str]) -> str:
+    shown = ", ".join(sorted(names)[:MAX_NAMED_SKIPS])
+    more = f" and {len(names) - MAX_NAMED_SKIPS} more" if len(names) > MAX_NAMED_SKIPS else ""
+    return f"{folder}: {len(names)} {why}: {shown}{more}"
 
 
 def open_input(path: str) -> BinaryIO:
@@ -660,12 +964,14 @@ def open_input(path: str) -> BinaryIO:
         raise InputError(f"{path}: permission denied") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot open: {exc.strerror or exc}") from None
-    if p.suffix.lower() == ".gz":
-        head = fh.read(2)
+    compression = compression_of(path)
+    if compression is not None:
+        magic = GZIP_MAGIC if compression == "gzip" else ZSTD_MAGIC
+        head = fh.read(len(magic))
         fh.seek(0) if fh.seekable() else None
-        if head != GZIP_MAGIC:
+        if head != magic:
             fh.close()
-            raise InputError(f"{path}: has a .gz name but is not gzip data")
+            raise InputError(f"{path}: has a {p.suffix} name but is not {compression} data")
     return fh
 
 
@@ -673,10 +979,9 @@ def read_input(path: str, stats: InputStats) -> Iterator[Line]:
     """All lines of one input. A damaged .gz yields what could be read and a note."""
     fh = open_input(path)
     display = "-" if path == "-" else path
-    gz = path != "-" and Path(path).suffix.lower() == ".gz"
     try:
         try:
-            yield from iter_lines(fh, display, stats, gz=gz)
+            yield from iter_lines(fh, display, stats, compression_of(path))
         except TruncatedGzip as exc:
             stats.notes.append(f"{display}: {exc}; scanned the {stats.lines} line(s) before that")
         except OSError as exc:

@@ -12,7 +12,7 @@ import pytest
 
 from logparse.redact import Kind, RedactConfig, Redactor, redact_report
 from reports import render
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, SAMPLES, run_cli
 from tests.reports.test_html import handmade_report
 
 SCHEMA = json.loads((ROOT / "reports" / "schema.json").read_text())
@@ -347,3 +347,118 @@ def test_alert_lines_mask_names_the_log_gave_before() -> None:
 )
 def test_ipv4_mapped_ipv6_addresses_are_masked_whole(text: str, expected: str) -> None:
     assert Redactor(RedactConfig(hosts=True)).text(text) == expected
+
+
+# -- diff and fleet redact as scan does: one redactor, the names learnt from all their inputs ------------
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html", "json"])
+def test_diff_redact_hosts_learns_names_from_both_whole_logs(tmp_path: Path, fmt: str) -> None:
+    """`diff` learnt names only from its report's strings: a host and user named early leaked."""
+    good = tmp_path / "good.log"
+    good.write_text("+ export USER=asmith\n(TaskRunner pid=11, ip=10.0.0.2) step:1 - actor/loss:0.5\n")
+    bad = tmp_path / "bad.log"
+    bad.write_text(_EARLY_NAMES + "RuntimeError: asmith's copy also failed\n")
+    out = run_cli(["diff", str(good), str(bad), "--format", fmt, "--redact-hosts"]).stdout
+    for value in ("gpu-node-17", "jdoe", "login-3", "172.31.3.4", "asmith"):
+        assert value not in out, f"{value} in {fmt}"
+    assert "node-1" in out and "user-" in out
+
+
+def test_fleet_rows_are_redacted_with_the_names_of_every_job(tmp_path: Path) -> None:
+    """`fleet` showed `/home/jdoe/job-a` beside its own placeholder `/home/user-1/...`."""
+    home = tmp_path / "home" / "jdoe"
+    (home / "job-a").mkdir(parents=True)
+    (home / "job-a" / "job.log").write_text(
+        "+ cd /home/jdoe/job-a\n[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB.\n"
+    )
+    other = tmp_path / "runs" / "job-b"
+    other.mkdir(parents=True)
+    (other / "job.log").write_text(_EARLY_NAMES)
+    jobs = [str(home / "job-a"), str(other)]
+    for fmt in ("text", "md", "html", "csv", "json"):
+        out = run_cli(["fleet", *jobs, "--format", fmt, "--redact-hosts", "--jobs", "1"]).stdout
+        for value in ("jdoe", "gpu-node-17", "login-3"):
+            assert value not in out, f"{value} in {fmt}"
+        assert "home/user-1/job-a" in out, fmt
+
+
+def test_a_token_in_a_job_folder_name_is_masked_in_fleet(tmp_path: Path) -> None:
+    token = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    job = tmp_path / f"run-{token}"
+    job.mkdir()
+    (job / "job.log").write_text(
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB.\n"
+    )
+    reports = tmp_path / "reports"
+    for fmt in ("text", "md", "html", "csv", "json"):
+        result = run_cli(["fleet", str(job), "--format", fmt, "--reports", str(reports)])
+        assert token not in result.stdout + result.stderr, fmt
+        assert "[redacted:hf-token]" in result.stdout or "redacted_hf-token" in result.stdout, fmt
+    (page,) = reports.iterdir()
+    assert "redacted_hf-token" in page.name and token not in page.read_text()
+    missing = tmp_path / f"gone-{token}"
+    result = run_cli(["fleet", str(missing), "--format", "json"])
+    assert token not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "line,host",
+    [
+        (
+            "[W1206 socket.cpp:663] [c10d] The client socket has failed to connect to [gpu-node-17]:29500 "
+            "(errno: 110 - Connection timed out).",
+            "gpu-node-17",
+        ),
+        (
+            "[E1206 socket.cpp:957] [c10d] The client socket has failed to connect to any network address "
+            "of (gpu-node-19, 29500).",
+            "gpu-node-19",
+        ),
+        ("+ ssh -o StrictHostKeyChecking=no jdoe@gpu-node-18 nvidia-smi", "gpu-node-18"),
+    ],
+)
+def test_hosts_in_torch_rendezvous_messages_and_ssh_are_learnt(tmp_path: Path, line: str, host: str) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        f"{line}\n"
+        + "".join(f"(TaskRunner pid=11) step:{i} - actor/loss:0.5\n" for i in range(1, 50))
+        + f"RuntimeError: lost {host} (rank 3)\n"
+    )
+    for command in (["scan", str(log)], ["diff", str(SAMPLES / "torchrun-healthy.log"), str(log)]):
+        out = run_cli([*command, "--format", "json", "--redact-hosts"]).stdout
+        assert host not in out and "node-1" in out, command
+    if "ssh" in line:
+        assert "jdoe" not in run_cli(["scan", str(log), "--format", "json", "--redact-hosts"]).stdout
+
+
+def test_ssh_to_a_public_site_teaches_no_name() -> None:
+    from logparse.redact import Names
+
+    names = Names()
+    names.learn("+ ssh -T git@github.com", strict=True)
+    assert not names.hosts and not names.users
+
+
+@pytest.mark.parametrize("redact", [[], ["--redact-hosts"]])
+def test_metric_names_in_the_metrics_csv_are_masked_as_in_the_report(
+    tmp_path: Path, redact: list[str]
+) -> None:
+    """The JSON report masked a token in a metric key; `--metrics-csv` wrote it as it was."""
+    token = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    log = tmp_path / "job.log"
+    log.write_text(
+        "+ export USER=jdoe\n"
+        f"step:1 - actor/loss:0.5 - judge/{token}/score:0.7 - jdoe/reward:1\n"
+        f"step:2 - actor/loss:0.4 - judge/{token}/score:0.8 - jdoe/reward:1\n"
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB.\n"
+    )
+    table = tmp_path / "metrics.csv"
+    report = run_cli(["scan", str(log), "--format", "json", "--metrics-csv", str(table), *redact]).stdout
+    written = table.read_text()
+    assert token not in report and token not in written
+    assert "judge/[redacted:hf-token]/score" in written.splitlines()[0]
+    assert ("jdoe" in written) is not bool(redact)  # a user name goes with --redact-hosts only
+    plain = tmp_path / "plain.csv"
+    run_cli(["scan", str(log), "--format", "json", "--metrics-csv", str(plain), "--no-redact"])
+    assert token in plain.read_text()

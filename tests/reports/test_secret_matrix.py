@@ -230,55 +230,144 @@ FORMS = [
         "twine upload -u __token__ -p pypi-AgEIcHlwaS5vcmcCJDk0ZWQ3YTNjLWFhMzItNDE5ZS1iNmY1LTE1YzQ3ZDNhN2E1YQ",
         "AgEIcHlwaS5vcmcCJDk0ZWQ3YTNjLWFhMzItNDE5ZS1iNmY1LTE1YzQ3ZDNhN2E1YQ",
     ),
+    # round four (issue "Safe to paste, round four"): YAML values in quotes, more tools and services, a
+    # .netrc block and a JWT over two lines (a form of several lines is placed one line after another)
+    ("config-secret", 'api_key: "rk-live-5Y7u9I1o3PQQ"', "rk-live-5Y7u9I1o3PQQ"),
+    ("config-secret", "password: 'Pw-7h9k2m4n'", "Pw-7h9k2m4n"),
+    ("config-secret", 'hf_token: "tkq7R8s9T0u1V2w3"', "tkq7R8s9T0u1V2w3"),
+    (
+        "url-query-secret",
+        "gsutil: 403 for https://storage.googleapis.com/ckpts/step_80.pt?X-Goog-Algorithm=GOOG4-RSA-SHA256"
+        "&X-Goog-Date=20250101T000000Z&X-Goog-Signature=5f2a9c0d1e3b4a6f7c8d9e0f1a2b3c4d5e6f7a8b",
+        "5f2a9c0d1e3b4a6f7c8d9e0f1a2b3c4d5e6f7a8b",
+    ),
+    (
+        "cli-secret-flag",
+        "python3 train.py --wandb_key 0a1b2c3d4e5f60718293a4b5c6d7e8f901234567 --project verl",
+        "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567",
+    ),
+    (
+        "cli-secret-flag",
+        "az storage blob upload --account-name ckpts --account-key Zm9vYmFyYmF6cXV4MTIz== -f step_80.pt",
+        "Zm9vYmFyYmF6cXV4MTIz==",
+    ),
+    ("cli-secret-flag", "sshpass -p Sup3r-ssh-99 rsync -a ckpts/ node-2:/ckpts/", "Sup3r-ssh-99"),
+    ("cli-secret-flag", "redis-cli -h cache -p 6379 -a R3dis-Pw-42 ping", "R3dis-Pw-42"),
+    ("cli-secret-flag", "az login -u 0f1e2d3c-aaaa-bbbb-cccc-0123456789ab -p Az-Sp-Pw-77", "Az-Sp-Pw-77"),
+    (
+        "discord-webhook",
+        "notifier: POST https://discord.com/api/webhooks/1234567890123456789/Xy9-Ab8_Cd7Ef6Gh5Ij4Kl3Mn2Op1Qr0St",
+        "Xy9-Ab8_Cd7Ef6Gh5Ij4Kl3Mn2Op1Qr0St",
+    ),
+    (
+        "netrc-password",
+        "machine api.wandb.ai\n  login verl-bot\n  password 7e2a0ffee7e2a0ffee7e2a0ffee7e2a0ffee5678",
+        "7e2a0ffee7e2a0ffee7e2a0ffee7e2a0ffee5678",
+    ),
+    (
+        "groq-api-key",
+        "reward judge: GROQ_API_KEY=gsk_8Hd2kLq9ZxV3mN7pR1tY5wB0cF6gJ4sA2eU8iO3",
+        "8Hd2kLq9ZxV3mN7pR1tY5wB0cF6gJ4sA2eU8iO3",
+    ),
+    (
+        "jwt",
+        "judge auth eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ2ZXJs\nIiwiZXhwIjoxNzAwMDAwMDAwfQ.c2lnbmF0dXJlLXBhcnQtb25l",
+        "IiwiZXhwIjoxNzAwMDAwMDAwfQ.c2lnbmF0dXJlLXBhcnQtb25l",
+    ),
+    (
+        "jwt",
+        "judge auth eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ2ZXJs\nIiwiZXhwIjoxNzAwMDAwMDAwfQ.c2lnbmF0dXJlLXBhcnQtb25l",
+        "eyJzdWIiOiJ2ZXJs",
+    ),
 ]
 RAY = "(WorkerDict pid=4187, ip=10.0.0.2) "
 DUMP = "(TaskRunner pid=1888103) "
 PLACEMENTS = {
-    # the exception message of the root cause's traceback (also its error line and the ALERT line)
-    "traceback-message": lambda line: [
+    # the exception message of the root cause's traceback (also its error line and the ALERT line); a
+    # form of several lines goes on in the lines after it
+    "traceback-message": lambda lines: [
         "[rank0]: Traceback (most recent call last):",
         '[rank0]:   File "/app/train.py", line 3, in main',
         "[rank0]:     step()",
-        f"[rank0]: {ERROR}{line}",
+        f"[rank0]: {ERROR}{lines[0]}",
+        *(f"[rank0]: {line}" for line in lines[1:]),
     ],
     # a line of the pprinted config dump before the failure
-    "config-dump": lambda line: [
+    "config-dump": lambda lines: [
         f"{DUMP}{{'actor_rollout_ref': {{'actor': {{'strategy': 'fsdp'}}}},",
-        f"{DUMP} {line}",
+        *(f"{DUMP} {line}" for line in lines),
         f"{DUMP} 'trainer': {{'n_gpus_per_node': 8}}}}",
         f"{DUMP}{ERROR}Tried to allocate 2.00 GiB.",
     ],
     # an environment listing (`env`, `set -x`) before the failure
-    "environment-line": lambda line: ["+ env", line, f"{ERROR}Tried to allocate 2.00 GiB."],
+    "environment-line": lambda lines: ["+ env", *lines, f"{ERROR}Tried to allocate 2.00 GiB."],
     # a Ray worker's line before its failure
-    "ray-prefixed": lambda line: [
+    "ray-prefixed": lambda lines: [
         f"{RAY}loading the reward model",
-        f"{RAY}{line}",
+        *(f"{RAY}{line}" for line in lines),
         f"{RAY}{ERROR}Tried to allocate 2.00 GiB.",
     ],
 }
+# beyond the formats of one scan: `fleet` (its summary and the job's own report, --reports) and `diff`
+# (the log as BAD against a healthy GOOD, in JSON and Markdown)
+MATRIX_OUTPUTS = (*FORMATS, "fleet", "diff")
+HEALTHY = "[rank0]: loading the model\n[rank0]: step:1 - loss:0.5\n"
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.parametrize("kind,line,secret", FORMS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(FORMS)])
-def test_no_form_of_a_secret_leaks_from_any_place(
-    tmp_path: Path, kind: str, line: str, secret: str, placement: str, fmt: str
-) -> None:
-    log = "\n".join(PLACEMENTS[placement](line)) + "\n"
-    if fmt == "alert":
+def outputs_of(tmp_path: Path, log: str, fmt: str) -> tuple[int, str]:
+    """The exit code and every text a user gets from `fmt` for the job log `log`."""
+    path = tmp_path / "job.log"
+    path.write_text(log)
+    if fmt == "alert":  # a live scan (stdin): the ALERT line goes to stderr as the line is read
         result = run_cli(["scan", "-", "--format", "json"], input=log)
         out = "\n".join(text for text in result.stderr.splitlines() if "ALERT" in text)
         assert out, result.stderr
-    else:
-        path = tmp_path / "job.log"
-        path.write_text(log)
-        result = run_cli(["scan", str(path), "--format", fmt])
-        out = result.stdout
-    assert result.exit_code == 1, result.output
+        return result.exit_code, out
+    if fmt == "fleet":
+        reports = tmp_path / "reports"
+        result = run_cli(["fleet", str(path), "--format", "json", "--reports", str(reports)])
+        pages = "".join(p.read_text() for p in sorted(reports.glob("*.html")))
+        assert pages, result.output
+        return result.exit_code, result.stdout + result.stderr + pages
+    if fmt == "diff":
+        good = tmp_path / "good.log"
+        good.write_text(HEALTHY)
+        outs = [run_cli(["diff", str(good), str(path), "--format", f]) for f in ("json", "md")]
+        return outs[0].exit_code, "".join(r.stdout + r.stderr for r in outs)
+    result = run_cli(["scan", str(path), "--format", fmt])
+    return result.exit_code, result.stdout
+
+
+ROUND_THREE_FORMS = 27  # the forms before round four's: their fleet and diff cases are in the slow run
+
+
+def _matrix_cases() -> list:
+    """(kind, line, secret, fmt) of every form and output; the round-three forms' fleet and diff cases
+    (216 runs that fork workers) marked slow, so the quick run keeps to its two minutes."""
+    cases = []
+    for i, (kind, line, secret) in enumerate(FORMS):
+        for fmt in MATRIX_OUTPUTS:
+            slow = i < ROUND_THREE_FORMS and fmt in ("fleet", "diff")
+            marks = (pytest.mark.slow,) if slow else ()
+            cases.append(pytest.param(kind, line, secret, fmt, marks=marks, id=f"{kind}-{i}-{fmt}"))
+    return cases
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("kind,line,secret,fmt", _matrix_cases())
+def test_no_form_of_a_secret_leaks_from_any_place(
+    tmp_path: Path, kind: str, line: str, secret: str, placement: str, fmt: str
+) -> None:
+    lines = line.split("\n")
+    log = "\n".join(PLACEMENTS[placement](lines)) + "\n"
+    code, out = outputs_of(tmp_path, log, fmt)
+    assert code == 1, out
     assert secret not in out, f"{kind} leaked into {fmt} from the {placement}"
-    shown = placement == "traceback-message" and len(ERROR) + line.index(secret) < SHOWN - 20
-    if fmt in ("md", "html", "json") or shown:  # the evidence holds the line; the summary shows it
+    first = lines[0]
+    shown = (
+        placement == "traceback-message" and secret in first and len(ERROR) + first.index(secret) < SHOWN - 20
+    )
+    if fmt in ("md", "html", "json", "fleet") or (shown and fmt != "diff"):  # the evidence holds the line
         assert f"[redacted:{kind}]" in out
     if fmt == "json":
         report = json.loads(out)

@@ -230,3 +230,43 @@ def test_a_chain_marker_links_across_many_interleaved_streams() -> None:
     asm.close_all()
     (last,) = [tb for tb in asm.kept() if tb.final.type == "RuntimeError"]
     assert last.chained_from is not None and last.chained_from.final.type == "KeyError"
+
+
+def _wide_tracebacks(width: int, count: int = 12, frames: int = 30) -> list[str]:
+    pad = "d" * width
+    lines = []
+    for i in range(count):
+        lines.append(f"[rank{i % 4}]: Traceback (most recent call last):")
+        for f in range(frames):
+            lines.append(
+                f'[rank{i % 4}]:   File "/app/{pad[: width // 2]}/m{f}.py", line {f + 1}, in fn_{pad[: width // 2]}'
+            )
+            lines.append(f"[rank{i % 4}]:     x = call_{pad}({i})")
+        lines.append(f"[rank{i % 4}]: ValueError: bad batch {i}")
+    return lines
+
+
+def test_the_text_kept_per_frame_is_bounded() -> None:
+    """A 346 MB log of 4,000-character frames peaked at 1.16 GB against 120 MB with 100-character
+    frames: every frame line was kept whole, several times over (line, message, file, function, code)."""
+    from logparse.observe.tracebacks import MAX_FRAME_CHARS
+
+    def kept(width: int) -> int:
+        tracemalloc.start()
+        asm = feed(_wide_tracebacks(width))
+        size = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        tbs = asm.kept()
+        for tb in tbs:
+            for frame in tb.frames:
+                for text in (frame.file, frame.function, frame.code or ""):
+                    assert len(text) <= MAX_FRAME_CHARS + 3 and text.isascii()
+            for rec in tb.all_records()[1:-1]:  # (the frames' lines: the header and exception are whole)
+                assert len(rec.line.text) <= MAX_FRAME_CHARS + 3 and len(rec.message) <= MAX_FRAME_CHARS + 3
+        del asm
+        return size
+
+    assert kept(4_000) < 2.5 * kept(400)  # (was 10x: the text grew with the width)
+    asm = feed(_wide_tracebacks(4_000, count=1))
+    (tb,) = asm.kept()
+    assert tb.frames[0].file.endswith("...") and tb.final.message == "bad batch 0"

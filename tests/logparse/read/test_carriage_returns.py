@@ -89,3 +89,63 @@ def test_bars_behind_a_ray_prefix_are_read_the_same_with_and_without_the_fast_pa
     report = json.loads(run_cli(["scan", str(log), "--format", "json"]).stdout)
     assert report["root_cause"]["id"] == "cuda-oom"
     assert report["progress"]["last_step"] == 6
+
+
+# -- a line longer than MAX_LINE_BYTES made of redraws (a tqdm bar written to a file, not a terminal) ------
+
+
+def _redraws(count: int) -> str:
+    return "".join(f"Training Progress: {i % 100}%|###| {i}/99999 [00:01<00:07]\r" for i in range(count))
+
+
+@pytest.mark.parametrize("redraws", [16_000, 25_000, 400_000], ids=["0.9MB", "1.3MB", "22MB"])
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_failure_after_a_megabyte_of_redraws_survives_the_cut(
+    tmp_path: Path, redraws: int, workers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.9 MB of redraws gave FAILED, 1.2 MB HEALTHY (exit 0): the cut kept the head of the line."""
+    monkeypatch.setenv("VERL_LOGSCAN_READER_MB", "0.0001" if workers == "2" else "off")
+    log = tmp_path / "job.log"
+    log.write_text("2025-01-01 12:00:00 INFO start training\n" + _redraws(redraws) + OOM + "\n")
+    result = run_cli(["scan", str(log), "--format", "json", "--workers", workers])
+    assert result.exit_code == EXIT_FAILURE_FOUND, result.output
+    report = json.loads(result.stdout)
+    assert report["root_cause"]["id"] == "cuda-oom"
+    assert report["root_cause"]["evidence"][-1]["line"] == 2
+
+
+def test_a_segment_that_is_no_bar_survives_the_cut_wherever_it_is(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    middle = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"
+    log.write_text("INFO start\n" + _redraws(20_000) + middle + "\r" + _redraws(20_000) + "\n")
+    report = json.loads(run_cli(["scan", str(log), "--format", "json"]).stdout)
+    assert report["root_cause"] is not None and "NCCL" in json.dumps(report["root_cause"]), report
+
+
+def test_long_line_keeps_non_bars_and_the_tail_within_the_limit() -> None:
+    from logparse.read.sources import MAX_LINE_BYTES, LongLine
+
+    long = LongLine()
+    text = (_redraws(30_000) + "ValueError: kept\r" + _redraws(30_000)).encode() + b"tail text"
+    for i in range(0, len(text), 65_536):  # fed in pieces, as chunks arrive
+        long.feed(text[i : i + 65_536])
+    line = long.line()
+    assert len(line) <= MAX_LINE_BYTES
+    segments = line.split(b"\r")
+    assert segments[0] == b"ValueError: kept" and segments[-1] == b"tail text"
+    assert len(segments) == 3  # the last redraw before the tail stays (what the terminal showed)
+    only_text = LongLine()
+    only_text.feed(b"x" * (3 * MAX_LINE_BYTES))
+    assert only_text.line() == b"x" * MAX_LINE_BYTES  # no carriage return: the head, as before
+
+
+def test_the_two_line_cutters_agree() -> None:
+    from logparse.read.blocks import cut_blocks
+    from logparse.read.sources import CHUNK_BYTES, iter_raw_lines
+
+    data = ("start\n" + _redraws(60_000) + OOM + "\nnext line\n").encode()
+    chunks = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
+    lines = [raw for raw, _ in iter_raw_lines(iter(chunks))]
+    blocks = b"".join(block for block, _ in cut_blocks(iter(chunks)))
+    assert blocks.split(b"\n")[:-1] == lines
+    assert lines[1].endswith(OOM.encode()) and lines[2] == b"next line"

@@ -98,3 +98,47 @@ def test_line_ends_and_keywords_that_span_lines() -> None:
                 newline = block.find(b"\n", start)
                 assert end == (newline if newline >= 0 else len(block))
     assert fast.lines_and_ends(b"ab x\ny step:\nzz") == ([(5, frozenset({0, 1, 2}))], [12])
+
+
+@needs_hyperscan
+def test_a_large_keyword_set_is_compiled_as_literals_with_the_same_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past MAX_LINE_REST_KEYWORDS keywords (a large user catalog) the database holds the keywords alone,
+    compiled by the literal compiler (20,000 keywords took 8 s to compile with LINE_REST, 0.34 s so):
+    the lines and keywords found are those of the other engine and of the line-rest database."""
+    from logparse.read import prefilter
+
+    rnd = random.Random(5)
+    words = ["CUDA out of memory", "step:", "Traceback (most recent call last)", "NCCL", "é中", "a", "Error"]
+    words += [f"MyErr{i:05d}x" for i in range(3000)]
+    many = Prefilter(words, "hyperscan")
+    assert many._literals and not many._whole_lines
+    monkeypatch.setattr(prefilter, "MAX_LINE_REST_KEYWORDS", 10**6)
+    rest, slow = Prefilter(words, "hyperscan"), Prefilter(words, "re")
+    assert not rest._literals
+    pieces = [*words[:7], "MyErr00042x", "MyErr0", "x", " ", "\n", "CUDA out", "tep:", "Err"]
+    for _ in range(300):
+        block = "".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 40))).encode("utf-8")
+        assert many.lines_and_ends(block) == rest.lines_and_ends(block) == slow.lines_and_ends(block)
+
+
+@pytest.mark.slow
+@needs_hyperscan
+def test_a_scan_with_a_large_user_catalog_reports_as_the_re_engine_does(tmp_path: Path) -> None:
+    entry = (
+        "- id: my-data-error\n  title: My data error\n  category: data-error\n  role: cause\n"
+        "  severity: error\n  priority: 70\n  keywords: [{words}]\n  patterns: ['MyDataError: (?P<what>.+)']\n"
+        "  message: 'data broke'\n  remediation:\n    summary: s\n    why: w\n    fix: ['f']\n"
+        "  examples:\n    match: ['[rank1]: MyDataError: x']\n    no_match:\n"
+        "      - line: 'MyDataErrorHandler installed'\n        why: not an error\n"
+    )
+    words = ", ".join(["'MyDataError'", *(f"'MyErr{i:05d}x'" for i in range(3000))])
+    (tmp_path / "big.yaml").write_text(entry.format(words=words))
+    from patterns import load_catalog
+
+    catalog = load_catalog([str(tmp_path / "big.yaml")])
+    for log in [SAMPLES / "ray-actor-exception.log", FIXTURES / "torchrun" / "tee-interleaved.log"]:
+        a = to_dict(analyse([str(log)], catalog, ScanConfig(engine="hyperscan")))
+        b = to_dict(analyse([str(log)], catalog, ScanConfig(engine="re")))
+        assert a == b
