@@ -63,7 +63,7 @@ from logparse.read.normalize import Normalizer, Origin
 from logparse.read.sources import ANSI_RE, MAX_LINE_BYTES, InputStats, Line, decode_line
 from patterns.formats import formats
 
-WINDOW_BYTES = 256 << 10  # the first bytes of an input that decide whether it is wrapped
+WINDOW_BYTES = 64 << 10  # the first bytes of an input that decide whether it is wrapped
 MIN_WIDTH = 40  # narrower rows are not taken for a terminal's (half of an 80-column window split in two)
 MIN_CONTINUED = 3  # different full rows (digits masked) continued by the next row, at least
 CONTINUED_SHARE = 0.75  # of the full rows, at least this share continued
@@ -87,8 +87,8 @@ _FRAME = regex.compile(_F.regex("frame-line"))
 _CARETS = re.compile(rb"[ \t]+[\^~]+[ \t]*$")
 _WIDE = regex.compile(r"[\p{East_Asian_Width=Wide}\p{East_Asian_Width=Fullwidth}]")
 _ZERO = regex.compile(r"[\p{Mn}\p{Me}\p{Cf}\p{Cc}]")  # (tab, CR and backspace are counted apart)
-_MOVES = re.compile(rb"[\t\r\x08]")  # bytes that move the column other than by one
-_NOT_PLAIN = re.compile(rb"[\t\r\x08\x1b]")  # with _MOVES, an escape: a row whose width is not its length
+# ANSI_RE on bytes, never across a line end (it measures a whole window's rows at once)
+_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-B]")
 _SHAPE = re.compile(rb"[ \t]*[^ \t]{1,16}")  # a row's indentation and first word (its first 16 bytes)
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
@@ -115,10 +115,11 @@ def parse_unwrap(value: str) -> str | int:
 def widths(row: bytes) -> tuple[int, int, int]:
     """(the terminal's column at the end of `row`, fold's column there, the widest column the terminal
     reaches in it) for a row without its newline (nor a CR at its end)."""
-    if row.isascii() and b"\x1b" not in row and not _MOVES.search(row):
+    moves = b"\t" in row or b"\r" in row or b"\x08" in row
+    if not moves and b"\x1b" not in row and row.isascii():
         n = len(row)
         return n, n, n
-    fold_end = _fold_end(row) if _MOVES.search(row) else len(row)
+    fold_end = _fold_end(row) if moves else len(row)
     text = row.decode("utf-8", "replace")
     if "\x1b" in text:
         text = ANSI_RE.sub("", text)
@@ -133,6 +134,8 @@ def widths(row: bytes) -> tuple[int, int, int]:
 
 def _fold_end(row: bytes) -> int:
     """GNU fold's column at the end of `row` (bytes; tabs, CR and backspace move it as a terminal)."""
+    if b"\x08" not in row:  # (expandtabs starts its columns again after a CR, as fold does)
+        return len(row.expandtabs(8).rsplit(b"\r", 1)[-1])
     col = 0
     for b in row:
         if b == 9:
@@ -148,6 +151,9 @@ def _fold_end(row: bytes) -> int:
 
 def _terminal_columns(text: str) -> tuple[int, int]:
     """(the column at the end of `text`, the widest column reached) on a terminal."""
+    if text.isascii() and "\b" not in text:
+        segments = [len(segment) for segment in text.expandtabs(8).split("\r")]
+        return segments[-1], max(segments)
     col = extent = 0
     for ch in text:
         if ch == "\t":
@@ -234,7 +240,7 @@ class _Counts:
     """What the rows say of one width: the widest row so far by one count (or the width given)."""
 
     def __init__(self, measure: int, width: int = 0) -> None:
-        self.measure = measure  # which of `widths` makes the width grow (None: a width given)
+        self.measure = measure  # which of `widths` makes the width grow (-1: a width given)
         self.width = width
         self.reset()
 
@@ -242,22 +248,8 @@ class _Counts:
         self.full = self.continued = self.spaced = self.short = 0
         self.distinct: set[int] = set()
 
-    def grow(self, ends: tuple[int, int, int]) -> None:
-        if self.measure >= 0 and ends[self.measure] > self.width:
-            self.width = ends[self.measure]
-            self.reset()
-
-    def judge(self, last: bytes, last_ends: tuple, row: bytes, ends: tuple, continues) -> bool:
-        """Count `last` if it ended full at the width (or one column short); is `row` its
-        continuation (`continues(cut)`: does it go on with `last`, being itself cut or not)?"""
-        width = self.width
-        term, fold, _ = last_ends
-        full = term == width or fold == width
-        if not full and term != width - 1:
-            return False
-        continued = _joint(width, True, last_ends, row) is not None and continues(
-            ends[0] >= width - 1 or ends[1] == width
-        )
+    def count(self, last: bytes, full: bool, continued: bool) -> None:
+        """`last` ended full at the width (else one column short); `continued`: the next row went on."""
         if full:
             self.full += 1
             self.spaced += last.endswith(b" ")
@@ -267,7 +259,6 @@ class _Counts:
                     self.distinct.add(hash(last.translate(_DIGITS)))
         elif continued:
             self.short += 1
-        return continued
 
     def wrap(self, fixed: bool) -> Wrap | None:
         trimmed = not self.spaced and self.short > 0
@@ -295,7 +286,8 @@ class WrapDetector:
         self.starts = _RecordStarts()
         self.last: bytes | None = None
         self.last_ends = (0, 0, 0)
-        self.record = b""  # the shape of the row that starts the record the last row is part of
+        self.first = b""  # the first row of the line the last row is part of (were they joined)
+        self.found: Wrap | None = None
 
     def feed(self, row: bytes) -> Wrap | None:
         """The next row (without its newline); the input's Wrap once the rows so far show it."""
@@ -305,22 +297,35 @@ class WrapDetector:
         last = self.last
         joined = False
         if last is not None:
+            term, fold, _ = self.last_ends
             asked: dict[bool, bool] = {}
-
-            def continues(cut: bool) -> bool:
-                if cut not in asked:
-                    asked[cut] = _continues(row, cut, (self.record, shape(last)), self.starts)
-                return asked[cut]
-
             for counts in self.counts:
-                if self.fixed or counts.width >= MIN_WIDTH:
-                    joined = counts.judge(last, self.last_ends, row, ends, continues) or joined
+                width = counts.width
+                full = term == width or fold == width
+                if (full or term == width - 1) and (self.fixed or width >= MIN_WIDTH):
+                    continued = self._continued(last, row, ends, width, asked)
+                    counts.count(last, full, continued)
+                    joined = joined or continued
+                    self.found = None
         if not joined:
-            self.record = shape(row)
+            self.first = row
         for counts in self.counts:
-            counts.grow(ends)
+            if counts.measure >= 0 and ends[counts.measure] > counts.width:
+                counts.width = ends[counts.measure]
+                counts.reset()
         self.last, self.last_ends = row, ends
-        return self.result()
+        if self.found is None:
+            self.found = self.result()
+        return self.found
+
+    def _continued(self, last: bytes, row: bytes, ends: tuple, width: int, asked: dict) -> bool:
+        """Does `row` go on with `last` (which ended full at `width`, or one column short)?"""
+        if _joint(width, True, self.last_ends, row) is None:
+            return False
+        cut = ends[0] >= width - 1 or ends[1] == width  # (the row is itself cut)
+        if cut not in asked:
+            asked[cut] = _continues(row, cut, (shape(self.first), shape(last)), self.starts)
+        return asked[cut]
 
     def result(self) -> Wrap | None:
         for counts in self.counts:
@@ -526,14 +531,31 @@ def _decide(held: list[bytes], width: int | None, ended: bool) -> Wrap | None:
 
 
 def _may_be_wrapped(rows: list[bytes]) -> bool:
-    """A quick no for most logs: rows no wider than their bytes (no tab, escape or non-ASCII byte) of
-    which fewer than MIN_CONTINUED are as long as the longest. (A row of other bytes may be wider or
-    narrower than its length: then WrapDetector decides.)"""
-    sizes = list(map(len, rows))
-    widest = max(sizes, default=0)
-    if sizes.count(widest) >= MIN_CONTINUED and widest >= MIN_WIDTH:
-        return True
-    return any(not row.isascii() or _NOT_PLAIN.search(row) for row in rows)
+    """A quick no for most logs, measured on the window at once (bytes operations, not a loop over
+    its rows in Python): fewer than MIN_CONTINUED rows end at the widest width, as a terminal or as fold
+    counts it, where WrapDetector needs that many full rows and more. (A row with a CR, a backspace or a
+    byte past ASCII is measured alone, by `widths`.)"""
+    text = b"\n".join(rows).replace(b"\r\n", b"\n")
+    fold_ends = list(map(len, text.expandtabs(8).split(b"\n")))
+    plain = _ANSI_BYTES.sub(b"", text) if b"\x1b" in text else text
+    term_ends = list(map(len, plain.expandtabs(8).split(b"\n")))
+    extents = term_ends
+    if not text.isascii() or b"\r" in text or b"\x08" in text:
+        extents = term_ends[:]
+        for i, row in enumerate(text.split(b"\n")):
+            if not row.isascii() or b"\r" in row or b"\x08" in row:
+                term_ends[i], fold_ends[i], extents[i] = widths(row)
+    for widest in {max(extents, default=0), max(fold_ends, default=0)}:
+        if widest < MIN_WIDTH:
+            continue
+        terms, folds = term_ends.count(widest), fold_ends.count(widest)
+        if max(terms, folds) >= MIN_CONTINUED:
+            return True
+        if terms + folds >= MIN_CONTINUED:
+            full = sum(t == widest or f == widest for t, f in zip(term_ends, fold_ends, strict=True))
+            if full >= MIN_CONTINUED:
+                return True
+    return False
 
 
 def _as_it_comes(it: Iterator[bytes], stats: InputStats, width: int | None) -> Iterator[bytes]:
