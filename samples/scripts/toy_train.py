@@ -203,7 +203,9 @@ def remote_reward(step, port=1, attempts=2):
             logging.getLogger("toy_train.reward").warning(
                 "reward server attempt %d/%d failed, retrying (Exception: %s)", attempt, attempts, e
             )
-    logging.getLogger("toy_train.reward").warning("reward server unreachable at step %d: scored locally", step)
+    logging.getLogger("toy_train.reward").warning(
+        "reward server unreachable at step %d: scored locally", step
+    )
     return 0.5
 
 
