@@ -62,6 +62,7 @@ import regex
 from logparse.read.normalize import Normalizer, Origin
 from logparse.read.sources import ANSI_RE, MAX_LINE_BYTES, InputStats, Line, decode_line
 from patterns.formats import formats
+from patterns.schema import LazyRe
 
 WINDOW_BYTES = 64 << 10  # the first bytes of an input that decide whether it is wrapped
 MIN_WIDTH = 40  # narrower rows are not taken for a terminal's (half of an 80-column window split in two)
@@ -81,12 +82,13 @@ _STARTS = tuple(
 # taken for a record of its own, the cause of a failure (a wrong join would hide it)
 _EXCEPTION = re.compile(rb"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)(?:\([\w.]+\))?(?::|$)")
 _FRAME_MARKER = _F.literal("frame-marker").encode()
-_FRAME = regex.compile(_F.regex("frame-line"))
+_FRAME = LazyRe(_F.regex("frame-line"), engine="regex")
 # the markers under a traceback's source line (`    ~~~~^^^^`), indented: the continuation of a wrapped
 # caret line starts with its carets
 _CARETS = re.compile(rb"[ \t]+[\^~]+[ \t]*$")
-_WIDE = regex.compile(r"[\p{East_Asian_Width=Wide}\p{East_Asian_Width=Fullwidth}]")
-_ZERO = regex.compile(r"[\p{Mn}\p{Me}\p{Cf}\p{Cc}]")  # (tab, CR and backspace are counted apart)
+# (compiled when a row past ASCII is first measured)
+_WIDE = LazyRe(r"[\p{East_Asian_Width=Wide}\p{East_Asian_Width=Fullwidth}]", engine="regex")
+_ZERO = LazyRe(r"[\p{Mn}\p{Me}\p{Cf}\p{Cc}]", engine="regex")  # (tab, CR and backspace are counted apart)
 # ANSI_RE on bytes, never across a line end (it measures a whole window's rows at once)
 _ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-B]")
 _SHAPE = re.compile(rb"[ \t]*[^ \t]{1,16}")  # a row's indentation and first word (its first 16 bytes)
