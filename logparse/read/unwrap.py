@@ -31,7 +31,7 @@ for a row that is itself cut, the unfinished start of one; no traceback structur
 recent call last):`, `File "`, the chain markers, an exception line, a caret line, the indented source
 line under a whole frame line); and not the same first word (digits masked) as the first or the last
 row of the line it would join (a table of equal rows). In a wrapped log nearly every full row is
-continued (a line ends exactly at W about once in W lines). On the 143 logs of the project and its
+continued (a line ends exactly at W about once in W lines). On the 144 logs of the project and its
 corpora that are not wrapped, no more than one such row was seen at the widest width; the widest line
 is most often alone, and where several share it (a table of step lines, a repeated prompt, py-spy's
 process lines) the rows after them start records of their own, or the rows are one text. An input the
