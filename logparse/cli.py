@@ -40,6 +40,7 @@ from logparse.pipeline import (
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
 from logparse.read.sources import InputError, expand, expand_inputs
+from logparse.read.unwrap import parse_unwrap
 from logparse.redact import Names, RedactConfig, Redactor, redactor_for
 from logparse.startup import hold_signals, release_signals
 from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
@@ -504,6 +505,15 @@ def cli() -> None:
     f"[default: the CPUs available, at most {DEFAULT_MAX_WORKERS}; VERL_LOGSCAN_WORKERS sets it too]. "
     "The report is the same.",
 )
+@click.option(
+    "--unwrap",
+    default="auto",
+    metavar="auto|off|COLUMNS",
+    callback=lambda ctx, param, value: _unwrap_setting(value),
+    help="Lines a terminal or `fold` cut into rows of a fixed width (a pasted or tmux-captured log) are "
+    "joined back before reading, each numbered by its first row: auto (default) where an input shows "
+    "it, COLUMNS to join rows of that width, off to read rows as they are.",
+)
 def scan(
     paths: tuple[str, ...],
     fmt: str | None,
@@ -519,6 +529,7 @@ def scan(
     workers: int | None,
     stall_after: str | None,
     known_issue_files: tuple[str, ...],
+    unwrap: str | int,
 ) -> None:
     """Scan log files, folders, .gz files or stdin (no PATH or '-') and report the root cause.
 
@@ -557,7 +568,7 @@ def scan(
     if files == ["-"] and _isatty(sys.stdin):  # no silent wait for a log that is not coming
         click.echo("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)", err=True)
     learn_names = redact is not None and redact.hosts
-    config = ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names)
+    config = ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names, unwrap=unwrap)
     if workers is not None:
         config = dataclasses.replace(config, workers=workers)
     analysis = Analysis(catalog, config, known)
@@ -631,6 +642,14 @@ def parse_duration(text: str) -> float:
     if total <= 0:
         raise ValueError(text)
     return total
+
+
+def _unwrap_setting(value: str) -> str | int:
+    """--unwrap: auto, off or a width in columns."""
+    try:
+        return parse_unwrap(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give auto, off or a width in columns (e.g. 80)") from None
 
 
 def _stall_after(value: str | None, live: bool) -> float | str | None:

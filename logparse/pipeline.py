@@ -149,6 +149,9 @@ class ScanConfig:
     # learn host and user names from every line that names one (logparse.observe.names), for a report
     # redacted with hosts: set by `analyse` and `scan` when `--redact-hosts` is given
     learn_names: bool = False
+    # rows a terminal or `fold` cut at a fixed width (a pasted or tmux-captured log): `auto` joins them
+    # back where an input shows it, `off` never, a width in columns joins those (logparse.read.unwrap)
+    unwrap: str | int = "auto"
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,7 @@ class Analysis:
             all_metrics=config.all_metrics,
             progress_lines=config.progress_lines,
             workers=config.workers,
+            unwrap=config.unwrap,
         )
         self._reading = self.reader.reading_blocks  # source -> the block being read (lines read back)
         self.assembler = self._new_assembler()

@@ -22,6 +22,7 @@ from logparse.observe.tracebacks import clip
 from logparse.read.lookback import LOOKBACK_BYTES
 from logparse.read.normalize import Normalizer, Origin, Record
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line
+from logparse.read.unwrap import JOINED
 from patterns.numbers import log_int
 from patterns.stalls import StallRules, Wording, stall_rules
 
@@ -514,6 +515,8 @@ class StallObserver:
         # the tail's last line is the input's last line
         for i, raw in enumerate(lines):
             number = total - len(lines) + 1 + i
+            if raw == JOINED:  # a row joined onto the line before it (logparse.read.unwrap)
+                continue
             text = decode_line(raw[:MAX_LINE_BYTES])
             if not text.strip():
                 continue

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 
 from logparse.read.normalize import Normalizer, Origin, Record
 from logparse.read.sources import MAX_LINE_BYTES, Line, decode_line
+from logparse.read.unwrap import JOINED
 
 CONTEXT_LINES = 5  # context lines before an error line, from its own stream
 LOOKBACK_LINES = 64  # raw lines read back to find them
@@ -54,6 +55,8 @@ def stream_lines_before(
     raws = before.split(b"\n")
     raws.pop()  # after the last newline
     for i, raw in enumerate(reversed(raws), 1):
+        if raw == JOINED:  # a row joined onto the line before it (logparse.read.unwrap)
+            continue
         line = Line(rec.line.source, rec.line.number - i, decode_line(raw[:MAX_LINE_BYTES]))
         other = normalizer.normalize(line, 0, default)
         if other.stream == rec.stream:
@@ -67,7 +70,8 @@ def starts_record(rec: Record) -> bool:
 
 def lookback(block: bytes, start: int, tail: bytes, limit: int) -> bytes:
     """The whole lines (each with its newline) just before offset `start` of `block` (a line start):
-    at most `limit` of them and about LOOKBACK_BYTES, continuing into `tail` (the end of the previous
+    at most `limit` of them (JOINED lines, left by rows joined onto a line before them, not counted)
+    and about LOOKBACK_BYTES, continuing into `tail` (the end of the previous
     block, ending in a newline) when the block has fewer. One slice per part: a hit costs a few `rfind`
     calls, not a list of lines."""
     pos = start
@@ -76,8 +80,9 @@ def lookback(block: bytes, start: int, tail: bytes, limit: int) -> bytes:
         prev = block.rfind(b"\n", 0, pos - 1) + 1
         if prev < floor:
             return block[pos:start]
+        if pos - prev != 2 or block[prev] != 0:  # (a JOINED line is no line of the log's: not counted)
+            limit -= 1
         pos = prev
-        limit -= 1
     head = block[pos:start]
     if pos > 0 or limit <= 0 or not tail:
         return head
@@ -87,6 +92,7 @@ def lookback(block: bytes, start: int, tail: bytes, limit: int) -> bytes:
         prev = tail.rfind(b"\n", 0, tpos - 1) + 1
         if prev < floor or (prev == 0 and len(tail) >= LOOKBACK_BYTES):
             break  # a line longer than what is left of the budget, or cut by the tail's own bound
+        if tpos - prev != 2 or tail[prev] != 0:
+            limit -= 1
         tpos = prev
-        limit -= 1
     return tail[tpos:] + head

@@ -62,6 +62,7 @@ from logparse.read.sources import (
     read_input,
 )
 from logparse.read.steps import StepParser
+from logparse.read.unwrap import JOINED, unwrap_chunks
 from patterns.numbers import log_int
 
 MAX_MERGE_FILES = 64
@@ -139,6 +140,7 @@ class RecordReader:
         all_metrics: bool = False,
         progress_lines: bool = True,
         workers: int = 2,
+        unwrap: str | int = "auto",
     ):
         self.prefilter = prefilter
         self.syntax = syntax  # the stage markers, step lines and bars of the fast path
@@ -149,6 +151,9 @@ class RecordReader:
         self.all_metrics = all_metrics
         self.progress_lines = progress_lines
         self.workers = workers  # processes that make a large file's blocks (blocks_in_process); 1: this one
+        # rows a terminal or `fold` cut at a fixed width: `auto` joins them where detected, `off` never,
+        # a width joins those of that width (logparse.read.unwrap)
+        self.unwrap = unwrap
         # live use: wrap each opened input (follow, tee); hear of each block and record read
         self.open_stream: Callable[[str, BinaryIO], BinaryIO] | None = None
         self.on_progress: Callable[[], None] | None = None
@@ -212,8 +217,11 @@ class RecordReader:
             fh = self.open_stream(path, fh)
         compression = compression_of(path)
 
+        live = self._live(path, fh)
+
         def chunks(st: InputStats) -> Iterator[bytes]:
-            return decompressed_chunks(fh, st, compression)
+            text = decompressed_chunks(fh, st, compression)
+            return unwrap_chunks(text, st, self.unwrap, live)
 
         # an input read alone has its progress lines applied as its blocks are read (in order, as the
         # records are fed); merged inputs' records are fed in another order than they are read
@@ -257,6 +265,19 @@ class RecordReader:
         if truncated or self._cut_lines.get(source):
             n = truncated + self._cut_lines.get(source, 0)
             stats.notes.append(cut_lines_note(n))
+
+    def _live(self, path: str, fh: BinaryIO) -> bool:
+        """Is the input read as it comes (followed, passed through, a pipe)? Such a stream is not held
+        back while the width of its rows is decided (logparse.read.unwrap); a file is (stdin too, when
+        it is a file)."""
+        if self.open_stream is not None:
+            return True
+        if path != "-":
+            return False
+        try:
+            return not stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+        except (OSError, ValueError, AttributeError):  # (io.UnsupportedOperation is both)
+            return True
 
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least reader_process_bytes, read without follow or tee."""
@@ -308,7 +329,11 @@ class RecordReader:
             end = -1  # (a candidate's end is the block's to tell)
             if not candidate:
                 end = _line_end(block, start)
-                if self._quiet_line(block.load(), start, end, source):
+                data = block.load()
+                # (a row joined onto the line before it leaves a JOINED line: logparse.read.unwrap)
+                if (end == start + 1 and data[start:end] == JOINED) or self._quiet_line(
+                    data, start, end, source
+                ):
                     cur = end + 1
                     number += 1
                     continue
