@@ -84,10 +84,13 @@ def parse_step_line(message: str) -> tuple[int, dict[str, float]] | None:
 
 WHOLE_AFTER = 2  # a shape's lines in a row before it is compiled as one expression (StepParser._whole)
 WHOLE_COMPILES = 64  # shapes compiled so at most, per parser
-# a wanted value in a whole shape's expression: the run of non-spaces inside `np.float64(...)` when the
-# run is so wrapped (a value runs to the next space: a shorter run leaves no ` - ` after it), else the
-# whole run (StepParser's shape path: `np.float64(x)` -> x, anything else as it is)
-WANTED = f"(?:{re.escape(NP_FLOAT64)}([^ ]*)\\)|([^ ]*))"
+# a wanted value in a whole shape's expression: the run inside `np.float64(...)` when the run is so
+# wrapped, else the whole run of non-spaces (StepParser's shape path: `np.float64(x)` -> x, anything
+# else as it is). The two branches exclude each other and neither class holds the character that ends
+# it, so a value is read one way only: a line of the same colons but another shape fails at once, where
+# an overlap (np.float64(x) read either way) backtracked for minutes on a 60-key line (2^60 ways to
+# fail). A value like `np.float64(1))` reads neither way: the line takes the usual path.
+WANTED = f"(?:{re.escape(NP_FLOAT64)}([^ )]*)\\)|(?!{re.escape(NP_FLOAT64)})([^ ]*))"
 
 
 def _whole_pattern(raw_keys: Sequence[str], wanted: Sequence[int]) -> re.Pattern[str]:
@@ -135,8 +138,8 @@ class BytesShape(NamedTuple):
 
 def _bytes_shape(raw_keys: Sequence[str], wanted: Sequence[int]) -> BytesShape | None:
     """_whole_pattern's shape over a line's ASCII bytes from `step:` (STEP_HEAD, then the keys), a
-    wanted value `np.float64(x)` or `x` captured as x (a conditional group: the `)` is required when
-    the prefix was taken, the same runs as WANTED's two branches); None for a key that is not ASCII."""
+    wanted value captured as WANTED captures it (two groups, one of them None); None for a key that is
+    not ASCII."""
     if not all(map(str.isascii, raw_keys)):
         return None
     want = frozenset(wanted)
@@ -152,8 +155,8 @@ def _bytes_shape(raw_keys: Sequence[str], wanted: Sequence[int]) -> BytesShape |
             time_group, time_back = group, len(key) - key.index(STEP_TIME_KEY)
             group += 1
         if i in want:
-            part += rb"(%s)?([^ ]*)(?(%d)\))" % (re.escape(NP_FLOAT64.encode()), group)
-            values.append(group + 1)
+            part += WANTED.encode()  # (two groups: the value inside np.float64(...), or the run)
+            values += (group, group + 1)
             group += 2
         else:
             part += b"[^ ]*"
@@ -303,7 +306,7 @@ class StepParser:
         if m is None:
             return None
         try:
-            values = list(map(float, shape.pick(m)))
+            values = [float(v) for v in shape.pick(m) if v is not None]
         except ValueError:
             return None
         at = m.start(shape.time_group) - shape.time_back if shape.time_group else -1
