@@ -85,6 +85,28 @@ def test_a_failure_before_the_stop_is_still_the_failure() -> None:
     assert "IndexError" in report["root_cause"]["message"]
 
 
+def test_a_catalogued_error_that_recurs_all_run_long_never_beats_the_exception_that_ended_it() -> None:
+    """Every step, a reward client logs the requests library's refused connection (a catalog cause of
+    a higher band than an exception no entry names); at step 6 rank 2 dies of an IndexError. What
+    recurred while the job went on is set aside; what ended the run is the root cause."""
+    refused = (
+        "[default0]:2026-12-05 03:14:15,510 WARNING toy_train.reward: reward server down: "
+        "requests.exceptions.ConnectionError: HTTPConnectionPool(host='127.0.0.1', port=8000): Max retries "
+        "exceeded with url: /get_reward (Caused by NewConnectionError('<urllib3.connection.HTTPConnection "
+        "object at 0x7f2b>: Failed to establish a new connection: [Errno 111] Connection refused'))\n"
+    )
+    lines = []
+    for line in (STORIES / "torchrun-sample-errors-then-crash.log").read_text().splitlines(keepends=True):
+        lines.append(line)
+        if "scored locally" in line:
+            lines.append(refused)
+    code, report = scan_json(text="".join(lines))
+    rc = report["root_cause"]
+    assert code == 1 and "IndexError" in rc["message"], rc["message"]
+    (row,) = [s for s in report["symptoms"] if s["id"] == "server-connection-refused"]
+    assert row["set_aside_kind"] == "recurring" and row["count"] >= 5
+
+
 def test_a_failure_after_completion_that_is_the_runs_own_work_is_a_failure() -> None:
     """Teardown after completion is echo; the final save failing there is not."""
     _, report = scan_json(STORIES / "torchrun-final-save-fails.log")
@@ -114,3 +136,31 @@ def test_healthy_runs_cut_at_random_lines_stay_healthy(name: str) -> None:
     for cut in sorted(rnd.sample(range(1, len(lines)), min(12, len(lines) - 1))):
         code, report = scan_json(text="".join(lines[:cut]))
         assert (report["status"], code) == ("healthy", 0), (cut, report["root_cause"])
+
+
+@pytest.mark.parametrize(
+    ("function", "file"),
+    [
+        ("capture_model", "/opt/venv/lib/python3.10/site-packages/vllm/v1/worker/gpu_model_runner.py"),
+        ("load_model", "/opt/venv/lib/python3.10/site-packages/vllm/v1/worker/gpu_model_runner.py"),
+        (
+            "init_cuda_graphs",
+            "/opt/venv/lib/python3.10/site-packages/sglang/srt/model_executor/model_runner.py",
+        ),
+        (
+            "capture_one_batch_size",
+            "/opt/venv/lib/python3.10/site-packages/sglang/srt/model_executor/cuda_graph_runner.py",
+        ),
+    ],
+)
+def test_a_rollout_engine_failing_while_it_starts_is_model_load(function: str, file: str) -> None:
+    """Engine init, KV-cache profiling and CUDA-graph capture come before any request: model-load
+    (TAXONOMY), not the rollout that any other vLLM or SGLang frame means."""
+    from logparse.decide.stage import stage_of_frames
+
+    frames = [("/workspace/job/serve.py", "main", None), (file, function, None), (file, "_dummy_run", None)]
+    assert stage_of_frames(frames) == "model-load"
+    assert (
+        stage_of_frames([("/workspace/job/serve.py", "main", None), (file, "execute_model", None)])
+        == "rollout"
+    )
