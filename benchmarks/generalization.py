@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # run as a script from anywhere: the repository root must be on sys.path before these imports
-from logparse.pipeline import Analysis  # noqa: E402
+from logparse.pipeline import start_analysis  # noqa: E402
 from logparse.read.sources import expand_inputs  # noqa: E402
 from patterns import Catalog, Role, load_builtin_catalog  # noqa: E402
 
@@ -104,7 +104,7 @@ class Outcome:
 
 
 def scan(path: Path, catalog: Catalog):
-    scanner = Analysis(catalog)
+    scanner = start_analysis(catalog)
     scanner.feed_inputs(expand_inputs([str(path)]))
     return scanner.report()
 

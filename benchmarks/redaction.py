@@ -122,10 +122,10 @@ def cost(lines: int, log: Path | None) -> None:
     from tests.reports.test_html import handmade_report
 
     if log is not None:
-        from logparse.pipeline import Analysis
+        from logparse.pipeline import start_analysis
         from patterns import load_catalog
 
-        scanner = Analysis(load_catalog([]))
+        scanner = start_analysis(load_catalog([]))
         scanner.feed_inputs([str(log)])
         report = scanner.report()
         strings = sum(1 for _ in __import__("logparse.redact", fromlist=["strings"]).strings(report))

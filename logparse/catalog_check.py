@@ -40,9 +40,9 @@ class ExampleFailure:
 
 def block_matches(catalog: Catalog, entry: Entry, text: str) -> bool:
     """Does `entry` fire anywhere when this block is scanned as a whole log?"""
-    from logparse.pipeline import Analysis  # the real analysis: tracebacks, frames and all
+    from logparse.pipeline import start_analysis  # the real analysis: tracebacks, frames and all
 
-    analysis = Analysis(catalog)
+    analysis = start_analysis(catalog)
     for i, line in enumerate(text.splitlines(), 1):
         analysis.feed_line(Line("<example>", i, strip_ansi(line)))
     analysis.finish()
@@ -332,9 +332,9 @@ class KnownIssueExampleFailure:
 
 def scanned_root(catalog: Catalog, text: str) -> RootCause | None:
     """The root cause a scan of `text` (a line or a block, read as a whole log) reports, unredacted."""
-    from logparse.pipeline import Analysis  # the real analysis: prefixes, tracebacks, the verdict
+    from logparse.pipeline import start_analysis  # the real analysis: prefixes, tracebacks, the verdict
 
-    analysis = Analysis(catalog, known_issues=KnownIssues(()))
+    analysis = start_analysis(catalog, known_issues=KnownIssues(()))
     for i, line in enumerate(text.splitlines(), 1):
         analysis.feed_line(Line("<example>", i, strip_ansi(line)))
     return analysis.report().root_cause

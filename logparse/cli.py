@@ -36,6 +36,7 @@ from logparse.pipeline import (
     SettingError,
     check_settings,
     default_known_issues,
+    start_analysis,
 )
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.layout import several_jobs_note
@@ -567,11 +568,10 @@ def scan(
     folder_notes += expanded.notes  # (what a folder holds and was not read: in the report)
     if files == ["-"] and _isatty(sys.stdin):  # no silent wait for a log that is not coming
         click.echo("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)", err=True)
-    learn_names = redact is not None and redact.hosts
-    config = ScanConfig(all_metrics=bool(metrics_csv), learn_names=learn_names, unwrap=unwrap)
+    config = ScanConfig(all_metrics=bool(metrics_csv), unwrap=unwrap)
     if workers is not None:
         config = dataclasses.replace(config, workers=workers)
-    analysis = Analysis(catalog, config, known)
+    analysis = start_analysis(catalog, config, redact is not None and redact.hosts, known)
     live = _Live(files, follow, tee, color)
     live.wire(analysis, redact, stall_s if stall_after is not None else ("auto" if follow else None))
     interrupted = _feed(analysis, files, live)

@@ -40,7 +40,6 @@ from logparse.model import (
     Report,
     RunSummary,
 )
-from logparse.observe.environment import EnvironmentTracker
 from logparse.observe.hits import mask
 from logparse.pipeline import ScanConfig, analyse_unredacted
 from logparse.read.normalize import Normalizer, Record
@@ -111,7 +110,7 @@ def compare(
     return DiffReport(
         good=_summary(good),
         bad=_summary(bad),
-        changes=env_changes(_environment(good, g_lines), _environment(bad, b_lines)),
+        changes=env_changes(good.environment, bad.environment),
         divergences=divergences(good, bad),
         new_lines=tuple(new[:max_new_lines]),
         new_templates=len(new),
@@ -173,9 +172,6 @@ class Templates:
 
     seen: dict[str, Seen | None] = field(default_factory=dict)
     truncated: bool = False
-    # the environment tracker fed every line (a scan feeds it the lines its prefilter picks, which
-    # leave out a bare `pip freeze` line at a job's start)
-    env: EnvironmentTracker = field(default_factory=EnvironmentTracker)
 
 
 def _templates(paths: list[str], keep_first: bool) -> Templates:
@@ -187,7 +183,6 @@ def _templates(paths: list[str], keep_first: bool) -> Templates:
         for line in read_input(path, InputStats(path)):
             seq += 1
             rec = normalizer.normalize(line, seq)
-            out.env.feed(rec)
             _note(out, rec, keep_first, before)
             before = line.text
     return out
@@ -235,11 +230,6 @@ def env_changes(good: dict, bad: dict) -> tuple[EnvChange, ...]:
         EnvChange(k, kinds[order(k)[0]], _shown(good.get(k)), _shown(bad.get(k)))
         for k in sorted(changed, key=order)
     )
-
-
-def _environment(report: Report, lines: Templates) -> dict:
-    """The run's fingerprint from every line, completed by the scan's."""
-    return {**report.environment, **lines.env.fingerprint()}
 
 
 def _shown(value: object) -> str | None:
@@ -333,7 +323,7 @@ def _new_lines(bad: Report, good_lines: Templates, bad_lines: Templates) -> list
                 first=Evidence(rec.line.source, rec.line.number, rec.line.text.rstrip("\r\n")),
                 count=seen.count,
                 streams=tuple(seen.streams),
-                stage=_stage_at(bad, rec.line.source, rec.line.number),
+                stage=bad.progress.stage_at_line(rec.line.source, rec.line.number) if bad.progress else None,
                 level=rec.origin.level,
                 score=error_score(rec.message, rec.origin.level),
                 before=seen.before,
@@ -349,18 +339,6 @@ def error_score(message: str, level: str | None) -> int:
     score = LEVEL_SCORES.get((level or "").upper(), 0)
     score += sum(weight for word, weight in ERROR_WORDS if word in low)
     return score
-
-
-def _stage_at(report: Report, source: str, line: int) -> str | None:
-    """The stage of the run at `source:line`: the last stage segment starting at or before it."""
-    if report.progress is None:
-        return None
-    spans = report.progress.segments or report.progress.timeline
-    stage = None
-    for span in spans:
-        if span.first_source == source and span.first_line <= line:
-            stage = span.stage
-    return stage
 
 
 # -- 4. BAD's verdict, and GOOD ---------------------------------------------------------------------------

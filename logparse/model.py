@@ -183,6 +183,16 @@ class Progress:
     segments: tuple[StageSpan, ...] = ()
     attempts: int = 0  # attempt starts seen up to its end (0: none seen, the log is one attempt)
 
+    def stage_at_line(self, source: str, line: int) -> str | None:
+        """The stage the progression shows at `source:line`: that of the last stretch (segment, else
+        timeline span) that began at or before it in that input; None before the first. A question the
+        report answers from its own progression (logparse.observe.progress decided it)."""
+        stage = None
+        for span in self.segments or self.timeline:
+            if span.first_source == source and span.first_line <= line:
+                stage = span.stage
+        return stage
+
 
 @dataclass(frozen=True)
 class MetricSeries:
@@ -328,7 +338,7 @@ class StallCause:
     fix: tuple[str, ...]
     cited: tuple[CitedValue, ...] = ()  # the job's own settings the fix concerns
     category: str | None = None  # a hang of this cause is a failure of this category (not a stall)
-    stage: str | None = None  # ... at this stage
+    stage_hint: str | None = None  # ... in the stage such a wait is in (patterns/stalls.yaml; decide/stage)
 
 
 @dataclass(frozen=True)

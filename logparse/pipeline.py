@@ -44,6 +44,7 @@ from logparse.read.sources import Line, expand
 from logparse.read.steps import STEP_RE
 from logparse.redact import Names, RedactConfig, redact_report
 from patterns import Catalog
+from patterns.stalls import stall_rules
 from patterns.upstream_issues import ENV_VAR, KnownIssues, known_issue_files_from_env, load_known_issues
 
 # verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
@@ -186,11 +187,10 @@ class Analysis:
         self.bare = BareLines()
         self.messages = OpenMessages()
         self._open_messages = self.messages.streams  # stream -> open message (checked every record)
-        self.stalls = StallObserver()
-        self.stalls.is_progress = lambda text: self.stages.syntax.parse(text) is not NOTHING
-        self._open_dumps = self.stalls.regions  # source -> py-spy dumps being read (checked every line)
+        rules_of_stalls = stall_rules()
+        stall_words = set(rules_of_stalls.keywords)
         keywords = set(STRUCTURAL_KEYWORDS) | set(self.stages.keywords) | set(self.env.scan_keywords)
-        keywords |= set(self.bare.keywords) | set(self.stalls.keywords)
+        keywords |= set(self.bare.keywords) | stall_words
         self.names = None
         if config.learn_names:  # (--redact-hosts only)
             from logparse.observe.names import NameSightings
@@ -201,8 +201,12 @@ class Analysis:
         for entry in catalog.entries:
             keywords.update(entry.keywords)
         prefilter = Prefilter(keywords, config.engine)
-        stall_words = set(self.stalls.keywords)
-        self.stalls.keyword_ids = frozenset(i for i, k in enumerate(prefilter.keywords) if k in stall_words)
+        self.stalls = StallObserver(
+            rules_of_stalls,
+            keyword_ids=frozenset(i for i, k in enumerate(prefilter.keywords) if k in stall_words),
+            is_progress=lambda text: self.stages.syntax.parse(text) is not NOTHING,
+        )
+        self._open_dumps = self.stalls.regions  # source -> py-spy dumps being read (checked every line)
         self.routes = Routes(
             prefilter.keywords,
             self.hits.matcher,
@@ -585,10 +589,24 @@ def analyse_unredacted(
     """The report of one job, not redacted, and (with `learn_names`) the host and user names its whole
     log gives: for a command that redacts several jobs' text together (fleet, diff), with the names
     learnt from all of them (logparse.redact.redactor_for)."""
-    if learn_names:
-        config = dataclasses.replace(config or ScanConfig(), learn_names=True)
     expanded = expand(paths or ["-"])
-    analysis = Analysis(catalog, config, known_issues)
+    analysis = start_analysis(catalog, config, learn_names, known_issues)
     analysis.feed_inputs(expanded.files)
     report = analysis.report(None, leading=expanded.notes)
     return report, analysis.names.names if analysis.names is not None else None
+
+
+def start_analysis(
+    catalog: Catalog,
+    config: ScanConfig | None = None,
+    learn_names: bool = False,
+    known_issues: KnownIssues | None = None,
+) -> Analysis:
+    """The first step of `analyse`, for a caller that feeds the job itself: a scan that follows a file,
+    tees a pipe or shows a status line while it reads (cli.scan), or the catalog's examples fed line by
+    line (catalog_check). Then `feed_inputs(paths)` (or `feed_line`) and `report(redact, ...)`, as
+    `analyse` does. `learn_names`: learn the host and user names the whole log gives (--redact-hosts).
+    The only place an Analysis is built (tests/test_owners.py)."""
+    if learn_names:
+        config = dataclasses.replace(config or ScanConfig(), learn_names=True)
+    return Analysis(catalog, config, known_issues)

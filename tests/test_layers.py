@@ -142,3 +142,26 @@ def test_the_observers_import_no_decision(module: str) -> None:
 def test_the_imports_form_no_cycle() -> None:
     found = cycles(graph())
     assert not found, "import cycles:\n" + "\n".join(_show(c) for c in found)
+
+
+def reports_importers(edges: dict[str, frozenset[str]]) -> list[str]:
+    """The logparse modules but the CLI that import reports (lazily too): the library never renders."""
+    return sorted(
+        m
+        for m in edges
+        if _in(m, "logparse") and m != "logparse.cli" and any(_in(i, "reports") for i in edges[m])
+    )
+
+
+def test_only_the_cli_imports_reports() -> None:
+    found = reports_importers(graph())
+    assert not found, f"{found} import reports: only logparse/cli.py renders (STYLE.md, Layers)"
+
+
+def test_a_lazy_import_of_reports_in_the_library_is_caught() -> None:
+    """The evasion issue 37 named: `from reports import ...` inside a function of logparse/fleet.py."""
+    source = "def rows(report):\n    from reports import render\n    return render(report, 'md')\n"
+    tree = ast.parse(source)
+    lazy = {f"{node.module}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    edges = {**graph(), "logparse.fleet": frozenset(graph()["logparse.fleet"] | lazy)}
+    assert reports_importers(edges) == ["logparse.fleet"]

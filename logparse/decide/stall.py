@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from logparse.decide.candidates import WENT_ON_IGNORED
 from logparse.decide.ending import interruption
+from logparse.decide.stage import stage_reached
 from logparse.model import (
     CitedValue,
     Evidence,
@@ -97,7 +98,7 @@ def judge_stall(
     waits = _groups(processes, rules)
     p = progress.progress(None, failed=False)
     return Stall(
-        stage=p.stage_reached,
+        stage=stage_reached(progress, None),
         step=p.last_step,
         evidence=_evidence(stacks, signs)[:MAX_EVIDENCE],
         reasons=tuple(reasons),
@@ -445,7 +446,9 @@ def _cause(
                 for key, value in environment.items()
                 if key.startswith("config.") and key.rsplit(".", 1)[-1] in rule.cite
             )[:4]
-            return StallCause(rule.id, rule.title, rule.summary, rule.fix, cited, rule.category, rule.stage)
+            return StallCause(
+                rule.id, rule.title, rule.summary, rule.fix, cited, rule.category, stage_hint=rule.stage
+            )
     return None
 
 

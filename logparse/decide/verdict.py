@@ -513,7 +513,7 @@ def wait_failure(stall: model.Stall, named: RootCause | None) -> RootCause | Non
     if named is not None and named.category == cause.category:
         return named
     first = stall.evidence[0] if stall.evidence else None
-    stage, source = stage_of_wait(cause.stage, stall.stage)
+    stage, source = stage_of_wait(cause.stage_hint, stall.stage)
     return assemble_root(
         Place(),  # (a hang's stacks name who waited, not one failing process: the odd one out says it)
         stage,

@@ -151,10 +151,17 @@ class _Dump:
 class StallObserver:
     """Fed record by record (see the module docstring); `facts()` once the inputs end."""
 
-    def __init__(self, rules: StallRules | None = None):
+    def __init__(
+        self,
+        rules: StallRules | None = None,
+        keyword_ids: frozenset[int] | None = None,
+        is_progress: Callable[[str], bool] | None = None,
+    ):
+        """`keyword_ids`: the prefilter's ids of the rules' keywords (None: not known, every line is
+        looked at); `is_progress`: is a whole line a progress line (the stage tracker's reading)?"""
         self.rules = rules = rules or stall_rules()
         self.keywords = rules.keywords
-        self.keyword_ids: frozenset[int] | None = None  # the prefilter's ids of `keywords` (None: unknown)
+        self.keyword_ids = keyword_ids
         self._timeout = rules.dump("timeout")
         self._crash = rules.dump("crash")
         self._threads = rules.dump("thread")
@@ -174,7 +181,7 @@ class StallObserver:
         self._signs: dict[str, list] = {}  # id -> [count, first rec, last rec, deque of its last lines]
         self.interrupt: Interrupt | None = None
         self._last: dict[tuple, Record] = {}  # stream -> its last record (not a progress line)
-        self.is_progress: Callable[[str], bool] | None = None  # is a whole line a progress line? (pipeline)
+        self.is_progress = is_progress
         # stream -> its last record of any kind: what a live scan's ALERT says (not a report: which
         # progress lines are records depends on the reading path)
         self._live_last: dict[tuple, Record] = {}
