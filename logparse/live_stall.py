@@ -3,7 +3,7 @@ training step has arrived for that long, saying where each stream stopped.
 
 The main thread reads the log and calls `tick(analysis)` as it reads (the analysis's progress
 callback): a clock read, nothing more. A daemon thread looks every CHECK_S at what the analysis holds
-through reads that are one C-level operation each under the GIL (the stage tracker's `last_step`
+through reads that are one C-level operation each under the GIL (the stage tracker's `last_step_line`
 tuple, a copy of its `step_times`, a copy of the stall observer's last record per stream), so a silent
 log (a read blocked on a pipe, or a followed file that does not grow) still gets its ALERT. How long is
 too long is decide/stall.py's `live_alert_after`: `--stall-after` when given, else `follow_steps`
@@ -18,7 +18,6 @@ wall time is not known). A new step re-arms the ALERT and is said (`progress res
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -86,9 +85,9 @@ class StallWatch:
             self.caught_up_at = now  # no read for a while: whatever the input held is read
         if a is None:
             return
-        last = a.stages.last_step  # (seq, step), replaced whole by the reading thread
-        if last is not None and last[1] != self.step:
-            self._new_step(last[1], now)
+        last = a.stages.last_step_line  # (replaced whole by the reading thread)
+        if last is not None and last.step != self.step:
+            self._new_step(last.step, now)
         if self.alerted:
             return
         step_time = median_step_time(tuple(a.stages.step_times))
@@ -123,7 +122,7 @@ class StallWatch:
     def _alert_text(self, a, silence: float, limit: float, step_time: float | None) -> str:
         where = f"after step {self.step}" if self.step is not None else "before any step"
         try:
-            stage = a.stages.stage_at(sys.maxsize)
+            stage = a.stages.current_stage
         except IndexError:  # (its list was cut meanwhile)
             stage = None
         if stage:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -393,6 +393,35 @@ class KnownIssueMatch:
     source_quote: str
 
 
+@dataclass(frozen=True, eq=False)  # (equal as mappings are: Mapping's ==, whatever the order)
+class Environment(Mapping):
+    """The job's environment as the log shows it (logparse.observe.environment decides it): versions,
+    GPUs, hosts, world size, its config values (`config.<dotted.path>`), each name -> a str, int, float
+    or list of str, in the fingerprint's order; names whose value is unknown are absent. Read-only: a
+    Mapping, never changed once built (the decision reads it, the report shows it)."""
+
+    pairs: tuple[tuple[str, object], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", dict(self.pairs))  # (a frozen value: its lookup table once)
+
+    @classmethod
+    def of(cls, values: Mapping[str, object]) -> Environment:
+        return cls(tuple(values.items()))
+
+    def __getitem__(self, key: str) -> object:
+        return self._index[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __hash__(self) -> int:  # (its values may be lists: identity, as a Mapping's equality is by items)
+        return id(self)
+
+
 @dataclass(frozen=True)
 class Report:
     """The finished verdict of one job, which every renderer reads (reports/)."""
@@ -406,7 +435,7 @@ class Report:
     schema_version: int = SCHEMA_VERSION
     progress: Progress | None = None
     metrics: Metrics | None = None
-    environment: dict = field(default_factory=dict)  # name -> str | int | float | list[str]
+    environment: Environment = field(default_factory=lambda: Environment())  # versions, GPUs, config, ...
     attempts: tuple[AttemptVerdict, ...] = ()  # earlier attempts; the verdict is the last attempt's
     redactions: dict = field(default_factory=dict)  # kind -> count of values masked in this report
     complete: bool = True  # False when the scan was interrupted

@@ -251,7 +251,7 @@ class Analysis:
         self.reader.on_progress = (lambda: on_progress(self)) if on_progress is not None else None
 
     def status(self) -> ScanStatus:
-        p = self.stages.progress(None, failed=False)
+        p = self.stages.progress()
         read = sum(s.bytes for s in self.reader.inputs)
         return ScanStatus(read, p.stage_reached, p.last_step, len(self.hits.collector.groups))
 
@@ -398,8 +398,8 @@ class Analysis:
             # (a catch-all exception entry of a reward function's frames is on most error lines)
             entries = route.untraced
         matches = self.hits.match(rec, rec.keywords, entries, traced)
-        last = self.stages.last_step
-        step = last[1] if last else None
+        last = self.stages.last_step_line
+        step = last.step if last else None
         hits = []
         if matches:
             tb = self.assembler.current(rec.stream) if traced else None
@@ -469,7 +469,7 @@ class Analysis:
             self.hits.collector,
             tuple(self.assembler.kept()),
             tuple(self.bare.kept()),
-            self.stages,
+            self.stages.freeze(),
             self.collectives.report(),
             self.env.fingerprint(),
             stall,
@@ -483,7 +483,7 @@ class Analysis:
             self.hits.collector.groups
             or self.assembler.total
             or self.assembler.kept()
-            or self.stages.last_step
+            or self.stages.last_step_line
             or self.bare
         ):
             self.finish()

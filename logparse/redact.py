@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
-from logparse.model import Evidence, Report
+from logparse.model import Environment, Evidence, Report
 from logparse.read.sources import MAX_LINE_BYTES
 from patterns.schema import LazyRe
 from patterns.secrets import LINE_PREFIX_PATTERN, MIN_CONTINUATION, SecretKind, secret_kinds
@@ -769,6 +769,8 @@ class Redactor:
             return value
         if isinstance(value, str):
             return self.text(value)
+        if isinstance(value, Environment):  # (its values redacted; its names are the tracker's own)
+            return Environment(tuple((k, self.value(v)) for k, v in value.items()))
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             changes = {
                 f.name: self.value(getattr(value, f.name))
@@ -826,6 +828,9 @@ def strings(value: object) -> Iterator[str]:
     """Every string inside `value`, in field order (the order placeholders are numbered in)."""
     if isinstance(value, str):
         yield value
+    elif isinstance(value, Environment):
+        for v in value.values():
+            yield from strings(v)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
             if f.name != "redactions":
@@ -867,7 +872,7 @@ def _learn_report_hosts(redactor: Redactor, report: Report) -> None:
     for f in (*report.symptoms, *report.findings):
         for node in f.nodes:
             redactor.learn_host(node)
-    hosts = report.environment.get("hosts") if isinstance(report.environment, dict) else None
+    hosts = report.environment.get("hosts")
     if isinstance(hosts, (list, tuple)):
         for h in hosts:
             if isinstance(h, str):

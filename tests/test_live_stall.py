@@ -16,6 +16,7 @@ from logparse.cli import parse_duration
 from logparse.decide.stall import live_alert_after
 from logparse.live_stall import StallWatch
 from logparse.model import Evidence
+from logparse.observe.progression import StepMark
 from patterns.stalls import stall_rules
 from tests.conftest import FIXTURES, run_cli
 from tests.test_live import CLI, read_until
@@ -88,11 +89,12 @@ def test_without_a_duration_the_limit_is_several_step_times_and_never_below_the_
 
 class _Stages:
     def __init__(self) -> None:
-        self.last_step: tuple[int, int] | None = None
+        self.last_step_line: StepMark | None = None
         self.step_times: deque = deque()
 
-    def stage_at(self, seq: int) -> str | None:
-        return "training" if self.last_step else None
+    @property
+    def current_stage(self) -> str | None:
+        return "training" if self.last_step_line else None
 
 
 class _Stalls:
@@ -116,7 +118,7 @@ def test_the_watch_alerts_once_per_silence_measured_from_the_runs_own_step_time(
     a = _Analysis()
     # a backlog of 10 steps, 60 s apart by their own timestamps, read at once
     a.stages.step_times.extend((i, 1000.0 + 60 * i) for i in range(1, 11))
-    a.stages.last_step = (10, 10)
+    a.stages.last_step_line = StepMark(10, 10)
     watch.tick(a)
     limit = max(stall_rules().follow_steps * 60, stall_rules().min_silence_s)
     for t in (0.5, 2.0, 2.0 + limit - 1):
@@ -129,7 +131,7 @@ def test_the_watch_alerts_once_per_silence_measured_from_the_runs_own_step_time(
     said = out.getvalue()
     assert said.count("ALERT stalled") == 1
     assert "after step 10 in training" in said and "rank 3 last wrote job.log:7" in said
-    a.stages.last_step = (11, 11)
+    a.stages.last_step_line = StepMark(11, 11)
     now[0] += 1
     watch.check()
     assert "progress resumed: step 11" in out.getvalue()
@@ -143,7 +145,7 @@ def test_a_healthy_run_that_keeps_stepping_never_alerts() -> None:
     watch.tick(a)
     for step in range(1, 200):
         now[0] += 1.0  # a step a second, read as it is written
-        a.stages.last_step = (step, step)
+        a.stages.last_step_line = StepMark(step, step)
         watch.tick(a)
         watch.check()
     assert out.getvalue() == ""

@@ -15,7 +15,7 @@ PACKAGES = ("logparse", "patterns", "reports")
 
 PLACE_FIELDS = {"rank", "local_rank", "pid", "actor", "node"}
 STAGE_FIELDS = {"stage", "stage_source", "stage_reached"}
-STEP_FIELDS = {"last_step", "failure_step", "_last_step"}
+STEP_FIELDS = {"last_step", "failure_step", "_last_step", "last_step_line"}
 
 
 def modules() -> dict[str, ast.Module]:
@@ -125,7 +125,12 @@ DATACLASS_FIELDS = _dataclass_fields(MODULES)
 # who may write a stage at all (the stage's decider, the one place a RootCause is built from it, and the
 # progression's own stages), and the modules whose `replace(x, **changes)` writes every field alike (each string of a finished report
 # redacted, or escaped for a format: they decide nothing)
-STAGE_OWNERS = {"logparse/decide/stage.py", "logparse/decide/verdict.py", "logparse/observe/progress.py"}
+STAGE_OWNERS = {
+    "logparse/decide/stage.py",
+    "logparse/decide/verdict.py",
+    "logparse/observe/progress.py",  # (the stages the markers show, as it records them)
+    "logparse/observe/progression.py",  # (the Progress it builds from them)
+}
 GENERIC_REPLACE = {"logparse/redact.py", "reports/escape.py"}
 
 
@@ -139,17 +144,14 @@ def _stage_functions(modules: dict[str, ast.Module]) -> set[str]:
 
 def patched(modules: dict[str, ast.Module]) -> list[str]:
     """The places that patch where, at which stage or how far after the decision: a `replace` or a
-    setattr of such a field (or a `replace` whose fields cannot be read), anywhere but the owner."""
+    setattr of such a field (or a `replace` whose fields cannot be read). None may: the progression
+    builds its Progress once, the deciders their values once."""
     found = []
     for module, tree in modules.items():
         for line, how, field, _ in writes(tree, DATACLASS_FIELDS):
             if how == "replace **" and module not in GENERIC_REPLACE:
                 found.append(f"{module}:{line} replaces fields it does not name")
-            elif (
-                how in ("replace", "setattr")
-                and field in PLACE_FIELDS | STAGE_FIELDS | STEP_FIELDS
-                and module != "logparse/observe/progress.py"
-            ):
+            elif how in ("replace", "setattr") and field in PLACE_FIELDS | STAGE_FIELDS | STEP_FIELDS:
                 found.append(f"{module}:{line} {how} {field}")
     return found
 

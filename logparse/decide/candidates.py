@@ -28,7 +28,7 @@ from logparse.observe.evidence import (
     origin_frames,
 )
 from logparse.observe.hits import FindingCollector, FindingGroup, Hit
-from logparse.observe.progress import StageTracker
+from logparse.observe.progression import Progression
 from logparse.observe.tracebacks import FRAME_RE, TB_START, Traceback
 from logparse.read.normalize import Record
 from patterns import Catalog, Role
@@ -270,7 +270,7 @@ def candidates_of(
     collector: FindingCollector,
     groups: list[FindingGroup],
     tracebacks: list[Traceback],
-    progress: StageTracker,
+    progress: Progression,
     stop: Interruption | None = None,
 ) -> list[Choice]:
     """Every cause finding and every exception no entry recognises; those the run's story sets aside
@@ -302,16 +302,16 @@ def after_stop(stop: Interruption) -> Aside:
     )
 
 
-def survival(c: Choice, progress: StageTracker) -> Aside | None:
+def survival(c: Choice, progress: Progression) -> Aside | None:
     """Did the job go on past the candidate's LAST occurrence (a loss that stays NaN did not pass)? In
     a job with a training loop, by a later step; in one without (a server), by work after it; in either,
     by completing."""
     latest = c.group.last if c.group is not None and c.group.last is not None else c.hit
     at = latest.step if latest is not None else None
     seq = latest.seq if latest is not None else c.seq
-    last = progress.last_step
-    if last is not None and last[0] > seq and (at is None or last[1] > at):
-        return Aside("survived", f"training went on to step {last[1]} after it")
+    last = progress.last_step_line
+    if last is not None and last.seq > seq and (at is None or last.step > at):
+        return Aside("survived", f"training went on to step {last.step} after it")
     if progress.completed_after(seq) and not progress.is_step_line(seq):
         return Aside("survived", "the run completed after it")
     if not progress.has_loop:
@@ -323,7 +323,7 @@ def survival(c: Choice, progress: StageTracker) -> Aside | None:
     return None
 
 
-def mark_recurring(out: list[Choice], progress: StageTracker) -> None:
+def mark_recurring(out: list[Choice], progress: Progression) -> None:
     """A failure that keeps recurring while the job goes on (progress between its first and its last
     occurrence) is one the job lives with, never the failure that ended it: every occurrence is set
     aside. Not a failure on a step line itself (`loss: nan` on every step is the run's state)."""
@@ -392,7 +392,7 @@ def caught_by_job(c: Choice, rules: InferenceRules) -> bool:
     return tb is not None and caught_intro(tb, rules) is not None
 
 
-def is_teardown(c: Choice, progress: StageTracker, categories: frozenset[str]) -> bool:
+def is_teardown(c: Choice, progress: Progression, categories: frozenset[str]) -> bool:
     """Was the candidate printed after the run completed, as part of its teardown: of a category that
     teardown prints (patterns/inference.yaml), or an exception no rule names that none of the job's own
     frames raised? A failure of the run's own work there (the final checkpoint write, a results dump)
@@ -429,7 +429,7 @@ def classify_choice(c: Choice, catalog: Catalog | None, nearest: bool = False) -
 
 
 def live_bare_lines(
-    kept: list[BareLine], tracebacks: list[Traceback], stages: StageTracker, stop: Interruption | None = None
+    kept: list[BareLine], tracebacks: list[Traceback], stages: Progression, stop: Interruption | None = None
 ) -> list[BareLine]:
     """Bare failure lines, and tracebacks cut before their exception line, after which the job did
     not go on (no later step line, progress bar, work, completion marker, or a stage it had not
@@ -453,7 +453,7 @@ def live_bare_lines(
     return repeated_to_the_end(kept, live, stages) + live
 
 
-def repeated_to_the_end(kept: list[BareLine], live: list[BareLine], stages: StageTracker) -> list[BareLine]:
+def repeated_to_the_end(kept: list[BareLine], live: list[BareLine], stages: Progression) -> list[BareLine]:
     """Failure phrases on progress lines that repeat to the end of the run (`loss = nan` on every step
     from one step on): the first of such a run of lines, and the lines after it, are failures too,
     although each step line after them shows the job went on. A phrase line belongs to the run when

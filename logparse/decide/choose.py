@@ -31,7 +31,7 @@ from logparse.decide.candidates import (
 from logparse.decide.ending import Interruption
 from logparse.observe.bare_lines import BareLine
 from logparse.observe.hits import FindingCollector, FindingGroup
-from logparse.observe.progress import StageTracker
+from logparse.observe.progression import Progression
 from logparse.observe.tracebacks import Traceback
 from patterns import Catalog, Role
 from patterns.inference import InferenceRules, inference_rules
@@ -41,7 +41,7 @@ def choose(
     collector: FindingCollector,
     groups: list[FindingGroup],
     tracebacks: list[Traceback],
-    progress: StageTracker,
+    progress: Progression,
     bare_lines: list[BareLine] | tuple = (),
     catalog: Catalog | None = None,
     stop: Interruption | None = None,

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from logparse.model import KnownIssueMatch, RootCause, VersionCheck
+from logparse.model import Environment, KnownIssueMatch, RootCause, VersionCheck
 from patterns.schema import REGEX_TIMEOUT_S
 from patterns.upstream_issues import PACKAGES, KnownIssue, KnownIssues, parse_specifier, parse_version
 
@@ -114,7 +114,7 @@ def symptom_matches(issue: KnownIssue, root: RootTexts) -> tuple[str, ...] | Non
 ENGINES = ("vllm", "sglang")  # the rollout engines: a job runs one of them
 
 
-def engine_of(root: RootCause, environment: dict) -> str | None:
+def engine_of(root: RootCause, environment: Environment) -> str | None:
     """The rollout engine the failure happened in: the job's own (its config's rollout name, as the
     environment has it), else the one engine whose package the root cause's traceback runs through
     (`.../site-packages/sglang/...`); None when neither tells."""
@@ -133,7 +133,7 @@ def applies_to_engine(issue: KnownIssue, engine: str | None) -> bool:
     return engine is None or not named or engine in named
 
 
-def job_version(environment: dict, package: str) -> tuple[str | None, bool]:
+def job_version(environment: Environment, package: str) -> tuple[str | None, bool]:
     """(the version of `package` the log shows, whether it is exact). An approximate one (`>=2.5
     (log style)`, a verl era `0.4-0.5`) is returned as text, not exact; None when the log shows none."""
     pkg = PACKAGES[package]
@@ -151,7 +151,7 @@ def job_version(environment: dict, package: str) -> tuple[str | None, bool]:
     return text, True
 
 
-def check_package(issue: KnownIssue, package: str, environment: dict) -> VersionCheck:
+def check_package(issue: KnownIssue, package: str, environment: Environment) -> VersionCheck:
     """What the job's version of `package` says about `issue`."""
     spec = issue.specifier_of(package)
     fix = issue.fixed_in.version_of(package)
@@ -217,7 +217,7 @@ def reason_of(verdict: Verdict, checks: tuple[VersionCheck, ...]) -> str:
 
 
 def match_known_issues(
-    root: RootCause | None, environment: dict, known: KnownIssues | None
+    root: RootCause | None, environment: Environment, known: KnownIssues | None
 ) -> tuple[KnownIssueMatch, ...]:
     """The known issues the root cause may be, matches first, fixed in your version last (at most
     MAX_SHOWN); () without a root cause or known issues."""

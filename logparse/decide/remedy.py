@@ -5,7 +5,7 @@ quoted from the log (patterns/inference.yaml `cite_config`). The only place that
 from __future__ import annotations
 
 from logparse.decide.candidates import Choice
-from logparse.model import CitedValue, Fix
+from logparse.model import CitedValue, Environment, Fix
 from patterns import Entry
 from patterns.fallback import fallback_rules
 from patterns.inference import inference_rules
@@ -34,7 +34,7 @@ def fix_of(entry: Entry, cited: tuple[CitedValue, ...] = (), kinds: frozenset[st
     return Fix(r.summary, r.why, steps_for(r, kinds), r.references, cited)
 
 
-def job_kinds(environment: dict) -> frozenset[str] | None:
+def job_kinds(environment: Environment) -> frozenset[str] | None:
     """Which job the log shows, as the fix steps' `applies_to` names them (patterns/schema.py JOB_KINDS):
     verl (its era markers or its config), with its rollout engine (verl-vllm, verl-sglang; both when
     the log does not tell) and its Megatron strategy; else a plain torchrun script when the log shows
@@ -91,7 +91,7 @@ def fix_for_category(choice: Choice, kinds: frozenset[str] | None = None) -> Fix
     return Fix(r.summary, r.why, tuple(steps), r.references)
 
 
-def remedy(choice: Choice, environment: dict) -> Fix:
+def remedy(choice: Choice, environment: Environment) -> Fix:
     """The fix of the chosen failure: its entry's, or its category's when the fallback rules named its
     category (or no entry named it), with the job's own settings for that category quoted."""
     cited = cite_job_values(choice.category, environment)
@@ -101,7 +101,7 @@ def remedy(choice: Choice, environment: dict) -> Fix:
     return Fix(fix.summary, fix.why, fix.fix, fix.references, cited)
 
 
-def cite_job_values(category: str, environment: dict) -> tuple[CitedValue, ...]:
+def cite_job_values(category: str, environment: Environment) -> tuple[CitedValue, ...]:
     """The job's own settings (config values the log shows) whose leaf key patterns/inference.yaml
     `cite_config` lists for `category`, at most MAX_CITED, in the order the log showed them."""
     leaves = inference_rules().config_leaves(category)

@@ -38,7 +38,7 @@ from enum import Enum
 import regex
 
 from logparse.observe.collectives import CollectiveReport
-from logparse.observe.progress import StageTracker
+from logparse.observe.progression import Progression
 from logparse.observe.tracebacks import Traceback
 from patterns import Entry
 from patterns.inference import inference_rules
@@ -95,7 +95,7 @@ class StageEvidence:
     actor: str | None  # the Ray actor it is attributed to
     tracebacks: Sequence[Traceback]  # every traceback of the attempt
     collective: CollectiveReport | None  # the timed-out collective, if any
-    progress: StageTracker  # the job's progression
+    progress: Progression  # the job's progression
 
 
 def _own_frames(tb: Traceback | None) -> list[tuple[str, str, str | None]] | None:
@@ -248,13 +248,13 @@ def stage_of_wait(cause_stage: str | None, last_stage: str | None) -> tuple[str 
     return stage, (StageSource.STALL if stage else None)
 
 
-def stage_reached(progress: StageTracker, failure_stage: str | None) -> str | None:
+def stage_reached(progress: Progression, failure_stage: str | None) -> str | None:
     """The last stage the job reached: the failure's own stage when it has one (the failure is the last
     thing the log shows: its stage was reached), else the last the progression shows."""
     return failure_stage or progress.stage_at(progress.last_seq)
 
 
-def step_failed_in(progress: StageTracker, seq: int) -> int | None:
+def step_failed_in(progress: Progression, seq: int) -> int | None:
     """The training step the failure at record `seq` happened in. A training loop prints a step's line
     (verl's `step:N - ...`, a script's metrics) and moves its progress bar when the step is done (verl
     validates and saves a step's checkpoint before it), so a failure after step N's line and before the

@@ -27,6 +27,7 @@ from logparse.decide.ending import interruption
 from logparse.decide.stage import stage_reached
 from logparse.model import (
     CitedValue,
+    Environment,
     Evidence,
     RootCause,
     Stall,
@@ -35,7 +36,7 @@ from logparse.model import (
     WaitGroup,
     compact_ranks,
 )
-from logparse.observe.progress import StageTracker
+from logparse.observe.progression import Progression
 from logparse.observe.stalls import SignSeen, Stack, StallFacts, StreamLast
 from logparse.observe.tracebacks import Traceback
 from patterns.numbers import log_int
@@ -60,11 +61,11 @@ class _Process:
 
 def judge_stall(
     facts: StallFacts | None,
-    progress: StageTracker,
+    progress: Progression,
     tracebacks: Sequence[Traceback],
     root: RootCause | None,
     root_seq: int | None,
-    environment: dict,
+    environment: Environment,
     rules: StallRules | None = None,
 ) -> Stall | None:
     """The stall of a job (see the module docstring), or None."""
@@ -128,7 +129,7 @@ def _how_it_ended(
 
 
 def _counted_signs(
-    facts: StallFacts, progress: StageTracker, before: float, rules: StallRules
+    facts: StallFacts, progress: Progression, before: float, rules: StallRules
 ) -> list[SignSeen]:
     """The signs that say the job hung: seen `repeats` times before the interruption (if any), after
     training began (unless the sign is a bring-up wait), and with no progress after the last of them
@@ -164,7 +165,7 @@ def _the_wait_itself(root: RootCause, signs: list[SignSeen], rules: StallRules) 
 
 
 # -- how long ------------------------------------------------------------------------------------------
-def _silence(facts: StallFacts, progress: StageTracker) -> tuple[float | None, float | None]:
+def _silence(facts: StallFacts, progress: Progression) -> tuple[float | None, float | None]:
     """Seconds from the last step line to the log's last timestamp, and the run's median step time
     (from the step lines' own times, else its `timing_s/step`)."""
     times = list(facts.step_times)
@@ -279,7 +280,7 @@ def _by_name(facts: StallFacts) -> list[StreamLast]:
 
 
 def _streams(facts: StallFacts) -> tuple[StreamEnd, ...]:
-    from logparse.observe.progress import iso_time
+    from logparse.observe.progression import iso_time
 
     out = []
     for s in _by_name(facts)[:MAX_STREAMS_SHOWN]:
@@ -433,7 +434,7 @@ def _kind(g: WaitGroup) -> str:
 
 # -- why and what to do ------------------------------------------------------------------------------------
 def _cause(
-    waits: tuple[WaitGroup, ...], signs: list, environment: dict, rules: StallRules
+    waits: tuple[WaitGroup, ...], signs: list, environment: Environment, rules: StallRules
 ) -> StallCause | None:
     kinds = [g.kind for g in waits]
     odd = next((g for g in waits if g.odd), None)

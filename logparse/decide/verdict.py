@@ -35,6 +35,7 @@ from logparse.model import (
     AttemptVerdict,
     Basis,
     Candidate,
+    Environment,
     Evidence,
     FindingView,
     Fix,
@@ -47,7 +48,7 @@ from logparse.observe.bare_lines import BareLine
 from logparse.observe.collectives import CollectiveReport
 from logparse.observe.evidence import FailureEvidence
 from logparse.observe.hits import FindingCollector, FindingGroup, merge_similar
-from logparse.observe.progress import StageTracker
+from logparse.observe.progression import Progression
 from logparse.observe.stalls import StallFacts
 from logparse.observe.tracebacks import HEAD_FRAMES, Traceback, frame_kind
 from logparse.observe.worker_deaths import DeadWorker, death_reports
@@ -59,14 +60,16 @@ from patterns.upstream_issues import KnownIssues
 @dataclass(frozen=True)
 class Observations:
     """What the observers saw in one attempt of a job (logparse.observe), as the decision reads it.
-    Taken when the attempt is over: nothing feeds the observers while it is read."""
+    Taken when the attempt is over: the progression and the environment are frozen values
+    (StageTracker.freeze, EnvironmentTracker.fingerprint), so nothing the scan reads later changes
+    what was decided from them."""
 
     collector: FindingCollector
     tracebacks: tuple[Traceback, ...]
     bare_lines: tuple[BareLine, ...]  # the bare failure lines kept
-    progress: StageTracker
+    progress: Progression
     collective: CollectiveReport | None
-    environment: dict
+    environment: Environment
     stall: StallFacts | None = None  # (only for the report's own attempt, once the inputs ended)
 
 
@@ -131,7 +134,7 @@ def finding_view(
     category: str | None = None,
     explained_by: str | None = None,
     set_aside: Aside | None = None,
-    progress: StageTracker | None = None,
+    progress: Progression | None = None,
 ) -> FindingView:
     """A group of hits as a report shows it; `progress`: the steps they came in are shown."""
     last = group.last if group.last is not None else group.first
@@ -390,7 +393,7 @@ def infer(obs: Observations, catalog: Catalog, extra_explanation: tuple[str, ...
     return Verdict(root, (*symptoms, *survived), findings, (), choice.record.seq, stop)
 
 
-def survived_views(choices: list[Choice], progress: StageTracker) -> list[FindingView]:
+def survived_views(choices: list[Choice], progress: Progression) -> list[FindingView]:
     """The exceptions no entry names that the run's story set aside, one row per error (its type,
     message and raising frame: candidates.recurrence_key), with how often and in which steps."""
     rows: dict[tuple, list[Choice]] = {}

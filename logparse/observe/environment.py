@@ -36,6 +36,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from logparse.model import Environment
 from logparse.read.normalize import Record
 from logparse.read.progress_syntax import keyword_pattern
 from logparse.read.steps import STEP_KEYWORD, split_step_line
@@ -637,7 +638,7 @@ class EnvironmentTracker:
                 return value
         return None
 
-    def fingerprint(self) -> dict[str, object]:
+    def fingerprint(self) -> Environment:
         """What is known; keys with unknown values are omitted (see the module docstring)."""
         f = self.facts
         out: dict[str, object] = {}
@@ -687,7 +688,7 @@ class EnvironmentTracker:
         for key, value in self.config_values().items():
             if value is not None:
                 out[f"config.{key}"] = value
-        return out
+        return Environment.of(out)
 
     def _world(self) -> int | None:
         for key in ("explicit", "checkpoint"):

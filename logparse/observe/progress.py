@@ -31,16 +31,15 @@ what that changes. A scanner that parses progress lines apart from its records
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import math
 from array import array
-from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from logparse.model import Progress, StageSpan
+from logparse.model import Progress
+from logparse.observe.progression import AttemptStart, MarkColumns, Progression, SpanSeen, StepMark
 from logparse.read.normalize import Record
 from logparse.read.progress_syntax import NOTHING, MarkerHit, ProgressLine, ProgressSyntax
 from patterns.numbers import log_int
@@ -54,14 +53,6 @@ CHECKPOINT_STAGE = "checkpoint"
 _NOT_NONE = (-1).__lt__  # a column value that is not -1 (none): at least 0
 
 
-def median(values: list[float]) -> float:
-    """statistics.median of a non-empty list, as it computes it (that module, with fractions and decimal,
-    took 2.5 ms of every start-up for this one call)."""
-    data = sorted(values)
-    n = len(data)
-    return data[n // 2] if n % 2 == 1 else (data[n // 2 - 1] + data[n // 2]) / 2
-
-
 @dataclass(frozen=True)
 class StageTrackerConfig:
     """Knobs of a StageTracker (frozen; the tracker's state lives apart, in the tracker)."""
@@ -70,16 +61,6 @@ class StageTrackerConfig:
     max_marks: int = 100_000
     max_events: int = 1_000
     step_time_window: int = 5  # seconds_per_step: median of the last N `timing_s/step` values
-
-
-@dataclass(frozen=True)
-class AttemptStart:
-    """The record that started an attempt (a job start or restart)."""
-
-    seq: int
-    source: str
-    line: int
-    time: float | None
 
 
 class _Span:
@@ -98,16 +79,8 @@ class _Span:
                 self.first_time = time
             self.last_time = time
 
-    def freeze(self) -> StageSpan:
-        return StageSpan(
-            self.stage,
-            self.first[0],
-            self.first[1],
-            self.last[0],
-            self.last[1],
-            iso_time(self.first_time),
-            iso_time(self.last_time),
-        )
+    def freeze(self) -> SpanSeen:
+        return SpanSeen(self.stage, self.first, self.last, self.first_time, self.last_time)
 
 
 class _Marks:
@@ -169,22 +142,13 @@ class _Marks:
             del column[:half]
         return True
 
-    def window(self, begin: int, end: int) -> range:
-        """Indices of the marks with begin <= seq <= end."""
-        return range(bisect_left(self.seqs, begin), bisect_right(self.seqs, end))
-
-    def last_float(self, column: int, indices: range, count: int = 1) -> list[float]:
-        """The last `count` values that are not None of a float column among `indices`, in order."""
-        values = self.floats[column]
-        out: list[float] = []
-        for i in reversed(indices):
-            v = values[i]
-            if not math.isnan(v):  # (NaN: None)
-                out.append(v)
-                if len(out) == count:
-                    break
-        out.reverse()
-        return out
+    def freeze(self) -> MarkColumns:
+        """A copy of the columns, for a Progression."""
+        return MarkColumns(
+            array("q", self.seqs),
+            tuple(array("q", c) if isinstance(c, array) else list(c) for c in self.ints),
+            tuple(array("d", c) for c in self.floats),
+        )
 
 
 def _trim(items: list, cap: int) -> bool:
@@ -212,16 +176,15 @@ class StageTracker:
         # while the job is in that checkpoint stage; see `apply`
         self._checkpoint_step: int | None = None
         self._steps = _Marks(1, 1)  # seq; step; timing_s/step
-        # (seq, step) of the highest step line of the attempt so far (the latest of equals; None: none
-        # yet); what a finding's "training went on after it" is measured against. Only this tracker
-        # writes it (a plain attribute: every catalog hit reads it). `progress().last_step` is what a
-        # report shows (a resumed run's step counts there too).
-        self.last_step: tuple[int, int] | None = None
+        # the highest step line of the attempt so far (its record and step; the latest of equals; None:
+        # none yet): what a finding's "training went on after it" is measured against. Only this
+        # tracker writes it (a plain attribute: every catalog hit reads it). A report's `last_step` is
+        # another thing, an int: the progression's `progress().last_step` (a resumed run's step counts).
+        self.last_step_line: StepMark | None = None
         self._bars = _Marks(2, 1)  # seq; n, total; seconds per step
         # seqs of the lines that show the job still at work without a step (a request answered, an
         # engine generating: patterns/stages.yaml's `activity` markers), in order
         self._activity = array("q")
-        self._rises: tuple[int, int, array] | None = None  # (bars kept, last bar's seq, _bar_rises())
         self._activity_markers = frozenset(i for i, m in enumerate(self.matcher.markers) if m.activity)
         # (step, time) of the latest step lines that carry a timestamp: the run's own step times, and
         # when its last step was (a stall's silence; logparse.decide.stall)
@@ -295,8 +258,8 @@ class StageTracker:
         if time is not None:
             self.step_times.append((step, time))
         self._steps.append(seq, (step,), (seconds,))
-        if self.last_step is None or step >= self.last_step[1]:
-            self.last_step = (seq, step)
+        if self.last_step_line is None or step >= self.last_step_line.step:
+            self.last_step_line = StepMark(seq, step)
         if self._steps.trim(self.config.max_marks):
             self._dropped.add("step")
         self._progress_since_start = True
@@ -375,9 +338,9 @@ class StageTracker:
                 self._dropped.add("step")
             self._progress_since_start = True
             top = max(steps[j] for j in step_at)
-            if self.last_step is None or top >= self.last_step[1]:
+            if self.last_step_line is None or top >= self.last_step_line.step:
                 last = next(j for j in reversed(step_at) if steps[j] == top)
-                self.last_step = (seq + last, top)
+                self.last_step_line = StepMark(seq + last, top)
         if bar_at:
             if self._bars.extend(
                 array("q", [seq + j for j in bar_at]),
@@ -520,7 +483,7 @@ class StageTracker:
 
     def forget_last_step(self) -> None:
         """A new attempt of the job begins (the analysis decides when): its steps count afresh."""
-        self.last_step = None
+        self.last_step_line = None
         self.step_times.clear()
 
     def stepped_at(self, seq: int) -> bool:
@@ -528,232 +491,33 @@ class StageTracker:
         seqs = self._steps.seqs
         return bool(seqs) and seqs[-1] == seq
 
-    def went_on_after(self, seq: int, ignore: frozenset[str] = frozenset(), completion: bool = True) -> bool:
-        """Did the job show progress after record `seq`: a step line, a progress bar, work (an activity
-        line), a completion marker (unless `completion` is False), or a stage (not in `ignore`) it had
-        not reached before?"""
-        if (self._steps.seqs and self._steps.seqs[-1] > seq) or self._bar_moved(seq):
-            return True
-        if self._activity and self._activity[-1] > seq:
-            return True
-        if completion and self._completions and self._completions[-1] > seq:
-            return True
-        return any(span.first[2] > seq and stage not in ignore for stage, span in self._spans.items())
+    def freeze(self) -> Progression:
+        """What the tracker kept, as a frozen Progression (logparse.observe.progression): the questions the
+        decision asks are answered there, from a value the scan does not change."""
+        return Progression(
+            steps=self._steps.freeze(),
+            bars=self._bars.freeze(),
+            activity=array("q", self._activity),
+            spans=tuple(span.freeze() for span in self._spans.values()),
+            transition_seqs=tuple(self._transition_seqs),
+            transition_stages=tuple(self._transition_stages),
+            transition_at=tuple(self._transition_at),
+            last_at=self._last_at,
+            attempt_starts=tuple(self._attempt_starts),
+            completions=tuple(self._completions),
+            totals=tuple(self._totals),
+            resumes=tuple(self._resumes),
+            last_seq=self.last_seq,
+            last_step_line=self.last_step_line,
+            step_time_window=self.config.step_time_window,
+            notes=tuple(self.notes),
+        )
 
-    def went_on_between(self, seq: int, until: int, ignore: frozenset[str] = frozenset()) -> bool:
-        """went_on_after, counting only what came between record `seq` and record `until` (both left
-        out): did the job show progress before `until` came?"""
-        for seqs in (self._steps.seqs, self._activity):
-            i = bisect_right(seqs, seq)
-            if i < len(seqs) and seqs[i] < until:
-                return True
-        if self._bar_moved(seq, until):
-            return True
-        if any(seq < c < until for c in self._completions):
-            return True
-        return any(seq < span.first[2] < until and stage not in ignore for stage, span in self._spans.items())
-
-    def _bar_moved(self, seq: int, until: int | None = None) -> bool:
-        """Did the progress bar count more than the bar before it, after record `seq` and before `until`
-        (None: the end)? (A redraw of the same count, flushed late, is no progress.)"""
-        rises = self._bar_rises()
-        i = bisect_right(rises, seq)
-        return i < len(rises) and (until is None or rises[i] < until)
-
-    def _bar_rises(self) -> array:
-        """The seqs of the kept bars that count more than the kept bar before them (the first counts):
-        made when the decision first asks, not line by line, and again only once more bars came."""
-        seqs = self._bars.seqs
-        key = (len(seqs), seqs[-1] if seqs else -1)
-        if self._rises is None or self._rises[:2] != key:
-            counts = self._bars.ints[0]
-            before = [-1, *counts[:-1]] if len(counts) else []
-            rises = array("q", (s for s, n, b in zip(seqs, counts, before, strict=True) if n > b))
-            self._rises = (*key, rises)
-        return self._rises[2]
+    def progress(self) -> Progress:
+        """The job's progress so far (a live scan's status line): its Progression's."""
+        return self.freeze().progress()
 
     @property
-    def has_loop(self) -> bool:
-        """Did the job show a training loop (a step line, a progress bar, a training-loop marker)?"""
-        return bool(self._steps.seqs or self._bars.seqs or STEP_STAGE in self._spans)
-
-    def work_after(self, seq: int) -> int:
-        """How many activity lines (work without a step: a request answered) came after record `seq`."""
-        return len(self._activity) - bisect_right(self._activity, seq)
-
-    def completed_after(self, seq: int) -> bool:
-        """Was a completion marker seen after record `seq`?"""
-        return bool(self._completions) and self._completions[-1] > seq
-
-    def is_step_line(self, seq: int) -> bool:
-        """Is record `seq` a step line the loop printed (one of the step lines kept)?"""
-        seqs = self._steps.seqs
-        i = bisect_left(seqs, seq)
-        return i < len(seqs) and seqs[i] == seq
-
-    def completed_before(self, seq: int) -> bool:
-        """Was a completion marker seen before record `seq` (in the same attempt)?"""
-        starts = [a.seq for a in self._attempt_starts if a.seq <= seq]
-        begin = starts[-1] if starts else -1
-        return any(begin <= c < seq for c in self._completions)
-
-    def training_started_before(self, seq: int) -> bool:
-        """Had the training loop begun (a step line, a progress bar, a training-loop marker) by `seq`?"""
-        for marks in (self._steps, self._bars):
-            if marks.seqs and marks.seqs[0] < seq:
-                return True
-        span = self._spans.get(STEP_STAGE)
-        return span is not None and span.first[2] < seq
-
-    def loop_began_before(self, seq: int) -> bool:
-        """Had the training loop begun before record `seq` in the attempt that holds it (a step, a
-        progress bar or a training-loop marker after that attempt's start)? What a stage source asks:
-        an earlier attempt's steps say nothing of where a restart failed."""
-        starts = [a.seq for a in self._attempt_starts if a.seq <= seq]
-        begin = starts[-1] if starts else -1
-        for marks in (self._steps, self._bars):
-            j = bisect_left(marks.seqs, begin)
-            if j < len(marks.seqs) and marks.seqs[j] < seq:
-                return True
-        k = bisect_left(self._transition_seqs, begin)
-        for at, stage in zip(self._transition_seqs[k:], self._transition_stages[k:], strict=True):
-            if at >= seq:
-                return False
-            if stage == STEP_STAGE:
-                return True
-        return False
-
-    def stage_at(self, seq: int) -> str | None:
-        """The last stage seen at or before record `seq` (None: none yet, or older than what is kept)."""
-        i = bisect_right(self._transition_seqs, seq) - 1
-        return self._transition_stages[i] if i >= 0 else None
-
-    def segments(self, max_per_stage: int = MAX_SEGMENTS_PER_STAGE) -> tuple[StageSpan, ...]:
-        """The job's progression: each stretch of the log in one stage, from the record that entered
-        the stage to the record that entered the next (the last stretch ends at the last record seen),
-        in order. A stage is where the job is until another begins, so a late line (Ray's dedup flush,
-        a worker's buffered print) is a short stretch of its own and never stretches a stage over the
-        run. Stretches of one stage closer together than 1/max_per_stage of the log are merged (a
-        stage that recurs every step is drawn as one bar where its steps are too close to tell apart),
-        which bounds each stage to about max_per_stage stretches."""
-        if not self._transition_seqs or self._last_at is None:
-            return ()
-        ends = [
-            (seq, *at) for seq, at in zip(self._transition_seqs[1:], self._transition_at[1:], strict=True)
-        ]
-        ends.append(self._last_at)
-        raw = [
-            (stage, (seq, *at), end)
-            for stage, seq, at, end in zip(
-                self._transition_stages, self._transition_seqs, self._transition_at, ends, strict=True
-            )
-        ]
-        gap = (self._last_at[0] - self._transition_seqs[0]) / max(1, max_per_stage)
-        open_by_stage: dict[str, int] = {}  # stage -> index in `merged` of its latest stretch
-        merged: list[list] = []
-        for stage, start, end in raw:
-            i = open_by_stage.get(stage)
-            if i is not None and start[0] - merged[i][2][0] <= gap:
-                merged[i][2] = end
-                continue
-            open_by_stage[stage] = len(merged)
-            merged.append([stage, start, end])
-        return tuple(
-            StageSpan(stage, a[1], a[2], b[1], b[2], iso_time(a[3]), iso_time(b[3])) for stage, a, b in merged
-        )
-
-    def progress(self, end_seq: int | None = None, failed: bool = False) -> Progress:
-        """Progress of the attempt that holds `end_seq` (default: the end of the scan), as of end_seq.
-        `failed`: a failure is known (then no stopped-without-error note is made)."""
-        end = self.last_seq if end_seq is None else end_seq
-        starts = [a.seq for a in self._attempt_starts if a.seq <= end]
-        begin = starts[-1] if starts else -1
-
-        def window(items: list) -> list:
-            return [x for x in items if begin <= (x[0] if isinstance(x, tuple) else x) <= end]
-
-        steps = self._steps.window(begin, end)
-        bars = self._bars.window(begin, end)
-        resumes = window(self._resumes)
-        last_step = None
-        if steps or resumes:
-            highest = [r[1] for r in resumes]
-            if steps:
-                highest.append(max(self._steps.ints[0][steps.start : steps.stop]))
-            last_step = max(highest)
-        elif bars:
-            last_step = self._bars.ints[0][bars[-1]]
-        totals = window(self._totals) or [t for t in self._totals if t[0] <= end]
-        total_steps = totals[-1][1] if totals else (self._bars.ints[1][bars[-1]] if bars else None)
-        if total_steps is not None and last_step is not None and last_step > total_steps:
-            # a total the run went past (`step 948 of 435`: a resumed run's longer schedule, a bar of
-            # another loop) is no total of this run: unknown
-            total_steps = None
-        times = self._steps.last_float(0, steps, self.config.step_time_window)
-        seconds = median(times) if times else None
-        if seconds is None:
-            rates = self._bars.last_float(0, bars)
-            seconds = rates[-1] if rates else None
-        spans = sorted((s for s in self._spans.values() if s.first[2] <= end), key=lambda span: span.first[2])
-        timeline = tuple(s.freeze() for s in spans)
-        progress = Progress(
-            stage_reached=self.stage_at(end),
-            last_step=last_step,
-            total_steps=total_steps,
-            completed=bool(window(self._completions)),
-            seconds_per_step=seconds,
-            timeline=timeline,
-            attempts=len(starts),
-        )
-        if not progress.completed and not failed:
-            served = (
-                0 if self.has_loop else bisect_right(self._activity, end) - bisect_left(self._activity, begin)
-            )
-            progress = replace(progress, note=stopped_note(progress, served))
-        return progress
-
-    def snapshot(
-        self, failed: bool, failure_seq: int | None, reached: str | None, say_stopped: bool = True
-    ) -> Progress:
-        """The job's progress as a report shows it: the last attempt's, as of the end of the scan
-        (`reached`: the stage it reached, as the analysis decided it), with the step the failure at
-        `failure_seq` came after, and the stretches of the progression (`segments`). `say_stopped`:
-        say so when the job shows neither a failure nor its completion."""
-        p = self.progress(None, failed=failed)
-        failure_step = self.progress(failure_seq, failed=True).last_step if failure_seq is not None else None
-        return replace(
-            p,
-            stage_reached=reached,
-            failure_step=failure_step,
-            note=p.note if say_stopped else None,
-            segments=self.segments(),
-        )
-
-
-def stopped_note(progress: Progress, served: int = 0) -> str:
-    """The sentence for a log that ends with neither an error nor a completion marker. `served`: the
-    requests a job with no training loop answered (a server: it has no training step to stop at)."""
-    if progress.completed:
-        return ""
-    if served and progress.last_step is None:
-        return (
-            f"a job with no training loop that answered {served} request(s), stopped with no error: it was "
-            f"still running, or was stopped from outside (time limit, OOM killer, cancel)"
-        )
-    if progress.last_step is not None:
-        total = f" of {progress.total_steps}" if progress.total_steps else ""
-        at = f"stopped at step {progress.last_step}{total}"
-    else:
-        at = "stopped before the first training step"
-    where = f" in {progress.stage_reached}" if progress.stage_reached else ""
-    return (
-        f"{at}{where} with no error and no completion marker: the job was still running, or was "
-        f"stopped from outside (time limit, OOM killer, cancel)"
-    )
-
-
-def iso_time(t: float | None) -> str | None:
-    """Seconds since the epoch (as the normaliser reads a line's time) as `YYYY-MM-DDTHH:MM:SS`."""
-    if t is None:
-        return None
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    def current_stage(self) -> str | None:
+        """The last stage seen so far (a live scan's ALERT)."""
+        return self._transition_stages[-1] if self._transition_stages else None

@@ -114,9 +114,7 @@ def test_the_environment_file_refuses_a_common_keyword_no_wording_has() -> None:
     from patterns.environment import load_environment, read_environment_text
 
     text = read_environment_text()
-    broken = text.replace(
-        "literals: ['==', 'version', '-packages/'", "literals: ['==', 'versions', '-packages/'"
-    )
+    broken = text.replace("literals: ['version', '-packages/'", "literals: ['versions', '-packages/'")
     assert broken != text
     with pytest.raises(CatalogError, match="common keyword 'versions' is the keyword of no wording"):
         load_environment(broken, "x.yaml")

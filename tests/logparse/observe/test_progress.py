@@ -8,7 +8,8 @@ import statistics
 
 import pytest
 
-from logparse.observe.progress import StageTracker, StageTrackerConfig, stopped_note
+from logparse.observe.progress import StageTracker, StageTrackerConfig
+from logparse.observe.progression import Progression, stopped_note
 from logparse.read.normalize import Normalizer
 from logparse.read.progress_syntax import keyword_pattern
 from logparse.read.sources import InputStats, Line, read_input, strip_ansi
@@ -56,12 +57,13 @@ FINISH = [
 ]
 
 
-def feed(lines: list[str], tracker: StageTracker | None = None, first_seq: int = 1) -> StageTracker:
+def feed(lines: list[str], tracker: StageTracker | None = None, first_seq: int = 1) -> Progression:
+    """The progression of `lines` fed to a tracker (a new one, or `tracker`), frozen as the decision reads it."""
     tracker = tracker or StageTracker()
     norm = Normalizer()
     for i, text in enumerate(lines, first_seq):
         tracker.feed(norm.normalize(Line("job.log", i, strip_ansi(text)), i))
-    return tracker
+    return tracker.freeze()
 
 
 def seq_of(lines: list[str], needle: str) -> int:
@@ -126,12 +128,11 @@ def test_completion_and_late_lines_after_it() -> None:
     assert shutdown.first_line == shutdown.last_line == seq_of(lines, "Final validation")
     # the dedup copy and the late checkpoint flush after the final marker start no stage
     assert t.stage_at(len(lines)) == "shutdown"
-    assert stopped_note(p) == ""
 
 
 def test_stopped_without_error_note() -> None:
     p = feed(START).progress()
-    assert p.note == stopped_note(p)
+    assert p.note == stopped_note(p.last_step, p.total_steps, p.stage_reached)
     assert p.note.startswith("stopped at step 2 of 4 in checkpoint with no error and no completion marker")
     assert "still running, or was stopped from outside" in p.note
     assert feed(START).progress(failed=True).note is None
@@ -184,8 +185,11 @@ def test_attempts_restart_and_progress_per_attempt() -> None:
     lines = START + restart
     t = feed(lines)
     second = len(START) + 1
-    assert t.attempt_starts == [1, second]  # `ray init kwargs` + `Started a local Ray` = one start
-    assert [(a.source, a.line) for a in t.attempts] == [("job.log", 1), ("job.log", second)]
+    assert [a.seq for a in t.attempt_starts] == [
+        1,
+        second,
+    ]  # `ray init kwargs` + `Started a local Ray` = one start
+    assert [(a.source, a.line) for a in t.attempt_starts] == [("job.log", 1), ("job.log", second)]
     p = t.progress()
     assert (p.attempts, p.last_step, p.stage_reached, p.seconds_per_step) == (2, 2, "training", None)
     first = t.progress(end_seq=second - 1)
@@ -276,7 +280,7 @@ def test_bounds_keep_the_most_recent_and_say_so() -> None:
     assert t.stage_at(len(lines)) == "checkpoint"
     assert t.stage_at(len(lines) - 1) == "training"
     assert t.stage_at(1) is None  # older than the transitions kept
-    assert len(t._transition_seqs) <= 4 and len(t._steps) <= 6
+    assert len(t.transition_seqs) <= 4 and len(t.steps.seqs) <= 6
     assert t.progress().last_step == 10
     assert t.notes and "most recent" in t.notes[0]
 
@@ -290,13 +294,13 @@ def test_keyword_pattern_finds_every_keyword() -> None:
     assert not keyword_pattern([]).search("anything")
 
 
-def run_sample(name: str) -> StageTracker:
+def run_sample(name: str) -> Progression:
     path = str(SAMPLES / name)
     norm = Normalizer()
     t = StageTracker()
     for seq, line in enumerate(read_input(path, InputStats(path)), 1):
         t.feed(norm.normalize(line, seq))
-    return t
+    return t.freeze()
 
 
 def test_sample_ray_healthy() -> None:
@@ -319,7 +323,7 @@ def test_sample_ray_actor_exception() -> None:
     p = t.progress(failed=True)
     assert (p.last_step, p.total_steps, p.completed) == (3, 6, False)
     assert p.stage_reached in ("training", "actor-update")
-    assert p.note is None and t.attempt_starts == [1]
+    assert p.note is None and [a.seq for a in t.attempt_starts] == [1]
 
 
 def test_sample_torchrun_logs() -> None:
@@ -401,10 +405,11 @@ def test_step_and_bar_columns_answer_as_the_lists_did(seed: int) -> None:
             text = f"(WorkerDict pid=8) nothing here {seq}"
         tracker.feed(norm.normalize(Line("job.log", seq, text), seq))
         for probe in (1, seq // 2, seq, seq + 1):
-            assert tracker.went_on_after(probe) == ref.went_on_after(probe)
-            assert tracker.training_started_before(probe) == ref.started_before(probe)
+            frozen = tracker.freeze()
+            assert frozen.went_on_after(probe) == ref.went_on_after(probe)
+            assert frozen.training_started_before(probe) == ref.started_before(probe)
         for end in (seq, rnd.randrange(1, seq + 1)):
-            p = tracker.progress(end)
+            p = tracker.freeze().progress(end)
             want = ref.progress(-1, end, tracker.config.step_time_window)
             assert (p.last_step, p.total_steps, p.seconds_per_step) == want, end
     assert tracker.notes  # the limit was reached and said so
@@ -431,7 +436,7 @@ def _state(tracker: StageTracker) -> tuple:
         sorted(tracker._dropped),
         tracker.last_seq,
         tracker.progress(),
-        tracker.segments(),
+        tracker.freeze().segments(),
         tracker.notes,
     )
 

@@ -28,7 +28,7 @@ def track(lines: list[str]) -> StageTracker:
         rec = norm.normalize(Line("job.log", n, text))
         rec.seq = n
         tracker.feed(rec)
-    return tracker
+    return tracker.freeze()
 
 
 def test_a_stage_ends_where_the_next_begins_and_late_echoes_stretch_nothing() -> None:
