@@ -42,6 +42,14 @@ INFO 03-02 11:19:58 llm_engine.py:237] Initializing an LLM engine (v0.6.4) with 
 (VllmWorkerProcess pid=4412) ERROR 03-02 11:20:05 multiproc_worker_utils.py:233] Exception in worker VllmWorkerProcess while processing method init_device: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method
 """
 
+SGLANG_EMPTY_CACHE = """\
+sglang=={sglang}
+(WorkerDict pid=1881, ip=10.0.0.2) Traceback (most recent call last):
+(WorkerDict pid=1881, ip=10.0.0.2)   File "/opt/venv/lib/python3.10/site-packages/sglang/srt/model_loader/weight_utils.py", line 460, in pt_weights_iterator
+(WorkerDict pid=1881, ip=10.0.0.2)     torch.cuda.empty_cache()
+(WorkerDict pid=1881, ip=10.0.0.2) RuntimeError: captures_underway.empty() INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":2967, please report a bug to PyTorch.
+"""
+
 
 def _report(tmp_path: Path, text: str, known: KnownIssues | None = None):
     log = tmp_path / "job.log"
@@ -75,11 +83,19 @@ def test_may_match_says_which_version_to_check_and_how(tmp_path: Path) -> None:
 
 
 def test_fixed_in_your_version_is_shown_last(tmp_path: Path) -> None:
+    report = _report(tmp_path, SGLANG_EMPTY_CACHE.format(sglang="0.4.6.post1"))
+    assert report.environment["sglang"] == "0.4.6.post1"
+    (k,) = report.known_issues
+    assert (k.id, k.verdict) == ("sglang-pt-weights-empty-cache-assert", "fixed-in-your-version")
+    assert "at or past the fix (0.4.6)" in k.reason
+
+
+def test_an_issue_the_thread_leaves_open_names_no_fix(tmp_path: Path) -> None:
     report = _report(tmp_path, FORK_WITH_FREEZE)
     assert report.environment["vllm"] == "0.6.4"
     (k,) = report.known_issues
-    assert (k.id, k.verdict) == ("vllm-fork-cuda-reinit", "fixed-in-your-version")
-    assert "at or past the fix (0.6.3)" in k.reason
+    assert k.id == "vllm-fork-cuda-reinit" and k.verdict != "fixed-in-your-version"
+    assert k.fix_pr is None and k.fixed_in.startswith("Not fixed per the thread")
 
 
 def test_a_healthy_log_has_no_known_issues(tmp_path: Path) -> None:
