@@ -269,15 +269,15 @@ class RecordReader:
     def _live(self, path: str, fh: BinaryIO) -> bool:
         """Is the input read as it comes (followed, passed through, a pipe)? Such a stream is not held
         back while the width of its rows is decided (logparse.read.unwrap); a file is (stdin too, when
-        it is a file)."""
+        it is a file). A named FIFO or a terminal is a stream too: a `mkfifo` a job writes into, or a
+        process substitution (`<(tail -f job.log)`), must not wait for WINDOW_BYTES that may never come,
+        nor lose what it gave to an interrupt."""
         if self.open_stream is not None:
             return True
-        if path != "-":
-            return False
         try:
             return not stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
         except (OSError, ValueError, AttributeError):  # (io.UnsupportedOperation is both)
-            return True
+            return path == "-"
 
     def _reader_process_for(self, path: str) -> bool:
         """A regular file of at least reader_process_bytes, read without follow or tee."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -464,3 +466,31 @@ def test_a_wrapped_log_reports_the_same_with_any_number_of_workers(
     assert "joined back" in one["text"] or "joined back" in one["json"]
     for n in (2, 3):
         assert outputs(reader_process_bytes=1, workers=n) == one, n
+
+
+def test_a_named_fifo_is_read_as_it_comes_not_held_for_a_window(tmp_path: Path) -> None:
+    """A FIFO named on the command line is a stream like stdin: its rows reach the scan while the
+    writer still holds it open (an interrupt then reports them), not after WINDOW_BYTES or its end."""
+    fifo = tmp_path / "live.log"
+    os.mkfifo(fifo)
+    had_them = threading.Event()
+
+    def write() -> None:
+        fd = os.open(fifo, os.O_WRONLY)
+        try:
+            os.write(fd, b"RuntimeError: first\nRuntimeError: second\n")
+            had_them.wait(10)  # held open until the reader has had both rows
+        finally:
+            os.close(fd)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    texts = []
+    analysis = Analysis(CATALOG, ScanConfig())
+    for record in analysis.reader.records(str(fifo)):
+        texts.append(record.line.text)
+        if len(texts) == 2:
+            assert writer.is_alive()  # read before the writer let go
+            had_them.set()
+    writer.join(10)
+    assert texts == ["RuntimeError: first", "RuntimeError: second"]
