@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_FAILURE_FOUND
+from logparse.process import EXIT_FAILURE_FOUND
 from logparse.read import sources as reader
 from logparse.read.sources import MIN_BINARY_SPAN, InputStats, decode_line, iter_lines, sniff
 from tests.conftest import SAMPLES

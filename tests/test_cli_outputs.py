@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY, EXIT_NO_INPUT
 from logparse.explain import ENTRY_SKELETON
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY, EXIT_NO_INPUT
 from tests.conftest import FIXTURES, ROOT, SAMPLES, run_cli
 
 SCHEMA = json.loads((ROOT / "reports" / "schema.json").read_text())

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY
 from logparse.decide.candidates import Choice, EchoIndex, explains_in_time
 from logparse.observe.matcher import ENTRY_BUDGET_S, MATCH_TIMEOUT_S
 from logparse.observe.tracebacks import MAX_FRAMES, TracebackAssembler
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY
 from logparse.read.normalize import Normalizer
 from logparse.read.prefilter import compile_keywords, trie_regex
 from logparse.read.sources import Line

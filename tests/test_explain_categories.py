@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from logparse.cli import EXIT_ERROR
+from logparse.process import EXIT_ERROR
 from patterns import CATEGORIES, load_builtin_catalog
 from tests.conftest import SAMPLES, run_cli
 

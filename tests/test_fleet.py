@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY
 from logparse.fleet import Engine, analyse_fleet, job_row
 from logparse.pipeline import analyse
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY
 from patterns import load_catalog
 from tests.conftest import FIXTURES, run_cli, sample_logs
 

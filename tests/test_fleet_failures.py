@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from logparse import fleet
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_TERMINATED
 from logparse.fleet import JobStatus, analyse_job, ray_endpoint
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_TERMINATED
 from patterns import load_catalog
 from tests.conftest import SAMPLES, run_cli
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND
 from tests.conftest import run_cli
 
 TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"

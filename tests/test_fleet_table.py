@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_FAILURE_FOUND
 from logparse.fleet import FleetSummary, JobRow, JobStatus
+from logparse.process import EXIT_FAILURE_FOUND
 from reports.fleet import render_fleet
 from tests.conftest import FIXTURES, run_cli, sample_logs
 from tests.test_terminal import drain, open_pty

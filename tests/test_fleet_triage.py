@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_FAILURE_FOUND
+from logparse.process import EXIT_FAILURE_FOUND
 from tests.conftest import FIXTURES, SAMPLES, run_cli, sample_logs
 from tests.test_terminal import drain, open_pty, screen_lines
 

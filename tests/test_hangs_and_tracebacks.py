@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_ERROR
+from logparse.process import EXIT_ERROR
 from tests.conftest import ROOT, SAMPLES, run_cli
 
 HANG_GUARD_S = 60  # each case answers in about a second; waiting past this is the old hang

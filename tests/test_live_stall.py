@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import parse_duration
 from logparse.decide.stall import live_alert_after
 from logparse.live_stall import StallWatch
 from logparse.model import Evidence
 from logparse.observe.progression import StepMark
+from logparse.scan_command import parse_duration
 from patterns.stalls import stall_rules
 from tests.conftest import FIXTURES, run_cli
 from tests.test_live import CLI, read_until

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_ERROR
+from logparse.process import EXIT_ERROR
 from tests.conftest import SAMPLES, run_cli
 
 LONG = "a" * 300

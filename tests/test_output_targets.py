@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND
 from tests.conftest import ROOT, SAMPLES, run_cli
 
 SAMPLE = SAMPLES / "ray-actor-exception.log"  # a CUDA OOM after three step lines

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from logparse import cli
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND
+from logparse import process
 from logparse.observe.metrics import MetricsTracker
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND
 from logparse.read.follow import FollowFile, TeeStream
 from tests.conftest import SAMPLES, run_cli
 from tests.test_live import read_until
@@ -274,14 +274,14 @@ def test_guarded_descriptors_are_not_reused_by_files(tmp_path: Path, monkeypatch
     """In-process check of main()'s guard: with descriptor 1 closed, the next file opened would be
     descriptor 1; the guard puts /dev/null there first and remembers stdout was closed."""
     saved = os.dup(1)
-    monkeypatch.setattr(cli, "_STDOUT_WAS_CLOSED", False)
+    monkeypatch.setattr(process, "_STDOUT_WAS_CLOSED", False)
     try:
         os.close(1)
-        cli._guard_standard_descriptors()
+        process.guard_standard_descriptors()
         fd = os.open(tmp_path / "some-file", os.O_WRONLY | os.O_CREAT)
         assert fd not in (0, 1, 2)
         os.close(fd)
-        assert cli._STDOUT_WAS_CLOSED
+        assert process._STDOUT_WAS_CLOSED
     finally:
         os.dup2(saved, 1)
         os.close(saved)

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from logparse.cli import EXIT_ERROR
 from logparse.handshake import grpc_refusal
+from logparse.process import EXIT_ERROR
 from tests.conftest import ROOT, SAMPLES
 
 SAMPLE = SAMPLES / "ray-actor-exception.log"

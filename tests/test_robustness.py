@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_NO_INPUT
+from logparse.process import EXIT_NO_INPUT
 from logparse.read import sources as reader
 from tests.conftest import ROOT, run_cli
 

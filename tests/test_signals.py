@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import Terminated
 from logparse.pipeline import Analysis
+from logparse.process import Terminated
 from tests.conftest import ROOT, run_cli
 from tests.test_robustness import OOM
 
@@ -140,7 +140,7 @@ def test_interrupt_outside_the_scan_is_130_not_click_abort(
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("logparse.cli.load_catalog", interrupted)
+    monkeypatch.setattr("logparse.commands.load_catalog", interrupted)
     result = run_cli(["scan", str(tmp_path)])
     assert result.exit_code == 130
     assert "verl-logscan: interrupted (SIGINT)" in result.output and "Aborted" not in result.output
@@ -148,18 +148,18 @@ def test_interrupt_outside_the_scan_is_130_not_click_abort(
 
 def test_importing_the_cli_installs_no_handler() -> None:
     # main() installs the SIGTERM handler; the library and in-process callers keep theirs
-    from logparse import cli
+    import logparse.cli  # noqa: F401 (the import is what is tested)
+    from logparse.process import on_sigterm
 
-    assert signal.getsignal(signal.SIGTERM) is not cli._on_sigterm
+    assert signal.getsignal(signal.SIGTERM) is not on_sigterm
 
 
 def test_forked_child_dies_of_sigterm_instead_of_raising(tmp_path: Path) -> None:
     """fleet's worker processes inherit the handler: there SIGTERM must still just end the process."""
     code = (
         "import os, signal, sys, time\n"
-        "from logparse import cli\n"
-        "cli._MAIN_PID = os.getpid()\n"
-        "signal.signal(signal.SIGTERM, cli._on_sigterm)\n"
+        "from logparse import process\n"
+        "process.install_sigterm_handler()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    time.sleep(30)\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from logparse.cli import EXIT_STALLED
+from logparse.process import EXIT_STALLED
 from patterns.stalls import load_stall_rules, stall_rules
 from patterns.validation import CatalogError
 from tests.conftest import FIXTURES, ROOT, SAMPLES, run_cli

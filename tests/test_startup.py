@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse import cli
+from logparse import fleet_command
 from tests.conftest import ROOT, SAMPLES
 
 # what a scan that writes JSON (and prints the text summary) must not import
@@ -91,8 +91,8 @@ def test_cli_constants_match_the_modules_it_no_longer_imports() -> None:
     from logparse.fleet import DEFAULT_JOB_TIMEOUT_S
     from reports.fleet import FLEET_FORMATS
 
-    assert cli.DEFAULT_JOB_TIMEOUT_S == DEFAULT_JOB_TIMEOUT_S
-    assert cli.FLEET_FORMATS == FLEET_FORMATS
+    assert fleet_command.DEFAULT_JOB_TIMEOUT_S == DEFAULT_JOB_TIMEOUT_S
+    assert fleet_command.FLEET_FORMATS == FLEET_FORMATS
 
 
 # -- the end of the run (logparse.startup.exit_now) -------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.cli import EXIT_FAILURE_FOUND
+from logparse.process import EXIT_FAILURE_FOUND
 from logparse.read.normalize import Normalizer, carriage_message
 from logparse.read.sources import Line
 from tests.conftest import run_cli

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from logparse.cli import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_NO_INPUT
+from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_NO_INPUT
 from logparse.read.sources import expand, expand_inputs
 from tests.conftest import run_cli
 
