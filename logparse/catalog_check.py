@@ -87,36 +87,9 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
 
         for ex in entry.examples.match:
             count += 1
-            if ex.block:
-                if not block_matches(catalog, entry, ex.line):
-                    failures.append(
-                        ExampleFailure(entry, "match", ex.line, "(a block) does not fire the entry")
-                    )
-                continue
-            ok, bare = example_matches(matcher, entry, ex.line)
-            if not ok:
-                hint = (
-                    "contains none of the keywords"
-                    if not matcher.keyword_hit(entry, bare)
-                    else "matches no pattern"
-                )
-                failures.append(
-                    ExampleFailure(
-                        entry, "match", ex.line, f"does not match ({hint}; bare message: {bare!r})"
-                    )
-                )
-            elif (role := unmatched_role(ex.line)) is not None:
-                failures.append(
-                    ExampleFailure(
-                        entry,
-                        "match",
-                        ex.line,
-                        f"matches, but a scan reads the line as a "
-                        f"traceback's {role} line and tries no entry on it: make it a "
-                        f"`block:` example and match the traceback's exception "
-                        f"(`frames:` see its header as `header: ...`)",
-                    )
-                )
+            failure = _match_failure(catalog, matcher, entry, ex)
+            if failure is not None:
+                failures.append(failure)
         for ex in entry.examples.no_match:
             count += 1
             if fires(ex):
@@ -132,6 +105,32 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
                     )
                 )
     return count, failures
+
+
+def _match_failure(catalog: Catalog, matcher: Matcher, entry, ex) -> ExampleFailure | None:
+    """Why a `match` example fails its entry, or None: a block that does not fire it, a line that does
+    not match, or one that matches but that a scan reads as part of a traceback."""
+    if ex.block:
+        if not block_matches(catalog, entry, ex.line):
+            return ExampleFailure(entry, "match", ex.line, "(a block) does not fire the entry")
+        return None
+    ok, bare = example_matches(matcher, entry, ex.line)
+    if not ok:
+        hint = (
+            "contains none of the keywords" if not matcher.keyword_hit(entry, bare) else "matches no pattern"
+        )
+        return ExampleFailure(entry, "match", ex.line, f"does not match ({hint}; bare message: {bare!r})")
+    if (role := unmatched_role(ex.line)) is not None:
+        return ExampleFailure(
+            entry,
+            "match",
+            ex.line,
+            f"matches, but a scan reads the line as a "
+            f"traceback's {role} line and tries no entry on it: make it a "
+            f"`block:` example and match the traceback's exception "
+            f"(`frames:` see its header as `header: ...`)",
+        )
+    return None
 
 
 def check_catalog(catalog: Catalog, only: set[str] | None, builtin: bool) -> tuple[int, list, str]:

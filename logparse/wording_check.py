@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -331,26 +331,34 @@ def _check_example(
         yield failure(f"is not hit by the wording's {item.kind}")
     elif kind == "no_match" and hits and not by_expect:
         yield failure(f"is hit by the wording's {item.kind} but must not be ({ex.why})")
-    if ex.groups:
-        found = next((h for h in hits if isinstance(h, regex.Match)), None)
-        for name, stated in ex.groups:
-            actual = found.group(name) if found is not None else None
-            if actual != (None if stated is None else str(stated)):
-                yield failure(f"group '{name}' holds {actual!r}, the example states {stated!r}")
+    for reason in _group_reasons(ex, hits):
+        yield failure(reason)
     if ex.expect:
-        facts = reader.facts(ex)
-        for name, stated in ex.expect:
-            if name.startswith("_") or (name not in facts and not facts.get("_open")):
-                known = ", ".join(k for k in facts if not k.startswith("_"))
-                yield failure(
-                    f"states '{name}', which the {item.section} reader does not tell (it tells {known})"
-                )
-                continue
-            actual = facts.get(name)
-            if isinstance(actual, list):
-                actual = tuple(actual)
-            if actual != stated or (type(actual) is bool) != (type(stated) is bool):
-                yield failure(f"gives {name} = {actual!r} where the example states {stated!r}")
+        for reason in _expect_reasons(item, ex, reader.facts(ex)):
+            yield failure(reason)
+
+
+def _group_reasons(ex: WordingExample, hits: list) -> Iterator[str]:
+    """Why the example's stated groups differ from what the wording's regex captured."""
+    found = next((h for h in hits if isinstance(h, regex.Match)), None)
+    for name, stated in ex.groups:
+        actual = found.group(name) if found is not None else None
+        if actual != (None if stated is None else str(stated)):
+            yield f"group '{name}' holds {actual!r}, the example states {stated!r}"
+
+
+def _expect_reasons(item: Wording, ex: WordingExample, facts: dict) -> Iterator[str]:
+    """Why the example's stated facts (`expect`) differ from what the section's reader tells."""
+    for name, stated in ex.expect:
+        if name.startswith("_") or (name not in facts and not facts.get("_open")):
+            known = ", ".join(k for k in facts if not k.startswith("_"))
+            yield f"states '{name}', which the {item.section} reader does not tell (it tells {known})"
+            continue
+        actual = facts.get(name)
+        if isinstance(actual, list):
+            actual = tuple(actual)
+        if actual != stated or (type(actual) is bool) != (type(stated) is bool):
+            yield f"gives {name} = {actual!r} where the example states {stated!r}"
 
 
 def check_wordings(

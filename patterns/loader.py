@@ -86,51 +86,21 @@ class _EntryBuilder(FieldBuilder):
 
     def build(self) -> Entry | None:
         raw = self.raw
-        for key in raw:
-            if key not in ENTRY_FIELDS:
-                self.fail(
-                    key,
-                    f"unknown field '{key}'",
-                    _suggest(key, ENTRY_FIELDS) or f"known fields: {', '.join(ENTRY_FIELDS)}",
-                )
-        entry_id = self.text("id")
-        if entry_id is not None and not ID_RE.match(entry_id):
-            self.fail("id", f"id '{entry_id}' is not kebab-case", "use lower-case words joined by '-'")
+        self._unknown_fields()
+        entry_id = self._id()
         title = self.text("title")
-        category = self.text("category")
-        if category is not None and category not in CATEGORIES:
-            self.fail(
-                "category",
-                f"unknown category '{category}'",
-                _suggest(category, CATEGORIES) or "see TAXONOMY.md for the category ids",
-            )
+        category = self._category()
         role = self._enum("role", Role)
         severity = self._enum("severity", Severity)
-        priority = raw.get("priority")
-        if priority is None:
-            self.fail("priority", "missing required field 'priority'", "an integer 0-100; higher wins")
-        elif not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
-            self.fail("priority", f"'priority' must be an integer 0-100, got {_short(priority)}")
+        priority = self._priority()
         keywords = self.text_list("keywords", raw.get("keywords"))
         compiled = self._patterns()
         message = self.text("message")
         groups: set[str] = set()
         for p in compiled:
             groups.update(group_names(p))
-        if message is not None:
-            for name in placeholders(message):
-                if name not in groups:
-                    self.fail(
-                        "message",
-                        f"placeholder '{{{name}}}' names no group of the patterns",
-                        f"named groups: {', '.join(sorted(groups)) or 'none'}",
-                    )
-        stage = raw.get("stage")
-        if stage is not None and not isinstance(stage, str):
-            self.fail("stage", f"'stage' must be a stage id (a string) or null, got {_short(stage)}")
-            stage = None
-        elif stage is not None and stage not in STAGES:
-            self.fail("stage", f"unknown stage '{stage}'", _suggest(stage, STAGES) or "see TAXONOMY.md")
+        self._placeholders(message, groups)
+        stage = self._stage()
         explains = self.text_list("explains", raw.get("explains"), required=False)
         category_from = self._category_from(groups)
         frames = self._frames()
@@ -164,6 +134,58 @@ class _EntryBuilder(FieldBuilder):
             line=self.line_of(),
             builtin=self.lazy,
         )
+
+    def _unknown_fields(self) -> None:
+        for key in self.raw:
+            if key not in ENTRY_FIELDS:
+                self.fail(
+                    key,
+                    f"unknown field '{key}'",
+                    _suggest(key, ENTRY_FIELDS) or f"known fields: {', '.join(ENTRY_FIELDS)}",
+                )
+
+    def _id(self) -> str | None:
+        entry_id = self.text("id")
+        if entry_id is not None and not ID_RE.match(entry_id):
+            self.fail("id", f"id '{entry_id}' is not kebab-case", "use lower-case words joined by '-'")
+        return entry_id
+
+    def _category(self) -> str | None:
+        category = self.text("category")
+        if category is not None and category not in CATEGORIES:
+            self.fail(
+                "category",
+                f"unknown category '{category}'",
+                _suggest(category, CATEGORIES) or "see TAXONOMY.md for the category ids",
+            )
+        return category
+
+    def _priority(self) -> Any:
+        priority = self.raw.get("priority")
+        if priority is None:
+            self.fail("priority", "missing required field 'priority'", "an integer 0-100; higher wins")
+        elif not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
+            self.fail("priority", f"'priority' must be an integer 0-100, got {_short(priority)}")
+        return priority
+
+    def _placeholders(self, message: str | None, groups: set[str]) -> None:
+        """Every `{name}` of the message names a group of the patterns."""
+        for name in placeholders(message) if message is not None else ():
+            if name not in groups:
+                self.fail(
+                    "message",
+                    f"placeholder '{{{name}}}' names no group of the patterns",
+                    f"named groups: {', '.join(sorted(groups)) or 'none'}",
+                )
+
+    def _stage(self) -> str | None:
+        stage = self.raw.get("stage")
+        if stage is not None and not isinstance(stage, str):
+            self.fail("stage", f"'stage' must be a stage id (a string) or null, got {_short(stage)}")
+            return None
+        if stage is not None and stage not in STAGES:
+            self.fail("stage", f"unknown stage '{stage}'", _suggest(stage, STAGES) or "see TAXONOMY.md")
+        return stage
 
     def _enum(self, key: str, enum: type) -> Any:
         value = self.raw.get(key)

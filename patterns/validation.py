@@ -388,7 +388,7 @@ class FieldBuilder:
             if key not in EXAMPLE_FIELDS:
                 self.fail("examples", f"unknown examples field '{key}'", _suggest(key, EXAMPLE_FIELDS))
 
-        def items(key: str, need_why: bool) -> tuple[Example, ...]:
+        def examples(key: str, need_why: bool) -> tuple[Example, ...]:
             raw_list = value.get(key)
             if raw_list is None:
                 if EXAMPLE_FIELDS[key]:
@@ -397,27 +397,27 @@ class FieldBuilder:
             if not isinstance(raw_list, list) or (EXAMPLE_FIELDS[key] and not raw_list):
                 self.fail("examples", f"examples.{key} must be a non-empty list")
                 return ()
-            out = []
-            for item in raw_list:
-                if isinstance(item, str):
-                    if need_why:
-                        self.fail(
-                            "examples", f"examples.{key} items need 'line' and 'why' (why it must not match)"
-                        )
-                    out.append(Example(item))
-                elif isinstance(item, dict) and (
-                    isinstance(item.get("line"), str) or isinstance(item.get("block"), str)
-                ):
-                    text = item.get("line") if isinstance(item.get("line"), str) else item["block"]
-                    why = item.get("why", "")
-                    if need_why and not (isinstance(why, str) and why.strip()):
-                        self.fail("examples", f"examples.{key} item lacks 'why': {text[:60]!r}")
-                    out.append(Example(text, why if isinstance(why, str) else "", block="block" in item))
-                else:
-                    self.fail(
-                        "examples",
-                        f"examples.{key} items must be strings, {{line, why}} or {{block, why}} mappings",
-                    )
-            return tuple(out)
+            items = (self._example(key, item, need_why) for item in raw_list)
+            return tuple(x for x in items if x is not None)
 
-        return Examples(items("match", False), items("no_match", True), items("todo_match", False))
+        return Examples(examples("match", False), examples("no_match", True), examples("todo_match", False))
+
+    def _example(self, key: str, item: object, need_why: bool) -> Example | None:
+        """One item of examples.`key`: a line, or a {line, why} or {block, why} mapping (`need_why`:
+        the why is required); None (a problem noted) when it is neither."""
+        if isinstance(item, str):
+            if need_why:
+                self.fail("examples", f"examples.{key} items need 'line' and 'why' (why it must not match)")
+            return Example(item)
+        if isinstance(item, dict) and (
+            isinstance(item.get("line"), str) or isinstance(item.get("block"), str)
+        ):
+            text = item.get("line") if isinstance(item.get("line"), str) else item["block"]
+            why = item.get("why", "")
+            if need_why and not (isinstance(why, str) and why.strip()):
+                self.fail("examples", f"examples.{key} item lacks 'why': {text[:60]!r}")
+            return Example(text, why if isinstance(why, str) else "", block="block" in item)
+        self.fail(
+            "examples", f"examples.{key} items must be strings, {{line, why}} or {{block, why}} mappings"
+        )
+        return None

@@ -495,7 +495,6 @@ def _summary_text(
     template) cost it about 20 ms of a 0.2 s start-up. Like a template it only formats; with `width`
     (a terminal's columns) each field wraps to it with a hanging indent."""
     rc = r.root_cause
-    out: list[_Field]
     if rc:
         out = _failed_lines(
             r,
@@ -508,8 +507,20 @@ def _summary_text(
             symptoms=symptoms,
             code=code,
         )
-    elif r.status == "empty":
-        out = [
+    else:
+        out = _verdict_lines(r, paint, stage, lines)
+    out += _context_lines(r, paint, known, anomalies, redacted, notes, more_notes)
+    if not report_path and rc:
+        more = "-o report.html or -o report.md for the full report" + (f"; {explain}" if explain else "")
+        out.append(_field(paint, "more", more))
+    out.append(_outcome_line(r, paint, report_path, elapsed))
+    return "".join(line + "\n" for line in _fit(out, width, paint))
+
+
+def _verdict_lines(r: Report, paint: Callable[..., str], stage: str, lines: int) -> list[_Field]:
+    """The summary's first lines when there is no root cause: empty, stalled or healthy."""
+    if r.status == "empty":
+        return [
             _Field(
                 f"{paint('EMPTY', 'bold', 'yellow')}  ",
                 len("EMPTY  "),
@@ -517,16 +528,27 @@ def _summary_text(
                 hang=2,
             )
         ]
-    elif r.stall is not None:
-        out = _stalled_lines(r.stall, paint, stage)
-    else:
-        out = [
-            _Field(
-                f"{paint('HEALTHY', 'bold', 'green')}  ", 9, f"no failure found in {lines} line(s)", hang=2
-            )
-        ]
-        if stage:
-            out.append(_field(paint, "progress", stage))
+    if r.stall is not None:
+        return _stalled_lines(r.stall, paint, stage)
+    out = [
+        _Field(f"{paint('HEALTHY', 'bold', 'green')}  ", 9, f"no failure found in {lines} line(s)", hang=2)
+    ]
+    if stage:
+        out.append(_field(paint, "progress", stage))
+    return out
+
+
+def _context_lines(
+    r: Report,
+    paint: Callable[..., str],
+    known: str,
+    anomalies: str,
+    redacted: str,
+    notes: list[str],
+    more_notes: int,
+) -> list[_Field]:
+    """The summary's lines after the verdict's: known issues, metrics, attempts, redactions, notes."""
+    out: list[_Field] = []
     if known:
         out.append(_field(paint, "known", known, SUMMARY_FIELD_LINES))
     if anomalies:
@@ -546,11 +568,7 @@ def _summary_text(
         out.append(_field(paint, "note", n))
     if more_notes:
         out.append(_field(paint, "note", f"+{more_notes} more note(s) in the full report", 1))
-    if not report_path and rc:
-        more = "-o report.html or -o report.md for the full report" + (f"; {explain}" if explain else "")
-        out.append(_field(paint, "more", more))
-    out.append(_outcome_line(r, paint, report_path, elapsed))
-    return "".join(line + "\n" for line in _fit(out, width, paint))
+    return out
 
 
 def _fit(fields: list[_Field], width: int | None, paint: Callable[..., str]) -> list[str]:

@@ -200,23 +200,27 @@ def parse_child_failed(records: list[Record]) -> list[TorchrunFailure]:
                 current.last_seq = rec.seq  # a multi-line traceback inside the block
             continue
         current.last_seq = rec.seq
-        key, value = f.group("key"), f.group("value").strip()
-        if key == "time":
-            current.time = value
-        elif key == "host":
-            current.host = value
-        elif key == "rank" and (m := TORCHRUN_RANK.search(value)):
-            current.rank, current.local_rank = log_int(m.group("rank")), log_int(m.group("local"))
-        elif key == "exitcode" and (m := TORCHRUN_EXIT.search(value)):
-            current.exitcode, current.pid = log_int(m.group("code")), log_int(m.group("pid"))
-            current.signal = m.group("signal") or current.signal
-        elif key == "error_file":
-            current.error_file = None if value == TORCHRUN_NO_FILE else value
-        elif key == "traceback":
-            current.traceback = value
-            if m := TORCHRUN_SIGNAL.search(value):
-                current.signal = m.group("name")
+        _read_field(current, f.group("key"), f.group("value").strip())
     return out
+
+
+def _read_field(failure: TorchrunFailure, key: str, value: str) -> None:
+    """One `key : value` line of a failure in torchrun's summary, into `failure`."""
+    if key == "time":
+        failure.time = value
+    elif key == "host":
+        failure.host = value
+    elif key == "rank" and (m := TORCHRUN_RANK.search(value)):
+        failure.rank, failure.local_rank = log_int(m.group("rank")), log_int(m.group("local"))
+    elif key == "exitcode" and (m := TORCHRUN_EXIT.search(value)):
+        failure.exitcode, failure.pid = log_int(m.group("code")), log_int(m.group("pid"))
+        failure.signal = m.group("signal") or failure.signal
+    elif key == "error_file":
+        failure.error_file = None if value == TORCHRUN_NO_FILE else value
+    elif key == "traceback":
+        failure.traceback = value
+        if m := TORCHRUN_SIGNAL.search(value):
+            failure.signal = m.group("name")
 
 
 @dataclass

@@ -602,16 +602,7 @@ def _gunzip(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
                     )
                     return
             fed = True
-            try:
-                out = d.decompress(raw, CHUNK_BYTES)
-                if out:
-                    yield out
-                while d.unconsumed_tail:
-                    out = d.decompress(d.unconsumed_tail, CHUNK_BYTES)
-                    if out:
-                        yield out
-            except zlib.error as exc:
-                raise TruncatedGzip(f"damaged gzip data ({exc})") from None
+            yield from _inflate(d, raw)
             if d.eof:
                 raw = d.unused_data
                 d = zlib.decompressobj(wbits=31)
@@ -624,6 +615,21 @@ def _gunzip(stream: BinaryIO, stats: InputStats) -> Iterator[bytes]:
         if tail:
             yield tail
         raise TruncatedGzip("compressed data ends early")
+
+
+def _inflate(d, raw: bytes) -> Iterator[bytes]:
+    """What `raw` decompresses to in `d` (a zlib decompressobj), CHUNK_BYTES at a time; damaged data is
+    TruncatedGzip."""
+    try:
+        out = d.decompress(raw, CHUNK_BYTES)
+        if out:
+            yield out
+        while d.unconsumed_tail:
+            out = d.decompress(d.unconsumed_tail, CHUNK_BYTES)
+            if out:
+                yield out
+    except zlib.error as exc:
+        raise TruncatedGzip(f"damaged gzip data ({exc})") from None
 
 
 # A progress bar's redraw (tqdm's `desc: 50%|###  | 3/6 [..]`, or `16 examples [00:01, 9.2 examples/s]`

@@ -56,7 +56,7 @@ def concat_dict_to_str(metrics, step):
     return " - ".join(output)
 
 
-def create_colocated_worker_cls():
+def create_colocated_worker_cls():  # noqa: C901 (as samples/ ran: a refactor means capturing again)
     class WorkerDict:
         def __init__(self, rank, world_size, case, fail_step, total_steps):
             self.rank = rank
