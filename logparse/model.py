@@ -485,12 +485,6 @@ class JobRow:
     message: str | None = None
     report: str | None = None  # where the job's own report was written (`fleet --reports DIR`)
 
-    @property
-    def error_at(self) -> str | None:
-        if self.error_source is None:
-            return None
-        return f"{self.error_source}:{self.error_line}" if self.error_line is not None else self.error_source
-
 
 @dataclass(frozen=True)
 class FleetSummary:

@@ -276,14 +276,6 @@ class Traceback:
         """The exception that ended this traceback: for Ray's nested form, the inner one."""
         return self.exceptions[-1] if self.exceptions else None
 
-    @property
-    def origin_exception(self) -> RaisedException | None:
-        """The first exception of a chain (what started it)."""
-        tb = self
-        while tb.chained_from is not None and tb.chained_from.final is not None:
-            tb = tb.chained_from
-        return tb.final
-
     def earlier(self) -> tuple[list[RaisedException], int]:
         """The exceptions that ended the tracebacks earlier in this one's chain, oldest first, and how
         many tracebacks of the chain were left out (after the first; see MAX_CHAIN_LINKS)."""

@@ -44,7 +44,6 @@ class FollowFile:
         self._ino = os.fstat(self._fh.fileno()).st_ino
         self.stopped = False
         self.rotations = 0
-        self.truncations = 0
         self.read_bytes = 0
         self._notes: list[str] = []
         self._missing_at: int | None = None  # bytes read when the path was found gone (at the last look)
@@ -81,7 +80,6 @@ class FollowFile:
             self.rotations += 1
         elif st.st_size < pos:
             self._fh.seek(0)
-            self.truncations += 1
 
     @property
     def notes(self) -> list[str]:

@@ -199,7 +199,6 @@ class Normalizer:
         # how many, and where the first one is
         self.unwoven = 0
         self.first_unwoven: Line | None = None
-        self._node_of_source: dict[str, str] = {}
         # caches (a log repeats a few Ray prefixes and a few dates on millions of lines)
         self._days: dict[tuple[int, int, int], float | None] = {}  # (y, m, d) -> epoch of its midnight
         self._dates: dict[str, tuple[int, int, int]] = {}

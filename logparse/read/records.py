@@ -399,10 +399,6 @@ class RecordReader:
         return self.normalizer.normalize(line, 0, default), end, default
 
     # -- lines read back -------------------------------------------------------------------------------
-    def reading(self, source: str) -> bool:
-        """Is a block of `source` at hand (its lines can be read back)?"""
-        return source in self._blocks
-
     def raw_before(self, rec: Record, lines: int) -> bytes | None:
         """Up to `lines` whole raw lines just before `rec` in its input (about LOOKBACK_BYTES at most),
         or None when no raw block of its input is at hand."""
