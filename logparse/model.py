@@ -211,7 +211,8 @@ def downsample(points: list[tuple[int, float | None]], max_points: int) -> list[
     once the series is reduced. Order is kept; a series short enough is returned as it is.
 
     A function on series data, here so that both sides use the one rule: the scan keeps at most
-    logparse.scan.MAX_CHART_POINTS points of a MetricSeries, a chart draws at most its plot's width."""
+    logparse.observe.metrics.MAX_CHART_POINTS points of a MetricSeries, a chart draws at most its
+    plot's width."""
     if len(points) <= max_points:
         return list(points)
     return [points[i] for i in downsampled(list(map(operator.itemgetter(1), points)), max_points)]

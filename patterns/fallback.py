@@ -4,7 +4,7 @@ are bare failure candidates; and the generic remediation per category.
 
 This module validates the file's schema when it is loaded (every problem at once, with file:line,
 like the catalog loader). Whether each rule's examples fire through the real normaliser and
-traceback assembler is checked in `logparse.decide.classify.check_fallback_examples` (this package imports
+traceback assembler is checked in `logparse.catalog_check.check_fallback_examples` (this package imports
 no other), run by `verl-logscan catalog check` and the tests.
 """
 

@@ -5,8 +5,8 @@ tries the rules in the order fallback.yaml states: strong phrases, strong types,
 first), weak phrases, weak types, then the nearest known entry (rapidfuzz over the catalog's match
 examples). The answer says which rule decided (its basis), for the report's explanation.
 
-`bare_failure` tells whether a line outside any traceback reads as a failure (an exception printed
-without its traceback, an error record, a failure phrase) and is not a benign look-alike.
+Whether a line outside any traceback reads as a failure (an exception printed without its traceback,
+an error record, a failure phrase) and is not a benign look-alike is logparse/observe/bare_lines.py's.
 """
 
 from __future__ import annotations

@@ -9,24 +9,29 @@ names, frame rules, the tasks named in messages, actor and category stages).
 In order of trust:
 
 1. ray-task: the Ray task of the failure's own traceback (`ray::WorkerDict.actor_rollout_update_actor()`);
-1b. setup: before the training loop, a failure of the distributed set-up itself (its category:
+2. setup: before the training loop, a failure of the distributed set-up itself (its category:
    setup_categories), whichever init step ran into it;
-2. frames: the frames of its own traceback (frame_stages; a backward, a loss or an optimizer step is
+3. frames: the frames of its own traceback (frame_stages; a backward, a loss or an optimizer step is
    the update of the role its frames show, else `training`; an init frame such as a dataset's
    `__getitem__` counts only before the training loop began);
-3. message: its message says where such an error is raised (message_stages: vLLM's check of a prompt
+4. message: its message says where such an error is raised (message_stages: vLLM's check of a prompt
    against the maximum model length runs at generation time);
-4. entry: the catalog entry's stage hint (an init stage only before the training loop began);
-5. traceback: the task or frames of the first traceback reported after it (the wrapper that carried it);
-6. memory-monitor: a Ray task named in its message (Ray's memory monitor names the task it killed);
-7. collective (early): a collective that timed out among the first of its group, before any
+5. entry: the catalog entry's stage hint (an init stage only before the training loop began);
+6. traceback: the task or frames of the first traceback reported after it (the wrapper that carried it);
+7. memory-monitor: a Ray task named in its message (Ray's memory monitor names the task it killed);
+8. collective (early): a collective that timed out among the first of its group, before any
    training step, was part of the group's set-up: distributed-init;
-8. actor: the Ray actor that printed it, when all that actor does is one stage (actor_stages);
-9. progress: once the training loop had begun in its attempt (a step line, a progress bar, an
+9. actor: the Ray actor that printed it, when all that actor does is one stage (actor_stages);
+10. progress: once the training loop had begun in its attempt (a step line, a progress bar, an
    `iteration N/M`, an `Epoch N` summary, a Trainer log dict: logparse.observe.progress), the loop stage
    the last marker shows, else `training`;
-10. marker: before the loop, the last stage marker before it;
-11. category: before the training loop began, the init stage its category implies (category_stages).
+11. marker: before the loop, the last stage marker before it;
+12. collective (late): a collective that timed out past the first few of its process group (its
+   sequence number above inference.yaml's `early_collective_seq`) ran inside the loop: `training`;
+13. category: before the training loop began, the init stage its category implies (category_stages).
+
+Outside the chain, a hang that is a failure (a wait for resources no node has) takes the stage its
+wait is in (`stage_of_wait`, source `stall`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where a job got to: stages reached, last step, total steps, completion, restarts.
 
 `StageTracker.feed(rec)` is called for every record, in order (records carry increasing `seq`, as
-the Scanner sets them). One `re` alternation of the stage markers' keywords plus `step:` and
+RecordReader sets them). One `re` alternation of the stage markers' keywords plus `step:` and
 `Training Progress` (factored as a trie, `keyword_pattern`) rejects almost every line with a single
 C-level search; only the lines it accepts are examined (`keywords` lists those literals, for a
 scanner that prefilters raw chunks before decoding lines): the stage markers of
