@@ -38,8 +38,7 @@ MASK_RE = regex.compile(r"(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+
 
 
 # the same without its e-mail branch: `[\w.-]+@` retries at every start of a word, and a message
-# without an `@` (nearly all) cannot match it. With `re`, behind a look-ahead for the first characters
-# a branch can start with: 6.1 -> 4.8 us a message (the same output on samples, fixtures and corpus)
+# without an `@` (nearly all) cannot match it; `re` behind a look-ahead for a branch's first characters
 MASK_NO_MAIL_RE = re.compile(
     r"(?=[/0-9a-f])(?:(?:/[\w.@+-]+)+/?|0x[0-9a-fA-F]+|\b[0-9a-f]{12,}\b|\d+(?:[.:]\d+)*)"
 )

@@ -36,9 +36,8 @@ from patterns.schema import LazyRe
 
 MAX_TRACEBACK_RECORDS = 200
 MAX_FRAMES = 100
-# characters of a frame's line (and of its file, function and source line) a traceback keeps: a log of
-# 4,000-character frames held 5x the memory of one of 100-character frames (400 kept tracebacks of
-# 100 frames: 789 MB against 146 MB), since every frame line was kept whole, several times over
+# characters of a frame's line (and of its file, function and source line) a traceback keeps: a frame
+# line is held several times over, so frames thousands of characters wide held several times the memory
 MAX_FRAME_CHARS = 500
 HEAD_FRAMES = 10  # outermost frames kept when a traceback has more than MAX_FRAMES
 MAX_CHAIN_LINKS = 10  # tracebacks a chain keeps linked: its first and the latest

@@ -44,11 +44,10 @@ from patterns.numbers import log_int
 if TYPE_CHECKING:  # (multiprocessing is imported when a reader process starts: 10 ms a run otherwise)
     from multiprocessing.connection import Connection
 
-# numpy counts the newlines of a long stretch ~4x faster than bytes.count (0.47 -> 0.10 s a GB here,
-# comparing NUMPY_PIECE bytes at a time, so that the comparison's booleans stay in the cache: a whole
-# 4 MB block at once was no faster than bytes.count), but takes 0.05-0.1 s to import: it is used where
-# it is imported already (the scanner's report imports it for the metrics; blocks_in_process imports
-# it before forking readers for a large input) or once a process has read NUMPY_AFTER_BYTES
+# numpy counts the newlines of a long stretch several times faster than bytes.count (NUMPY_PIECE bytes
+# at a time: the comparison's booleans stay in the cache), but takes 0.05-0.1 s to import: it is used
+# where it is imported already (the scanner's report imports it for the metrics; blocks_in_process
+# imports it before forking readers for a large input) or once a process has read NUMPY_AFTER_BYTES
 NUMPY_AFTER_BYTES = 256 << 20
 NUMPY_GAP = 16 << 10  # a stretch between two candidate lines at least this long is counted by numpy
 NUMPY_PIECE = 256 << 10
@@ -372,9 +371,8 @@ TRIM_BLOCKS = 16  # the scanner hands its heap's free pages back every this many
 def heap_trimmer() -> Callable[[int], object]:
     """glibc's `malloc_trim`: called with 0, it gives the free pages inside this process's heap back to
     the system. The scanner frees what the readers' blocks came with (their candidates, unpickled) in
-    another order than it took it, and glibc kept those pages: on the 3 GB dense log with tracebacks the
-    process tree's peak PSS at --workers 4 was 155-158 MB, 141-143 MB with a trim every TRIM_BLOCKS
-    blocks, for the same CPU time within 1%. Without glibc (musl), a no-op."""
+    another order than it took it, and glibc keeps those pages: without a trim every TRIM_BLOCKS blocks
+    the process tree's peak memory creeps up with the input. Without glibc (musl), a no-op."""
     try:
         import ctypes
 
