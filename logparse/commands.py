@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from logparse.model import ReportStatus
 from logparse.outputs import OutputError, plan_outputs, refuse_inputs, write_atomically
 from logparse.pipeline import default_known_issues
 from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY, EXIT_NO_INPUT
@@ -246,7 +247,7 @@ def diff(options: DiffOptions, formats: Sequence[str], terminal: Terminal) -> in
         terminal.say(
             f"verl-logscan: {words}; written to {terminal.clean(', '.join(o.path for o in planned))}"
         )
-    if result.good.status == "empty" or result.bad.status == "empty":
+    if ReportStatus.EMPTY in (result.good.status, result.bad.status):
         return EXIT_NO_INPUT
     return EXIT_FAILURE_FOUND if result.differs else EXIT_HEALTHY
 

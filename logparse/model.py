@@ -286,7 +286,7 @@ class AttemptVerdict:
 
     index: int  # 1-based
     first_line: Evidence
-    status: str
+    status: ReportStatus  # failed | healthy
     category: str | None
     summary: str | None
 
@@ -300,10 +300,19 @@ class InputInfo:
     bytes: int
 
 
-STATUS_FAILED = "failed"
-STATUS_HEALTHY = "healthy"
-STATUS_EMPTY = "empty"  # no log line was read at all (an empty file or pipe): nothing to judge
-STATUS_STALLED = "stalled"  # no failure, no completion, and the log's own evidence says progress stopped
+class ReportStatus(str, Enum):
+    """A report's verdict in a word (JSON `status`). A str whose str() and format() are its value, so
+    every report and template shows it as the word it is."""
+
+    FAILED = "failed"
+    HEALTHY = "healthy"
+    EMPTY = "empty"  # no log line was read at all (an empty file or pipe): nothing to judge
+    STALLED = "stalled"  # no failure, no completion, and the log's own evidence says progress stopped
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
 
 
 @dataclass(frozen=True)
@@ -427,7 +436,7 @@ class Environment(Mapping):
 class Report:
     """The finished verdict of one job, which every renderer reads (reports/)."""
 
-    status: str  # failed | healthy | empty | stalled
+    status: ReportStatus
     root_cause: RootCause | None
     symptoms: tuple[FindingView, ...]
     findings: tuple[FindingView, ...]
@@ -446,15 +455,15 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return self.status == STATUS_FAILED
+        return self.status is ReportStatus.FAILED
 
     @property
     def stalled(self) -> bool:
-        return self.status == STATUS_STALLED
+        return self.status is ReportStatus.STALLED
 
     @property
     def empty(self) -> bool:
-        return self.status == STATUS_EMPTY
+        return self.status is ReportStatus.EMPTY
 
 
 # -- many jobs (`verl-logscan fleet`): one row per job's report, and the counts the fleet reports show
@@ -533,7 +542,7 @@ def _ranked(keys: Iterable[str]) -> tuple[tuple[str, int], ...]:
 class RunSummary:
     """One side of a diff: its verdict in a line, and how far it got."""
 
-    status: str  # failed | healthy | empty | stalled
+    status: ReportStatus
     verdict: str  # `failed: out-of-memory (cuda-oom)`, `healthy`, `stalled: ...`
     root_cause: str | None  # the catalog entry id (or the stall's likely cause)
     category: str | None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Iterator
+from enum import Enum
 from typing import TYPE_CHECKING, TypeVar
 
 from patterns.schema import LazyRe
@@ -169,6 +170,8 @@ def without_controls(value: T) -> T:
     terminal_text drops, but the carriage return, taken out of every string: a Markdown, HTML or JSON
     report that is pasted, viewed or printed to a terminal shows log text as text. What holds nothing
     to drop is returned as it is, the same object."""
+    if isinstance(value, Enum):  # (a closed vocabulary, not log text: kept as the member it is)
+        return value
     if isinstance(value, str):
         return _FILE_UNSAFE.sub("", value)  # type: ignore[return-value]
     if isinstance(value, (tuple, list)):

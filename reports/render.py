@@ -422,7 +422,7 @@ def _outcome_line(
         elif rc.actor or rc.pid is not None:
             parts.append(" ".join(x for x in (rc.actor, f"pid {rc.pid}" if rc.pid is not None else "") if x))
         parts.append(f"stage {rc.stage}" if rc.stage else "stage not shown")
-    elif r.status == "empty":
+    elif r.empty:
         head, shown = paint("EMPTY", "bold", "yellow"), "EMPTY"
         parts.append("no log lines read")
     elif r.stall is not None:
@@ -519,7 +519,7 @@ def _summary_text(
 
 def _verdict_lines(r: Report, paint: Callable[..., str], stage: str, lines: int) -> list[_Field]:
     """The summary's first lines when there is no root cause: empty, stalled or healthy."""
-    if r.status == "empty":
+    if r.empty:
         return [
             _Field(
                 f"{paint('EMPTY', 'bold', 'yellow')}  ",

@@ -480,11 +480,17 @@ def build_report(
     )
     if stopped is not None and not progress.completed:
         notes.insert(0, stopped_sentence(stopped, progress))
-    status = model.STATUS_FAILED if failed else model.STATUS_STALLED if stall else model.STATUS_HEALTHY
+    status = (
+        model.ReportStatus.FAILED
+        if failed
+        else model.ReportStatus.STALLED
+        if stall
+        else model.ReportStatus.HEALTHY
+    )
     if not failed and inputs and not any(i.lines for i in inputs):
         # an empty file or pipe is not a healthy job: there was nothing to judge (and no "stopped
         # before the first step" either)
-        status = model.STATUS_EMPTY
+        status = model.ReportStatus.EMPTY
         which = "every input was empty or skipped" if len(inputs) > 1 else "the input was empty or skipped"
         notes.insert(0, "no log lines read: " + which)
         progress = obs.progress.snapshot(failed, None, reached, say_stopped=False)
@@ -559,7 +565,7 @@ def attempt_verdict(index: int, first_line: Evidence, verdict: Verdict) -> Attem
     return AttemptVerdict(
         index=index,
         first_line=first_line,
-        status="failed" if root else "healthy",
+        status=model.ReportStatus.FAILED if root else model.ReportStatus.HEALTHY,
         category=root.category if root else None,
         summary=root.summary if root else None,
     )

@@ -28,6 +28,7 @@ from logparse.model import (
     MetricSeries,
     Progress,
     Report,
+    ReportStatus,
     RootCause,
     StageSpan,
     TracebackView,
@@ -107,7 +108,7 @@ def handmade_report(evil: str = "", steps: int = 6, failure_step: int = 5) -> Re
         "loss-is-nan", "numerical-instability", "Loss became NaN", "cause", 1, (2,), (), error
     )
     return Report(
-        status="failed",
+        status=ReportStatus.FAILED,
         root_cause=rc,
         symptoms=(symptom,),
         findings=(finding, symptom),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from logparse.model import Evidence, FindingView
+from logparse.model import Evidence, FindingView, ReportStatus
 from reports import render
 from reports.render import SUMMARY_MAX_LINES
 from tests.conftest import run_cli, sample_logs
@@ -89,7 +89,7 @@ def test_output_file_gets_the_report_and_stderr_the_summary(tmp_path: Path, fmt:
 
 def test_healthy_summary_shows_progress() -> None:
     report = dataclasses.replace(
-        handmade_report(), status="healthy", root_cause=None, symptoms=(), findings=()
+        handmade_report(), status=ReportStatus.HEALTHY, root_cause=None, symptoms=(), findings=()
     )
     text = render(report, "text")
     assert text.startswith("HEALTHY  no failure found in 200 line(s)")

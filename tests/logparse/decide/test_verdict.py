@@ -117,3 +117,17 @@ def test_healthy_run_shows_last_step_and_trends() -> None:
     code, report = scan_json(SAMPLES / "ray-healthy.log")
     assert code == 0 and report["progress"]["last_step"] == 5 and report["progress"]["completed"]
     assert report["metrics"]["steps"] == 5 and report["metrics"]["series"]
+
+
+def test_the_status_is_a_closed_vocabulary_that_reads_as_its_word() -> None:
+    from logparse.model import ReportStatus
+    from logparse.pipeline import analyse
+    from patterns import load_catalog
+    from reports import render
+    from reports.escape import without_controls
+
+    report = analyse([str(CASCADES / EXPECTED[0]["file"])], load_catalog([]))
+    assert report.status is ReportStatus.FAILED and report.failed
+    assert without_controls(report).status is ReportStatus.FAILED  # (not turned into a plain str)
+    assert json.loads(render(report, "json"))["status"] == "failed"
+    assert f"{report.status}" == str(report.status) == "failed"
