@@ -15,7 +15,14 @@ import stat
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TextIO
 
-from logparse.process import Terminated, hold_after_interrupt, interrupt_code, isatty, stdout_to_devnull
+from logparse.process import (
+    Terminated,
+    hold_after_interrupt,
+    interrupt_code,
+    isatty,
+    raise_swallowed_interrupt,
+    stdout_to_devnull,
+)
 from logparse.read.sources import InputError
 from logparse.redact import Names, RedactConfig, Redactor
 
@@ -191,8 +198,10 @@ class LiveView:
         was read): its exit code and signal name, else None. An unreadable input is an InputError,
         raised once the terminal is clean."""
         interrupted = None
+        raise_swallowed_interrupt()  # (one during the start-up ends the command before the scan)
         try:
             self.analysis.feed_inputs(files)
+            raise_swallowed_interrupt()
         except InputError:
             self.clear()
             raise
@@ -231,6 +240,7 @@ def collect_rows(run: Iterable, total: int, err: TextIO) -> tuple[dict, tuple[in
             rows[index] = row
             if counter is not None:
                 counter.one_done()
+            raise_swallowed_interrupt()
     except EngineError:
         if counter is not None:
             counter.clear()

@@ -36,12 +36,45 @@ _STDOUT_WAS_CLOSED = (
 )
 
 
+_SWALLOWED: list[BaseException] = []  # interrupts raised inside a finaliser (see keep_swallowed_interrupts)
+
+
 def install_sigterm_handler() -> None:
     """SIGTERM raises Terminated in this process (a scan then reports what it read); a process forked
-    from it (fleet's workers) still dies of it."""
+    from it (fleet's workers) still dies of it. An interrupt that lands in a finaliser is kept."""
     global _MAIN_PID
     _MAIN_PID = os.getpid()
     signal.signal(signal.SIGTERM, on_sigterm)
+    keep_swallowed_interrupts()
+
+
+def keep_swallowed_interrupts() -> None:
+    """A signal whose handler runs inside a finaliser (a `__del__` that the garbage collector calls,
+    e.g. the regex module's while the catalog compiles) raises where Python cannot pass the exception
+    on: the interpreter printed "Exception ignored in ..." with a traceback and went on as if no
+    signal had come (the scan ran to its end, exit 1). Such an interrupt is kept here, silently, and
+    `raise_swallowed_interrupt` raises it again where the command can act on it."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: object) -> None:
+        exc_type = getattr(unraisable, "exc_type", None)
+        if isinstance(exc_type, type) and issubclass(exc_type, (KeyboardInterrupt, Terminated)):
+            _SWALLOWED.append(getattr(unraisable, "exc_value", None) or exc_type())
+            return
+        previous(unraisable)
+
+    if getattr(previous, "keeps_interrupts", False):
+        return
+    hook.keeps_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+def raise_swallowed_interrupt() -> None:
+    """Raise the first interrupt a finaliser swallowed since the last call (none: return)."""
+    if _SWALLOWED:
+        exc = _SWALLOWED[0]
+        _SWALLOWED.clear()
+        raise exc
 
 
 def on_sigterm(signum: int, frame: object) -> None:

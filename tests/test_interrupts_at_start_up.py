@@ -76,3 +76,42 @@ def test_a_signal_during_start_up_is_a_one_line_exit(tmp_path: Path, sig: int, d
     assert proc.returncode == EXPECTED[sig], text
     name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
     assert f"interrupted by {name}" in text or text.strip() == f"verl-logscan: interrupted ({name})", text
+
+
+SWALLOWED = """
+import os, signal, sys
+from logparse.process import install_sigterm_handler, raise_swallowed_interrupt
+
+class Finalised:
+    def __del__(self):  # the signal's handler runs here, where no exception can be passed on
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        for _ in range(1000):  # (the handler runs at the next bytecode boundaries)
+            pass
+
+install_sigterm_handler()
+Finalised()
+print("went on", flush=True)
+try:
+    raise_swallowed_interrupt()
+except BaseException as exc:
+    print("raised", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("name, raised", [("SIGINT", "KeyboardInterrupt"), ("SIGTERM", "Terminated")])
+def test_an_interrupt_a_finaliser_swallowed_is_raised_again_without_a_traceback(
+    name: str, raised: str
+) -> None:
+    """A signal that lands in a `__del__` (the regex module's, while the catalog compiles) printed
+    "Exception ignored in" with a traceback, and the scan went on to exit 1 as if none had come."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", SWALLOWED, name],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        preexec_fn=_sigint_default,
+    )
+    assert done.stderr == ""
+    assert done.stdout.split("\n")[:2] == ["went on", f"raised {raised}"]
