@@ -23,6 +23,7 @@ from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY, EXIT_
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig
 from patterns import CATEGORIES, Catalog, CatalogError, load_catalog
+from patterns.formats import FORMATS_ENV, line_formats
 from patterns.upstream_issues import ENV_VAR as KNOWN_ISSUES_ENV
 from patterns.upstream_issues import KnownIssues
 
@@ -74,12 +75,17 @@ class Terminal(Protocol):
 
 
 def load(catalog_paths: Sequence[str]) -> Catalog:
-    """The built-in catalog with `catalog_paths` (--catalog) on top; a bad one is a CommandError with
-    every problem."""
+    """The built-in catalog with `catalog_paths` (--catalog) on top, and (checked with it) the launcher
+    formats every Normalizer reads with; a bad one is a CommandError with every problem, before any scan."""
     try:
-        return load_catalog(list(catalog_paths))
+        catalog = load_catalog(list(catalog_paths))
     except CatalogError as exc:
         raise CommandError(f"catalog error ({len(exc.problems)} problem(s))", exc.problems) from None
+    try:  # a team's own launcher prefixes ($VERL_LOGSCAN_FORMATS)
+        line_formats()
+    except CatalogError as exc:
+        raise CommandError(f"formats error ({FORMATS_ENV}, {len(exc.problems)} problem(s))", exc.problems) from None
+    return catalog
 
 
 def load_known(files: Sequence[str] = ()) -> KnownIssues:

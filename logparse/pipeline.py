@@ -24,7 +24,7 @@ from typing import BinaryIO
 from logparse.decide.verdict import Observations, attempt_verdict, build_report, infer
 from logparse.model import Evidence, InputInfo, Report
 from logparse.observe.bare_lines import BareLines
-from logparse.observe.collectives import CollectiveAnalyzer
+from logparse.observe.collectives import COLLECTIVE_WORDS, CollectiveAnalyzer
 from logparse.observe.environment import EnvironmentTracker
 from logparse.observe.hits import CatalogHits, Hit, mask
 from logparse.observe.messages import OpenMessages
@@ -44,13 +44,14 @@ from logparse.read.sources import Line, expand
 from logparse.read.steps import STEP_RE
 from logparse.redact import Names, RedactConfig, redact_report
 from patterns import Catalog
+from patterns.formats import formats
 from patterns.stalls import stall_rules
 from patterns.upstream_issues import ENV_VAR, KnownIssues, known_issue_files_from_env, load_known_issues
 
-# verl's reward managers print decoded samples during validation: `[prompt] ...`, `[response] ...`
-# over many lines, then `[ground_truth] ...` / `[score] ...`. Model output is never evidence.
-SAMPLE_TEXT_START = ("[prompt]", "[response]")
-SAMPLE_TEXT_END = ("[ground_truth]", "[score]")
+# verl's reward managers print decoded samples during validation over many lines: never evidence
+# (patterns/formats.yaml `sample_text`: what opens one, what closes it)
+SAMPLE_TEXT_START = formats().literals("sample-text-start")
+SAMPLE_TEXT_END = formats().literals("sample-text-end")
 SAMPLE_TEXT_MARKS = SAMPLE_TEXT_START + SAMPLE_TEXT_END
 # the roles of lines that no entry is tried on: a traceback's frames and source lines, and its header
 # (`catalog check` refuses a match example that reads as one: it would never fire in a scan)
@@ -367,7 +368,7 @@ class Analysis:
         msg = rec.message
         if "step:" in msg and self.stages.stepped_at(rec.seq):
             self._active_sources.add(rec.line.source)
-        if "WorkNCCL(" in msg or "last enqueued" in msg or rec.origin.rank is not None:
+        if rec.origin.rank is not None or any(word in msg for word in COLLECTIVE_WORDS):
             self.collectives.feed(rec)
         self._match(rec, route, role)
 

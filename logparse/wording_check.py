@@ -6,8 +6,9 @@ line through the CollectiveAnalyzer, ... (each section's reader below).
 An example passes when the wording hits it (a match example) or does not (a no_match example), the
 regex's named groups hold what the example states (`groups`), and what the code makes of it equals what
 the example states (`expect`). A wording hits a text when its regex matches at the start (the `prefixes`
-section, or an item with `anchored: true`) or anywhere, in the raw line or in its bare message (a path
-also in each of its folder names); when its literal is in the text; when one word of its list is.
+section, or a message field read `at: message-start`) or anywhere, in the raw line or in its bare
+message (a path also in each of its folder names); when its literal is in the text; when one word of
+its list is.
 Blocks are judged by their `expect` (a no_match block needs one): a block holds lines the wording is
 meant to be near.
 """
@@ -205,6 +206,15 @@ def _progress_syntax():
     return ProgressSyntax()
 
 
+def sample_text_facts(example: WordingExample) -> dict[str, Any]:
+    """Does the scan's model-text filter (logparse.pipeline) take the line's bare message as the start
+    of decoded model text, or as its end?"""
+    from logparse.pipeline import SAMPLE_TEXT_END, SAMPLE_TEXT_START
+
+    message = _records(example.text, False)[0].message
+    return {"opens": message.startswith(SAMPLE_TEXT_START), "closes": message.startswith(SAMPLE_TEXT_END)}
+
+
 def metric_key_facts(example: WordingExample) -> dict[str, Any]:
     from patterns.progress import CHART_KEYS, key_family, wanted_key
 
@@ -255,6 +265,7 @@ READERS: dict[str, SectionReader] = {
     "layouts": SectionReader(layout_facts, ("path", "name")),
     "collectives": SectionReader(collective_facts, ("line",)),
     "worker_deaths": SectionReader(worker_death_facts, ("line", "block")),
+    "sample_text": SectionReader(sample_text_facts, ("line",)),
     "step_lines": SectionReader(progress_facts, ("line", "key")),
     "progress_bars": SectionReader(progress_facts, ("line",)),
     # (a key is judged by what key_family and wanted_key say of it: whether a word applies as the
@@ -302,7 +313,7 @@ def _step_values(example: WordingExample) -> list[str]:
 def _hit(item: Wording, text: str) -> regex.Match | bool:
     if item.kind == "regex":
         pattern = _compiled(item.value)
-        anchored = item.section in ANCHORED_SECTIONS or item.field("anchored", False)
+        anchored = item.section in ANCHORED_SECTIONS or item.field("at") == "message-start"
         return (pattern.match(text) if anchored else pattern.search(text)) or False
     if item.kind == "literal":
         return item.value in text
@@ -390,12 +401,13 @@ def check_wordings(
 
 
 def builtin_wording_files() -> list[Callable[[], Wordings]]:
-    """The loaders (with examples) of the built-in wordings files."""
+    """The loaders (with examples) of the wordings files: the built-in ones, then a team's own formats."""
     from patterns.environment import load_environment
-    from patterns.formats import load_formats
+    from patterns.formats import extra_format_files, load_formats
     from patterns.progress import load_progress
 
-    return [load_formats, load_environment, load_progress]
+    # (and a team's own formats files, $VERL_LOGSCAN_FORMATS: their examples run through the reader too)
+    return [load_formats, load_environment, load_progress, *extra_format_files()]
 
 
 def check_builtin_wordings() -> tuple[list[tuple[str, int, int]], list[WordingFailure | Problem]]:

@@ -1,18 +1,21 @@
 """Strip the prefixes that launchers put before a log message, and keep what they say.
 
-The prefixes are wordings of patterns/formats.yaml (`prefixes`, each with its example lines; the real
-wordings are in ../shared/reference/verl-log-formats.md): Ray `(WorkerDict pid=1, ip=10.0.0.2)`
-(nested for vLLM workers), `(raylet)`, torch.distributed `[rank3]:`, torchrun --tee `[default0]:`,
-c10 glog `[E314 14:33:45.172185860 ProcessGroupNCCL.cpp:607]`, torch's logging formatter
-`W0731 10:50:07.575000 3247964 api.py:897]`, vLLM `INFO 03-14 14:33:45 [file.py:123]`, Python
-logging `INFO:2025-08-22 23:08:37,898:`, Ray's own `2025-04-30 20:59:12,200\tINFO worker.py:1832 --`,
-SGLang `[2025-11-20 01:13:05 TP0]`, NCCL `host:pid:tid [0]`; and Ray's `[repeated 7x across cluster]`.
+The prefixes are the line formats of patterns/formats.yaml (`prefixes`: Ray `(WorkerDict pid=1,
+ip=10.0.0.2)`, `(raylet)`, torch.distributed `[rank3]:`, torchrun --tee `[default0]:`, c10 glog,
+torch's logging formatter, vLLM, Python logging, Ray's own stamp, SGLang, NCCL `host:pid:tid [0]`;
+`message_fields`: Ray's `[repeated 7x across cluster]`, verl's `[Rank 0]`), each declared as data:
+its regex, the origin fields its named groups give and their kinds, its sample lines (the real
+wordings are in ../shared/reference/verl-log-formats.md). One generic reader applies any of them: at
+each position of a line it tries, in file order, the formats whose regex can start with the next two
+characters (found once per pair of characters by a partial match, patterns.formats.could_start), and
+the first that matches gives its fields (`_FormatReader`). There is no code per format: a new
+launcher prefix is a YAML edit (patterns.formats.line_formats: the built-in formats, then a team's
+own).
 """
 
 from __future__ import annotations
 
 import calendar
-import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -20,38 +23,15 @@ import regex
 
 from logparse.read.interleave import NAME_ENDINGS, NOISE, unweave
 from logparse.read.sources import BAR_REDRAW_PATTERN, Line
-from patterns.formats import formats
+from patterns.formats import LineFormat, could_start, line_formats
 from patterns.numbers import log_int
 from patterns.schema import LazyRe
 
 MAX_PREFIXES = 8  # prefixes stripped from one line at most (nesting is 2-4 in real logs)
-CACHE_SIZE = 4096  # entries of each Normalizer cache (cleared when full)
-# what the first characters must be for a prefix regex to be worth trying (see normalize)
-_GLOG_LEVELS = frozenset("IWEF")
-_TEE_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
-
-# Each regex is a wording of patterns/formats.yaml (`prefixes`, `message_fields`), compiled here once.
-_F = formats()
-RAY_ACTOR = regex.compile(_F.regex("ray-actor"))
-# (LazyRe: compiled on the first line that may carry the prefix; many logs carry none of these)
-RAY_DAEMON = LazyRe(_F.regex("ray-daemon"), engine="regex")
-# (the prefixes tried on most lines, whose wordings hold no class on which the engines differ (\s, \w,
-# \b: `re` follows str.isspace and str.isalnum, `regex` the Unicode properties) nor what only `regex`
-# has, are compiled by `re`, which matches them in half the time: tests/logparse/read/test_normalize.py)
-RANK = LazyRe(_F.regex("rank"))
-TEE = re.compile(_F.regex("tee"))
-GLOG = LazyRe(_F.regex("glog"), engine="regex")
-TORCH_LOG = LazyRe(_F.regex("torch-log"), engine="regex")
-VLLM = LazyRe(_F.regex("vllm"), engine="regex")
-PY_LOGGING = LazyRe(_F.regex("python-logging"))
-# ISO-ish timestamp at line start, optionally bracketed (SGLang, NCCL WARN, Hydra), optionally followed by
-# bracketed fields, a level and Ray's ` file.py:N -- ` or a ` - name - LEVEL - ` logging layout.
-STAMPED = regex.compile(_F.regex("stamped"))
-NCCL_HOST = regex.compile(_F.regex("nccl-host"))
-MESSAGE_RANK = re.compile(_F.regex("message-rank"))
-REPEATED = regex.compile(_F.regex("repeated"))
-REPEATED_KEYWORD = _F.item("repeated").field("keywords")[0]
+CACHE_SIZE = 4096  # entries of each cache of the reader (cleared when full)
+# how a field's text is read (patterns.formats.ORIGIN_FIELDS' kinds)
+INT, STR, COUNT, FULL_DATE, YEARLESS = range(5)
+KIND_CODES = {"int": INT, "str": STR, "count": COUNT, "date-time": FULL_DATE, "month-day-time": YEARLESS}
 
 
 # A progress bar's redraw: what a carriage return is for (logparse.read.sources.BAR_REDRAW_PATTERN)
@@ -183,6 +163,124 @@ class _Fields:
         self.repeat = 1
 
 
+class _FormatReader:
+    """One line format compiled for the reading loop: its regex (compiled on first use, by the engine
+    patterns.formats.engine_of chose), what each of its fields is read from and as, and the piece of
+    text it is remembered by (`cache_until`)."""
+
+    __slots__ = (
+        "_probe",
+        "_probed",
+        "first",
+        "format",
+        "kept",
+        "keywords",
+        "memo",
+        "pattern",
+        "plain",
+        "reads",
+        "until",
+    )
+
+    def __init__(self, fmt: LineFormat) -> None:
+        self.format = fmt
+        self.pattern = LazyRe(fmt.regex, engine=fmt.engine)
+        # (slot of _Fields, kind code, groups, keep an earlier prefix's value)
+        self.reads = tuple(
+            (r.field, KIND_CODES[r.kind], r.groups if len(r.groups) > 1 else r.groups[0], r.keep_earlier)
+            for r in fmt.fields
+        )
+        self.until = fmt.cache_until
+        # the text up to one character past `until` -> (where the match ends in it, its values) or False
+        self.memo: dict[str, tuple | bool] | None = {} if fmt.cache_until else None
+        # no time and nothing kept from an earlier prefix: the memo keeps its (slot, value) pairs
+        self.plain = all(kind < FULL_DATE and not keep for _s, kind, _n, keep in self.reads)
+        # its fields, when each keeps an earlier prefix's value (then, all known, it is not tried)
+        self.kept = tuple(r[0] for r in self.reads) if all(r[3] for r in self.reads) else ()
+        self.first = frozenset(fmt.starts)
+        self.keywords = fmt.keywords
+        self._probe: regex.Pattern | None = None
+        self._probed: dict[str, bool] = {}  # text the regex was tried on as a start -> can it be one
+
+    def could_start(self, text: str) -> bool:
+        """Can a match start with `text` (one or two characters)?"""
+        found = self._probed.get(text)
+        if found is None:
+            if self._probe is None:
+                self._probe = regex.compile(self.format.regex)
+            found = could_start(self._probe, text)
+            if len(self._probed) >= CACHE_SIZE:
+                self._probed.clear()
+            self._probed[text] = found
+        return found
+
+    def assignments(self, m) -> tuple[tuple[str, object], ...]:
+        """(slot, value) of each field the match gives, of a format whose fields need no clock and keep
+        nothing (`plain`)."""
+        out = []
+        for slot, kind, names, _keep in self.reads:
+            raw = m.group(names)
+            if raw is not None:
+                out.append((slot, raw if kind == STR else log_int(raw) + (kind == COUNT)))
+        return tuple(out)
+
+    def values(self, m) -> tuple:
+        """The values of the match's fields (None: its group took no part), for the memo; a time's parts
+        as text, as the normaliser reads those with its clock."""
+        out = []
+        for _slot, kind, names, _keep in self.reads:
+            if kind >= FULL_DATE:
+                parts = m.group(*names)
+                out.append(None if None in parts else parts)
+                continue
+            raw = m.group(names)
+            out.append(raw if raw is None or kind == STR else log_int(raw) + (kind == COUNT))
+        return tuple(out)
+
+
+class _Formats:
+    """The reading loop's view of a tuple of line formats: prefixes by the characters they can start
+    with, the line-end and message-start fields. One per tuple (patterns.formats.line_formats), shared
+    by every Normalizer: what it caches depends on the text only."""
+
+    def __init__(self, formats: tuple[LineFormat, ...]) -> None:
+        self.formats = formats
+        readers = [_FormatReader(f) for f in formats]
+        self.prefixes = tuple(r for r in readers if r.format.at == "prefix")
+        self.line_end = tuple(r for r in readers if r.format.at == "line-end")
+        self.message_start = tuple(r for r in readers if r.format.at == "message-start")
+        self.message_first = frozenset(c for r in self.message_start for c in r.first)
+        # a line's next character -> the prefixes that can start with it, where they are one or none;
+        # where several can, its next two characters choose among them (`pairs`, filled as met)
+        first = {chr(c): tuple(r for r in self.prefixes if chr(c) in r.first) for c in range(128)}
+        self._first = first
+        self.single = {c: readers for c, readers in first.items() if len(readers) < 2}
+        self.pairs: dict[str, tuple[_FormatReader, ...]] = {}
+
+    def candidates(self, key: str) -> tuple[_FormatReader, ...]:
+        """The prefixes whose regex can start with `key` (a position's next one or two characters), in
+        file order."""
+        base = self._first.get(key[0])
+        if base is None or len(key) > 1:
+            base = tuple(r for r in (self.prefixes if base is None else base) if r.could_start(key))
+        if len(self.pairs) >= CACHE_SIZE:
+            self.pairs.clear()
+        self.pairs[key] = base
+        return base
+
+
+_engine: _Formats | None = None
+
+
+def _formats() -> _Formats:
+    """The reading loop of the formats in use (patterns.formats.line_formats)."""
+    global _engine
+    formats = line_formats()
+    if _engine is None or _engine.formats is not formats:
+        _engine = _Formats(formats)
+    return _engine
+
+
 class Normalizer:
     """Stateful only for time: year-less timestamps take the year of the last full date seen."""
 
@@ -199,11 +297,10 @@ class Normalizer:
         # how many, and where the first one is
         self.unwoven = 0
         self.first_unwoven: Line | None = None
-        # caches (a log repeats a few Ray prefixes and a few dates on millions of lines)
+        # caches (a log repeats a few dates on millions of lines)
         self._days: dict[tuple[int, int, int], float | None] = {}  # (y, m, d) -> epoch of its midnight
         self._dates: dict[str, tuple[int, int, int]] = {}
-        self._ray: dict[str, tuple | None] = {}  # `(...)` prefix -> what RAY_ACTOR / RAY_DAEMON read in it
-        self._readers = self._reader_table()  # a line's first character -> the reader of its prefix
+        self._formats = _formats()
 
     def _stamp(self, year: int, mon: int, day: int, hms: str) -> float | None:
         self.clock_reads += 1
@@ -242,31 +339,6 @@ class Normalizer:
         self.year = ymd[0]
         return self._stamp(ymd[0], ymd[1], ymd[2], hms)
 
-    def _ray_prefix(self, text: str, pos: int) -> tuple[int, int | None, str | None, str | None] | None:
-        """What a Ray `(...)` prefix at `pos` says: (end, pid, actor, ip), the actor being the daemon's
-        name for `(raylet)` and the like (pid None then), or None. Neither regex can match past the
-        first `)`, so the text up to it is the cache key."""
-        close = text.find(")", pos)
-        if close < 0:
-            return None
-        key = text[pos : close + 1]
-        found = self._ray.get(key, False)
-        if found is False:
-            found = None
-            m = RAY_ACTOR.match(key)
-            if m and m.end() == len(key):
-                found = (log_int(m.group("pid")), m.group("actor"), m.group("ip"))
-            else:
-                m = RAY_DAEMON.match(key)
-                if m and m.end() == len(key):
-                    found = (None, m.group("daemon"), m.group("ip"))
-            if len(self._ray) >= CACHE_SIZE:
-                self._ray.clear()
-            self._ray[key] = found
-        if found is None:
-            return None
-        return (close + 2 if text.startswith(" ", close + 1) else close + 1, *found)
-
     def normalize(self, line: Line, seq: int = 0, default: Origin | None = None) -> Record:
         """Strip the prefixes of `line`; `default` (from the file's place in a log folder) fills what
         the line's own prefixes do not say."""
@@ -281,10 +353,10 @@ class Normalizer:
                 self.unwoven += 1
                 if self.first_unwoven is None:
                     self.first_unwoven = line
-        rank = f.rank
-        if rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
-            rank = log_int(m.group("rank"))
-        origin = origin_of(rank, f.local_rank, f.pid, f.node, f.actor, f.time, f.level, f.repeat, default)
+        first = message[:1]
+        if first in self._formats.message_first or first > "\x7f":
+            self._message_fields(message, f)
+        origin = origin_of(f.rank, f.local_rank, f.pid, f.node, f.actor, f.time, f.level, f.repeat, default)
         return Record(line, origin, message, seq)
 
     def read_apart(self, text: str) -> tuple[_Fields, int, int, int] | None:
@@ -302,147 +374,124 @@ class Normalizer:
         message = cut[pos:] if pos else cut
         if "\r" in message or (_maybe_woven(message) and unweave(message) is not None):
             return None
-        if f.rank is None and message.startswith("[") and (m := MESSAGE_RANK.match(message)):
-            f.rank = log_int(m.group("rank"))
+        self._message_fields(message, f)
+        if self.year_reads != year_reads:
+            return None
         return f, pos, end, self.year if self.dated_reads != dated else 0
 
+    def _message_fields(self, message: str, f: _Fields) -> None:
+        """What the start of the bare message says of its origin (verl's `[Rank 0]`)."""
+        first = message[:1]
+        for reader in self._formats.message_start:
+            if reader.kept and all(getattr(f, slot) is not None for slot in reader.kept):
+                continue  # (it could only give what the prefixes gave)
+            if first in reader.first or (first > "\x7f" and reader.could_start(first)):
+                self._prefix(reader, message, 0, f)
+
     def _read(self, text: str) -> tuple[_Fields, str, int]:
-        """The prefixes of a line's text: their fields, the text without Ray's repeat note, and where
-        the prefixes end in it."""
+        """The prefixes of a line's text: their fields, the text without what a line-end field took
+        (Ray's repeat note), and where the prefixes end in it."""
         f = _Fields()
-        if REPEATED_KEYWORD in text:
-            m = REPEATED.search(text)
-            if m:
-                f.repeat = 1 + log_int(m.group("n"))
-                text = text[: m.start()].rstrip()
+        formats = self._formats
+        for reader in formats.line_end:
+            for word in reader.keywords:
+                if word in text:
+                    m = reader.pattern.search(text)
+                    if m is not None:
+                        self._set(reader, reader.values(m), f)
+                        text = text[: m.start()].rstrip()
+                    break
         pos = 0
-        readers = self._readers
+        n = len(text)
+        single, pairs = formats.single, formats.pairs
         for _ in range(MAX_PREFIXES):
-            if pos >= len(text):
+            if pos >= n:
                 break
-            read = readers.get(text[pos], self._prefix)
-            end = read(text, pos, f) if read is not None else None
+            readers = single.get(text[pos])
+            if readers is None:
+                key = text[pos : pos + 2]
+                readers = pairs.get(key)
+                if readers is None:
+                    readers = formats.candidates(key)
+            end = None
+            for reader in readers:
+                end = (
+                    self._prefix(reader, text, pos, f)
+                    if reader.memo is None
+                    else self._cached(reader, text, pos, f)
+                )
+                if end is not None:
+                    break
             if end is None or end == pos:
                 break
             pos = end
         return f, text, pos
 
-    # -- the prefixes, by their first character: each reads one at `pos` into `f` and says where it
-    # ends (None: no prefix there). Each regex is tried only where the first characters let it match.
-    def _reader_table(self) -> dict[str, object]:
-        """The reader of each ASCII first character, as `_prefix` chooses it (None: no prefix starts
-        so); any other character goes to `_prefix` itself. (A table: `_prefix`'s tests cost a call a
-        prefix, on every line.)"""
-        table: dict[str, object] = {}
-        for code in range(128):
-            c = chr(code)
-            if c == "(":
-                table[c] = self._read_ray
-            elif c == "[":
-                table[c] = self._read_bracketed
-            elif c.isdigit():
-                table[c] = self._read_stamped
-            elif c in "VIWEC" or c in "DF":
-                table[c] = self._read_levelled
-            elif c.isalpha():
-                table[c] = self._read_nccl_host
-            else:
-                table[c] = None
-        return table
-
-    def _prefix(self, text: str, pos: int, f: _Fields) -> int | None:
-        c = text[pos]
-        if c == "(":
-            return self._read_ray(text, pos, f)
-        if c == "[":
-            return self._read_bracketed(text, pos, f)
-        if c.isdigit():
-            return self._read_stamped(text, pos, f)
-        if c in "VIWEC" or c in "DF":
-            return self._read_levelled(text, pos, f)
-        if c.isalpha():
-            return self._read_nccl_host(text, pos, f)
-        return None
-
-    def _read_ray(self, text: str, pos: int, f: _Fields) -> int | None:
-        ray = self._ray_prefix(text, pos)
-        if ray is None:
-            return None
-        end, ray_pid, ray_actor, ray_ip = ray
-        if ray_pid is None:  # a daemon: (raylet), (autoscaler), ...
-            f.actor = ray_actor
-        else:
-            f.pid = ray_pid
-            f.actor = ray_actor or f.actor
-        if ray_ip:
-            f.node = ray_ip
-        return end
-
-    def _read_bracketed(self, text: str, pos: int, f: _Fields) -> int | None:
-        """`[rank3]:`, glog's `[E0314 ...]`, torchrun's tee `[default0]:`, a bracketed timestamp."""
-        nxt = text[pos + 1 : pos + 2]
-        m = RANK.match(text, pos) if nxt == "r" else None
-        if m:
-            f.rank = log_int(m.group("rank"))
-            return m.end()
-        m = GLOG.match(text, pos) if nxt in _GLOG_LEVELS else None
-        if m:
-            f.level = m.group("lvl")
-            f.time = self._undated(int(m.group("mon")), int(m.group("day")), m.group("hms"))
-            return m.end()
-        m = TEE.match(text, pos) if nxt in _TEE_FIRST else None
-        if m and m.group("role") != "rank":
-            f.local_rank = log_int(m.group("lr"))
-            return m.end()
-        m = STAMPED.match(text, pos) if nxt.isdigit() else None
-        if m:
-            f.time = self._full(m.group("date"), m.group("hms"))
-            f.level = m.group("lvl") or f.level
-            return m.end()
-        return None
-
-    def _read_stamped(self, text: str, pos: int, f: _Fields) -> int | None:
-        """A line that starts with a date (Ray's own lines, Python logging's default), else NCCL's host."""
-        m = STAMPED.match(text, pos) if text[pos + 4 : pos + 5] == "-" else None
-        if m:
-            f.time = self._full(m.group("date"), m.group("hms"))
-            f.level = m.group("lvl") or f.level
-            return m.end()
-        return self._read_nccl_host(text, pos, f)
-
-    def _read_levelled(self, text: str, pos: int, f: _Fields) -> int | None:
-        """torch's logging `W0731 10:50:07.575000 pid file.py:897]`, vLLM's `INFO 03-14 ...`, Python
-        logging's `INFO:2025-...:`, else NCCL's host."""
-        c = text[pos]
-        m = TORCH_LOG.match(text, pos) if c in "VIWEC" and text[pos + 1 : pos + 2] in ("0", "1") else None
-        if m:
-            f.level = m.group("lvl")
-            f.time = self._undated(int(m.group("mon")), int(m.group("day")), m.group("hms"))
-            f.pid = f.pid or log_int(m.group("pid"))
-            return m.end()
-        dated = False  # Python logging's full date (vLLM's has month and day)
-        if text.startswith(_LEVELS, pos):  # vLLM puts a space after the level, Python logging a colon
-            after = text[pos + 4 : pos + 9]
-            if " " in after:
-                m = VLLM.match(text, pos)
-            if m is None and ":" in after:
-                m = PY_LOGGING.match(text, pos)
-                dated = True
-        if m:
-            f.level = m.group("lvl")
-            if dated:
-                f.time = self._full(m.group("date"), m.group("hms"))
-            else:
-                f.time = self._undated(int(m.group("mon")), int(m.group("day")), m.group("hms"))
-            return m.end()
-        return self._read_nccl_host(text, pos, f)
-
-    @staticmethod
-    def _read_nccl_host(text: str, pos: int, f: _Fields) -> int | None:
-        """NCCL's `host:pid:tid [dev]`."""
-        m = NCCL_HOST.match(text, pos)
+    def _prefix(self, reader: _FormatReader, text: str, pos: int, f: _Fields) -> int | None:
+        """Read `reader`'s prefix at `pos` into `f`; where it ends (None: not there)."""
+        m = reader.pattern.match(text, pos)
         if m is None:
             return None
-        f.pid = f.pid or log_int(m.group("pid"))
-        f.node = f.node or m.group("host")
+        for slot, kind, names, keep in reader.reads:
+            if keep and getattr(f, slot) is not None:
+                continue
+            if kind >= FULL_DATE:
+                parts = m.group(*names)
+                if None in parts:
+                    continue
+                value = (
+                    self._full(*parts)
+                    if kind == FULL_DATE
+                    else self._undated(int(parts[0]), int(parts[1]), parts[2])
+                )
+            else:
+                value = m.group(names)
+                if value is None:
+                    continue
+                if kind != STR:
+                    value = log_int(value) + (kind == COUNT)
+            setattr(f, slot, value)
         return m.end()
+
+    def _cached(self, reader: _FormatReader, text: str, pos: int, f: _Fields) -> int | None:
+        """_prefix of a format whose match ends at most one character past the first `until` after
+        `pos`: the text up to there is read once, and remembered."""
+        close = text.find(reader.until, pos)
+        if close < 0:
+            return None
+        key = text[pos : close + 2]
+        memo = reader.memo
+        found = memo.get(key)
+        if found is None:
+            m = reader.pattern.match(key)
+            found = False
+            if m is not None:
+                values = reader.values(m)
+                if reader.plain:  # (slot, value) of the fields it gives
+                    values = tuple(
+                        (r[0], v) for r, v in zip(reader.reads, values, strict=True) if v is not None
+                    )
+                found = (m.end(), values)
+            if len(memo) >= CACHE_SIZE:
+                memo.clear()
+            memo[key] = found
+        if found is False:
+            return None
+        if reader.plain:
+            for slot, value in found[1]:
+                setattr(f, slot, value)
+        else:
+            self._set(reader, found[1], f)
+        return pos + found[0]
+
+    def _set(self, reader: _FormatReader, values: tuple, f: _Fields) -> None:
+        """Give `f` a format's field values (_FormatReader.values): a time's read with this normaliser's
+        clock; a field that keeps an earlier prefix's value is set only if none gave one."""
+        for (slot, kind, _names, keep), value in zip(reader.reads, values, strict=True):
+            if value is None or (keep and getattr(f, slot) is not None):
+                continue
+            if kind == FULL_DATE:
+                value = self._full(value[0], value[1])
+            elif kind == YEARLESS:
+                value = self._undated(int(value[0]), int(value[1]), value[2])
+            setattr(f, slot, value)

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 
 from logparse.read.keyword_automaton import KeywordAutomaton
 from patterns.cache import cached, source_of
+from patterns.formats import formats
 
 try:  # an optional, faster engine; results are identical without it
     import hyperscan as _hs
@@ -35,6 +36,7 @@ except ImportError:  # pragma: no cover - exercised by forcing engine="re"
     _hs = None
 
 # What the traceback assembler, the trackers and the scanner itself look for, beyond the catalog.
+_F = formats()
 STRUCTURAL_KEYWORDS = (
     "Traceback (most recent call last)",
     'File "',
@@ -46,12 +48,9 @@ STRUCTURAL_KEYWORDS = (
     "step:",
     "Training Progress",
     ":actor_name:",
-    "[prompt]",
-    "[response]",
-    "[ground_truth]",
-    "[score]",
-    "WorkNCCL(",
-    "last enqueued",
+    *_F.literals("sample-text-start"),  # decoded model text, skipped (patterns/formats.yaml)
+    *_F.literals("sample-text-end"),
+    *_F.literals("collective-lines"),  # the NCCL watchdog's reports (observe/collectives.py)
     "Root Cause",
     "exitcode",
     "ChildFailedError",

@@ -3,6 +3,8 @@ built-in example passes, and a broken one is reported with its file and line."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from logparse import wording_check
@@ -117,8 +119,9 @@ def test_catalog_check_counts_the_wordings_and_fails_on_a_broken_example(
     assert "catalog check failed: 1 of " in result.output
 
 
-# sections whose items the code reads as a whole table, in file order, not one by one by id
-WHOLE_SECTIONS = {"frame_kinds", "hosts", "era", "styles"}
+# sections whose items the code reads as a whole table, in file order, not one by one by id (the line
+# formats: by the generic reader of logparse/read/normalize.py)
+WHOLE_SECTIONS = {"frame_kinds", "hosts", "era", "styles", "prefixes", "message_fields"}
 
 
 def test_every_wording_is_read_by_the_code() -> None:
@@ -128,6 +131,16 @@ def test_every_wording_is_read_by_the_code() -> None:
         for item in load().items:
             if item.section not in WHOLE_SECTIONS:
                 assert f'"{item.id}"' in sources, f"{item.id} is read by no module"
+
+
+def test_no_code_reads_a_line_format_by_its_id() -> None:
+    """A launcher prefix is read by its declaration alone: no module names one (a reader per id would)."""
+    files = [*(ROOT / "logparse").rglob("*.py"), *(ROOT / "patterns").glob("*.py")]
+    sources = "\n".join(p.read_text(encoding="utf-8") for p in files)
+    for item in load_formats().items:
+        if item.section in ("prefixes", "message_fields"):
+            lookup = re.compile(rf'\.(?:regex|item|literal|literals|table|value)\("{re.escape(item.id)}"\)')
+            assert not lookup.search(sources), f"{item.id} is looked up in the code"
 
 
 @pytest.mark.slow

@@ -7,9 +7,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logparse.read import normalize as normalize_mod
 from logparse.read.normalize import Normalizer
 from logparse.read.sources import Line, strip_ansi
+from patterns.formats import builtin_line_formats, engine_of
 
 
 def norm(text: str):
@@ -130,31 +130,39 @@ def test_stream_keys_separate_ranks_and_workers() -> None:
     assert len({a.stream, b.stream, c.stream, d.stream}) == 4
 
 
-# the prefix wordings normalize.py compiles with `re` (the rest with `regex`)
-RE_PREFIXES = ("RANK", "TEE", "PY_LOGGING", "MESSAGE_RANK")
+# the line formats the reader compiles with `re` (patterns.formats.engine_of; the rest with `regex`)
+RE_FORMATS = {f.id: f.regex for f in builtin_line_formats() if f.engine == "re"}
 # classes on which the engines differ (`re`: str.isspace / str.isalnum; `regex`: Unicode properties)
 ENGINE_SENSITIVE = re.compile(r"\\[sSwWbB]|[*+?}]\+")
 
 
-@pytest.mark.parametrize("name", RE_PREFIXES)
+def test_the_formats_compiled_by_re_are_those_it_reads_fast() -> None:
+    assert set(RE_FORMATS) == {"ray-daemon", "rank", "tee", "python-logging", "message-rank"}
+
+
+@pytest.mark.parametrize("name", sorted(RE_FORMATS))
 def test_prefixes_compiled_by_re_use_nothing_the_engines_read_differently(name: str) -> None:
     """A wording edited to use \\s, \\w, \\b or a possessive quantifier must go back to `regex`."""
-    wording = getattr(normalize_mod, name).pattern
-    assert not ENGINE_SENSITIVE.search(wording), wording
+    assert not ENGINE_SENSITIVE.search(RE_FORMATS[name]), RE_FORMATS[name]
+
+
+@pytest.mark.parametrize("wording", [r"\s+", r"a\w", r"\bx", r"a++", r"(?>a)", r"\p{L}", r"[[:alpha:]]"])
+def test_a_regex_that_needs_the_regex_module_gets_it(wording: str) -> None:
+    assert engine_of(wording) == "regex"
 
 
 PREFIX_TEXT = st.text(
     alphabet=st.sampled_from(
-        list("[]:-, 0123456789rRankdefault_INFOWARNERRORDEBUG") + ["\u0663", "\xb2", "\x1c", "\xa0"]
+        list("[]():-,= 0123456789rRankdefault_INFOWARNERRORDEBUGletpid.") + ["\u0663", "\xb2", "\x1c", "\xa0"]
     ),
     max_size=40,
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(RE_PREFIXES), PREFIX_TEXT, st.integers(0, 5))
+@given(st.sampled_from(sorted(RE_FORMATS)), PREFIX_TEXT, st.integers(0, 5))
 def test_prefixes_compiled_by_re_match_as_regex_does(name: str, text: str, pos: int) -> None:
-    wording = getattr(normalize_mod, name).pattern
+    wording = RE_FORMATS[name]
     a, b = re.compile(wording).match(text, pos), regex.compile(wording).match(text, pos)
     assert (a and (a.span(), a.groupdict())) == (b and (b.span(), b.groupdict()))
 
@@ -162,12 +170,13 @@ def test_prefixes_compiled_by_re_match_as_regex_does(name: str, text: str, pos: 
 @pytest.mark.parametrize(
     ("name", "text"),
     [
-        ("PY_LOGGING", "INFO:2025-08-22 23:08:02,898:[Rank 0] Saved model to /ckpt/model.pt"),
-        ("MESSAGE_RANK", "[Rank 3] Saved optim"),
-        ("TEE", "[default1]:ok"),
-        ("RANK", "[rank2]: boom"),
+        ("python-logging", "INFO:2025-08-22 23:08:02,898:[Rank 0] Saved model to /ckpt/model.pt"),
+        ("message-rank", "[Rank 3] Saved optim"),
+        ("tee", "[default1]:ok"),
+        ("rank", "[rank2]: boom"),
+        ("ray-daemon", "(raylet, ip=10.0.0.3) A worker died"),
     ],
 )
 def test_prefixes_compiled_by_re_read_their_real_wording(name: str, text: str) -> None:
-    wording = getattr(normalize_mod, name).pattern
+    wording = RE_FORMATS[name]
     assert re.compile(wording).match(text).span() == regex.compile(wording).match(text).span()
