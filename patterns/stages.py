@@ -45,6 +45,7 @@ MARKER_FIELDS = {
 EXAMPLE_FIELDS = ("match", "no_match")
 TOP_FIELDS = (
     "task_stages",
+    "task_word_min_length",
     "markers",
     "frame_stages",
     "loop_roles",
@@ -182,6 +183,17 @@ def task_stages() -> dict[str, str]:
     if bad:
         raise ValueError(f"patterns/stages.yaml: unknown stages {bad}")
     return table
+
+
+@functools.lru_cache(maxsize=1)
+def task_word_min_length() -> int:
+    """How long a task name read from a frame's source line must be to count (stages.yaml says why)."""
+    value = _builtin_data().get("task_word_min_length")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"patterns/stages.yaml: task_word_min_length must be a positive number, not {value!r}"
+        )
+    return value
 
 
 class _MarkerBuilder:

@@ -59,6 +59,7 @@ from patterns.stages import (
     message_task_patterns,
     setup_categories,
     task_stages,
+    task_word_min_length,
 )
 from patterns.vocabulary import STAGES
 
@@ -370,12 +371,17 @@ def _task_word_stage(word: str) -> str | None:
     (`self.actor_rollout_wg.compute_log_prob(batch)`) or with its role prefix
     (`w.actor_rollout_generate_sequences.remote(step)`)."""
     tasks = task_stages()
+    shortest = task_word_min_length()  # (a shorter name is a common word of code: `time.sleep`)
     if word in tasks:
-        return tasks[word] if len(word) > 6 else None
+        return tasks[word] if len(word) >= shortest else None
     if "_" in word:
         best = None
         for name, stage in tasks.items():
-            if len(name) > 6 and word.endswith("_" + name) and (best is None or len(name) > len(best[0])):
+            if (
+                len(name) >= shortest
+                and word.endswith("_" + name)
+                and (best is None or len(name) > len(best[0]))
+            ):
                 best = (name, stage)
         return best[1] if best else None
     return None
