@@ -37,6 +37,7 @@ from enum import Enum
 
 from logparse.model import Environment, Evidence, Report
 from logparse.read.sources import MAX_LINE_BYTES
+from patterns.formats import formats
 from patterns.schema import LazyRe
 from patterns.secrets import LINE_PREFIX_PATTERN, MIN_CONTINUATION, SecretKind, secret_kinds
 
@@ -217,8 +218,9 @@ REMOTE_LOGIN = LazyRe(
 WEAK_HOST_CONTEXTS = LazyRe(
     r"\b(?:host|node|node_ip_address|node_name)\s*[:=]\s*" + _HOST_VALUE, re.IGNORECASE
 )
-# NCCL's `host:pid:tid [dev]` prefix, at the start of the message or after a launcher prefix.
-NCCL_HOST = LazyRe(r"(?:^|[\s\])])(?P<host>[A-Za-z][A-Za-z0-9.-]*):\d+:\d+ \[\d+\]")
+# NCCL's `host:pid:tid [dev]` prefix (patterns/formats.yaml `nccl-host`, the normaliser's own), at the
+# start of the line or after a launcher prefix
+NCCL_HOST = LazyRe(r"(?:^|[\s\])])" + formats().regex("nccl-host"), engine="regex")
 # Fully qualified names (`gpu-07.cluster.local`, `db.mycorp.com`, `ip-10-0-0-1.ec2.internal`). The TLD
 # must be a private / cloud-internal one or a common public one (not `.py`, `.info`, ... which end module
 # and attribute names); a one-label name on a private TLD (`threading.local`) counts only if it looks

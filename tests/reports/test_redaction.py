@@ -462,3 +462,23 @@ def test_metric_names_in_the_metrics_csv_are_masked_as_in_the_report(
     plain = tmp_path / "plain.csv"
     run_cli(["scan", str(log), "--format", "json", "--metrics-csv", str(plain), "--no-redact"])
     assert token in plain.read_text()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "gpu_node_7:842624:842624 [0] NCCL INFO Bootstrap",  # (an underscore: missed before)
+        "7gpu-b:842624:842624 [0] NCCL INFO Bootstrap",  # (a digit first: missed before)
+        "(WorkerDict pid=1) gpu0301:842624:842624 [0] NCCL INFO Bootstrap",
+    ],
+)
+def test_an_nccl_host_is_read_as_the_normaliser_reads_it(line: str) -> None:
+    """One definition of NCCL's `host:pid:tid [dev]` (formats.yaml `nccl-host`): every host the
+    normaliser takes from that prefix is masked."""
+    from logparse.read.normalize import Normalizer
+    from logparse.read.sources import Line
+
+    host = Normalizer().normalize(Line("x", 1, line)).origin.node
+    r = Redactor(RedactConfig(hosts=True))
+    r.learn(line)
+    assert host is not None and host in line and host not in r.text(line)
