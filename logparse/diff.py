@@ -46,6 +46,7 @@ from logparse.read.normalize import Normalizer, Record
 from logparse.read.sources import InputStats, expand_inputs, open_input, read_input
 from logparse.redact import RedactConfig, Redactor, redactor_for
 from patterns import Catalog
+from patterns.diff_words import error_words, level_scores
 
 MAX_NEW_LINES = 25  # lines new in BAD shown at most (the count of all of them is kept)
 MAX_TEMPLATES = 100_000  # templates remembered per side (a log of unique lines stays bounded)
@@ -65,13 +66,9 @@ TOPOLOGY_KEYS = ("world_size", "gpu_model", "gpu_memory_gib", "rollout_engine", 
 # and by more than FLAT_MARGIN of the values' size
 BAND_MARGIN = 0.5
 FLAT_MARGIN = 0.1
-# how error-like a new line is: words (lower case) and their weight
-ERROR_WORDS = (
-    ("traceback", 3), ("error", 3), ("exception", 3), ("fatal", 3), ("failed", 2), ("nan", 2),
-    ("inf", 1), ("timeout", 2), ("timed out", 2), ("killed", 2), ("abort", 2), ("warning", 1),
-    ("warn", 1), ("deprecated", 1), ("cannot", 1), ("not found", 1),
-)  # fmt: skip
-LEVEL_SCORES = {"ERROR": 4, "E": 4, "CRITICAL": 4, "FATAL": 4, "F": 4, "WARNING": 2, "W": 2, "WARN": 2}
+# how error-like a new line is: words (lower case) and levels, each with its weight (patterns/diff.yaml)
+ERROR_WORDS = error_words()
+LEVEL_SCORES = level_scores()
 
 
 def diff_runs(

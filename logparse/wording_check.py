@@ -215,6 +215,14 @@ def sample_text_facts(example: WordingExample) -> dict[str, Any]:
     return {"opens": message.startswith(SAMPLE_TEXT_START), "closes": message.startswith(SAMPLE_TEXT_END)}
 
 
+def diff_score_facts(example: WordingExample) -> dict[str, Any]:
+    """The score `verl-logscan diff` gives the line (logparse.diff.error_score of its record)."""
+    from logparse.diff import error_score
+
+    rec = _records(example.text, False)[0]
+    return {"score": error_score(rec.message, rec.origin.level)}
+
+
 def metric_key_facts(example: WordingExample) -> dict[str, Any]:
     from patterns.progress import CHART_KEYS, key_family, wanted_key
 
@@ -280,6 +288,9 @@ READERS: dict[str, SectionReader] = {
     "step_values": SectionReader(environment_facts, ("line",), texts=lambda ex: _step_values(ex)),
     "styles": SectionReader(environment_facts, ("line", "block")),
     "dispatch": SectionReader(keyword_facts, ("key",), hits=False),
+    # (diff.yaml: a line is judged by the score diff gives it, its words lower-cased, its level read)
+    "error_words": SectionReader(diff_score_facts, ("line",), hits=False),
+    "levels": SectionReader(diff_score_facts, ("line",), hits=False),
 }
 
 
@@ -402,12 +413,13 @@ def check_wordings(
 
 def builtin_wording_files() -> list[Callable[[], Wordings]]:
     """The loaders (with examples) of the wordings files: the built-in ones, then a team's own formats."""
+    from patterns.diff_words import load_diff_words
     from patterns.environment import load_environment
     from patterns.formats import extra_format_files, load_formats
     from patterns.progress import load_progress
 
     # (and a team's own formats files, $VERL_LOGSCAN_FORMATS: their examples run through the reader too)
-    return [load_formats, load_environment, load_progress, *extra_format_files()]
+    return [load_formats, load_environment, load_progress, load_diff_words, *extra_format_files()]
 
 
 def check_builtin_wordings() -> tuple[list[tuple[str, int, int]], list[WordingFailure | Problem]]:
