@@ -176,9 +176,11 @@ class _FormatReader:
         "kept",
         "keywords",
         "memo",
+        "names",
         "pattern",
         "plain",
         "reads",
+        "slot_kinds",
         "until",
     )
 
@@ -195,6 +197,9 @@ class _FormatReader:
         self.memo: dict[str, tuple | bool] | None = {} if fmt.cache_until else None
         # no time and nothing kept from an earlier prefix: the memo keeps its (slot, value) pairs
         self.plain = all(kind < FULL_DATE and not keep for _s, kind, _n, keep in self.reads)
+        # (a plain format's groups, read with one call: a tuple even of one, with the whole match after it)
+        self.names = tuple(r.groups[0] for r in fmt.fields) + ((0,) if len(fmt.fields) == 1 else ())
+        self.slot_kinds = tuple((r[0], r[1]) for r in self.reads)
         # its fields, when each keeps an earlier prefix's value (then, all known, it is not tried)
         self.kept = tuple(r[0] for r in self.reads) if all(r[3] for r in self.reads) else ()
         self.first = frozenset(fmt.starts)
@@ -217,12 +222,13 @@ class _FormatReader:
     def assignments(self, m) -> tuple[tuple[str, object], ...]:
         """(slot, value) of each field the match gives, of a format whose fields need no clock and keep
         nothing (`plain`)."""
-        out = []
-        for slot, kind, names, _keep in self.reads:
-            raw = m.group(names)
-            if raw is not None:
-                out.append((slot, raw if kind == STR else log_int(raw) + (kind == COUNT)))
-        return tuple(out)
+        return tuple(
+            [
+                (slot, raw if kind == STR else log_int(raw) + (kind == COUNT))
+                for (slot, kind), raw in zip(self.slot_kinds, m.group(*self.names), strict=False)
+                if raw is not None
+            ]
+        )
 
     def values(self, m) -> tuple:
         """The values of the match's fields (None: its group took no part), for the memo; a time's parts
@@ -250,6 +256,8 @@ class _Formats:
         self.line_end = tuple(r for r in readers if r.format.at == "line-end")
         self.message_start = tuple(r for r in readers if r.format.at == "message-start")
         self.message_first = frozenset(c for r in self.message_start for c in r.first)
+        # (first keyword, the others, line-end field): a line holding one is searched for the field
+        self.end_words = tuple((r.keywords[0], r.keywords[1:], r) for r in self.line_end)
         # a line's next character -> the prefixes that can start with it, where they are one or none;
         # where several can, its next two characters choose among them (`pairs`, filled as met)
         first = {chr(c): tuple(r for r in self.prefixes if chr(c) in r.first) for c in range(128)}
@@ -374,9 +382,11 @@ class Normalizer:
         message = cut[pos:] if pos else cut
         if "\r" in message or (_maybe_woven(message) and unweave(message) is not None):
             return None
-        self._message_fields(message, f)
-        if self.year_reads != year_reads:
-            return None
+        first = message[:1]
+        if first in self._formats.message_first or first > "\x7f":
+            self._message_fields(message, f)
+            if self.year_reads != year_reads:
+                return None
         return f, pos, end, self.year if self.dated_reads != dated else 0
 
     def _message_fields(self, message: str, f: _Fields) -> None:
@@ -393,14 +403,9 @@ class Normalizer:
         (Ray's repeat note), and where the prefixes end in it."""
         f = _Fields()
         formats = self._formats
-        for reader in formats.line_end:
-            for word in reader.keywords:
-                if word in text:
-                    m = reader.pattern.search(text)
-                    if m is not None:
-                        self._set(reader, reader.values(m), f)
-                        text = text[: m.start()].rstrip()
-                    break
+        for word, others, reader in formats.end_words:
+            if word in text or (others and any(w in text for w in others)):
+                text = self._cut_end(reader, text, f)
         pos = 0
         n = len(text)
         single, pairs = formats.single, formats.pairs
@@ -415,11 +420,10 @@ class Normalizer:
                     readers = formats.candidates(key)
             end = None
             for reader in readers:
-                end = (
-                    self._prefix(reader, text, pos, f)
-                    if reader.memo is None
-                    else self._cached(reader, text, pos, f)
-                )
+                if reader.memo is not None:
+                    end = self._cached(reader, text, pos, f)
+                elif (m := reader.pattern.match(text, pos)) is not None:
+                    end = self._take(reader, m, f)
                 if end is not None:
                     break
             if end is None or end == pos:
@@ -427,11 +431,21 @@ class Normalizer:
             pos = end
         return f, text, pos
 
+    def _cut_end(self, reader: _FormatReader, text: str, f: _Fields) -> str:
+        """The text without what a line-end field (Ray's repeat note) takes of it, its fields in `f`."""
+        m = reader.pattern.search(text)
+        if m is None:
+            return text
+        self._set(reader, reader.values(m), f)
+        return text[: m.start()].rstrip()
+
     def _prefix(self, reader: _FormatReader, text: str, pos: int, f: _Fields) -> int | None:
         """Read `reader`'s prefix at `pos` into `f`; where it ends (None: not there)."""
         m = reader.pattern.match(text, pos)
-        if m is None:
-            return None
+        return None if m is None else self._take(reader, m, f)
+
+    def _take(self, reader: _FormatReader, m, f: _Fields) -> int:
+        """Give `f` the fields of `reader`'s match `m`; where the match ends."""
         for slot, kind, names, keep in reader.reads:
             if keep and getattr(f, slot) is not None:
                 continue
@@ -464,14 +478,10 @@ class Normalizer:
         found = memo.get(key)
         if found is None:
             m = reader.pattern.match(key)
-            found = False
-            if m is not None:
-                values = reader.values(m)
-                if reader.plain:  # (slot, value) of the fields it gives
-                    values = tuple(
-                        (r[0], v) for r, v in zip(reader.reads, values, strict=True) if v is not None
-                    )
-                found = (m.end(), values)
+            if m is None:
+                found = False
+            else:  # (plain: the (slot, value) of each field it gives)
+                found = (m.end(), reader.assignments(m) if reader.plain else reader.values(m))
             if len(memo) >= CACHE_SIZE:
                 memo.clear()
             memo[key] = found
