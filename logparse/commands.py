@@ -84,7 +84,9 @@ def load(catalog_paths: Sequence[str]) -> Catalog:
     try:  # a team's own launcher prefixes ($VERL_LOGSCAN_FORMATS)
         line_formats()
     except CatalogError as exc:
-        raise CommandError(f"formats error ({FORMATS_ENV}, {len(exc.problems)} problem(s))", exc.problems) from None
+        raise CommandError(
+            f"formats error ({FORMATS_ENV}, {len(exc.problems)} problem(s))", exc.problems
+        ) from None
     return catalog
 
 
