@@ -119,6 +119,9 @@ class LineFormat:
     keywords: tuple[str, ...] = ()  # a line-end field is searched for only in a line holding one
     label: str = FORMATS_LABEL
     line: int = 0
+    # (first character, the ASCII characters a match can go on with after it), of each of `starts`:
+    # worked out here, once, so that a scan tries no regex to choose among the formats
+    follows: tuple[tuple[str, str], ...] = ()
 
 
 # `re` matches a short prefix in about half the time `regex` takes; it is used for a regex that needs
@@ -146,6 +149,13 @@ def could_start(compiled: regex.Pattern, text: str) -> bool:
 
 def starts_of(compiled: regex.Pattern) -> str:
     return "".join(c for c in map(chr, range(128)) if could_start(compiled, c))
+
+
+def follows_of(compiled: regex.Pattern, starts: str) -> tuple[tuple[str, str], ...]:
+    """For each character a match can start with, the ASCII characters it can go on with."""
+    return tuple(
+        (c, "".join(d for d in map(chr, range(128)) if could_start(compiled, c + d))) for c in starts
+    )
 
 
 def read_formats_text() -> str:
@@ -287,18 +297,20 @@ def _line_format(item: Wording, label: str, problems: list[Problem], user: bool)
     problems.extend(found)
     if found:
         return None
+    starts = starts_of(compiled)
     return LineFormat(
         item.id,
         item.section,
         item.value,
         tuple(fields),
         engine_of(item.value),
-        starts_of(compiled),
+        starts,
         item.field("cache_until"),
         item.field("at", "prefix"),
         tuple(item.field("keywords") or ()),
         label,
         item.line,
+        follows_of(compiled, starts),
     )
 
 

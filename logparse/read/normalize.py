@@ -172,6 +172,7 @@ class _FormatReader:
         "_probe",
         "_probed",
         "first",
+        "follows",
         "format",
         "kept",
         "keywords",
@@ -203,12 +204,15 @@ class _FormatReader:
         # its fields, when each keeps an earlier prefix's value (then, all known, it is not tried)
         self.kept = tuple(r[0] for r in self.reads) if all(r[3] for r in self.reads) else ()
         self.first = frozenset(fmt.starts)
+        self.follows = dict(fmt.follows)
         self.keywords = fmt.keywords
         self._probe: regex.Pattern | None = None
         self._probed: dict[str, bool] = {}  # text the regex was tried on as a start -> can it be one
 
     def could_start(self, text: str) -> bool:
         """Can a match start with `text` (one or two characters)?"""
+        if text < "\x80" and (len(text) == 1 or text[1] < "\x80"):  # (as patterns.formats worked out)
+            return text in self.first if len(text) == 1 else text[1] in self.follows.get(text[0], "")
         found = self._probed.get(text)
         if found is None:
             if self._probe is None:
