@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import regex
+
 from logparse.commands import CommandError, Terminal, load, load_known, redact_config, verdict_words, without
 from logparse.explain import explain_hint
 from logparse.live import LiveView, terminal_width, use_color
@@ -70,7 +72,7 @@ def scan(options: ScanOptions, formats: Sequence[str], terminal: Terminal) -> in
     started = time.monotonic()
     redact = redact_config(o.no_redact, o.redact_hosts)
     planned = plan_scan_outputs(o.outputs, o.fmt, formats, o.tee, o.follow, o.paths, o.metrics_csv)
-    stall_s = stall_after(o.stall_after, o.follow or o.tee or list(o.paths) in ([], ["-"]))
+    stall_s = stall_after(o.stall_after, o.follow or o.tee or list(o.paths) in ([], ["-"]), o.paths)
     catalog = without(load(o.catalogs), o.disabled)
     known = load_known(o.known_issue_files)
     files, folder_notes = _inputs(o.paths, planned, o.metrics_csv, terminal)
@@ -79,7 +81,9 @@ def scan(options: ScanOptions, formats: Sequence[str], terminal: Terminal) -> in
     if o.workers is not None:
         config = dataclasses.replace(config, workers=o.workers)
     analysis = start_analysis(catalog, config, redact is not None and redact.hosts, known)
-    live = LiveView(files, o.follow, o.tee, o.color, terminal.clean, terminal.out, terminal.err)
+    live = LiveView(
+        files, o.follow, o.tee, o.color, terminal.clean, terminal.out, terminal.err, terminal.stdin
+    )
     live.wire(analysis, redact, stall_s if o.stall_after is not None else ("auto" if o.follow else None))
     try:
         interrupted = live.feed(files)
@@ -177,27 +181,45 @@ def csv_transform(redact: RedactConfig | None, names: Names | None, csv_safe: Ca
     return transform
 
 
+UNIT_WORDS = {  # the words a duration's unit may be written as (`20 minutes`, `90sec`, `2 h`)
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
+    **dict.fromkeys(("d", "day", "days"), "d"),
+}
+_DURATION_PART = regex.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
+
+
 def parse_duration(text: str) -> float:
-    """`90`, `90s`, `30m`, `2h`, `1h30m` -> seconds (ValueError when it is none of these)."""
-    total, number = 0.0, ""
-    for ch in text.strip().lower():
-        if ch.isdigit() or ch == ".":
-            number += ch
-        elif ch in DURATION_UNITS and number:
-            total += float(number) * DURATION_UNITS[ch]
-            number = ""
-        else:
+    """`90`, `90s`, `30m`, `2h`, `1h30m`, `20 minutes`, `1 hour 30 min` -> seconds (ValueError when it
+    is none of these)."""
+    total, pos, rest = 0.0, 0, text.strip().lower()
+    while pos < len(rest):
+        m = _DURATION_PART.match(rest, pos)
+        if m is None or (m.group(2) and m.group(2) not in UNIT_WORDS):
             raise ValueError(text)
-    if number:
-        total += float(number)
+        total += float(m.group(1)) * DURATION_UNITS[UNIT_WORDS.get(m.group(2), "s")]
+        pos = m.end()
+        if not m.group(2) and rest[pos:].strip():  # a bare number is only the last part
+            raise ValueError(text)
+        while pos < len(rest) and rest[pos] in " ,":
+            pos += 1
     if total <= 0:
         raise ValueError(text)
     return total
 
 
-def stall_after(value: str | None, live: bool) -> float | str | None:
+def stall_after(value: str | None, live: bool, paths: tuple[str, ...] = ()) -> float | str | None:
     """--stall-after as seconds (`auto` when given without a duration); a usage error when the scan is
-    not live or the duration is not one."""
+    not live or the duration is not one. `paths`: the scan's inputs, where the unit of an unquoted
+    `--stall-after 20 minutes` lands."""
+    unit = next((p for p in paths if p.lower() in UNIT_WORDS and not os.path.exists(p)), None)
+    if value is not None and unit is not None:
+        number = value if value != "auto" else "N"
+        raise CommandError(
+            f"--stall-after {number} {unit}: the unit was read as a file to scan; write the duration as "
+            f"one word, --stall-after {number}{UNIT_WORDS[unit.lower()]}"
+        )
     if value is not None and not live:
         raise CommandError("--stall-after watches a live log: use it with --follow, --tee or stdin")
     if value is None or value == "auto":
@@ -205,7 +227,9 @@ def stall_after(value: str | None, live: bool) -> float | str | None:
     try:
         return parse_duration(value)
     except ValueError:
-        raise CommandError(f"--stall-after {value}: not a duration (such as 90s, 30m, 2h)") from None
+        raise CommandError(
+            f"--stall-after {value}: not a duration (such as 90s, 30m, 2h, 1h30m or '20 minutes')"
+        ) from None
 
 
 def plan_scan_outputs(
