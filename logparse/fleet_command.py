@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from logparse.outputs import (
     write_atomically,
 )
 from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY, EXIT_STALLED, stdout_closed
+from logparse.read.layout import fleet_command, several_jobs_in
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor
 
@@ -60,6 +62,8 @@ def fleet(options: FleetOptions, terminal: Terminal) -> int:
     catalog = load(o.catalogs)
     load_known()  # ($VERL_LOGSCAN_KNOWN_ISSUES: a bad file is exit 2 before any job)
     jobs = list(dict.fromkeys(o.paths))  # a job given twice is analysed once
+    for warning in several_jobs_warnings(jobs, o.outputs):
+        terminal.say(f"verl-logscan: warning: {terminal.clean(warning)}")
     run = iter_fleet(
         jobs,
         catalog,
@@ -162,6 +166,30 @@ def plan_fleet_outputs(
     except OutputError as exc:
         raise CommandError(str(exc)) from None
     return targets
+
+
+def several_jobs_warnings(jobs: list[str], outputs: tuple[str, ...]) -> list[str]:
+    """For each job that is a folder of several jobs (logparse.read.layout, the test `scan` warns
+    with): a sentence saying it is analysed as one job (one row), with the exact command that gives one
+    row per job: the same PATHs, that folder replaced by its jobs, and the same -o."""
+    warnings = []
+    for job in jobs:
+        if not os.path.isdir(job):
+            continue
+        try:
+            several = several_jobs_in(job, expand_inputs([job]))
+        except InputError:
+            continue  # (its row says why)
+        if several is None:
+            continue
+        if several.roots is None:
+            advice = f"to read each job on its own: {several.scan_commands()}"
+        else:
+            paths = [p for j in jobs for p in (several.roots if j == job else [j])]
+            command = fleet_command(paths) + "".join(f" -o {shlex.quote(o)}" for o in outputs)
+            advice = f"for one row per job: {command}"
+        warnings.append(f"{job} looks like {several.described}, analysed as one job (one row); {advice}")
+    return warnings
 
 
 def plan_job_reports(
