@@ -103,6 +103,11 @@ def scan(options: ScanOptions, formats: Sequence[str], terminal: Terminal) -> in
         return interrupted[0] if interrupted is not None else EXIT_ERROR
     if interrupted is not None:
         return interrupted[0]
+    return report_exit_code(report)
+
+
+def report_exit_code(report: Report) -> int:
+    """The exit code of a complete scan with this report (README, Exit codes; the Python API's too)."""
     if report.empty:
         return EXIT_NO_INPUT
     if report.stalled:
