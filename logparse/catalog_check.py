@@ -138,7 +138,9 @@ def check_catalog(catalog: Catalog, only: set[str] | None, builtin: bool) -> tup
     those whose id is in `only`, when given), and with `builtin` the fallback rules' too."""
     count, failures = check_examples(catalog, only)
     checked = len(only) if only is not None else len(catalog.entries)
-    summary = f"{checked} entries, {count} examples"
+    summary = (
+        f"{checked} {'entry' if checked == 1 else 'entries'}, {count} example{'' if count == 1 else 's'}"
+    )
     if builtin:  # the built-in fallback rules (patterns/fallback.yaml) run their examples too
         rules = fallback_rules()
         n_examples, fallback_failures = check_fallback_examples(rules)

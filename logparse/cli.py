@@ -313,8 +313,11 @@ def _unwrap_setting(value: str) -> str | int:
 @click.option(
     "-o",
     "--output",
+    "outputs",
+    multiple=True,
     type=click.Path(dir_okay=False, allow_dash=True),
-    help="Write the summary to FILE (atomically) instead of stdout; the extension picks the format.",
+    help="Write the summary to FILE (atomically) instead of stdout; the extension picks the format. "
+    "Repeatable: -o fleet.md -o fleet.html -o fleet.csv.",
 )
 @_catalog_option("Extra catalog file or folder, as for scan. Repeatable.")
 @click.option(

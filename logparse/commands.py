@@ -125,6 +125,11 @@ def without(catalog: Catalog, disabled: Sequence[str]) -> Catalog:
     return catalog.without(set(disabled))
 
 
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """`1 entry`, `3 entries`, `2 examples`."""
+    return f"{n} {one}" if n == 1 else f"{n} {many or one + 's'}"
+
+
 def redact_config(no_redact: bool, redact_hosts: bool) -> RedactConfig | None:
     if no_redact and redact_hosts:
         raise CommandError("--no-redact and --redact-hosts contradict each other; give one")
@@ -136,7 +141,9 @@ def verdict_words(report: Report) -> str:
         return f"failed: {report.root_cause.category}"
     if report.stalled:
         return "stalled"
-    return "no log lines read" if report.empty else "healthy"
+    if report.empty:
+        return "no log lines read"
+    return "healthy" if report.complete else "interrupted: no failure found in what was read (partial)"
 
 
 # -- catalog list, catalog check, explain ----------------------------------------------------------
@@ -150,7 +157,7 @@ def list_catalog(catalogs: Sequence[str], terminal: Terminal) -> int:
     for e in rows:  # (a user catalog's title may hold terminal escapes: dropped, as scan drops a log's)
         title = terminal.clean(e.title)
         terminal.echo(f"{e.id:{width}}  {e.category:{cwidth}}  {e.role.value:7}  {e.priority:4}  {title}")
-    terminal.say(f"{len(rows)} entries")
+    terminal.say(counted(len(rows), "entry", "entries"))
     return EXIT_HEALTHY
 
 
@@ -174,7 +181,8 @@ def check(path: str | None, known_issue_files: Sequence[str], terminal: Terminal
         only_known = {k.id for k in known.entries if _under(k.source, mine)} if known_issue_files else None
         n, known_failures = check_known_issues(catalog, known, only_known)
         checked = len(only_known) if only_known is not None else len(known.entries)
-        summary = "; ".join(x for x in (summary, f"known issues: {checked} entries, {n} examples") if x)
+        known_words = f"known issues: {counted(checked, 'entry', 'entries')}, {counted(n, 'example')}"
+        summary = "; ".join(x for x in (summary, known_words) if x)
         failures = [*failures, *known_failures]
         count += n
     if failures:

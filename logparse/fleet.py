@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
 from logparse.handshake import CLIENT_METHOD, GCS_METHOD, grpc_refusal
-from logparse.model import FleetSummary, JobRow, JobStatus, Report
+from logparse.model import Evidence, FleetSummary, JobRow, JobStatus, Report, Stall
 from logparse.pipeline import analyse_unredacted
 from logparse.read.sources import InputError
 from logparse.redact import Names, RedactConfig, redact_report, redactor_for
@@ -82,9 +82,17 @@ def job_row(job: str, report: Report, written: str | None = None) -> JobRow:
         return JobRow(job=job, status=JobStatus.ERROR, message=f"{job}: no log lines read")
     if report.stall is not None:  # (the likely cause's id stands where a root cause's would)
         st = report.stall
-        cause = st.cause.id if st.cause else None
+        at = stall_line(st)
         return JobRow(
-            job=job, status=JobStatus.STALLED, root_cause=cause, stage=st.stage, last_step=last_step
+            job=job,
+            status=JobStatus.STALLED,
+            root_cause=st.cause.id if st.cause else None,
+            stage=st.stage,
+            last_step=last_step,
+            error_source=from_cwd(at.source) if at else None,
+            error_line=at.line if at else None,
+            message=st.odd_one_out,
+            report=written,
         )
     if rc is None:
         return JobRow(job=job, status=JobStatus.HEALTHY, last_step=last_step, report=written)
@@ -96,11 +104,32 @@ def job_row(job: str, report: Report, written: str | None = None) -> JobRow:
         stage=rc.stage,
         last_step=last_step,
         confidence=rc.confidence,
-        error_source=rc.error_line.source if rc.error_line else None,
+        error_source=from_cwd(rc.error_line.source) if rc.error_line else None,
         error_line=rc.error_line.line if rc.error_line else None,
         message=rc.summary if rc.id == UNKNOWN_ROOT_CAUSE else None,
         report=written,
     )
+
+
+def stall_line(stall: Stall) -> Evidence | None:
+    """The line a stalled job's row points at: the odd one out's stack dump (the process the others
+    wait for), else the first stack dump, else the first line that says progress stopped."""
+    odd = next((w for w in stall.waits if w.odd), None)
+    if odd is not None:
+        return odd.first
+    if stall.waits:
+        return stall.waits[0].first
+    return stall.evidence[0] if stall.evidence else None
+
+
+def from_cwd(path: str) -> str:
+    """A log's path as the row shows it, `path:line` a terminal or editor opens from where the command
+    ran: relative to the working folder when the file is under it, else absolute."""
+    if path == "-":
+        return path
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute, os.getcwd())
+    return absolute if relative == ".." or relative.startswith(".." + os.sep) else relative
 
 
 def analyse_job(

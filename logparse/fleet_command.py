@@ -9,14 +9,24 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from logparse.commands import CommandError, Terminal, load, load_known, redact_config, write
+from logparse.commands import CommandError, Terminal, load, load_known, redact_config
 from logparse.live import collect_rows, terminal_width
 from logparse.model import FleetSummary, Report
-from logparse.outputs import Output, OutputError, plan_outputs, refuse_inputs, same_path, write_atomically
+from logparse.outputs import (
+    Output,
+    OutputError,
+    check_writable,
+    plan_outputs,
+    refuse_inputs,
+    same_path,
+    write_atomically,
+)
 from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND, EXIT_HEALTHY, EXIT_STALLED, stdout_closed
+from logparse.read.layout import fleet_command, several_jobs_in
 from logparse.read.sources import InputError, expand_inputs
 from logparse.redact import RedactConfig, Redactor
 
@@ -31,7 +41,7 @@ class FleetOptions:
 
     paths: tuple[str, ...]
     fmt: str | None
-    output: str | None
+    outputs: tuple[str, ...]
     catalogs: tuple[str, ...]
     workers: int | None
     engine: str
@@ -48,10 +58,12 @@ def fleet(options: FleetOptions, terminal: Terminal) -> int:
 
     o = options
     redact = redact_config(o.no_redact, o.redact_hosts)
-    target = plan_fleet_output(o.paths, o.fmt, o.output, o.engine, o.address)
+    targets = plan_fleet_outputs(o.paths, o.fmt, o.outputs, o.engine, o.address)
     catalog = load(o.catalogs)
     load_known()  # ($VERL_LOGSCAN_KNOWN_ISSUES: a bad file is exit 2 before any job)
     jobs = list(dict.fromkeys(o.paths))  # a job given twice is analysed once
+    for warning in several_jobs_warnings(jobs, o.outputs):
+        terminal.say(f"verl-logscan: warning: {terminal.clean(warning)}")
     run = iter_fleet(
         jobs,
         catalog,
@@ -67,7 +79,7 @@ def fleet(options: FleetOptions, terminal: Terminal) -> int:
         rows, interrupted = collect_rows(run, len(jobs), terminal.err)
     except EngineError as exc:
         raise CommandError(str(exc)) from None
-    summary = linked_from(summarise(jobs, rows, redact), None if target.to_stdout else target.path)
+    summary = summarise(jobs, rows, redact)
     for row in summary.jobs:
         if o.reports_dir and row.status is not JobStatus.ERROR and row.report is None:
             terminal.say(f"verl-logscan: could not write the report of {terminal.clean(row.job)}")
@@ -79,7 +91,8 @@ def fleet(options: FleetOptions, terminal: Terminal) -> int:
             f"verl-logscan: interrupted by {interrupted[1]}: {len(summary.jobs)} of {len(jobs)} job(s) "
             f"analysed; the summary lists those"
         )
-    _write_summary(summary, target, terminal)
+    if not _write_summaries(summary, targets, terminal):
+        return interrupted[0] if interrupted is not None else EXIT_ERROR
     if interrupted is not None:
         return interrupted[0]
     if summary.failed:
@@ -89,24 +102,40 @@ def fleet(options: FleetOptions, terminal: Terminal) -> int:
     return EXIT_STALLED if summary.stalled else EXIT_HEALTHY
 
 
-def _write_summary(summary: FleetSummary, target: Output, terminal: Terminal) -> None:
-    width = terminal_width(terminal.out) if target.to_stdout else None
-    text = terminal.render_fleet(summary, target.fmt, width=width - 1 if width is not None else None)
-    if target.to_stdout:
-        terminal.report(text)
-        return
-    write(target.path, text)
-    terminal.say(
-        f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed, {summary.errors} "
-        f"unreadable; summary written to {target.path}"
-    )
+def _write_summaries(summary: FleetSummary, targets: list[Output], terminal: Terminal) -> bool:
+    """The summary in every planned output (each file's report links relative to its own folder);
+    False when a file could not be written (the others are still written, and said)."""
+    written, failed = [], False
+    for target in targets:
+        linked = linked_from(summary, None if target.to_stdout else target.path)
+        if target.to_stdout:
+            width = terminal_width(terminal.out)
+            terminal.report(terminal.render_fleet(linked, target.fmt, width=width - 1 if width else None))
+            continue
+        try:
+            write_atomically(target.path, terminal.render_fleet(linked, target.fmt))
+        except OSError as exc:
+            terminal.say(
+                f"verl-logscan: error: cannot write {terminal.clean(target.path)}: {exc.strerror or exc}"
+            )
+            failed = True
+            continue
+        written.append(target.path)
+    if written:
+        stalled = f", {summary.stalled} stalled" if summary.stalled else ""
+        terminal.say(
+            f"verl-logscan: {len(summary.jobs)} job(s), {summary.failed} failed{stalled}, {summary.errors} "
+            f"unreadable; summary written to {terminal.clean(', '.join(written))}"
+        )
+    return not failed
 
 
-def plan_fleet_output(
-    paths: tuple[str, ...], fmt: str | None, output: str | None, engine: str, address: str | None
-) -> Output:
-    """Where the fleet summary goes and in which format (-o FILE's extension unless --format); the
-    usage errors said before any job runs."""
+def plan_fleet_outputs(
+    paths: tuple[str, ...], fmt: str | None, outputs: tuple[str, ...], engine: str, address: str | None
+) -> list[Output]:
+    """Where the fleet summary goes and in which formats (each -o FILE's extension unless --format);
+    the usage errors said, and every file checked (logparse.outputs.check_writable), before any job
+    runs."""
     from logparse.fleet import EngineError, import_ray
 
     if "-" in paths:
@@ -114,27 +143,53 @@ def plan_fleet_output(
     if address is not None and engine != "ray":
         raise CommandError("--address is for --engine ray")
     try:
-        target = plan_outputs((output,) if output else (), fmt, FLEET_FORMATS)[0]
+        targets = plan_outputs(outputs, fmt, FLEET_FORMATS)
     except OutputError as exc:
         raise CommandError(str(exc)) from None
-    if target.to_stdout and stdout_closed():
+    if any(t.to_stdout for t in targets) and stdout_closed():
         raise CommandError("standard output is closed; write the summary with -o FILE")
     if engine == "ray":
         try:
             import_ray()
         except EngineError as exc:
             raise CommandError(str(exc)) from None
-    if not target.to_stdout:
-        for p in paths:
+    files = [t.path for t in targets if not t.to_stdout]
+    try:
+        for p in paths if files else ():
             try:
-                files = expand_inputs([p])
+                inputs = expand_inputs([p])
             except InputError:
                 continue  # reported as an `error` row
-            try:
-                refuse_inputs([("--output", target.path)], files)
-            except OutputError as exc:
-                raise CommandError(str(exc)) from None
-    return target
+            refuse_inputs([("--output", f) for f in files], inputs)
+        for f in files:
+            check_writable("-o", f)
+    except OutputError as exc:
+        raise CommandError(str(exc)) from None
+    return targets
+
+
+def several_jobs_warnings(jobs: list[str], outputs: tuple[str, ...]) -> list[str]:
+    """For each job that is a folder of several jobs (logparse.read.layout, the test `scan` warns
+    with): a sentence saying it is analysed as one job (one row), with the exact command that gives one
+    row per job: the same PATHs, that folder replaced by its jobs, and the same -o."""
+    warnings = []
+    for job in jobs:
+        if not os.path.isdir(job):
+            continue
+        try:
+            several = several_jobs_in(job, expand_inputs([job]))
+        except InputError:
+            continue  # (its row says why)
+        if several is None:
+            continue
+        if several.roots is None:
+            advice = f"to read each job on its own: {several.scan_commands()}"
+        else:
+            paths = [p for j in jobs for p in (several.roots if j == job else [j])]
+            command = fleet_command(paths) + "".join(f" -o {shlex.quote(o)}" for o in outputs)
+            advice = f"for one row per job: {command}"
+        warnings.append(f"{job} looks like {several.described}, analysed as one job (one row); {advice}")
+    return warnings
 
 
 def plan_job_reports(

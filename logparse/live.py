@@ -106,6 +106,7 @@ class LiveView:
         escape: Callable[[str], str],
         out: TextIO,
         err: TextIO,
+        stdin: TextIO | None = None,
     ):
         self.files = files
         self.follow = follow
@@ -120,7 +121,9 @@ class LiveView:
         self.status: StatusLine | None = None
         self.analysis: Analysis | None = None
         self.watch: StallWatch | None = None
-        if isatty(err):
+        # (no status line over a log typed or pasted into the terminal: its echo shares the line)
+        typed = files == ["-"] and stdin is not None and isatty(stdin)
+        if isatty(err) and not typed:
             from logparse.console import StatusLine
 
             self.status = StatusLine(err, total_bytes(files), follow, color=use_color(color, err))

@@ -488,10 +488,11 @@ class JobRow:
     stage: str | None = None  # where the failure happened (null when the log does not show it)
     last_step: int | None = None
     confidence: float | None = None
-    error_source: str | None = None  # where the root cause's error line is
+    error_source: str | None = None  # where the root cause's error line is (a stall: the odd one's dump)
     error_line: int | None = None
     # status `error`: what could not be read and why; an `unknown` failure: its error (the category
-    # says nothing there, so the row carries the exception itself)
+    # says nothing there, so the row carries the exception itself); `stalled`: the odd one out (who
+    # waits for whom)
     message: str | None = None
     report: str | None = None  # where the job's own report was written (`fleet --reports DIR`)
 

@@ -1,10 +1,14 @@
 """Where a command's reports go and in which format, and how they are written.
 
-Every command that writes a report (`scan`, `fleet`) plans its outputs here: each `-o FILE` takes its
-format from its extension unless `--format` is given (`.md`/`.markdown`, `.html`/`.htm`, `.json`,
-`.csv` where the command has it; any other name gets the text summary), `-o -` is standard output,
-and a file is never one of the inputs. The library never prints or exits: a problem is an OutputError
-with the sentence to show, or (writing) an OSError whose `strerror` says why.
+Every command that writes a report (`scan`, `fleet`, `diff`) plans its outputs here: each `-o FILE`
+takes its format from its extension unless `--format` is given (`.md`/`.markdown`, `.html`/`.htm`,
+`.json`, `.csv` where the command has it; `.txt`, `.text`, `.log`, `.out` or no extension: the text
+summary; any other extension, `r.pdf`, is refused with the known ones listed), `-o -` is standard
+output, and a file is never one of the inputs. Every output is checked before the scan starts
+(`check_writable`: its folder created when missing, as `fleet --reports` creates its folder; refused
+at once when it cannot be written), so that a typo in `-o` is not found hours later, after a `--follow`.
+The library never prints or exits: a problem is an OutputError with the sentence to show, or (writing)
+an OSError whose `strerror` says why.
 
 What a path names decides how it is written (a report, `--metrics-csv`, `fleet -o`):
 
@@ -45,6 +49,8 @@ FORMAT_OF_SUFFIX = {
     ".json": "json",
     ".csv": "csv",
 }
+# the extensions of a text summary (and a name without one: /dev/null, a FIFO, `report`)
+TEXT_SUFFIXES = ("", ".txt", ".text", ".log", ".out")
 
 
 class OutputError(Exception):
@@ -73,12 +79,18 @@ def format_of(path: str, formats: Sequence[str]) -> str | None:
 
 def plan_outputs(outputs: Sequence[str], fmt: str | None, formats: Sequence[str]) -> list[Output]:
     """Where each report goes and in which format: --format when given, else each -o FILE's extension
-    (one of `formats`; anything else is the text summary). Raises OutputError."""
+    (one of `formats`, or a text name: TEXT_SUFFIXES). Raises OutputError."""
     if not outputs:
         return [Output("-", fmt or "text")]
     planned: list[Output] = []
     for path in outputs:
         named = format_of(path, formats)
+        suffix = Path(path).suffix
+        if fmt is None and named is None and path != "-" and suffix.lower() not in TEXT_SUFFIXES:
+            raise OutputError(
+                f"-o {path}: {suffix} is not a report format; name the file {known_suffixes(formats)}, "
+                f"or give --format"
+            )
         if fmt is not None and named is not None and named != fmt:
             raise OutputError(
                 f"--format {fmt} contradicts -o {path} (a .{Path(path).suffix[1:]} name: "
@@ -96,6 +108,39 @@ def plan_outputs(outputs: Sequence[str], fmt: str | None, formats: Sequence[str]
             raise OutputError(f"-o {o.path} is given more than once")
         seen[key] = o.path
     return planned
+
+
+def known_suffixes(formats: Sequence[str]) -> str:
+    """`.md, .html, .json or .txt (text)`: the extensions a command's -o takes, for a usage error."""
+    named = [s for s, f in FORMAT_OF_SUFFIX.items() if f in formats and s not in (".markdown", ".htm")]
+    return ", ".join(named) + " or .txt (text)"
+
+
+def check_writable(option: str, path: str) -> None:
+    """Raise OutputError now, before any scan, when `path` (given as `option`) cannot be written: a
+    folder, a socket, a file in a folder that cannot be written. A missing folder is created (as `fleet
+    --reports DIR` creates DIR); a file that exists is left as it is until the report replaces it."""
+    if path == "-":
+        return
+    try:
+        target = resolve(path)
+        if target.fd is not None:
+            return
+        if not target.replace:  # a device or FIFO: opened when written (a FIFO waits for its reader)
+            if not os.access(target.path, os.W_OK):
+                raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+            return
+        folder = os.path.dirname(target.path) or "."
+        os.makedirs(folder, exist_ok=True)
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+        if len(os.fsencode(os.path.basename(target.path))) > name_max:
+            raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+        fd, probe = tempfile.mkstemp(prefix=".verl-logscan-", suffix=".probe", dir=folder)
+        os.close(fd)
+        _unlink(probe)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise OutputError(f"cannot write {path}: {why} ({option})") from None
 
 
 def refuse_inputs(targets: Iterable[tuple[str, str | None]], inputs: Sequence[str]) -> None:

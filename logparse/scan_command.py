@@ -11,21 +11,25 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import regex
+
 from logparse.commands import CommandError, Terminal, load, load_known, redact_config, verdict_words, without
-from logparse.commands import write as write_file
 from logparse.explain import explain_hint
 from logparse.live import LiveView, terminal_width, use_color
 from logparse.model import Report
 from logparse.outputs import (
     Output,
     OutputError,
+    check_writable,
     plan_outputs,
     refuse_inputs,
     same_path,
+    write_atomically,
     write_file_atomically,
 )
 from logparse.pipeline import Analysis, ScanConfig, start_analysis
 from logparse.process import (
+    EXIT_ERROR,
     EXIT_FAILURE_FOUND,
     EXIT_HEALTHY,
     EXIT_NO_INPUT,
@@ -68,15 +72,18 @@ def scan(options: ScanOptions, formats: Sequence[str], terminal: Terminal) -> in
     started = time.monotonic()
     redact = redact_config(o.no_redact, o.redact_hosts)
     planned = plan_scan_outputs(o.outputs, o.fmt, formats, o.tee, o.follow, o.paths, o.metrics_csv)
-    stall_s = stall_after(o.stall_after, o.follow or o.tee or list(o.paths) in ([], ["-"]))
+    stall_s = stall_after(o.stall_after, o.follow or o.tee or list(o.paths) in ([], ["-"]), o.paths)
     catalog = without(load(o.catalogs), o.disabled)
     known = load_known(o.known_issue_files)
     files, folder_notes = _inputs(o.paths, planned, o.metrics_csv, terminal)
+    check_outputs(planned, o.metrics_csv)  # (a typo in -o is said now, not after an hour of --follow)
     config = ScanConfig(all_metrics=bool(o.metrics_csv), unwrap=o.unwrap)
     if o.workers is not None:
         config = dataclasses.replace(config, workers=o.workers)
     analysis = start_analysis(catalog, config, redact is not None and redact.hosts, known)
-    live = LiveView(files, o.follow, o.tee, o.color, terminal.clean, terminal.out, terminal.err)
+    live = LiveView(
+        files, o.follow, o.tee, o.color, terminal.clean, terminal.out, terminal.err, terminal.stdin
+    )
     live.wire(analysis, redact, stall_s if o.stall_after is not None else ("auto" if o.follow else None))
     try:
         interrupted = live.feed(files)
@@ -90,11 +97,17 @@ def scan(options: ScanOptions, formats: Sequence[str], terminal: Terminal) -> in
         trailing.append(note)
         terminal.say(f"verl-logscan: {note}")
     report = analysis.report(redact, folder_notes, trailing, complete=interrupted is None)
-    write_reports(report, planned, o.color, catalog, o.catalogs, terminal, started)
-    if o.metrics_csv:  # after the report: a CSV that cannot be written loses nothing else
-        _write_metrics(analysis, o.metrics_csv, redact, terminal)
+    metrics = _metrics_writer(analysis, o.metrics_csv, redact, terminal) if o.metrics_csv else None
+    failures = write_reports(report, planned, o.color, catalog, o.catalogs, terminal, started, metrics)
+    if failures:  # the analysis was shown; only where it could not go is the error
+        return interrupted[0] if interrupted is not None else EXIT_ERROR
     if interrupted is not None:
         return interrupted[0]
+    return report_exit_code(report)
+
+
+def report_exit_code(report: Report) -> int:
+    """The exit code of a complete scan with this report (README, Exit codes; the Python API's too)."""
     if report.empty:
         return EXIT_NO_INPUT
     if report.stalled:
@@ -127,14 +140,28 @@ def _inputs(
     return files, folder_notes
 
 
-def _write_metrics(analysis: Analysis, path: str, redact: RedactConfig | None, terminal: Terminal) -> None:
+def _metrics_writer(
+    analysis: Analysis, path: str, redact: RedactConfig | None, terminal: Terminal
+) -> tuple[str, Callable[[], None]]:
+    """`--metrics-csv PATH`: the path and the function that writes it (atomically; raises OSError)."""
+    # a metric key that starts like a formula must not run in a spreadsheet
+    names = analysis.names.names if analysis.names is not None else None
+    transform = csv_transform(redact, names, terminal.csv_safe_frame)
+    return path, lambda: write_file_atomically(
+        path, lambda tmp: analysis.metrics.to_csv(tmp, transform=transform)
+    )
+
+
+def check_outputs(planned: list[Output], metrics_csv: str | None) -> None:
+    """Every file a scan will write, checked before the scan (logparse.outputs.check_writable): a
+    missing folder is created, a path that cannot be written is a usage error now."""
     try:
-        # a metric key that starts like a formula must not run in a spreadsheet
-        names = analysis.names.names if analysis.names is not None else None
-        transform = csv_transform(redact, names, terminal.csv_safe_frame)
-        write_file_atomically(path, lambda tmp: analysis.metrics.to_csv(tmp, transform=transform))
-    except OSError as exc:
-        raise CommandError(f"cannot write {path}: {exc.strerror or exc} (the report was written)") from None
+        for o in planned:
+            check_writable("-o", o.path)
+        if metrics_csv:
+            check_writable("--metrics-csv", metrics_csv)
+    except OutputError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def csv_transform(redact: RedactConfig | None, names: Names | None, csv_safe: Callable) -> Callable:
@@ -159,27 +186,45 @@ def csv_transform(redact: RedactConfig | None, names: Names | None, csv_safe: Ca
     return transform
 
 
+UNIT_WORDS = {  # the words a duration's unit may be written as (`20 minutes`, `90sec`, `2 h`)
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
+    **dict.fromkeys(("d", "day", "days"), "d"),
+}
+_DURATION_PART = regex.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
+
+
 def parse_duration(text: str) -> float:
-    """`90`, `90s`, `30m`, `2h`, `1h30m` -> seconds (ValueError when it is none of these)."""
-    total, number = 0.0, ""
-    for ch in text.strip().lower():
-        if ch.isdigit() or ch == ".":
-            number += ch
-        elif ch in DURATION_UNITS and number:
-            total += float(number) * DURATION_UNITS[ch]
-            number = ""
-        else:
+    """`90`, `90s`, `30m`, `2h`, `1h30m`, `20 minutes`, `1 hour 30 min` -> seconds (ValueError when it
+    is none of these)."""
+    total, pos, rest = 0.0, 0, text.strip().lower()
+    while pos < len(rest):
+        m = _DURATION_PART.match(rest, pos)
+        if m is None or (m.group(2) and m.group(2) not in UNIT_WORDS):
             raise ValueError(text)
-    if number:
-        total += float(number)
+        total += float(m.group(1)) * DURATION_UNITS[UNIT_WORDS.get(m.group(2), "s")]
+        pos = m.end()
+        if not m.group(2) and rest[pos:].strip():  # a bare number is only the last part
+            raise ValueError(text)
+        while pos < len(rest) and rest[pos] in " ,":
+            pos += 1
     if total <= 0:
         raise ValueError(text)
     return total
 
 
-def stall_after(value: str | None, live: bool) -> float | str | None:
+def stall_after(value: str | None, live: bool, paths: tuple[str, ...] = ()) -> float | str | None:
     """--stall-after as seconds (`auto` when given without a duration); a usage error when the scan is
-    not live or the duration is not one."""
+    not live or the duration is not one. `paths`: the scan's inputs, where the unit of an unquoted
+    `--stall-after 20 minutes` lands."""
+    unit = next((p for p in paths if p.lower() in UNIT_WORDS and not os.path.exists(p)), None)
+    if value is not None and unit is not None:
+        number = value if value != "auto" else "N"
+        raise CommandError(
+            f"--stall-after {number} {unit}: the unit was read as a file to scan; write the duration as "
+            f"one word, --stall-after {number}{UNIT_WORDS[unit.lower()]}"
+        )
     if value is not None and not live:
         raise CommandError("--stall-after watches a live log: use it with --follow, --tee or stdin")
     if value is None or value == "auto":
@@ -187,7 +232,9 @@ def stall_after(value: str | None, live: bool) -> float | str | None:
     try:
         return parse_duration(value)
     except ValueError:
-        raise CommandError(f"--stall-after {value}: not a duration (such as 90s, 30m, 2h)") from None
+        raise CommandError(
+            f"--stall-after {value}: not a duration (such as 90s, 30m, 2h, 1h30m or '20 minutes')"
+        ) from None
 
 
 def plan_scan_outputs(
@@ -234,41 +281,103 @@ def write_reports(
     catalogs: tuple[str, ...],
     terminal: Terminal,
     started: float | None = None,
-) -> None:
-    """Every planned output, each rendered once; the terminal gets the summary when no report went to it.
-    (The text summary is terminal-safe as rendered: log text carries no escape sequence into it.) A
-    summary on a terminal wraps to its width and ends with the seconds since `started`."""
+    metrics: tuple[str, Callable[[], None]] | None = None,
+) -> list[str]:
+    """Every planned output, each rendered once, and `metrics` (--metrics-csv: its path and writer);
+    the terminal gets the summary when no report went to it, or when a file could not be written (a
+    finished analysis is never lost to a write error). Returns why each file that could not be
+    written could not (`cannot write r.md: No space left on device`). (The text summary is
+    terminal-safe as rendered: log text carries no escape sequence into it.) A summary on a terminal
+    wraps to its width and ends with the seconds since `started`."""
     hint = explain_hint(report, catalog, catalogs)
-
-    def on_screen(stream) -> dict:
-        width = terminal_width(stream)
-        if width is None:
-            return {}
-        return {"width": width, "elapsed": time.monotonic() - started if started is not None else None}
-
     to_stdout = next((o for o in planned if o.to_stdout), None)
-    files = [o for o in planned if not o.to_stdout]
-    for o in files:
-        write_file(o.path, terminal.render(report, o.fmt, color=False, explain=hint))
-    written = ", ".join(o.path for o in files)
+    written: list[str] = []
+    failures: list[str] = []
+    for o in planned:
+        if not o.to_stdout:
+            _try_write(
+                o.path,
+                lambda o=o: write_atomically(o.path, terminal.render(report, o.fmt, explain=hint)),
+                written,
+                failures,
+            )
+    metrics_written = None
+    if metrics is not None and _try_write(metrics[0], metrics[1], [], failures):
+        metrics_written = metrics[0]
+    where = _written_words(written, metrics_written)
+    full = (
+        ", ".join(written) + (f"; metrics to {metrics_written}" if metrics_written else "")
+        if written
+        else None
+    )
     if to_stdout is not None:
-        painted = to_stdout.fmt == "text" and use_color(color, terminal.out)
-        screen = on_screen(terminal.out) if to_stdout.fmt == "text" else {}
-        terminal.report(terminal.render(report, to_stdout.fmt, color=painted, explain=hint, **screen))
-        if files:
-            terminal.say(f"verl-logscan: {verdict_words(report)}; also written to {terminal.clean(written)}")
+        _report_to_stdout(report, to_stdout.fmt, color, hint, terminal, started)
+        if where:
+            also = _written_words(written, metrics_written, "also written to")
+            terminal.say(f"verl-logscan: {verdict_words(report)}; {terminal.clean(also)}")
         elif report.empty and to_stdout.fmt != "text":  # the text summary says it; JSON on a pipe does not
             terminal.say("verl-logscan: no log lines read")
-    elif files and all(o.fmt == "text" for o in files):
-        terminal.say(f"verl-logscan: {verdict_words(report)}; report written to {terminal.clean(written)}")
+    elif written and all(o.fmt == "text" for o in planned) and not failures:
+        terminal.say(f"verl-logscan: {verdict_words(report)}; {terminal.clean(where)}")
     else:  # the files (if any: --tee alone) hold the full report; stderr gets the summary and where
-        err_color = use_color(color, terminal.err)
-        summary = terminal.render(
-            report,
-            "text",
-            color=err_color,
-            report_path=written or None,
-            explain=hint,
-            **on_screen(terminal.err),
-        )
-        terminal.say(summary, nl=False, color=err_color)
+        _summary_to_stderr(report, color, hint, terminal, started, full)
+        if metrics_written and not written:
+            terminal.say(f"verl-logscan: {terminal.clean(where)}")
+    shown = (
+        " (the report was written)"
+        if written or to_stdout is not None
+        else " (the summary above is the analysis)"
+    )
+    for failure in failures:
+        terminal.say(f"verl-logscan: error: {terminal.clean(failure)}{shown}")
+    return failures
+
+
+def _try_write(path: str, write: Callable[[], None], written: list[str], failures: list[str]) -> bool:
+    """Write one file; its path joins `written`, or why it failed joins `failures`."""
+    try:
+        write()
+    except OSError as exc:
+        failures.append(f"cannot write {path}: {exc.strerror or exc}")
+        return False
+    written.append(path)
+    return True
+
+
+def _written_words(reports: list[str], metrics: str | None, lead: str = "report written to") -> str:
+    """`report written to r.md, r.json; metrics to m.csv`: where a scan's files went."""
+    parts = [f"{lead} {', '.join(reports)}"] if reports else []
+    if metrics is not None:
+        parts.append(f"metrics written to {metrics}" if not reports else f"metrics to {metrics}")
+    return "; ".join(parts)
+
+
+def _on_screen(stream, started: float | None) -> dict:
+    """A summary's width and elapsed time on a terminal (nothing for a file or a pipe)."""
+    width = terminal_width(stream)
+    if width is None:
+        return {}
+    return {"width": width, "elapsed": time.monotonic() - started if started is not None else None}
+
+
+def _report_to_stdout(
+    report: Report, fmt: str, color: bool | None, hint: str | None, terminal: Terminal, started: float | None
+) -> None:
+    painted = fmt == "text" and use_color(color, terminal.out)
+    screen = _on_screen(terminal.out, started) if fmt == "text" else {}
+    terminal.report(terminal.render(report, fmt, color=painted, explain=hint, **screen))
+
+
+def _summary_to_stderr(
+    report: Report,
+    color: bool | None,
+    hint: str | None,
+    terminal: Terminal,
+    started: float | None,
+    where: str | None,
+) -> None:
+    err_color = use_color(color, terminal.err)
+    summary = terminal.render(
+        report, "text", color=err_color, report_path=where, explain=hint, **_on_screen(terminal.err, started)
+    )
+    terminal.say(summary, nl=False, color=err_color)

@@ -44,7 +44,7 @@ SECTIONS = {
     "styles": SectionSpec(
         ("literal", "literals"),
         {
-            "fact": FieldSpec("torch or ray", lambda v: v in ("torch", "ray")),
+            "fact": FieldSpec("torch, ray or launcher", lambda v: v in ("torch", "ray", "launcher")),
             "style": FieldSpec("the version range it implies, as a report says it", is_text),
         },
     ),

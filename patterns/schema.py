@@ -276,7 +276,25 @@ def placeholders(text: str) -> list[str]:
     return _PLACEHOLDER.findall(text)
 
 
+# `{? of {total}}`: a part of a message kept only when the line gave every group in it (innermost first)
+_OPTIONAL = regex.compile(r"\{\?((?:[^{}]|\{[A-Za-z_][A-Za-z0-9_]*\})*)\}")
+
+
 def fill_placeholders(text: str, groups: dict[str, str | None]) -> str:
+    """`text` with each `{name}` filled from `groups`; an optional part `{? ...}` is left out when the
+    line did not give one of its groups (`GPU{? {gpu}} ran out of memory`: `GPU ran out of memory`,
+    not `GPU ? ran out`); a `{name}` outside one that the line did not give is `?`."""
+
+    def keep(m: regex.Match) -> str:
+        inner = m.group(1)
+        return inner if all(groups.get(n) is not None for n in placeholders(inner)) else ""
+
+    while True:
+        resolved = _OPTIONAL.sub(keep, text)
+        if resolved == text:
+            break
+        text = resolved
+
     def sub(m: regex.Match) -> str:
         value = groups.get(m.group(1))
         return value if value is not None else "?"

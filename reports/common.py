@@ -94,11 +94,14 @@ def env_value(value: object) -> str:
 
 def anomaly_text(report: Report) -> str:
     """The metric anomalies in one line, as the summary and the HTML banner show them: how many, and
-    the first (`2: step 9 grad-norm-spike (actor/grad_norm: ...)`); '' when there are none."""
+    the first (`2: grad-norm-spike: actor/grad_norm jumped to 40 at step 9, ...`); '' when there are
+    none."""
     anomalies = report.metrics.anomalies if report.metrics else ()
     if not anomalies:
         return ""
     a = anomalies[0]
+    if a.detail.startswith(a.key):  # a sentence that names the key and the step: each said once
+        return f"{len(anomalies)}: {a.kind}: {a.detail.rstrip('.')}"
     return f"{len(anomalies)}: step {a.step} {a.kind} ({a.key}: {a.detail})"
 
 
@@ -107,6 +110,21 @@ VERDICT_WORDS = {
     "may-match": "may match",
     "fixed-in-your-version": "fixed in your version",
 }
+
+
+def lines_read(report: Report) -> int:
+    return sum(i.lines for i in report.inputs)
+
+
+def plural(n: int, word: str) -> str:
+    """`1 line`, `38 lines`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def partial_words(report: Report) -> str:
+    """`INTERRUPTED after 38 lines (partial)` for a scan that was interrupted (as pytest's last line
+    says `Interrupted`), '' for a complete one."""
+    return "" if report.complete else f"INTERRUPTED after {plural(lines_read(report), 'line')} (partial)"
 
 
 def verdict_words(verdict: str) -> str:
@@ -332,6 +350,7 @@ def jinja_env(autoescape: bool) -> jinja2.Environment:
         finding_kind=finding_kind,
         finding_steps=finding_steps,
         verdict_words=verdict_words,
+        partial_words=partial_words,
         safe_url=safe_url,
         env_summary=env_summary,
     )

@@ -60,19 +60,11 @@ def _row_dict(row: JobRow) -> dict[str, Any]:
 
 
 def _error_at(row: JobRow) -> str | None:
-    """Where the error is, relative to the job (the job column already names its folder or file):
-    `rank0.log:88`, not the full path again."""
+    """Where the error is, `path:line` as the row gives it (relative to where the command ran, else
+    absolute: logparse.fleet.from_cwd), which a terminal or an editor opens."""
     if row.error_source is None:
         return None
-    job = os.path.normpath(row.job)
-    source = os.path.normpath(row.error_source)
-    if source == job and row.error_line is not None:  # a one-file job: the line is all that is new
-        return f"line {row.error_line}"
-    base = job if os.path.isdir(row.job) else os.path.dirname(job)
-    rel = (
-        os.path.relpath(source, base) if base and source.startswith(base.rstrip(os.sep) + os.sep) else source
-    )
-    return f"{rel}:{row.error_line}" if row.error_line is not None else rel
+    return f"{row.error_source}:{row.error_line}" if row.error_line is not None else row.error_source
 
 
 def jobs_frame(summary: FleetSummary, messages: bool = True) -> pd.DataFrame:
@@ -127,9 +119,11 @@ def _text_cell(value: object) -> str:
 _NUMERIC_COLUMNS = {"last step", "confidence", "jobs", "step", "conf."}
 # Which columns go, in order, when the job table is wider than the terminal: whole columns first (a
 # column cut to a few characters says nothing), names last. Job, status and root cause always stay.
-_DROP = ("conf.", "step", "category", "stage", "error at")
-# ... then these shrink (cut on the right, ids; the job on the left, after the end of a path named it)
+_DROP = ("conf.", "step", "category", "stage")
+# ... then these shrink (cut on the right, ids; a path on the left, after the end of a path named it:
+# `error at` keeps its `file:line`)
 _SHRINK = (
+    ("error at", 16, "left"),
     ("root cause", 12, "right"),
     ("job", 14, "left"),
 )
@@ -284,6 +278,8 @@ class Group:
 
 _GROUP_COLUMNS = {
     JobStatus.FAILED: ["job", "root cause", "stage", "last step", "confidence", "error at", "message"],
+    # (a stall's likely cause stands in `root cause`; its message: who waits for whom)
+    JobStatus.STALLED: ["job", "root cause", "stage", "last step", "error at", "message"],
     JobStatus.HEALTHY: ["job", "last step"],
     JobStatus.ERROR: ["job", "message"],
 }
@@ -310,6 +306,7 @@ def groups(summary: FleetSummary) -> list[Group]:
         rows = [j for j in failed if (j.category or "unknown") == category]
         group(category, f"{category}: {_jobs(n)}", JobStatus.FAILED, rows)
     for status, key, title in (
+        (JobStatus.STALLED, "stalled", "stalled"),
         (JobStatus.HEALTHY, "healthy", "healthy"),
         (JobStatus.ERROR, "unreadable", "could not be read"),
     ):
@@ -395,9 +392,19 @@ def render_fleet_html(summary: FleetSummary) -> str:
     cards on a phone. Every string is escaped by the template."""
     from reports.common import jinja_env
 
-    status = (
-        "failed" if summary.failed else ("error" if summary.errors else "healthy")
-    )  # the worst of the jobs
+    # the worst of the jobs
+    status = next(
+        (
+            word
+            for word, n in (
+                ("failed", summary.failed),
+                ("error", summary.errors),
+                ("stalled", summary.stalled),
+            )
+            if n
+        ),
+        "healthy",
+    )
     stage_counts = counts_frame(summary.stage_counts(), "stage") if summary.category_counts() else None
     return (
         jinja_env(True)

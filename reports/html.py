@@ -23,6 +23,7 @@ from reports.common import (
     finding_steps,
     jinja_env,
     number,
+    partial_words,
     redaction_line,
     step_text,
     where,
@@ -556,6 +557,13 @@ def view(report: Report) -> HtmlView:
     verdict = (
         f"failed: {rc.category}" if rc else ("no log lines read" if report.empty else "no failure found")
     )
+    if not report.complete:  # (no failure in what was read says nothing of the job's health)
+        verdict = (
+            f"{verdict}, {partial_words(report)}"
+            if rc or report.stall
+            else f"{partial_words(report)}: {verdict} in what was read"
+        )
+        status = status if rc or report.stall else "interrupted"
     findings = tuple(_finding_row(f) for f in report.findings)
     return HtmlView(
         title=f"verl-logscan: {verdict}",

@@ -20,6 +20,8 @@ from reports.common import (
     finding_steps,
     jinja_env,
     known_issues_line,
+    partial_words,
+    plural,
     redaction_line,
     step_text,
     where,
@@ -280,7 +282,7 @@ def render_markdown(report: Report, budget: int = MD_BUDGET) -> str:
 SUMMARY_ERROR_LINES = 3  # the error: a 3-line snippet at most (the full reports have it whole)
 SUMMARY_FIELD_LINES = 3  # any other field, wrapped
 SUMMARY_ERROR_CHARS = 300  # the error's budget when nothing is wrapped (a file or a pipe)
-LABEL = 8  # the width of a field's label (`stage   `), after an indent of two
+LABEL = 9  # a field label's width (`stage    `) after an indent of two: the longest (`symptoms`) and a blank
 _PRIVATE = re.compile("[\ue000-\ue001]")  # the colour markers' brackets: never from log text
 
 
@@ -345,7 +347,7 @@ def _wrap_words(text: str, first: int, rest: int, lines: int) -> list[str]:
 def _symptoms_line(report: Report) -> str:
     parts = []
     for s in report.symptoms[:4]:
-        ranks = f"ranks {compact_ranks(s.ranks)}" if s.ranks else ""
+        ranks = f"{'rank' if len(set(s.ranks)) == 1 else 'ranks'} {compact_ranks(s.ranks)}" if s.ranks else ""
         about = ", ".join(x for x in (ranks, finding_steps(s), finding_aside(s)) if x)
         parts.append(f"{finding_label(s)} x{s.count}" + (f" ({about})" if about else ""))
     more = f", +{len(report.symptoms) - 4} more" if len(report.symptoms) > 4 else ""
@@ -432,12 +434,16 @@ def _outcome_line(
             parts.append(f"stage {p.stage_reached}")
         parts += [x for x in (step_text(r),) if x]
     else:
-        head, shown = paint("HEALTHY", "bold", "green"), "HEALTHY"
+        # (an interrupted scan found no failure in what it read: that says nothing of the job's health)
+        word = "HEALTHY" if r.complete else partial_words(r)
+        head, shown = paint(word, "bold", "green" if r.complete else "yellow"), word
         p = r.progress
         if p is not None and p.stage_reached:
             parts.append(f"stage {p.stage_reached}")
         parts += [x for x in (step_text(r), "completed" if p is not None and p.completed else "") if x]
-    if elapsed is not None:
+    if not r.complete and (rc is not None or r.stall is not None):
+        parts.append(partial_words(r))
+    if elapsed is not None and elapsed >= 0.05:  # (`0.0 s` says nothing)
         parts.append(f"{elapsed:.1f} s")
     if report_path:
         parts.append(f"full report written to {report_path}")
@@ -530,9 +536,25 @@ def _verdict_lines(r: Report, paint: Callable[..., str], stage: str, lines: int)
         ]
     if r.stall is not None:
         return _stalled_lines(r.stall, paint, stage)
-    out = [
-        _Field(f"{paint('HEALTHY', 'bold', 'green')}  ", 9, f"no failure found in {lines} line(s)", hang=2)
-    ]
+    if not r.complete:
+        word = partial_words(r)
+        out = [
+            _Field(
+                f"{paint(word, 'bold', 'yellow')}  ",
+                len(word) + 2,
+                "no failure found in what was read",
+                hang=2,
+            )
+        ]
+    else:
+        out = [
+            _Field(
+                f"{paint('HEALTHY', 'bold', 'green')}  ",
+                9,
+                f"no failure found in {plural(lines, 'line')}",
+                hang=2,
+            )
+        ]
     if stage:
         out.append(_field(paint, "progress", stage))
     return out
@@ -559,7 +581,7 @@ def _context_lines(
                 paint, "attempts", f"{len(r.attempts)} earlier attempt(s) in this log; this is the last one"
             )
         )
-    if not r.complete:
+    if not r.complete and (r.root_cause is not None or r.stall is not None):  # (else the headline says it)
         head, shown = _label(paint, "partial", "yellow")
         out.append(_Field(head, shown, "the scan was interrupted; this covers only what was read"))
     if redacted:

@@ -62,7 +62,7 @@ def test_stdin_dash_and_bare_pipe_agree(logs: Path) -> None:
     d = run_cli(["--format", "json"], input=OOM)
     assert a.exit_code == b.exit_code == c.exit_code == d.exit_code == EXIT_FAILURE_FOUND
     assert a.stdout == b.stdout == d.stdout
-    assert json.loads(a.stdout)["inputs"][0]["path"] == "-"
+    assert json.loads(a.stdout)["inputs"][0]["path"] == "<stdin>"
     assert "cuda-oom" in c.stdout
 
 

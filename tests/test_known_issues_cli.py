@@ -58,7 +58,7 @@ def test_the_environment_variable_names_the_same_file(files: tuple[Path, Path], 
     (k,) = _known(run_cli(["scan", str(log), "--format", "json"]))
     assert k["id"] == "team-reward-server-down"
     text = run_cli(["scan", str(log)]).output
-    assert "known   may match: Reward server rejects connections" in text
+    assert "known    may match: Reward server rejects connections" in text
 
 
 @pytest.mark.parametrize("how", ["option", "env"])
@@ -89,7 +89,7 @@ def test_catalog_check_runs_a_team_file(files: tuple[Path, Path]) -> None:
     ours, _ = files
     result = run_cli(["catalog", "check", "--known-issues", str(ours)])
     assert result.exit_code == 0, result.output
-    assert "known issues: 1 entries, 2 examples" in result.output
+    assert "known issues: 1 entry, 2 examples" in result.output
     ours.write_text(OURS.replace("8000 refused the connection']", "8000 timed out']"), encoding="utf-8")
     result = run_cli(["catalog", "check", "--known-issues", str(ours)])
     assert result.exit_code == EXIT_ERROR
@@ -124,4 +124,4 @@ def test_the_readme_example_passes_catalog_check(tmp_path: Path) -> None:
     ours.write_text(block.group(1), encoding="utf-8")
     result = run_cli(["catalog", "check", "--known-issues", str(ours)])
     assert result.exit_code == 0, result.output
-    assert "known issues: 1 entries, 2 examples" in result.output
+    assert "known issues: 1 entry, 2 examples" in result.output

@@ -170,7 +170,7 @@ def test_every_report_format_shows_the_stall(tmp_path: Path) -> None:
     html = run_cli(["scan", "--format", "html", str(log)]).stdout
     assert "STALLED" in html and "odd one out" in html
     text = run_cli(["scan", str(log)]).stdout
-    assert text.startswith("STALLED") and "odd one rank 3 in __getitem__" in text
+    assert text.startswith("STALLED") and "odd one  rank 3 in __getitem__" in text
 
 
 def test_the_stall_rules_refuse_a_wording_that_misses_its_own_example() -> None:

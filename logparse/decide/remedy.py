@@ -38,7 +38,8 @@ def job_kinds(environment: Environment) -> frozenset[str] | None:
     """Which job the log shows, as the fix steps' `applies_to` names them (patterns/schema.py JOB_KINDS):
     verl (its era markers or its config), with its rollout engine (verl-vllm, verl-sglang; both when
     the log does not tell) and its Megatron strategy; else a plain torchrun script when the log shows
-    torch (its version, launcher or NCCL). None when the log shows neither (every step is kept)."""
+    torch (its version or NCCL) or torchrun itself (its launcher's lines, its `[rankN]:` prefixes:
+    observe/environment.py `launcher`). None when the log shows neither (every step is kept)."""
     verl = any(k in ("verl", "verl_era") or k.startswith("config.actor_rollout_ref.") for k in environment)
     if verl:
         kinds = {"any", "verl"}
@@ -51,7 +52,7 @@ def job_kinds(environment: Environment) -> frozenset[str] | None:
         ):
             kinds.add("megatron")
         return frozenset(kinds)
-    if "torch" in environment or "nccl" in environment:
+    if "torch" in environment or "nccl" in environment or environment.get("launcher") == "torchrun":
         return frozenset({"any", "torchrun"})
     return None
 

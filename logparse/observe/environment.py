@@ -144,6 +144,8 @@ FULL_REPR_RULE = _era_rule("era-full-repr")
 # Style markers of torch / Ray (no version printed in a normal run); boundaries are approximate.
 TORCH_STYLES = tuple((w.value, w.field("style")) for w in _E.section("styles") if w.field("fact") == "torch")
 RAY_STYLES = tuple((w.value, w.field("style")) for w in _E.section("styles") if w.field("fact") == "ray")
+# (literal in a line's prefix, launcher): a torchrun job says so in its launcher's and ranks' prefixes
+LAUNCHERS = tuple((w.value, w.field("style")) for w in _E.section("styles") if w.field("fact") == "launcher")
 VLLM_V1 = _E.literals("vllm-v1-marks")
 VLLM_V0 = _E.literals("vllm-v0-marks")
 SGLANG_MARKS = _E.literals("sglang-marks")
@@ -327,6 +329,13 @@ class EnvironmentTracker:
                     self._era(rule)
             self.note_process(origin.actor, origin.node)
         message = rec.message
+        # (a Ray actor's `[rank0]:` is torch.distributed's prefix inside a Ray job, not torchrun's)
+        if (
+            "launcher" not in self.facts
+            and origin.actor is None
+            and (origin.rank, origin.level) != (None, None)
+        ):
+            self._launcher(rec.line.text, message)
         if self._dump_stream is not None and self._dump_continues(rec, message):
             return
         if message.startswith(PIP_LIST_NAMES):
@@ -440,6 +449,14 @@ class EnvironmentTracker:
             m = PYTHON_PATH_RE.search(message)
             if m:
                 self._fact("python", m.group(1))
+
+    def _launcher(self, text: str, message: str) -> None:
+        """The launcher a line's prefix names (`[rank3]:`, `torch/distributed/run.py:793]`)."""
+        prefix = text[: len(text) - len(message)] if message and text.endswith(message) else text
+        for literal, launcher in LAUNCHERS:
+            if literal in prefix:
+                self._fact("launcher", launcher)
+                return
 
     def _styles(self, rec: Record, message: str) -> None:
         for marker, value in TORCH_STYLES:
@@ -664,6 +681,8 @@ class EnvironmentTracker:
             out["torch"] = f["torch_style"]
         if "ray" not in out and "ray_style" in f:
             out["ray"] = f["ray_style"]
+        if "launcher" in f:
+            out["launcher"] = f["launcher"]
         era = self.verl_era()
         if era is not None:
             out["verl_era"] = era

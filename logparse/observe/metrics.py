@@ -317,8 +317,10 @@ class MetricsTracker:
         return pd.DataFrame(data, index=pd.Index(steps, name="step"))
 
     def to_csv(self, path: str | Path, transform=None) -> None:
-        """`transform(frame) -> frame` before writing (the CLI escapes spreadsheet formulas)."""
-        frame = self.frame()
+        """`transform(frame) -> frame` before writing (the CLI escapes spreadsheet formulas). A key
+        whose every value is a whole number (`training/global_step`, `training/epoch`) is written as
+        integers (`3`, not `3.0`); an empty cell where a step lacks it."""
+        frame = whole_numbers_as_integers(self.frame())
         (transform(frame) if transform is not None else frame).to_csv(path)
 
     # -- anomalies -------------------------------------------------------------------------------
@@ -844,3 +846,19 @@ def _array_reward(key: str, steps: list[int], at: numpy.ndarray, fv: numpy.ndarr
                 top, bottom = max(values[:i]), min(values[:i])
                 return [_reward_anomaly(key, steps[at[i]], values[i], max(values[i - w : i]), bottom, top)]
     return []
+
+
+INT64_EXACT = 2**53  # a float64 above this is not an exact integer any more: written as the float it is
+
+
+def whole_numbers_as_integers(frame: pandas.DataFrame) -> pandas.DataFrame:
+    """`frame` with each float column whose values (NaN aside) are all whole numbers, within the range a
+    float64 holds exactly, as a nullable integer column."""
+    for column in frame.columns:
+        values = frame[column]
+        if values.dtype.kind != "f":
+            continue
+        present = values.dropna()
+        if len(present) and ((present % 1 == 0) & (present.abs() <= INT64_EXACT)).all():
+            frame[column] = values.astype("Int64")
+    return frame

@@ -171,9 +171,28 @@ MAX_GROUPS_NAMED = 6  # jobs named in the several-jobs warning (the rest are cou
 _GROUP_KIND = {"torchrun": "torchrun run", "ray": "Ray session", "name": "job"}
 
 
-def several_jobs_note(folder: str, files: list[str]) -> str | None:
-    """A sentence when `folder` looks like several jobs (jobs_in_folder), with the command that gives one
-    row per job; else None."""
+@dataclass(frozen=True)
+class SeveralJobs:
+    """A folder that looks like several jobs: what they are, in words, and the path of each (`fleet`'s
+    PATHs for one row per job), or None when some job has no path of its own (its files share a folder
+    with another job's: `scan_commands` then reads each on its own)."""
+
+    described: str  # `4 jobs (torchrun run none_x3hri268 (11 files), job job_a.log, ...)`
+    roots: list[str] | None
+    groups: list[JobGroup]
+
+    def scan_commands(self) -> str:
+        """`verl-logscan scan F1 F2` for each job (the first MAX_GROUPS_NAMED), joined by `; `."""
+        shown = [
+            "verl-logscan scan " + " ".join(shlex.quote(f) for f in g.files)
+            for g in self.groups[:MAX_GROUPS_NAMED]
+        ]
+        more = len(self.groups) - MAX_GROUPS_NAMED
+        return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def several_jobs_in(folder: str, files: list[str]) -> SeveralJobs | None:
+    """What `folder` holds when it looks like several jobs (jobs_in_folder), else None."""
     groups = jobs_in_folder(folder, files)
     if not several_jobs(groups):
         return None
@@ -182,11 +201,23 @@ def several_jobs_note(folder: str, files: list[str]) -> str | None:
         for g in groups[:MAX_GROUPS_NAMED]
     )
     more = f" and {len(groups) - MAX_GROUPS_NAMED} more" if len(groups) > MAX_GROUPS_NAMED else ""
-    if all(g.root for g in groups):
-        roots = " ".join(shlex.quote(g.root) for g in groups[:MAX_GROUPS_NAMED])
-        advice = f"for one row per job: verl-logscan fleet {roots}{' ...' if more else ''}"
+    roots = [g.root for g in groups] if all(g.root for g in groups) else None
+    return SeveralJobs(f"{len(groups)} jobs ({named}{more})", roots, groups)  # type: ignore[arg-type]
+
+
+def fleet_command(paths: list[str]) -> str:
+    """The exact `verl-logscan fleet` command line for these PATHs, each quoted for a shell."""
+    return "verl-logscan fleet " + " ".join(shlex.quote(p) for p in paths)
+
+
+def several_jobs_note(folder: str, files: list[str]) -> str | None:
+    """A sentence when `folder` looks like several jobs (jobs_in_folder), with the exact command that
+    gives one row per job (or reads each job on its own); else None."""
+    several = several_jobs_in(folder, files)
+    if several is None:
+        return None
+    if several.roots is not None:
+        advice = f"for one row per job: {fleet_command(several.roots)}"
     else:
-        advice = (
-            "scan each job's files on their own, or give each job its own folder and run verl-logscan fleet"
-        )
-    return f"{folder} looks like {len(groups)} jobs ({named}{more}), read here as one merged job; {advice}"
+        advice = f"to read each job on its own: {several.scan_commands()}"
+    return f"{folder} looks like {several.described}, read here as one merged job; {advice}"

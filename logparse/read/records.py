@@ -50,6 +50,7 @@ from logparse.read.progress_lines import (
 from logparse.read.progress_syntax import ProgressSyntax
 from logparse.read.sources import (
     MAX_LINE_BYTES,
+    STDIN_NAME,
     InputError,
     InputStats,
     Line,
@@ -126,6 +127,9 @@ def _line_end(block: Block, start: int) -> int:
     return block.size if end < 0 else end
 
 
+MAX_NAMED_INPUTS = 5  # inputs a shared note names (the others counted)
+
+
 class RecordReader:
     """Reads a job's inputs into records (see the module docstring)."""
 
@@ -193,7 +197,7 @@ class RecordReader:
         """The records of one input worth a look: candidate lines (a keyword of the catalog, the stage
         markers, the trackers or the traceback structure) and, while a traceback, a multi-line message
         or a config dump of this input is open, every line. Layout attribution is the default origin."""
-        stats = InputStats("-" if path == "-" else path)
+        stats = InputStats(STDIN_NAME if path == "-" else path)
         self.inputs.append(stats)
         fo = file_origin(path) if path != "-" else None
         default = None
@@ -485,8 +489,24 @@ class RecordReader:
         return {**self.attribution, **self._defaults}
 
     def input_notes(self) -> list[str]:
-        """What reading the inputs left to say: inputs skipped, and each input's notes."""
-        return self.skipped + [n for s in self.inputs for n in s.notes]
+        """What reading the inputs left to say: inputs skipped, and the inputs' notes; one that several
+        inputs share (`read as a torchrun error file`) said once, naming them (MAX_NAMED_INPUTS)."""
+        shared: dict[str, list[str]] = {}  # what is said -> the inputs it is said of (None: a note alone)
+        for s in self.inputs:
+            for note in s.notes:
+                head = f"{s.path}: "
+                what = note[len(head) :] if note.startswith(head) else None
+                shared.setdefault(what if what is not None else note, []).append(s.path if what else "")
+        notes = []
+        for what, paths in shared.items():
+            named = [p for p in paths if p]
+            if len(named) < 2:
+                notes += [f"{p}: {what}" if p else what for p in paths]
+                continue
+            shown = ", ".join(named[:MAX_NAMED_INPUTS])
+            more = f" and {len(named) - MAX_NAMED_INPUTS} more" if len(named) > MAX_NAMED_INPUTS else ""
+            notes.append(f"{len(named)} inputs: {what}: {shown}{more}")
+        return self.skipped + notes
 
     def unwoven_notes(self) -> list[str]:
         """A note on the exception lines read apart from several processes' writes, if any."""

@@ -107,6 +107,9 @@ class Line:
         return f"Line({self.source}:{self.number} {self.text[:60]!r})"
 
 
+STDIN_NAME = "<stdin>"  # how a report names standard input (`<stdin>:88`, as Python's tracebacks do)
+
+
 @dataclass
 class InputStats:
     """What was read of one input: its lines and bytes, notes, how its blocks were shared."""
@@ -984,7 +987,7 @@ def open_input(path: str) -> BinaryIO:
 def read_input(path: str, stats: InputStats) -> Iterator[Line]:
     """All lines of one input. A damaged .gz yields what could be read and a note."""
     fh = open_input(path)
-    display = "-" if path == "-" else path
+    display = STDIN_NAME if path == "-" else path
     try:
         try:
             yield from iter_lines(fh, display, stats, compression_of(path))

@@ -106,7 +106,7 @@ def test_healthy_banner_shows_the_metric_anomalies_the_summary_shows(
     page = tmp_path / "spike.html"
     summary = run_cli(["scan", str(log), "-o", str(page)]).stderr
     assert summary.startswith("HEALTHY")
-    (metrics,) = [line.split("metrics", 1)[1].strip() for line in summary.splitlines() if "metrics " in line]
+    (metrics,) = [line.split("metrics", 1)[1].strip() for line in summary.splitlines() if "metrics  " in line]
     facts = at_width(browser, page, width, f"phone-healthy-anomaly-{width}.png")
     assert_fits(facts)
     assert facts["anomalies"] == metrics and "grad-norm-spike" in metrics

@@ -75,4 +75,4 @@ def test_html_escapes_the_section(args: list[str], tmp_path: Path) -> None:
 
 def test_the_terminal_summary_has_no_escape_sequences(args: list[str]) -> None:
     text = run_cli(["scan", *args]).output
-    assert "known   may match:" in text and "\x1b" not in text
+    assert "known    may match:" in text and "\x1b" not in text

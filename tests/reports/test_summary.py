@@ -52,10 +52,10 @@ def test_summary_of_a_huge_report_stays_within_25_lines() -> None:
     assert "+9996 more" in text and "more note(s) in the full report" in text
     # what a reader needs first is all there
     assert lines[0].startswith("FAILED  numerical-instability")
-    assert any(line.strip().startswith("at      job.log:120") for line in lines)
+    assert any(line.strip().startswith("at       job.log:120") for line in lines)
     assert any("actor-update, step 6 of 10 (failure after step 5)" in line for line in lines)
-    assert any(line.strip().startswith("fix     Lower `actor_rollout_ref.actor.optim.lr`") for line in lines)
-    assert any(line.strip().startswith("metrics ") and "nan-inf" in line for line in lines)
+    assert any(line.strip().startswith("fix      Lower `actor_rollout_ref.actor.optim.lr`") for line in lines)
+    assert any(line.strip().startswith("metrics  ") and "nan-inf" in line for line in lines)
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_healthy_summary_shows_progress() -> None:
         handmade_report(), status=ReportStatus.HEALTHY, root_cause=None, symptoms=(), findings=()
     )
     text = render(report, "text")
-    assert text.startswith("HEALTHY  no failure found in 200 line(s)")
+    assert text.startswith("HEALTHY  no failure found in 200 lines")
     assert "progress training, step 6 of 10" in text
 
 
@@ -109,7 +109,7 @@ def test_the_failing_step_agrees_with_the_error_line() -> None:
     assert report["root_cause"]["step"] == 5
     assert (report["progress"]["last_step"], report["progress"]["failure_step"]) == (4, 4)
     text = run_cli(["scan", sample]).stdout
-    assert "stage   training, in step 5 (after step 4)" in text
+    assert "stage    training, in step 5 (after step 4)" in text
     assert "| Step | in step 5 (after step 4) |" in run_cli(["scan", sample, "--format", "md"]).stdout
 
 
