@@ -439,7 +439,9 @@ def test_stdin_closed_after_a_partial_line(tmp_path: Path) -> None:
     assert run.rc == 1
     run.check_clean()
     report = run.json()
-    assert root_id(report) == "cuda-oom" and report["inputs"] == [{"path": "<stdin>", "lines": 2, "bytes": 132}]
+    assert root_id(report) == "cuda-oom" and report["inputs"] == [
+        {"path": "<stdin>", "lines": 2, "bytes": 132}
+    ]
 
 
 def test_stdin_that_is_closed_altogether(tmp_path: Path) -> None:
