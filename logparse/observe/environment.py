@@ -81,6 +81,21 @@ def _era_rule(wording_id: str) -> EraRule:
 CONFIG_LEAVES = frozenset(_E.literals("tracked-keys"))
 AMBIGUOUS_PARENTS = _E.table("ambiguous-parents")
 
+
+def _config_places(wording_id: str) -> tuple[tuple[str, str | None], ...]:
+    """A config fact's places, in order: (leaf, parent) pairs from `parent.leaf` or `leaf`."""
+    out = []
+    for text in _E.literals(wording_id):
+        parent, _, leaf = text.rpartition(".")
+        out.append((leaf, parent or None))
+    return tuple(out)
+
+
+MODEL_PATH_PLACES = _config_places("config-model-path")
+ROLLOUT_ENGINE_PLACES = _config_places("config-rollout-engine")
+NNODES_PLACES = _config_places("config-nnodes")
+GPUS_PER_NODE_PLACES = _config_places("config-gpus-per-node")
+
 PIP_PACKAGES = _E.table("pip-packages")
 NCCL_PIP_PACKAGE = _E.literal("nccl-pip-package")
 PIP_RE = _regex("pip-line")
@@ -648,6 +663,14 @@ class EnvironmentTracker:
     def config_values(self) -> dict[str, ConfigValue]:
         return {k: v for k, (_, v) in sorted(self.config.items())}
 
+    def _config_first(self, places: tuple[tuple[str, str | None], ...]) -> ConfigValue:
+        """The first of `places` (patterns/environment.yaml's config-* lists) the log gave a value."""
+        for leaf, under in places:
+            value = self._config_leaf(leaf, under)
+            if value:
+                return value
+        return None
+
     def _config_leaf(self, leaf: str, under: str | None = None) -> ConfigValue:
         for key, (_, value) in sorted(self.config.items()):
             parts = key.split(".")
@@ -696,10 +719,10 @@ class EnvironmentTracker:
             out["world_size"] = world
         if self.hosts:
             out["hosts"] = sorted(self.hosts)
-        model = self._config_leaf("path", "model") or self._config_leaf("partial_pretrain")
+        model = self._config_first(MODEL_PATH_PLACES)
         if model is not None:
             out["model_path"] = model
-        engine = self._config_leaf("name", "rollout")
+        engine = self._config_first(ROLLOUT_ENGINE_PLACES)
         if engine is None and len(self.engines) == 1:
             engine = next(iter(self.engines))
         if engine is not None:
@@ -713,8 +736,8 @@ class EnvironmentTracker:
         for key in ("explicit", "checkpoint"):
             if key in self.world_sizes:
                 return self.world_sizes[key]
-        nodes = self._config_leaf("nnodes", "trainer") or self._config_leaf("nnodes")
-        gpus = self._config_leaf("n_gpus_per_node", "trainer") or self._config_leaf("n_gpus_per_node")
+        nodes = self._config_first(NNODES_PLACES)
+        gpus = self._config_first(GPUS_PER_NODE_PLACES)
         if isinstance(nodes, int) and isinstance(gpus, int):
             return nodes * gpus
         return self.world_sizes.get("nranks")

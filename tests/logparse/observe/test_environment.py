@@ -415,3 +415,20 @@ def test_world_size_rules_read_the_first_match_of_each(message: str, sizes: dict
     t = EnvironmentTracker()
     t._world_size(None, message)
     assert t.world_sizes == sizes
+
+
+def test_the_config_facts_read_only_keys_that_are_kept() -> None:
+    """model_path, rollout_engine and world_size come from the config places patterns/environment.yaml
+    lists (config-*); a leaf that tracked-keys does not keep would never be there to read."""
+    from logparse.observe import environment as env
+
+    places = (
+        env.MODEL_PATH_PLACES,
+        env.ROLLOUT_ENGINE_PLACES,
+        env.NNODES_PLACES,
+        env.GPUS_PER_NODE_PLACES,
+    )
+    for leaf, parent in (p for group in places for p in group):
+        assert leaf in env.CONFIG_LEAVES, leaf
+        needed = env.AMBIGUOUS_PARENTS.get(leaf)
+        assert needed is None or parent == needed, (leaf, parent)
