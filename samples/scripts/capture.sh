@@ -356,19 +356,24 @@ if [[ $ONLY == all || $ONLY == shapes ]]; then
         --master_port 29830 "${PLAIN[@]}" --case np-float --version-shape space
     run_case "$FIX_D/numpy-version/bad.log" 120 "$TORCHRUN" --nproc_per_node 4 \
         --master_port 29831 "${PLAIN[@]}" --case np-float --version-shape space
+    # d. a gloo barrier timeout: at step 3 rank 1 loads a shard for 30 s while the others wait in
+    #    dist.barrier() under a 5 s process-group timeout; every rank logs its steps (--tee 3: `[defaultN]:`)
+    run_case "$FIX_T/gloo-barrier-rank1-absent.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29833 --tee 3 \
+        "${PLAIN[@]}" --case barrier-timeout --fail-step 3 --odd-rank 1 --timeout 5 --hang-s 30 --log-all-ranks
+fi
+if [[ $ONLY == all || $ONLY == shapes || $ONLY == shapes-hang ]]; then
+    fresh_job
+    cp "$HERE/plain_train.py" "$JOB/"
+    PLAIN=(plain_train.py --steps 8 --step-s 0.1)
     # c. a hang: at step 3 rank 3 waits in a broadcast while ranks 0-2 wait in all_reduce; every rank printed
     #    `rank N pid M` and armed faulthandler.dump_traceback_later(10 s + 0.7 s x rank) into the one stderr
     #    they share (no rank prefixes); `py-spy dump` of every worker after 16 s is pasted after the log (as a
     #    user adds it to a bug report); the job is cancelled (SIGTERM) after 22 s
     run_hang "$FIX_S/torchrun-shared-stderr-dumps.log" 22 TERM 16 "$JOB/shared-stderr-py-spy.txt" \
-        "pgrep -f -- '-u plain_train.py --case hang-broadcast'" \
+        "pgrep -f -- '-u plain_train.py .*--case hang-broadcast'" \
         "$TORCHRUN" --nproc_per_node 4 --master_port 29832 "${PLAIN[@]}" --case hang-broadcast --fail-step 3 \
         --faulthandler 10
     cat "$JOB/shared-stderr-py-spy.txt" >> "$FIX_S/torchrun-shared-stderr-dumps.log"
-    # d. a gloo barrier timeout: at step 3 rank 1 loads a shard for 30 s while the others wait in
-    #    dist.barrier() under a 5 s process-group timeout; every rank logs its steps (--tee 3: `[defaultN]:`)
-    run_case "$FIX_T/gloo-barrier-rank1-absent.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29833 --tee 3 \
-        "${PLAIN[@]}" --case barrier-timeout --fail-step 3 --odd-rank 1 --timeout 5 --hang-s 30 --log-all-ranks
 fi
 rm -rf "$JOB"
 echo "done"
