@@ -111,8 +111,12 @@ def print_versions(shape):
     import omegaconf
     import yaml
 
-    pkgs = [("torch", torch.__version__), ("numpy", np.__version__), ("omegaconf", omegaconf.__version__),
-            ("PyYAML", yaml.__version__)]
+    pkgs = [
+        ("torch", torch.__version__),
+        ("numpy", np.__version__),
+        ("omegaconf", omegaconf.__version__),
+        ("PyYAML", yaml.__version__),
+    ]
     if shape == "pip-list":
         subprocess.run([sys.executable, "-m", "pip", "list"], check=False)
     elif shape == "collect-env":
