@@ -41,6 +41,7 @@ from logparse.model import (
     RunSummary,
 )
 from logparse.observe.hits import mask
+from logparse.observe.printed_setup import PrintedSetup
 from logparse.pipeline import ScanConfig, analyse_unredacted
 from logparse.read.normalize import Normalizer, Record
 from logparse.read.sources import InputStats, expand_inputs, open_input, read_input
@@ -101,21 +102,64 @@ def compare(
     """The diff of two finished (unredacted) reports and their runs' templates."""
     new = _new_lines(bad, g_lines, b_lines)
     in_good, detail = _bad_in_good(good, bad, g_lines)
+    changes = env_changes(_environment(good, g_lines), _environment(bad, b_lines), failure_text(bad))
+    diverged = divergences(good, bad)
     notes = [f"GOOD: {n}" for n in good.notes[:3]] + [f"BAD: {n}" for n in bad.notes[:3]]
     if g_lines.truncated or b_lines.truncated:
         notes.append(f"a run had more than {MAX_TEMPLATES} distinct templates: the rest were not compared")
     return DiffReport(
         good=_summary(good),
         bad=_summary(bad),
-        changes=env_changes(good.environment, bad.environment),
-        divergences=divergences(good, bad),
+        changes=changes,
+        divergences=diverged,
         new_lines=tuple(new[:max_new_lines]),
         new_templates=len(new),
         bad_in_good=in_good,
         bad_in_good_detail=detail,
         series=_paired_series(good, bad),
         notes=tuple(notes),
+        lead=lead(changes, diverged, new),
     )
+
+
+def lead(changes: tuple[EnvChange, ...], diverged: tuple[Divergence, ...], new: list[NewLine]) -> str | None:
+    """The difference that best explains BAD's verdict: a changed version or config value named in
+    BAD's error or frames, then a metric that left GOOD's band (or BAD stopping short), then the most
+    error-like new line, then any other change shown in both runs. A value shown in one run only
+    never leads."""
+    named = next((c for c in changes if c.why == NAMED_IN_ERROR), None)
+    if named is not None:
+        return f"{named.key}: {named.good} -> {named.bad}, {NAMED_IN_ERROR}"
+    if diverged:
+        return diverged[0].detail
+    if new and new[0].score > 0:
+        return f"new in BAD: {new[0].template}"
+    both = next((c for c in changes if not c.one_run_only), None)
+    return f"{both.key}: {both.good} -> {both.bad}" if both is not None else None
+
+
+def _environment(report: Report, lines: Templates) -> dict:
+    """The report's environment fingerprint, with the versions and config values the run printed in
+    the shapes an ordinary script prints them (observe.printed_setup) where the fingerprint lacks them."""
+    out: dict = {k: v for k, v in lines.setup.versions.items()}
+    out.update({f"config.{k}": v for k, v in lines.setup.config.items() if v is not None})
+    out.update(report.environment)
+    return out
+
+
+def failure_text(report: Report) -> str:
+    """BAD's error and frames in lower case: what a changed value must be named in to lead."""
+    rc = report.root_cause
+    if rc is None:
+        return ""
+    parts = [rc.message]
+    if rc.error_line is not None:
+        parts.append(rc.error_line.text)
+    tb = rc.traceback
+    if tb is not None:
+        parts += [tb.exception_type, tb.exception_message, *tb.chain]
+        parts += [f"{file} {func}" for file, _, func in tb.frames]
+    return "\n".join(parts).lower()
 
 
 # -- the inputs ----------------------------------------------------------------------------------------
@@ -169,6 +213,7 @@ class Templates:
 
     seen: dict[str, Seen | None] = field(default_factory=dict)
     truncated: bool = False
+    setup: PrintedSetup = field(default_factory=PrintedSetup)  # the versions and config it printed
 
 
 def _templates(paths: list[str], keep_first: bool) -> Templates:
@@ -180,8 +225,10 @@ def _templates(paths: list[str], keep_first: bool) -> Templates:
         for line in read_input(path, InputStats(path)):
             seq += 1
             rec = normalizer.normalize(line, seq)
+            out.setup.feed(rec.stream, rec.message)
             _note(out, rec, keep_first, before)
             before = line.text
+    out.setup.finish()
     return out
 
 
@@ -210,23 +257,51 @@ def _note(out: Templates, rec: Record, keep_first: bool, before: str = "") -> No
 
 
 # -- 1. environment and config ---------------------------------------------------------------------------
-def env_changes(good: dict, bad: dict) -> tuple[EnvChange, ...]:
-    """Every fingerprint key whose value differs (shown on one side only counts), versions first."""
+def env_changes(good: dict, bad: dict, failure: str = "") -> tuple[EnvChange, ...]:
+    """Every fingerprint key whose value differs: first those named in BAD's error or frames
+    (`failure`, lower case), then versions, topology and config values; a value shown in one run only
+    is no difference the logs show, and comes last, said so."""
     keys = [k for k in dict.fromkeys([*good, *bad]) if k not in SKIPPED_KEYS]
     changed = [k for k in keys if _shown(good.get(k)) != _shown(bad.get(k))]
+    out = []
+    for key in changed:
+        g, b = _shown(good.get(key)), _shown(bad.get(key))
+        why = (
+            ONE_RUN_ONLY if g is None or b is None else (NAMED_IN_ERROR if _named_in(key, failure) else None)
+        )
+        out.append(EnvChange(key, _kind(key), g, b, why))
+    return tuple(sorted(out, key=_change_order))
 
-    def order(key: str) -> tuple[int, int, str]:
-        if key in VERSION_KEYS:
-            return (0, VERSION_KEYS.index(key), key)
-        if key in TOPOLOGY_KEYS:
-            return (1, TOPOLOGY_KEYS.index(key), key)
-        return (3, 0, key) if key.startswith("config.") else (2, 0, key)
 
-    kinds = {0: "version", 1: "environment", 2: "environment", 3: "config"}
-    return tuple(
-        EnvChange(k, kinds[order(k)[0]], _shown(good.get(k)), _shown(bad.get(k)))
-        for k in sorted(changed, key=order)
-    )
+NAMED_IN_ERROR = "named in BAD's error"
+ONE_RUN_ONLY = "shown in one run only"
+KINDS = {"version": 1, "environment": 2, "config": 3}
+
+
+def _kind(key: str) -> str:
+    """config.* keys are config values, the topology keys environment facts, every other key (the
+    fingerprint's and the packages a run printed) a version."""
+    if key.startswith("config."):
+        return "config"
+    return "environment" if key in TOPOLOGY_KEYS else "version"
+
+
+def _change_order(c: EnvChange) -> tuple[int, int, int, str]:
+    first = 0 if c.why == NAMED_IN_ERROR else 2 if c.why == ONE_RUN_ONLY else 1
+    within = VERSION_KEYS.index(c.key) if c.key in VERSION_KEYS else len(VERSION_KEYS)
+    if c.key in TOPOLOGY_KEYS:
+        within = TOPOLOGY_KEYS.index(c.key)
+    return (first, KINDS[c.kind], within, c.key)
+
+
+def _named_in(key: str, failure: str) -> bool:
+    """Is the package (a version's key) or the config leaf (its last part) a word of `failure`?"""
+    if not failure:
+        return False
+    name = key.rsplit(".", 1)[-1].lower()
+    if len(name) < 2:
+        return False
+    return re.search(rf"(?<![a-z0-9_]){re.escape(name)}(?![a-z0-9_])", failure) is not None
 
 
 def _shown(value: object) -> str | None:

@@ -562,6 +562,13 @@ class EnvChange:
     kind: str  # version | environment | config
     good: str | None
     bad: str | None
+    # why it is listed where it is: "named in BAD's error" (it comes first), "shown in one run only"
+    # (a value one run printed and the other did not: no difference the logs show, listed last)
+    why: str | None = None
+
+    @property
+    def one_run_only(self) -> bool:
+        return self.good is None or self.bad is None
 
 
 @dataclass(frozen=True)
@@ -598,7 +605,9 @@ class DiffReport:
 
     good: RunSummary
     bad: RunSummary
-    changes: tuple[EnvChange, ...]  # versions first, then topology, then config values
+    changes: tuple[
+        EnvChange, ...
+    ]  # named in BAD's error first, then versions, topology, config; one run only last
     divergences: tuple[Divergence, ...]  # the first one first
     new_lines: tuple[NewLine, ...]  # most error-like first, then in time order (bounded)
     new_templates: int  # templates new in BAD in all (new_lines holds the first of them)
@@ -608,6 +617,9 @@ class DiffReport:
     notes: tuple[str, ...] = ()
     redactions: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    # the difference that best explains BAD's verdict, in a sentence: a changed version or config value
+    # named in BAD's error or frames, else a metric that left GOOD's band, else the first new error line
+    lead: str | None = None
 
     @property
     def differs(self) -> bool:

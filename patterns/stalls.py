@@ -37,7 +37,7 @@ TOP_FIELDS = (
     "follow_steps",
     "quiet_first_s",
 )
-DUMP_KINDS = ("timeout", "thread", "frame", "process", "crash")
+DUMP_KINDS = ("timeout", "thread", "frame", "process", "crash", "rank-pid")
 WHEN_FIELDS = ("odd", "all", "any_wait", "sign")
 
 
@@ -48,7 +48,7 @@ class Wording:
     id: str
     regex: re.Pattern | LazyRe  # (the built-in rules': compiled on first use)
     keywords: tuple[str, ...] = ()
-    kind: str = ""  # dumps: timeout | thread | frame | process
+    kind: str = ""  # dumps: timeout | thread | frame | process | crash | rank-pid
     tool: str = ""  # dumps: faulthandler | py-spy
     title: str = ""  # signs
     wait: str | None = None  # signs: the wait kind the sign stands for (a cause's `any_wait`)
@@ -87,6 +87,9 @@ class CauseRule:
     # has is `ray-error`: TAXONOMY), not a stall
     category: str | None = None
     stage: str | None = None
+    # steps shown only when some process was not dumped (asking to dump "the ranks not shown here"
+    # is wrong when every rank's stack is in the log)
+    fix_if_missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,7 @@ def _causes(items: list, kinds: set[str], label: str, problems: list[Problem]) -
                 title=str(item["title"]),
                 summary=str(item["summary"]),
                 fix=tuple(str(f) for f in item.get("fix") or ()),
+                fix_if_missing=tuple(str(f) for f in item.get("fix_if_missing") or ()),
                 when=tuple((str(k), str(v)) for k, v in when.items()),
                 cite=tuple(item.get("cite") or ()),
                 category=item.get("category"),

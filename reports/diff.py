@@ -46,7 +46,7 @@ def _run(r: RunSummary) -> dict[str, Any]:
 
 
 def _change(c: EnvChange) -> dict[str, Any]:
-    return {"key": c.key, "kind": c.kind, "good": c.good, "bad": c.bad}
+    return {"key": c.key, "kind": c.kind, "good": c.good, "bad": c.bad, "why": c.why}
 
 
 def _divergence(d: Divergence) -> dict[str, Any]:
@@ -76,6 +76,7 @@ def diff_dict(diff: DiffReport) -> dict[str, Any]:
         "differs": diff.differs,
         "good": _run(diff.good),
         "bad": _run(diff.bad),
+        "lead": diff.lead,
         "changes": [_change(c) for c in diff.changes],
         "divergences": [_divergence(d) for d in diff.divergences],
         "new_lines": [_new_line(n) for n in diff.new_lines],
@@ -97,9 +98,10 @@ def _cut(text: str, limit: int = TEXT_LINE_CHARS) -> str:
 
 
 def _change_text(c: EnvChange) -> str:
-    good = c.good if c.good is not None else "(not shown)"
-    bad = c.bad if c.bad is not None else "(not shown)"
-    return f"{c.key}: {good} -> {bad}"
+    if c.one_run_only:
+        side, value = ("GOOD", c.good) if c.bad is None else ("BAD", c.bad)
+        return f"{c.key}: {value} (shown in {side} only)"
+    return f"{c.key}: {c.good} -> {c.bad}" + (f" ({c.why})" if c.why else "")
 
 
 def _new_line_where(n: NewLine) -> str:
@@ -115,9 +117,13 @@ def _new_line_where(n: NewLine) -> str:
 
 def render_diff_text(diff: DiffReport) -> str:
     out = [f"DIFF  GOOD {diff.good.verdict}  vs  BAD {diff.bad.verdict}"]
+    if diff.lead:
+        out.append(f"First difference: {diff.lead}")
     out.append("")
     out.append("Environment and config (GOOD -> BAD):")
-    out += [f"  {_change_text(c)}" for c in diff.changes] or ["  no difference the logs show"]
+    if not any(not c.one_run_only for c in diff.changes):
+        out.append("  no difference the logs show")
+    out += [f"  {_change_text(c)}" for c in diff.changes]
     out.append("First divergence:")
     out += [f"  {d.detail}" for d in diff.divergences] or ["  none: BAD's progress stays within GOOD's"]
     shown = len(diff.new_lines)

@@ -11,7 +11,10 @@ In order:
 4. a collective timeout is printed by the ranks that waited, not by the one at fault: the rank its
    own line blames (`Rank N failed to pass monitoredBarrier`: an entry's `blame_rank` group), else the
    single laggard the collective analysis finds (logparse.observe.collectives), else the one rank that
-   reported a timeout when only one did (a 2-rank job: the rank that timed out first), else none;
+   reported a timeout when only one did (a 2-rank job: the rank that timed out first), else the one
+   rank of the job that did not report it when several did (gloo names no peer: the rank whose timer
+   fired only waited; the one that never arrived printed no timeout, its last line is before the
+   collective), else none;
 5. a Ray worker death (the raylet's `A worker died ...` line, an `ActorDiedError`): the dead worker, as
    every report of its pid tells it (logparse.observe.worker_deaths): its pid, actor class, node, and
    its rank from verl's actor name (`...WorkerDict_0:1`: rank 1 of the first placement group);
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 from logparse.observe.collectives import CollectiveReport
 from logparse.observe.hits import FindingGroup
+from logparse.observe.stalls import StreamLast
 from logparse.observe.tracebacks import Traceback
 from logparse.observe.worker_deaths import DeadWorker, dead_worker, report_lines
 from logparse.read.normalize import Record
@@ -78,6 +82,36 @@ def lone_timeout_rank(groups: Iterable[FindingGroup], observer: Iterable[str]) -
     return ranks.pop() if len(ranks) == 1 else None
 
 
+def absent_rank(
+    groups: Iterable[FindingGroup], observer: Iterable[str], streams: Sequence[StreamLast]
+) -> StreamLast | None:
+    """The one rank (a stream named `rank N`, or `local rank N` where no stream is `rank N`) that
+    printed no collective timeout while two or more ranks did; its stream's last line says why."""
+    reported: set[int] = set()
+    for g in groups:
+        if g.entry.role == Role.CAUSE and g.entry.category in observer:
+            reported |= g.ranks
+    if len(reported) < 2:
+        return None
+    by_rank: dict[int, StreamLast] = {}
+    for s in streams:
+        head, _, tail = s.who.rpartition(" ")
+        if head in ("rank", "local rank") and tail.isdecimal():
+            rank = log_int(tail)
+            if head == "rank" or rank not in by_rank:
+                by_rank[rank] = s
+    absent = [s for rank, s in by_rank.items() if rank not in reported]
+    return absent[0] if len(absent) == 1 else None
+
+
+def absent_rank_sentence(rank: int, last: StreamLast) -> str:
+    return (
+        f"rank {rank} never arrived: it printed no timeout while the other ranks timed out waiting for it; "
+        f"its last line ({last.last.source}:{last.last.line}) is before the collective: "
+        f"{last.last.text.strip()[:200]}"
+    )
+
+
 def locate(
     rec: Record,
     tb: Traceback | None,
@@ -89,6 +123,7 @@ def locate(
     hit_groups: Mapping[str, str | None] | None = None,
     messages: Sequence[str] = (),
     deaths: Mapping[int, DeadWorker] | None = None,
+    streams: Sequence[StreamLast] = (),
 ) -> Place:
     """Where the failure of `rec` (its traceback `tb`) happened (see the module docstring).
     `entry_category`: the category of the catalog entry that named it (None: no entry); a collective
@@ -111,6 +146,9 @@ def locate(
             rank = laggard(collective)
         if rank is None:
             rank = lone_timeout_rank(groups, observer)
+        if rank is None:
+            absent = absent_rank(groups, observer, streams)
+            rank = log_int(absent.who.rpartition(" ")[2]) if absent is not None else None
         place = Place(rank, None, None, None, place.node)
     if place.unknown() and category not in observer:
         # a process with no prefix of its own: the launcher's report names the rank that failed

@@ -110,7 +110,7 @@ def judge_stall(
         duration=_duration(facts, silence, step_time, p.last_step),
         waits=waits,
         odd_one_out=_odd_sentence(waits),
-        cause=_cause(waits, signs, environment, rules),
+        cause=_cause(waits, signs, environment, rules, _all_dumped(waits, facts, environment)),
         interrupted=interrupted,
     )
 
@@ -379,6 +379,8 @@ def _groups(processes: list[_Process], rules: StallRules) -> tuple[WaitGroup, ..
         busy = [k for k, ps in groups.items() if ps[0].rule is None or not ps[0].rule.others]
         if busy:
             odd_key = min(busy, key=lambda k: (len(groups[k]), groups[k][0].first.line))
+        else:
+            odd_key = _mismatched(groups)
     out = []
     for key, ps in sorted(groups.items(), key=lambda kv: (kv[0] != odd_key, -len(kv[1]), kv[1][0].who)):
         p = ps[0]
@@ -396,6 +398,27 @@ def _groups(processes: list[_Process], rules: StallRules) -> tuple[WaitGroup, ..
             )
         )
     return tuple(out)
+
+
+def _mismatched(groups: dict[tuple, list[_Process]]) -> tuple | None:
+    """Every process waits in a collective, but not all in the same one (one rank in broadcast, three in
+    all_reduce): the one group smaller than every other is the odd one (it called another collective)."""
+    if len(groups) < 2:
+        return None
+    sizes = sorted((len(ps), key) for key, ps in groups.items())
+    (smallest, key), (next_size, _) = sizes[0], sizes[1]
+    return key if smallest < next_size else None
+
+
+def _all_dumped(waits: tuple[WaitGroup, ...], facts: StallFacts, environment: Environment) -> bool:
+    """Is every rank's stack in the log: as many processes as the world size, or every rank the log
+    names (its `rank N pid M` lines) among them?"""
+    shown = {who for g in waits for who in g.streams}
+    world = environment.get("world_size")
+    if isinstance(world, int) and len(shown) >= world:
+        return True
+    named = {f"rank {r}" for r in facts.ranks_named}
+    return bool(named) and named <= shown
 
 
 def _who_order(who: str) -> tuple:
@@ -434,7 +457,11 @@ def _kind(g: WaitGroup) -> str:
 
 # -- why and what to do ------------------------------------------------------------------------------------
 def _cause(
-    waits: tuple[WaitGroup, ...], signs: list, environment: Environment, rules: StallRules
+    waits: tuple[WaitGroup, ...],
+    signs: list,
+    environment: Environment,
+    rules: StallRules,
+    all_dumped: bool = False,
 ) -> StallCause | None:
     kinds = [g.kind for g in waits]
     odd = next((g for g in waits if g.odd), None)
@@ -447,8 +474,9 @@ def _cause(
                 for key, value in environment.items()
                 if key.startswith("config.") and key.rsplit(".", 1)[-1] in rule.cite
             )[:4]
+            fix = rule.fix if all_dumped else rule.fix_if_missing + rule.fix
             return StallCause(
-                rule.id, rule.title, rule.summary, rule.fix, cited, rule.category, stage_hint=rule.stage
+                rule.id, rule.title, rule.summary, fix, cited, rule.category, stage_hint=rule.stage
             )
     return None
 

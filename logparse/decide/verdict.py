@@ -18,7 +18,7 @@ from logparse.decide.candidates import Aside, Choice, classify_choice, live_bare
 from logparse.decide.choose import choose, confidence_for, describe, explanation, why_lost
 from logparse.decide.ending import Interruption, interruption, stopped_sentence
 from logparse.decide.known_issues import match_known_issues
-from logparse.decide.locate import Place, locate
+from logparse.decide.locate import Place, absent_rank, absent_rank_sentence, locate
 from logparse.decide.remedy import remedy
 from logparse.decide.stage import (
     StageEvidence,
@@ -54,6 +54,7 @@ from logparse.observe.tracebacks import HEAD_FRAMES, Traceback, frame_kind
 from logparse.observe.worker_deaths import DeadWorker, death_reports
 from logparse.read.normalize import Record
 from patterns import Catalog, Entry, Role
+from patterns.inference import inference_rules
 from patterns.upstream_issues import KnownIssues
 
 
@@ -268,6 +269,7 @@ def root_cause_of(
         choice.hit.groups if choice.hit is not None else None,
         messages,
         deaths,
+        obs.stall.streams if obs.stall is not None else (),
     )
     stage, source = stage_of(
         StageEvidence(
@@ -299,7 +301,10 @@ def root_cause_of(
         remediation=remedy(choice, obs.environment),
         error_line=evidence_of(rec),
         traceback=traceback_view(tb),
-        explanation=tuple(explanation(choice, choices, echoes)) + dead + extra_explanation,
+        explanation=tuple(explanation(choice, choices, echoes))
+        + dead
+        + _absent(choice, obs, place)
+        + extra_explanation,
         candidates=tuple(
             Candidate(other.entry_id, other.category, why_lost(choice, other), evidence_of(other.record))
             for other in choices[1:MAX_CHARTED_EXPLANATION]
@@ -307,6 +312,17 @@ def root_cause_of(
         similar=similar_entries(catalog, failure.similar),
         basis=basis_of(choice),
     )
+
+
+def _absent(choice: Choice, obs: Observations, place: Place) -> tuple[str, ...]:
+    """Why a collective timeout is placed on a rank that printed no timeout (decide.locate.absent_rank)."""
+    if choice.hit is None or obs.stall is None or place.rank is None:
+        return ()
+    observer = inference_rules().observer_categories
+    absent = absent_rank(obs.collector.groups.values(), observer, obs.stall.streams)
+    if choice.hit.category not in observer or absent is None or not absent.who.endswith(f" {place.rank}"):
+        return ()
+    return (absent_rank_sentence(place.rank, absent),)
 
 
 def assemble_root(place: Place, stage: str | None, source: StageSource | None, **what) -> RootCause:

@@ -63,6 +63,9 @@ class Stack:
     launcher: bool = False  # the launcher's own process (torchrun's agent waits for its workers)
     pid: int | None = None  # py-spy: the process's pid
     crash: str | None = None  # a crash's stack (`Fatal Python error: Aborted`: `Aborted`), never a hang's
+    # faulthandler: the first thread's id of its dump (`Thread 0x7f...`): several processes' dumps in one
+    # stream without prefixes are told apart by it (each process has its own addresses)
+    thread: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class StallFacts:
     streams: tuple[StreamLast, ...]  # each stream's last line
     end_time: float | None  # the log's last timestamp
     step_times: tuple[tuple[int, float], ...] = ()  # (step, time) of the step lines that carry a time
+    ranks_named: tuple[int, ...] = ()  # the ranks the log's own lines name with their pid (`rank 3 pid 1234`)
 
 
 def rebase(t: float | None, year: int | None) -> float | None:
@@ -130,7 +134,10 @@ def who_of(origin: Origin, names: dict[int, str] | None = None) -> str:
         return f"local rank {origin.local_rank}"
     if origin.pid is not None:
         return (names or {}).get(origin.pid) or f"pid {origin.pid}"
-    return origin.actor or "(no prefix)"
+    return origin.actor or NO_PREFIX
+
+
+NO_PREFIX = "(no prefix)"
 
 
 @dataclass
@@ -146,6 +153,7 @@ class _Dump:
     crash: str | None = None
     frames: list[Frame] = field(default_factory=list)
     gap: int = 0  # lines since the last one that belongs to it
+    thread: str | None = None  # faulthandler: the first thread's id
 
 
 class StallObserver:
@@ -167,6 +175,8 @@ class StallObserver:
         self._threads = rules.dump("thread")
         self._frames = rules.dump("frame")
         self._process = rules.dump("process")
+        self._rank_pid = rules.dump("rank-pid")
+        self._ranks_named: set[int] = set()  # the ranks a `rank N pid M` line named
         self._launchers = ("torchrun", "torch.distributed.run", "torch/distributed/run.py")
         self.stacks: list[Stack] = []
         self.dropped = 0
@@ -278,6 +288,7 @@ class StallObserver:
                 rec,
                 waited=self._waited.pop(rec.stream, None),
                 crash=self._crashed.get(rec.stream),
+                thread=m.groupdict().get("thread"),
             )
             return
         m = self._match(self._process, msg)
@@ -289,6 +300,11 @@ class StallObserver:
             source = rec.line.source
             self.regions[source] = self.regions.get(source, 0) + 1
             return
+        m = self._match(self._rank_pid, msg)
+        if m is not None and len(self._names) < MAX_NAMES:
+            rank = log_int(m.group("rank"))
+            self._names[log_int(m.group("pid"))] = f"rank {rank}"
+            self._ranks_named.add(rank)
         self._other(rec, msg)
 
     def _in_dump(self, rec: Record, dump: _Dump) -> bool:
@@ -358,6 +374,7 @@ class StallObserver:
                 launcher=launcher,
                 pid=dump.pid,
                 crash=dump.crash,
+                thread=dump.thread,
             )
         )
         self._origins.append(rec.origin)
@@ -370,6 +387,9 @@ class StallObserver:
     def _name(self, stack: Stack, origin: Origin) -> str:
         if stack.pid is not None:
             return self._process_name(stack.pid, stack.process or "")
+        if stack.thread is not None and who_of(origin) == NO_PREFIX:
+            # processes sharing one stderr without prefixes: each dump is its own process's
+            return f"thread {stack.thread}"
         if origin.rank is None and origin.local_rank is not None:
             rank = self._ranks.get((origin.node, origin.local_rank))
             if rank is not None:
@@ -490,7 +510,8 @@ class StallObserver:
         stacks = tuple(
             replace(s, who=self._name(s, o)) for s, o in zip(self.stacks, self._origins, strict=True)
         )
-        return StallFacts(stacks, signs, self.interrupt, streams, end_time, step_times)
+        ranks = tuple(sorted(self._ranks_named))
+        return StallFacts(stacks, signs, self.interrupt, streams, end_time, step_times, ranks)
 
     def new_attempt(self) -> None:
         """A (re)start of the job: what hung before it is the earlier attempt's."""

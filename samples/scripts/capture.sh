@@ -328,5 +328,52 @@ if [[ $ONLY == all || $ONLY == diff ]]; then
         "$TORCHRUN" --nproc_per_node 4 --master_port 29725 "${TOY[@]}"
     run_case "$FIX_D/package-version/bad.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29726 "${TOY[@]}"
 fi
+if [[ $ONLY == all || $ONLY == shapes ]]; then
+    # issue 38: an ordinary training script (plain_train.py, Python logging), not verl's formats
+    FIX_D=$REPO/tests/fixtures/diff
+    fresh_job
+    cp "$HERE/plain_train.py" "$JOB/" && cp -r "$HERE/plain_conf" "$JOB/"
+    PLAIN=(plain_train.py --steps 8 --step-s 0.1)
+    # a. one config value per pair, printed in one of the common config shapes (and the versions in one
+    #    of the common version shapes, the same in both runs): batch size 8 -> 64 or hidden size 64 -> 96
+    port=29810
+    for pair in dict:eq:data.batch_size=64 json:colon:data.batch_size=64 namespace:word:data.batch_size=64 \
+                yaml:space:model.hidden_size=96 omegaconf:dunder:model.hidden_size=96 \
+                overrides:pip-list:model.hidden_size=96 hydra:collect-env:model.hidden_size=96; do
+        IFS=: read -r shape vshape change <<< "$pair"
+        base=${change%%=*}=$([[ $change == data.* ]] && echo 8 || echo 64)
+        run_case "$FIX_D/config-$shape/good.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port $((port++)) \
+            "${PLAIN[@]}" --config-shape "$shape" --version-shape "$vshape" "$base"
+        run_case "$FIX_D/config-$shape/bad.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port $((port++)) \
+            "${PLAIN[@]}" --config-shape "$shape" --version-shape "$vshape" "$change"
+    done
+    # b. one package: NumPy $NP_OLD (installed with --target $NP_OLD_DIR, first on PYTHONPATH) in GOOD,
+    #    the venv's NumPy 2 in BAD; at step 4 the script uses np.float_, which NumPy 2 removed
+    NP_OLD=${NP_OLD:-1.26.4}
+    NP_OLD_DIR=${NP_OLD_DIR:-/tmp/np126}
+    [[ -d $NP_OLD_DIR ]] || "$VENV/bin/pip" install -q --no-deps --target "$NP_OLD_DIR" "numpy==$NP_OLD"
+    run_case "$FIX_D/numpy-version/good.log" 120 env PYTHONPATH="$NP_OLD_DIR" "$TORCHRUN" --nproc_per_node 4 \
+        --master_port 29830 "${PLAIN[@]}" --case np-float --version-shape space
+    run_case "$FIX_D/numpy-version/bad.log" 120 "$TORCHRUN" --nproc_per_node 4 \
+        --master_port 29831 "${PLAIN[@]}" --case np-float --version-shape space
+    # d. a gloo barrier timeout: at step 3 rank 1 loads a shard for 30 s while the others wait in
+    #    dist.barrier() under a 5 s process-group timeout; every rank logs its steps (--tee 3: `[defaultN]:`)
+    run_case "$FIX_T/gloo-barrier-rank1-absent.log" 90 "$TORCHRUN" --nproc_per_node 4 --master_port 29833 --tee 3 \
+        "${PLAIN[@]}" --case barrier-timeout --fail-step 3 --odd-rank 1 --timeout 5 --hang-s 30 --log-all-ranks
+fi
+if [[ $ONLY == all || $ONLY == shapes || $ONLY == shapes-hang ]]; then
+    fresh_job
+    cp "$HERE/plain_train.py" "$JOB/"
+    PLAIN=(plain_train.py --steps 8 --step-s 0.1)
+    # c. a hang: at step 3 rank 3 waits in a broadcast while ranks 0-2 wait in all_reduce; every rank printed
+    #    `rank N pid M` and armed faulthandler.dump_traceback_later(10 s + 0.7 s x rank) into the one stderr
+    #    they share (no rank prefixes); `py-spy dump` of every worker after 16 s is pasted after the log (as a
+    #    user adds it to a bug report); the job is cancelled (SIGTERM) after 22 s
+    run_hang "$FIX_S/torchrun-shared-stderr-dumps.log" 22 TERM 16 "$JOB/shared-stderr-py-spy.txt" \
+        "pgrep -f -- '-u plain_train.py .*--case hang-broadcast'" \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29832 "${PLAIN[@]}" --case hang-broadcast --fail-step 3 \
+        --faulthandler 10
+    cat "$JOB/shared-stderr-py-spy.txt" >> "$FIX_S/torchrun-shared-stderr-dumps.log"
+fi
 rm -rf "$JOB"
 echo "done"
