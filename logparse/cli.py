@@ -95,10 +95,10 @@ class _ClickTerminal:
 
         return render_fleet(summary, fmt, width=width)
 
-    def render_diff(self, result, fmt: str) -> str:
+    def render_diff(self, result, fmt: str, color: bool = False, width: int | None = None) -> str:
         from reports.diff import render_diff
 
-        return render_diff(result, fmt)
+        return render_diff(result, fmt, color=color, width=width)
 
     def report_file_names(self, jobs: list[str]) -> list[str]:
         from reports.fleet import report_file_names
@@ -107,6 +107,14 @@ class _ClickTerminal:
 
 
 _TERMINAL = _ClickTerminal()
+
+
+def _color_option(f: Callable) -> Callable:
+    return click.option(
+        "--color/--no-color",
+        default=None,
+        help="Colour the text [default: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it].",
+    )(f)
 
 
 def _known_issues_option(f: Callable) -> Callable:
@@ -402,8 +410,9 @@ def fleet(**options) -> None:
     type=click.IntRange(0, 1000),
     default=25,
     show_default=True,
-    help="Lines new in BAD shown at most.",
+    help="Lines new in BAD shown at most (a traceback's lines are one).",
 )
+@_color_option
 def diff_command(**options) -> None:
     """Compare a good run with a bad one: what changed, where BAD first diverged, what is new in it.
 

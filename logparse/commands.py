@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from logparse.live import terminal_width, use_color
 from logparse.model import ReportStatus
 from logparse.outputs import OutputError, plan_outputs, refuse_inputs, write_atomically
 from logparse.pipeline import default_known_issues
@@ -69,7 +70,7 @@ class Terminal(Protocol):
 
     def render_fleet(self, summary: FleetSummary, fmt: str, width: int | None = None) -> str: ...
 
-    def render_diff(self, diff: Any, fmt: str) -> str: ...
+    def render_diff(self, diff: Any, fmt: str, color: bool = False, width: int | None = None) -> str: ...
 
     def report_file_names(self, jobs: list[str]) -> list[str]: ...
 
@@ -231,6 +232,7 @@ class DiffOptions:
     redact_hosts: bool
     no_redact: bool
     max_lines: int
+    color: bool | None = None
 
 
 def diff(options: DiffOptions, formats: Sequence[str], terminal: Terminal) -> int:
@@ -253,12 +255,21 @@ def diff(options: DiffOptions, formats: Sequence[str], terminal: Terminal) -> in
     except InputError as exc:
         raise CommandError(str(exc)) from None
     for o in planned:
-        text = terminal.render_diff(result, o.fmt)
         if o.to_stdout:
-            terminal.report(text)
+            on_screen = o.fmt == "text"
+            color = on_screen and use_color(options.color, terminal.out)
+            width = terminal_width(terminal.out) if on_screen else None
+            terminal.report(terminal.render_diff(result, o.fmt, color=color, width=width))
         else:
-            write(o.path, text)
+            write(o.path, terminal.render_diff(result, o.fmt))
     if not any(o.to_stdout for o in planned):
+        # as scan -o: the text on standard error, then where the reports went
+        color = use_color(options.color, terminal.err)
+        terminal.say(
+            terminal.render_diff(result, "text", color=color, width=terminal_width(terminal.err)),
+            nl=False,
+            color=color,
+        )
         words = "the runs differ" if result.differs else "no difference found"
         terminal.say(
             f"verl-logscan: {words}; written to {terminal.clean(', '.join(o.path for o in planned))}"

@@ -6,19 +6,22 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 from typing import Any
 
 from logparse.model import DiffReport, Divergence, EnvChange, MetricSeries, NewLine, RunSummary
-from reports.escape import md_cell_code, md_text, terminal_text, without_controls
+from reports.escape import md_cell_code, md_text, without_controls
 from reports.jsonreport import evidence_json
+from reports.render import _paint, _plain, _unmark, _wrap_words
 
 TEXT_LINE_CHARS = 160
 CHART_W, CHART_H, PAD = 560, 160, 30
 
 
-def render_diff(diff: DiffReport, fmt: str) -> str:
+def render_diff(diff: DiffReport, fmt: str, color: bool = False, width: int | None = None) -> str:
     """The diff in `fmt`; log text carries no control character into any format (text: none a
-    terminal acts on)."""
+    terminal acts on). Text only: `color` (ANSI colours) and `width` (a terminal's columns, which
+    every line wraps to; None: a file or a pipe)."""
     if fmt != "text":
         diff = without_controls(diff)
     if fmt == "json":
@@ -27,7 +30,7 @@ def render_diff(diff: DiffReport, fmt: str) -> str:
         return render_diff_markdown(diff)
     if fmt == "html":
         return render_diff_html(diff)
-    return render_diff_text(diff)
+    return render_diff_text(diff, color=color, width=width)
 
 
 # -- JSON ----------------------------------------------------------------------------------------------
@@ -62,6 +65,8 @@ def _new_line(n: NewLine) -> dict[str, Any]:
         "stage": n.stage,
         "level": n.level,
         "score": n.score,
+        "folded": n.folded,
+        "traceback_at": n.traceback_at,
     }
 
 
@@ -80,6 +85,7 @@ def diff_dict(diff: DiffReport) -> dict[str, Any]:
         "divergences": [_divergence(d) for d in diff.divergences],
         "new_lines": [_new_line(n) for n in diff.new_lines],
         "new_templates": diff.new_templates,
+        "new_entries": diff.new_entries,
         "bad_in_good": {"answer": diff.bad_in_good, "detail": diff.bad_in_good_detail},
         "series": [{"key": b.key, "good": _points(g), "bad": _points(b)} for g, b in diff.series],
         "notes": list(diff.notes),
@@ -92,6 +98,10 @@ def _points(s: MetricSeries) -> list[list[Any]]:
 
 
 # -- text ----------------------------------------------------------------------------------------------
+TEXT_ROW_LINES = 3  # a new line's text on a terminal: wrapped to at most this many rows
+INDENT = 2
+
+
 def _cut(text: str, limit: int = TEXT_LINE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -102,6 +112,12 @@ def _change_text(c: EnvChange) -> str:
     return f"{c.key}: {good} -> {bad}"
 
 
+def _folded_words(n: NewLine) -> str:
+    if not n.folded:
+        return ""
+    return f"+{n.folded} more line{'s' if n.folded > 1 else ''} of its traceback"
+
+
 def _new_line_where(n: NewLine) -> str:
     parts = [f"{n.first.source}:{n.first.line}"]
     if n.streams:
@@ -110,31 +126,85 @@ def _new_line_where(n: NewLine) -> str:
         parts.append(n.stage)
     if n.count > 1:
         parts.append(f"{n.count}x")
+    if n.folded:
+        parts.append(_folded_words(n))
     return "; ".join(parts)
 
 
-def render_diff_text(diff: DiffReport) -> str:
-    out = [f"DIFF  GOOD {diff.good.verdict}  vs  BAD {diff.bad.verdict}"]
-    out.append("")
-    out.append("Environment and config (GOOD -> BAD):")
-    out += [f"  {_change_text(c)}" for c in diff.changes] or ["  no difference the logs show"]
-    out.append("First divergence:")
-    out += [f"  {d.detail}" for d in diff.divergences] or ["  none: BAD's progress stays within GOOD's"]
-    shown = len(diff.new_lines)
-    extra = f" (the first {shown} of {diff.new_templates})" if diff.new_templates > shown else ""
-    out.append(f"Lines new in BAD{extra}, most error-like first:")
+def new_lines_heading(diff: DiffReport) -> str:
+    """`Lines new in BAD (...)`: the entries in all, the ones shown, the templates they hold."""
+    shown, entries = len(diff.new_lines), diff.new_entries or len(diff.new_lines)
+    count = f"{entries} entr{'y' if entries == 1 else 'ies'}"
+    if diff.new_templates > entries:
+        count += f" from {diff.new_templates} templates"
+    if shown < entries:
+        count += f", first {shown} shown"
+    return f"Lines new in BAD ({count})" if entries else "Lines new in BAD"
+
+
+class _TextOut:
+    """The lines of the text diff: each wrapped to `width` (None: one line each, cut at
+    TEXT_LINE_CHARS), continuation rows under the text's first column, painted once wrapped."""
+
+    def __init__(self, width: int | None, paint) -> None:
+        self.width, self.paint, self.lines = width, paint, []
+
+    def add(self, text: str, indent: int = 0, style: tuple[str, ...] = (), rows: int = 2) -> None:
+        text = _plain(text)
+        if self.width is None:
+            self.lines.append(" " * indent + self.paint(_cut(text), *style))
+            return
+        room = max(self.width - indent, 20)
+        hang = indent + (2 if indent else 4)
+        for i, row in enumerate(_wrap_words(text, room, max(self.width - hang, 20), rows)):
+            self.lines.append(" " * (indent if i == 0 else hang) + self.paint(row, *style))
+
+
+def _verdict_style(verdict: str) -> tuple[str, ...]:
+    if verdict.startswith("failed"):
+        return ("red", "bold")
+    if verdict.startswith("stalled"):
+        return ("magenta", "bold")
+    return ("green", "bold") if verdict == "healthy" else ("yellow", "bold")
+
+
+def render_diff_text(diff: DiffReport, color: bool = False, width: int | None = None) -> str:
+    """The diff for a terminal: wrapped to `width` columns (None: a file or a pipe, one line per
+    field), coloured when `color` (the verdicts, the headings, where each line is)."""
+    mark = os.urandom(8).hex()
+    paint = _paint(color, mark)
+    out = _TextOut(width, paint)
+    g, b = diff.good.verdict, diff.bad.verdict
+    head = (
+        f"DIFF  GOOD {paint(_plain(g), *_verdict_style(g))}  vs  BAD {paint(_plain(b), *_verdict_style(b))}"
+    )
+    out.lines += [head, ""]
+    out.add("Environment and config (GOOD -> BAD):", style=("bold",))
+    for c in diff.changes:
+        out.add(_change_text(c), INDENT)
+    if not diff.changes:
+        out.add("no difference the logs show", INDENT, ("dim",))
+    out.add("First divergence:", style=("bold",))
+    for d in diff.divergences:
+        out.add(d.detail, INDENT, ("yellow",))
+    if not diff.divergences:
+        out.add("none: BAD's progress stays within GOOD's", INDENT, ("dim",))
+    out.add(new_lines_heading(diff) + ", most error-like first:", style=("bold",))
     for n in diff.new_lines:
-        out.append(f"  {_new_line_where(n)}")
-        out.append(f"    {_cut(n.first.text.strip())}")
+        out.add(_new_line_where(n), INDENT, ("dim",))
+        out.add(n.first.text.strip(), INDENT * 2, (), TEXT_ROW_LINES)
     if not diff.new_lines:
-        out.append("  none")
-    out.append(f"BAD's verdict: {diff.bad.verdict}")
+        out.add("none", INDENT, ("dim",))
+    out.add(f"BAD's verdict: {b}", style=_verdict_style(b))
     if diff.bad.error_line is not None:
         e = diff.bad.error_line
-        out.append(f"  {e.source}:{e.line}: {_cut(e.text.strip())}")
-    out.append(f"In GOOD: {diff.bad_in_good_detail}")
-    out += [f"note: {n}" for n in diff.notes]
-    return terminal_text("\n".join(out)) + "\n"
+        out.add(f"{e.source}:{e.line}: {e.text.strip()}", INDENT, (), TEXT_ROW_LINES)
+    out.add(f"In GOOD: {diff.bad_in_good_detail}")
+    for note in diff.notes:
+        out.add(f"note: {note}", 0, ("dim",))
+    text = "\n".join(out.lines) + "\n"
+    # log text carries no escape sequence onto the terminal (_plain); then the colours
+    return _unmark(text, mark) if color else text
 
 
 # -- Markdown ------------------------------------------------------------------------------------------
@@ -161,11 +231,12 @@ def render_diff_markdown(diff: DiffReport) -> str:
     out += [f"- {md_text(d.detail)}" for d in diff.divergences] or [
         "None: BAD's progress stays within GOOD's."
     ]
-    out += ["", f"### Lines new in BAD ({diff.new_templates})", ""]
+    out += ["", f"### {new_lines_heading(diff)}", ""]
     if diff.new_lines:
         out += ["| where | streams | stage | line |", "|---|---|---|---|"]
         for n in diff.new_lines:
             where = f"{n.first.source}:{n.first.line}" + (f" ({n.count}x)" if n.count > 1 else "")
+            where += f"; {_folded_words(n)}" if n.folded else ""
             out.append(
                 f"| {_cell(where)} | {md_text(', '.join(n.streams))} | {md_text(n.stage or '')} | "
                 f"{_cell(_cut(n.first.text.strip()))} |"
