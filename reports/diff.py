@@ -7,6 +7,7 @@ import html
 import json
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 from logparse.model import DiffReport, Divergence, EnvChange, MetricSeries, NewLine, RunSummary
@@ -15,7 +16,7 @@ from reports.jsonreport import evidence_json
 from reports.render import _paint, _plain, _unmark, _wrap_words
 
 TEXT_LINE_CHARS = 160
-CHART_W, CHART_H, PAD = 560, 160, 30
+CHART_W, CHART_H, CHART_LEFT = 560, 200, 56
 
 
 def render_diff(diff: DiffReport, fmt: str, color: bool = False, width: int | None = None) -> str:
@@ -175,10 +176,14 @@ def render_diff_text(diff: DiffReport, color: bool = False, width: int | None = 
     paint = _paint(color, mark)
     out = _TextOut(width, paint)
     g, b = diff.good.verdict, diff.bad.verdict
-    head = (
-        f"DIFF  GOOD {paint(_plain(g), *_verdict_style(g))}  vs  BAD {paint(_plain(b), *_verdict_style(b))}"
-    )
-    out.lines += [head, ""]
+    good, bad = f"DIFF  GOOD {_plain(g)}", f"  vs  BAD {_plain(b)}"
+    if width is not None and len(good) + len(bad) > width:  # BAD's verdict under GOOD's
+        out.add(good, style=_verdict_style(g))
+        out.add(bad.strip(), INDENT, _verdict_style(b))
+    else:
+        painted_g, painted_b = paint(_plain(g), *_verdict_style(g)), paint(_plain(b), *_verdict_style(b))
+        out.lines.append(f"DIFF  GOOD {painted_g}  vs  BAD {painted_b}")
+    out.lines.append("")
     out.add("Environment and config (GOOD -> BAD):", style=("bold",))
     for c in diff.changes:
         out.add(_change_text(c), INDENT)
@@ -257,94 +262,162 @@ def _or_not_shown(value: str | None) -> str:
     return "(not shown)" if value is None else value
 
 
+def _axis_number(v: float) -> str:
+    return f"{v:.4g}"
+
+
 def _chart(good: MetricSeries, bad: MetricSeries, at: int | None) -> str:
-    """Both runs' series of one key on one chart (SVG): GOOD grey, BAD red; non-finite values marked."""
+    """Both runs' series of one key on one chart (SVG, scaled to its box): value and step axes with
+    ticks, GOOD grey, BAD red, a non-finite value marked at the top, BAD's first divergence dashed."""
+    from reports.html import _nice_ticks, y_range  # (the scan report's axes: one way to draw them)
+
     pts = [(s, v) for series in (good, bad) for s, v in zip(series.steps, series.values, strict=False)]
     finite = [v for _, v in pts if v is not None and math.isfinite(v)]
     steps = [s for s, _ in pts]
     if not finite or not steps:
         return ""
-    lo, hi = min(finite), max(finite)
-    hi = hi if hi > lo else lo + 1.0
+    lo, hi = y_range(finite)
     s0, s1 = min(steps), max(steps)
     s1 = s1 if s1 > s0 else s0 + 1
+    left, right, top, bottom = CHART_LEFT, CHART_W - 12, 16, CHART_H - 28
 
-    def x(step: int) -> float:
-        return PAD + (step - s0) / (s1 - s0) * (CHART_W - 2 * PAD)
+    def x(step: float) -> float:
+        return left + (step - s0) / (s1 - s0) * (right - left)
 
     def y(v: float) -> float:
-        return CHART_H - PAD - (v - lo) / (hi - lo) * (CHART_H - 2 * PAD)
+        return bottom - (v - lo) / (hi - lo) * (bottom - top)
 
-    parts = [f'<svg class="diff-chart" width="{CHART_W}" height="{CHART_H}" role="img">']
-    parts.append(f"<title>{_e(bad.key)}: GOOD and BAD</title>")
-    for series, color, name in ((good, "#777", "good"), (bad, "#c0392b", "bad")):
+    parts = [
+        f'<figure class="chart"><figcaption><code>{_e(bad.key)}</code> <span class="legend">'
+        '<span class="key good">GOOD</span> <span class="key bad">BAD</span></span></figcaption>',
+        f'<svg class="diff-chart" viewBox="0 0 {CHART_W} {CHART_H}" role="img">',
+        f"<title>{_e(bad.key)}: GOOD and BAD by step</title>",
+        f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{bottom}"/>',
+        f'<line class="axis" x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}"/>',
+    ]
+    for v in _nice_ticks(lo, hi, 4):
+        parts.append(
+            f'<line class="grid" x1="{left}" x2="{right}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>'
+            f'<text class="y-tick" x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">'
+            f"{_axis_number(v)}</text>"
+        )
+    for v in _nice_ticks(s0, s1, 5):
+        if v == int(v):
+            parts.append(
+                f'<text class="x-tick" x="{x(v):.1f}" y="{bottom + 16}" text-anchor="middle">{int(v)}</text>'
+            )
+    parts.append(f'<text class="x-label" x="{right}" y="{CHART_H - 1}" text-anchor="end">step</text>')
+    for series, name in ((good, "good"), (bad, "bad")):
         line = " ".join(
             f"{x(s):.1f},{y(v):.1f}"
             for s, v in zip(series.steps, series.values, strict=False)
             if v is not None and math.isfinite(v)
         )
-        parts.append(
-            f'<polyline data-run="{name}" fill="none" stroke="{color}" stroke-width="2" points="{line}"/>'
-        )
+        parts.append(f'<polyline class="run {name}" data-run="{name}" points="{line}"/>')
         for s, v in zip(series.steps, series.values, strict=False):
             if v is not None and not math.isfinite(v):
                 parts.append(
-                    f'<text x="{x(s):.1f}" y="{PAD - 8}" fill="{color}" font-size="11">{_e(v)}</text>'
+                    f'<text class="nonfinite {name}" x="{x(s):.1f}" y="{top + 10}" text-anchor="middle">'
+                    f"{_e(v)}</text>"
                 )
     if at is not None:
-        parts.append(
-            f'<line x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{PAD}" y2="{CHART_H - PAD}" '
-            'stroke="#c0392b" stroke-dasharray="4"/>'
-        )
-    caption = f"steps {s0}-{s1}; {_e(bad.key)} {lo:.4g} to {hi:.4g}; grey GOOD, red BAD"
-    parts.append(f'<text x="{PAD}" y="{CHART_H - 8}" font-size="11">{caption}</text>')
-    parts.append("</svg>")
+        parts.append(f'<line class="diverges" x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{top}" y2="{bottom}"/>')
+    parts.append("</svg></figure>")
     return "".join(parts)
 
 
 def _charts(diff: DiffReport) -> str:
     first = {d.key: d.step for d in diff.divergences if d.kind == "metric"}
     pairs = sorted(diff.series, key=lambda gb: (gb[1].key not in first, gb[1].key))
-    return "\n".join(_chart(g, b, first.get(b.key)) for g, b in pairs[:6])
+    drawn = [c for g, b in pairs[:6] if (c := _chart(g, b, first.get(b.key)))]
+    return f'<div class="charts">{"".join(drawn)}</div>' if drawn else ""
+
+
+def _status(diff: DiffReport) -> str:
+    """The banner's class and word: BAD's status when the runs differ, else healthy (no difference)."""
+    if not diff.differs:
+        return "healthy"
+    return "stalled" if diff.bad.verdict.startswith("stalled") else "failed"
+
+
+DIFF_CSS = (Path(__file__).parent / "templates" / "diff.css").read_text(encoding="utf-8")
+
+
+def _cells(*cells: tuple[str, str, str]) -> str:
+    """A row of (label, class, HTML) cells; the label heads the cell's card line on a phone."""
+    return (
+        "<tr>"
+        + "".join(f'<td data-label="{lab}" class="{cls}">{body}</td>' for lab, cls, body in cells)
+        + "</tr>"
+    )
+
+
+def _new_line_row(n: NewLine) -> str:
+    where = f"<code>{_e(n.first.source)}:{n.first.line}</code>"
+    if n.folded:
+        where += f'<span class="folded">{_e(_folded_words(n))}</span>'
+    return _cells(
+        ("where", "", where),
+        ("streams", "", _e(", ".join(n.streams))),
+        ("stage", "", _e(n.stage)),
+        ("lines", "", str(n.count)),
+        ("line", "", f"<pre>{_e(_cut(n.first.text.strip(), 2000))}</pre>"),
+    )
 
 
 def render_diff_html(diff: DiffReport) -> str:
+    status = _status(diff)
     rows = "".join(
-        f"<tr><td><code>{_e(c.key)}</code></td><td>{_e(_or_not_shown(c.good))}</td>"
-        f"<td>{_e(_or_not_shown(c.bad))}</td></tr>"
+        _cells(
+            ("key", "", f"<code>{_e(c.key)}</code>"),
+            ("GOOD", "", _e(_or_not_shown(c.good))),
+            ("BAD", "bad-run", _e(_or_not_shown(c.bad))),
+        )
         for c in diff.changes
     )
     divs = "".join(f"<li>{_e(d.detail)}</li>" for d in diff.divergences)
-    lines = "".join(
-        f"<tr><td><code>{_e(n.first.source)}:{n.first.line}</code></td><td>{_e(', '.join(n.streams))}</td>"
-        f"<td>{_e(n.stage)}</td><td>{n.count}</td><td><pre>{_e(n.first.text.strip())}</pre></td></tr>"
-        for n in diff.new_lines
-    )
+    lines = "".join(_new_line_row(n) for n in diff.new_lines)
     notes = "".join(f"<li>{_e(n)}</li>" for n in diff.notes)
+    error = diff.bad.error_line
+    where = (
+        f"<code>{_e(error.source)}:{error.line}</code> <code>{_e(_cut(error.text.strip(), 300))}</code>"
+        if error
+        else ""
+    )
     body = [
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>verl-logscan diff</title>',
-        "<style>body{font-family:system-ui,sans-serif;max-width:1000px;margin:24px auto;padding:0 16px}"
-        "table{border-collapse:collapse}"
-        "td,th{border:1px solid #ddd;padding:3px 8px;vertical-align:top;text-align:left}"
-        "pre{margin:0;white-space:pre-wrap}.bad{color:#c0392b}</style></head><body>",
-        "<h1>verl-logscan diff</h1>",
-        f"<p>GOOD: <strong>{_e(diff.good.verdict)}</strong>; "
-        f'BAD: <strong class="bad">{_e(diff.bad.verdict)}</strong>. '
-        f"{_e(diff.bad_in_good_detail)}.</p>",
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta name="generator" content="verl-logscan diff (schema_version {diff.schema_version})">',
+        f"<title>verl-logscan diff: {'the runs differ' if diff.differs else 'no difference found'}</title>",
+        f"<style>{DIFF_CSS}</style></head><body><main>",
+        f'<header class="banner {status}" id="verdict"><div class="top"><span class="status">'
+        f"{'DIFFERS' if diff.differs else 'SAME'}</span>"
+        f'<span class="muted">GOOD against BAD: what changed first</span></div>',
+        f'<h1 class="summary">BAD {_e(diff.bad.verdict)}; GOOD {_e(diff.good.verdict)}</h1>',
+        '<dl class="facts">',
+        f"<dt>GOOD</dt><dd>{_e(diff.good.verdict)}</dd>",
+        f'<dt>BAD</dt><dd class="bad-run">{_e(diff.bad.verdict)}</dd>',
+        f"<dt>error</dt><dd>{where}</dd>" if where else "",
+        f"<dt>in GOOD</dt><dd>{_e(diff.bad_in_good_detail)}</dd>",
+        "</dl>",
+        '<nav><a href="#changes">environment and config</a><a href="#divergence">first divergence</a>'
+        '<a href="#new-lines">lines new in BAD</a></nav></header>',
         '<section id="changes"><h2>Environment and config</h2>',
-        f"<table><tr><th>key</th><th>GOOD</th><th>BAD</th></tr>{rows}</table>"
+        '<table class="cards changes"><thead><tr><th>key</th><th>GOOD</th><th>BAD</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
         if rows
         else "<p>No difference the logs show.</p>",
         '</section><section id="divergence"><h2>First divergence</h2>',
         f"<ol>{divs}</ol>" if divs else "<p>None: BAD's progress stays within GOOD's.</p>",
         _charts(diff),
-        f'</section><section id="new-lines"><h2>Lines new in BAD ({diff.new_templates})</h2>',
-        "<table><tr><th>where</th><th>streams</th><th>stage</th><th>lines</th><th>first line</th></tr>"
-        f"{lines}</table>"
+        f'</section><section id="new-lines"><h2>{_e(new_lines_heading(diff))}</h2>',
+        '<table class="cards lines"><colgroup><col class="where"><col class="streams"><col class="stage">'
+        '<col class="count"><col></colgroup><thead><tr><th>where</th><th>streams</th><th>stage</th>'
+        f"<th>lines</th><th>first line</th></tr></thead><tbody>{lines}</tbody></table>"
         if lines
         else "<p>None.</p>",
         "</section>",
         f'<ul class="notes">{notes}</ul>' if notes else "",
-        "</body></html>",
+        "<footer>verl-logscan diff</footer></main></body></html>",
     ]
-    return "\n".join(body) + "\n"
+    return "\n".join(b for b in body if b) + "\n"
