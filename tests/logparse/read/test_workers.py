@@ -248,6 +248,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # 9 s: the CLI as a process, scanning with 1, 2 and 4 reader processes
 def test_workers_from_the_command_line(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     generate(str(log), 1.0, kind="dense")
