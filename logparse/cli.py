@@ -448,11 +448,12 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 @catalog_group.command(name="check", short_help="Validate the catalog and run its examples.")
 @click.argument("path", required=False, type=click.Path())
 @_known_issues_option
-def catalog_check(path: str | None, known_issue_files: tuple[str, ...]) -> None:
+@_color_option
+def catalog_check(path: str | None, known_issue_files: tuple[str, ...], color: bool | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples; and the
     known upstream issues (built-in, or the --known-issues files): their schema, version ranges and
     examples, each scanned as a log and matched as a report matches it."""
-    sys.exit(commands.check(path, known_issue_files, _TERMINAL))
+    sys.exit(commands.check(path, known_issue_files, _TERMINAL, color))
 
 
 @cli.command(short_help="What an entry or a category means, and how to fix it.")
@@ -465,13 +466,18 @@ def catalog_check(path: str | None, known_issue_files: tuple[str, ...]) -> None:
     help="Explain the category NAME where an entry has that id too.",
 )
 @_known_issues_option
+@_color_option
 def explain(
-    entry_id: str, catalogs: tuple[str, ...], as_category: bool, known_issue_files: tuple[str, ...]
+    entry_id: str,
+    catalogs: tuple[str, ...],
+    as_category: bool,
+    known_issue_files: tuple[str, ...],
+    color: bool | None,
 ) -> None:
     """Show what a catalog entry (cuda-oom), a root-cause category (host-oom, the word after FAILED
     in a summary) or a fallback rule means and how to fix it (`explain unknown`: what an unknown
     verdict means and how to add an entry)."""
-    sys.exit(commands.explain(entry_id, catalogs, as_category, known_issue_files, _TERMINAL))
+    sys.exit(commands.explain(entry_id, catalogs, as_category, known_issue_files, _TERMINAL, color))
 
 
 def main() -> None:

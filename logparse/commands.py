@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from logparse.console import BOLD, GREEN, RED, RESET, YELLOW, wrap_text
 from logparse.live import terminal_width, use_color
 from logparse.model import ReportStatus
 from logparse.outputs import OutputError, plan_outputs, refuse_inputs, write_atomically
@@ -167,10 +168,17 @@ def _under(source: str, roots: Sequence[str]) -> bool:
     return any(source == root or source.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def check(path: str | None, known_issue_files: Sequence[str], terminal: Terminal) -> int:
+def check(
+    path: str | None, known_issue_files: Sequence[str], terminal: Terminal, color: bool | None = None
+) -> int:
     """`catalog check [PATH] [--known-issues FILE]`: PATH's entries (on top of the built-in catalog),
-    the --known-issues files' known issues; neither given, everything built in."""
-    from logparse.catalog_check import check_catalog, check_known_issues  # here: a scan needs none of it
+    the --known-issues files' known issues; neither given, everything built in. Each problem and
+    warning on standard error, wrapped to a terminal's width; failures red, warnings yellow."""
+    from logparse.catalog_check import (  # here: a scan needs none of it
+        check_catalog,
+        check_known_issues,
+        shadowed_examples,
+    )
 
     catalog = load((path,) if path else ())
     known = load_known(known_issue_files)
@@ -186,13 +194,24 @@ def check(path: str | None, known_issue_files: Sequence[str], terminal: Terminal
         summary = "; ".join(x for x in (summary, known_words) if x)
         failures = [*failures, *known_failures]
         count += n
+    warnings = shadowed_examples(catalog, only) if only else []
+    err_width, err_color = terminal_width(terminal.err), use_color(color, terminal.err)
+
+    def say(text: str, paint: str = "") -> None:
+        text = wrap_text(terminal.clean(text), err_width)
+        terminal.say(f"{paint}{text}{RESET}" if paint and err_color else text, color=err_color)
+
+    for w in warnings:
+        say(str(w), YELLOW)
     if failures:
         for f in failures:
-            terminal.say(terminal.clean(f))
-        said = terminal.clean(summary)
-        terminal.say(f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({said})")
+            say(str(f), RED)
+        said = f"{len(failures)} of {count} examples ({summary})"
+        say(f"verl-logscan: catalog check failed: {said}", BOLD + RED)
         return EXIT_ERROR
-    terminal.echo(f"catalog ok: {terminal.clean(summary)}")
+    warned = f"; {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else ""
+    ok = wrap_text(terminal.clean(f"catalog ok: {summary}{warned}"), terminal_width(terminal.out))
+    terminal.echo(f"{GREEN}{ok}{RESET}" if use_color(color, terminal.out) else ok)
     return EXIT_HEALTHY
 
 
@@ -202,6 +221,7 @@ def explain(
     as_category: bool,
     known_issue_files: Sequence[str],
     terminal: Terminal,
+    color: bool | None = None,
 ) -> int:
     """`explain NAME`: an entry, a category or a fallback rule, and how to fix it."""
     from logparse.explain import explain_text, names
@@ -215,8 +235,18 @@ def explain(
         raise CommandError(
             f"no {what} '{name}'{did_you_mean(name, choices)}; see 'verl-logscan catalog list'"
         )
-    terminal.echo(terminal.clean(text), nl=False)  # (a user catalog's text: no escape reaches the terminal)
+    # (a user catalog's text: no escape reaches the terminal); on a terminal, wrapped to its width at
+    # spaces, the headings bold when colour is on
+    text = wrap_text(terminal.clean(text), terminal_width(terminal.out))
+    if use_color(color, terminal.out):
+        text = "\n".join(bold_heading(line) for line in text.split("\n"))
+    terminal.echo(text, nl=False)
     return EXIT_HEALTHY
+
+
+def bold_heading(line: str) -> str:
+    """A line that starts at the first column (a heading, the entry's title) in bold."""
+    return f"{BOLD}{line}{RESET}" if line[:1].strip() else line
 
 
 # -- diff ------------------------------------------------------------------------------------------
