@@ -28,6 +28,7 @@ from logparse.decide.stall import live_alert_after, median, median_step_time, sp
 CHECK_S = 0.5  # the clock is looked at this often
 CAUGHT_UP_S = 1.0  # no read for this long: the backlog is read, arrivals are live
 MAX_STREAMS_SAID = 8
+_STALL, _DIM, _RESET = "\x1b[1m\x1b[35m", "\x1b[2m", "\x1b[0m"
 LINE_CHARS = 120
 
 
@@ -42,8 +43,10 @@ class StallWatch:
         explicit_s: float | None = None,
         screen=None,
         clock: Callable[[], float] = time.monotonic,
+        color: bool = False,
     ):
         self.out = out
+        self.color = color
         self.clean = clean
         self.explicit_s = explicit_s
         self.screen = screen
@@ -136,8 +139,8 @@ class StallWatch:
         limit_text = f"limit {span(limit)}: {why}{took}"
         parts = [f"verl-logscan: ALERT stalled: no new step for {span(silence)} {where} ({limit_text})"]
         streams = a.stalls.last_lines()
-        for who, ev in streams[:MAX_STREAMS_SAID]:
-            text = ev.text.strip()
+        for who, ev, message in streams[:MAX_STREAMS_SAID]:
+            text = message.strip() or ev.text.strip()
             shown = self.clean(text[:LINE_CHARS], len(text) > LINE_CHARS)
             parts.append(f"  {self.clean(who, False)} last wrote {ev.source}:{ev.line}: {shown}")
         if len(streams) > MAX_STREAMS_SAID:
@@ -147,5 +150,11 @@ class StallWatch:
     def _write(self, text: str) -> None:
         if self.screen is not None:
             self.screen.before_output()
+        if self.color:  # the ALERT's first line bold magenta (a stall's colour in the summary), as a
+            # fatal line's ALERT is bold red; the streams under it dim
+            head, _, rest = text.partition("\n")
+            text = f"{_STALL}{head}{_RESET}" + "".join(
+                f"\n{_DIM}{row}{_RESET}" for row in rest.split("\n") if rest
+            )
         self.out.write(text + "\n")
         self.out.flush()

@@ -87,3 +87,56 @@ def test_catalog_check_points_at_the_example_and_warns_of_a_stronger_built_in(tm
     )
     shown, code = on_pty(["catalog", "check", str(mine)])
     assert code == 0 and "warning" not in shown
+
+
+def test_stall_alert_is_coloured_and_names_where_each_stream_stopped(tmp_path: Path) -> None:
+    """A torchrun job that hangs after step 2, piped in and left open: the stall ALERT on a terminal is
+    bold magenta, its streams dim; a stream's last line is its message without torchrun's launcher
+    prefix (the stream's name says whose it is); output without a prefix is `unprefixed output`."""
+    import os
+    import subprocess
+    import time
+
+    from tests.conftest import FIXTURES, ROOT
+    from tests.test_terminal import drain, open_pty
+
+    log = (FIXTURES / "stalls" / "torchrun-hang-py-spy" / "train.log").read_bytes()
+    master, slave = open_pty(100)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "logparse",
+        "scan",
+        "--stall-after",
+        "1s",
+        "-",
+        "-o",
+        str(tmp_path / "r.json"),
+    ]
+    p = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=slave, env=env, cwd=ROOT
+    )
+    os.close(slave)
+    shown = bytearray()
+    reader = drain(master, shown)
+    try:
+        assert p.stdin is not None
+        p.stdin.write(log)
+        p.stdin.flush()
+        deadline = time.monotonic() + 60
+        while b"last wrote" not in shown and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)
+    finally:
+        if p.stdin is not None:
+            p.stdin.close()
+        p.wait(timeout=60)
+        reader.join(timeout=10)
+        os.close(master)
+    text = shown.decode("utf-8", "replace")
+    assert "\x1b[1m\x1b[35mverl-logscan: ALERT stalled: no new step" in text, text
+    plain = SGR.sub("", text)
+    assert "pid 1938 last wrote -:12: Sending process 1973 closing signal SIGTERM" in plain
+    assert "torch/distributed/elastic/multiprocessing/api.py:1028]" not in plain.split("last wrote", 1)[1]
+    assert "unprefixed output last wrote -:40:" in plain and "(no prefix)" not in plain

@@ -98,10 +98,10 @@ class _Stages:
 
 
 class _Stalls:
-    def last_lines(self) -> list[tuple[str, Evidence]]:
+    def last_lines(self) -> list[tuple[str, Evidence, str]]:
         return [
-            ("rank 3", Evidence("job.log", 7, "step:2 - loss:1.0")),
-            ("rank 0", Evidence("job.log", 9, "x")),
+            ("rank 3", Evidence("job.log", 7, "[rank3]:step:2 - loss:1.0"), "step:2 - loss:1.0"),
+            ("rank 0", Evidence("job.log", 9, "[rank0]:x"), "x"),
         ]
 
 
