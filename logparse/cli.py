@@ -90,10 +90,10 @@ class _ClickTerminal:
         except OSError as exc:
             _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
 
-    def render_fleet(self, summary, fmt: str, width: int | None = None) -> str:
+    def render_fleet(self, summary, fmt: str, width: int | None = None, color: bool = False) -> str:
         from reports.fleet import render_fleet
 
-        return render_fleet(summary, fmt, width=width)
+        return render_fleet(summary, fmt, width=width, color=color)
 
     def render_diff(self, result, fmt: str, color: bool = False, width: int | None = None) -> str:
         from reports.diff import render_diff
@@ -369,6 +369,7 @@ def _unwrap_setting(value: str) -> str | int:
     help="Also write each job's own HTML report into DIR (created if missing), linked from its row "
     "in the Markdown and HTML summaries.",
 )
+@_color_option
 def fleet(**options) -> None:
     """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
 

@@ -69,7 +69,9 @@ class Terminal(Protocol):
     render: Callable[..., str]
     csv_safe_frame: Callable[[Any], Any]
 
-    def render_fleet(self, summary: FleetSummary, fmt: str, width: int | None = None) -> str: ...
+    def render_fleet(
+        self, summary: FleetSummary, fmt: str, width: int | None = None, color: bool = False
+    ) -> str: ...
 
     def render_diff(self, diff: Any, fmt: str, color: bool = False, width: int | None = None) -> str: ...
 

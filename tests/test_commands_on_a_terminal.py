@@ -140,3 +140,16 @@ def test_stall_alert_is_coloured_and_names_where_each_stream_stopped(tmp_path: P
     assert "pid 1938 last wrote -:12: Sending process 1973 closing signal SIGTERM" in plain
     assert "torch/distributed/elastic/multiprocessing/api.py:1028]" not in plain.split("last wrote", 1)[1]
     assert "unprefixed output last wrote -:40:" in plain and "(no prefix)" not in plain
+
+
+def test_fleet_status_column_is_coloured_as_scan_colours_its_verdict() -> None:
+    from tests.conftest import FIXTURES, SAMPLES
+
+    jobs = [str(SAMPLES / "torchrun-rank-exception.log"), str(SAMPLES / "torchrun-healthy.log")]
+    shown, code = on_pty(["fleet", *jobs, str(FIXTURES / "stalls" / "torchrun-hang-py-spy")])
+    assert code == 1
+    assert "\x1b[1m\x1b[31mfailed\x1b[0m" in shown and "\x1b[32mhealthy\x1b[0m" in shown
+    assert "\x1b[1m\x1b[35mstalled\x1b[0m" in shown
+    assert max(len(line) for line in rows(shown)) <= 80  # the table still fits: colour takes no column
+    plain, _ = on_pty(["fleet", *jobs], env={"NO_COLOR": "1"})
+    assert "\x1b[" not in plain
