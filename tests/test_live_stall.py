@@ -30,6 +30,7 @@ def _before_the_hang() -> str:
     return "".join(lines[: last_step + 1])
 
 
+@pytest.mark.slow  # 5 s: waits out a real 1 s stall and the resumed progress, as a user would
 def test_follow_alerts_when_no_step_arrives_for_the_duration_and_says_when_progress_resumes(
     tmp_path: Path,
 ) -> None:
