@@ -108,6 +108,14 @@ def load_known(files: Sequence[str] = ()) -> KnownIssues:
         ) from None
 
 
+def warn(terminal: Terminal, text: str, color: bool | None = None) -> None:
+    """`verl-logscan: warning: TEXT` on standard error: made safe for a terminal, wrapped to its width
+    at spaces, yellow when colour is on there (as scan's summary colours its notes)."""
+    text = wrap_text(f"verl-logscan: warning: {terminal.clean(text)}", terminal_width(terminal.err))
+    painted = use_color(color, terminal.err)
+    terminal.say(f"{YELLOW}{text}{RESET}" if painted else text, color=painted)
+
+
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
     from rapidfuzz import process
 

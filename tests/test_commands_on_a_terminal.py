@@ -153,3 +153,16 @@ def test_fleet_status_column_is_coloured_as_scan_colours_its_verdict() -> None:
     assert max(len(line) for line in rows(shown)) <= 80  # the table still fits: colour takes no column
     plain, _ = on_pty(["fleet", *jobs], env={"NO_COLOR": "1"})
     assert "\x1b[" not in plain
+
+
+def test_scan_warning_wraps_and_is_yellow(tmp_path: Path) -> None:
+    from tests.conftest import SAMPLES
+
+    for name in ("torchrun-sigkill.log", "ray-import-error.log", "torchrun-healthy.log"):
+        (tmp_path / name).write_bytes((SAMPLES / name).read_bytes())
+    shown, _ = on_pty(["scan", str(tmp_path)])
+    warning = next(i for i, line in enumerate(rows(shown)) if "verl-logscan: warning:" in line)
+    assert "\x1b[33mverl-logscan: warning:" in shown
+    said = rows(shown)[warning : warning + 8]
+    assert max(len(line) for line in said) <= 80, said
+    assert "looks like 3 jobs" in " ".join(" ".join(said).split())
