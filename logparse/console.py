@@ -90,6 +90,7 @@ class Alerts:
         # masked before it is clipped, so the clip cannot leave the start of a token in clear
         shown = self.clean(message[:ALERT_WINDOW_CHARS], len(message) > ALERT_WINDOW_CHARS)
         line = f"verl-logscan: ALERT {hit.category} ({entry.id}) at {place}: {shown[:ALERT_MESSAGE_CHARS]}"
+        line = wrap_text(line, screen_width(self.out))  # (on a terminal: its width, at spaces)
         # (the log's part of the line is clean: no escape sequence of its own to end ours early)
         self.out.write(f"{_ALERT}{line}{_RESET}\n" if self.color else line + "\n")
         self.out.flush()
@@ -98,6 +99,13 @@ class Alerts:
 DEFAULT_COLUMNS = 80
 _DIM, _RESET = "\x1b[2m", "\x1b[0m"
 _ALERT = "\x1b[1m\x1b[31m"  # bold red: an alert stands out in a flood of passed-through log lines
+
+
+def screen_width(stream: TextIO | None) -> int | None:
+    """The columns a line on `stream` wraps to: a terminal's (terminal_columns), else None."""
+    from logparse.process import isatty
+
+    return terminal_columns(stream) if isatty(stream) else None
 
 
 def terminal_columns(stream: TextIO | None) -> int:

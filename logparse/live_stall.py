@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from logparse.console import screen_width, wrap_text
 from logparse.decide.stall import live_alert_after, median, median_step_time, span
 
 CHECK_S = 0.5  # the clock is looked at this often
@@ -148,13 +149,15 @@ class StallWatch:
         return "\n".join(parts)
 
     def _write(self, text: str) -> None:
+        """`text` on the terminal: its first line (the ALERT) and the lines under it (the streams) each
+        wrapped to the terminal's width at spaces; with colour the ALERT bold magenta (a stall's colour
+        in the summary, as a fatal line's ALERT is bold red), the streams dim."""
         if self.screen is not None:
             self.screen.before_output()
-        if self.color:  # the ALERT's first line bold magenta (a stall's colour in the summary), as a
-            # fatal line's ALERT is bold red; the streams under it dim
-            head, _, rest = text.partition("\n")
-            text = f"{_STALL}{head}{_RESET}" + "".join(
-                f"\n{_DIM}{row}{_RESET}" for row in rest.split("\n") if rest
-            )
-        self.out.write(text + "\n")
+        width = screen_width(self.out)
+        head, _, rest = text.partition("\n")
+        head, rest = wrap_text(head, width), wrap_text(rest, width) if rest else ""
+        if self.color:
+            head, rest = f"{_STALL}{head}{_RESET}", f"{_DIM}{rest}{_RESET}" if rest else ""
+        self.out.write(head + (f"\n{rest}" if rest else "") + "\n")
         self.out.flush()

@@ -18,6 +18,7 @@ from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_
 from reports.common import (
     Gap,
     anomaly_text,
+    cut_words,
     env_rows,
     finding_kind,
     finding_steps,
@@ -37,7 +38,6 @@ from reports.layout import (
     fold_frames,
     library_roots,
 )
-from reports.render import cut_words
 
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
 CELL_CHARS = 500  # a log line quoted in a table cell

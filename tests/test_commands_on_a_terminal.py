@@ -166,3 +166,15 @@ def test_scan_warning_wraps_and_is_yellow(tmp_path: Path) -> None:
     said = rows(shown)[warning : warning + 8]
     assert max(len(line) for line in said) <= 80, said
     assert "looks like 3 jobs" in " ".join(" ".join(said).split())
+
+
+def test_fatal_alert_wraps_at_spaces_to_the_terminal(tmp_path: Path) -> None:
+    from tests.test_terminal import OOM, run_live
+
+    shown, _, _ = run_live(tmp_path, [(OOM, 0.5)], 60, {})
+    text = shown.replace("\r\n", "\n")
+    start = text.index("verl-logscan: ALERT")
+    alert = SGR.sub("", text[start:]).split("\n")[:5]
+    assert "\x1b[1m\x1b[31mverl-logscan: ALERT cuda-oom" in text
+    assert all(len(row.split("\r")[-1]) <= 60 for row in alert[:3]), alert
+    assert "CUDA out of memory." in " ".join(" ".join(alert).split())
