@@ -13,7 +13,10 @@ import pytest
 
 from tests.test_diff_presentation import SGR, on_pty
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux"),
+    pytest.mark.slow,  # 2-4 s each: the CLI as a process on a pty (catalog checks, a stall waited out)
+]
 
 # an entry of our own that names the CUDA OOM wording the built-in `cuda-oom` (priority 90) names too
 MINE = """\

@@ -41,6 +41,7 @@ def on_pty(args: list[str], columns: int = 80, env: dict[str, str] | None = None
     return shown.decode("utf-8", "replace").replace("\r\n", "\n"), code
 
 
+@pytest.mark.slow  # 2-4 s: two diffs, each the CLI as a process on a pty
 def test_diff_on_a_terminal_is_coloured_and_fits_80_columns() -> None:
     shown, code = on_pty(["diff", GOOD, BAD])
     assert code == 1
@@ -54,6 +55,7 @@ def test_diff_on_a_terminal_is_coloured_and_fits_80_columns() -> None:
     assert "Lines new in BAD (5 entries from 49 templates)" in plain
 
 
+@pytest.mark.slow  # 2-4 s: the CLI as a process, on a pty and on a pipe
 def test_no_color_and_a_pipe_get_plain_text() -> None:
     shown, _ = on_pty(["diff", GOOD, BAD], env={"NO_COLOR": "1"})
     assert "\x1b[" not in shown
@@ -78,6 +80,7 @@ def test_markdown_count_is_the_rows_shown(tmp_path: Path) -> None:
     assert sum(1 + n["folded"] for n in data["new_lines"]) == 49
 
 
+@pytest.mark.slow  # 2 s: the CLI as a process on a pty
 def test_dash_o_prints_the_summary_and_where_it_went(tmp_path: Path) -> None:
     out = tmp_path / "d.html"
     shown, code = on_pty(["diff", GOOD, BAD, "-o", str(out)])
