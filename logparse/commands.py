@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from logparse.console import BOLD, GREEN, RED, RESET, YELLOW, wrap_text
 from logparse.live import terminal_width, use_color
 from logparse.model import ReportStatus
 from logparse.outputs import OutputError, plan_outputs, refuse_inputs, write_atomically
@@ -111,6 +110,8 @@ def load_known(files: Sequence[str] = ()) -> KnownIssues:
 def warn(terminal: Terminal, text: str, color: bool | None = None) -> None:
     """`verl-logscan: warning: TEXT` on standard error: made safe for a terminal, wrapped to its width
     at spaces, yellow when colour is on there (as scan's summary colours its notes)."""
+    from logparse.console import RESET, YELLOW, wrap_text  # (only when there is a warning: a scan needs none)
+
     text = wrap_text(f"verl-logscan: warning: {terminal.clean(text)}", terminal_width(terminal.err))
     painted = use_color(color, terminal.err)
     terminal.say(f"{YELLOW}{text}{RESET}" if painted else text, color=painted)
@@ -189,6 +190,7 @@ def check(
         check_known_issues,
         shadowed_examples,
     )
+    from logparse.console import BOLD, GREEN, RED, RESET, YELLOW, wrap_text
 
     catalog = load((path,) if path else ())
     known = load_known(known_issue_files)
@@ -247,6 +249,8 @@ def explain(
         )
     # (a user catalog's text: no escape reaches the terminal); on a terminal, wrapped to its width at
     # spaces, the headings bold when colour is on
+    from logparse.console import wrap_text
+
     text = wrap_text(terminal.clean(text), terminal_width(terminal.out))
     if use_color(color, terminal.out):
         text = "\n".join(bold_heading(line) for line in text.split("\n"))
@@ -256,6 +260,8 @@ def explain(
 
 def bold_heading(line: str) -> str:
     """A line that starts at the first column (a heading, the entry's title) in bold."""
+    from logparse.console import BOLD, RESET
+
     return f"{BOLD}{line}{RESET}" if line[:1].strip() else line
 
 
