@@ -84,7 +84,7 @@ def test_catalog_check_points_at_the_example_and_warns_of_a_stronger_built_in(tm
     mine.write_text(MINE.replace("      - 'a line that is no OOM at all'\n", ""))
     shown, code = on_pty(["catalog", "check", str(mine)])
     assert code == 0
-    assert "catalog ok: 1 entries, 2 examples; 1 warning" in " ".join(rows(shown))
+    assert "catalog ok: 1 entry, 2 examples; 1 warning" in " ".join(rows(shown))
     mine.write_text(
         MINE.replace("priority: 50", "priority: 95").replace("      - 'a line that is no OOM at all'\n", "")
     )
@@ -140,9 +140,9 @@ def test_stall_alert_is_coloured_and_names_where_each_stream_stopped(tmp_path: P
     text = shown.decode("utf-8", "replace")
     assert "\x1b[1m\x1b[35mverl-logscan: ALERT stalled: no new step" in text, text
     plain = SGR.sub("", text)
-    assert "pid 1938 last wrote -:12: Sending process 1973 closing signal SIGTERM" in plain
+    assert "pid 1938 last wrote <stdin>:12: Sending process 1973 closing signal SIGTERM" in plain
     assert "torch/distributed/elastic/multiprocessing/api.py:1028]" not in plain.split("last wrote", 1)[1]
-    assert "unprefixed output last wrote -:40:" in plain and "(no prefix)" not in plain
+    assert "unprefixed output last wrote <stdin>:40:" in plain and "(no prefix)" not in plain
 
 
 def test_fleet_status_column_is_coloured_as_scan_colours_its_verdict() -> None:
