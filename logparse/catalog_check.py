@@ -4,7 +4,7 @@ matcher as a real scan."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import regex
 
@@ -18,6 +18,7 @@ from logparse.read.progress_syntax import MarkerMatcher
 from logparse.read.sources import Line, strip_ansi
 from patterns import Catalog, Entry
 from patterns.fallback import FallbackRules, fallback_rules
+from patterns.schema import Role
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
 from patterns.upstream_issues import KnownIssue, KnownIssues
 from patterns.validation import regex_risk
@@ -30,9 +31,11 @@ class ExampleFailure:
     line: str
     reason: str
 
+    at: int = 0  # the example's own line in the entry's file (0: not known: the entry's first line)
+
     def __str__(self) -> str:
         return (
-            f"{self.entry.source}:{self.entry.line}: entry '{self.entry.id}': "
+            f"{self.entry.source}:{self.at or self.entry.line}: entry '{self.entry.id}': "
             f"{self.kind} example {self.reason}\n"
             f"    line: {self.line}"
         )
@@ -47,6 +50,52 @@ def block_matches(catalog: Catalog, entry: Entry, text: str) -> bool:
         analysis.feed_line(Line("<example>", i, strip_ansi(line)))
     analysis.finish()
     return any(g.entry.id == entry.id for g in analysis.hits.collector.groups.values())
+
+
+@dataclass(frozen=True)
+class Shadowed:
+    """A custom entry's `match` example on which a scan names another entry, a built-in one, as the
+    root cause: the entry fires, and loses (its priority, or the choice's other reasons)."""
+
+    entry: Entry
+    winner: Entry
+    at: int  # the example's line in the entry's file (0: not known)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.entry.source}:{self.at or self.entry.line}: warning: entry '{self.entry.id}' "
+            f"(priority {self.entry.priority}) fires on this example, but the built-in entry "
+            f"'{self.winner.id}' (priority {self.winner.priority}, {self.winner.category}) is the root "
+            f"cause a scan reports; raise '{self.entry.id}''s priority above {self.winner.priority}, "
+            f"or disable the built-in one with --disable {self.winner.id}"
+        )
+
+
+def _root_cause_of(catalog: Catalog, text: str) -> tuple[str | None, set[str]]:
+    """(the root cause's entry id, the ids of the entries that fired) when `text` is scanned as a log."""
+    from logparse.pipeline import start_analysis
+
+    analysis = start_analysis(catalog)
+    for i, line in enumerate(text.splitlines(), 1):
+        analysis.feed_line(Line("<example>", i, strip_ansi(line)))
+    report = analysis.report()
+    fired = {g.entry.id for g in analysis.hits.collector.groups.values()}
+    return (report.root_cause.id if report.root_cause is not None else None), fired
+
+
+def shadowed_examples(catalog: Catalog, only: set[str]) -> list[Shadowed]:
+    """Each `match` example of the entries in `only` (a custom catalog's, all `cause` entries) on which
+    a built-in entry, not one of `only`, is the root cause a scan reports."""
+    by_id = {e.id: e for e in catalog.entries}
+    out = []
+    for entry in catalog.entries:
+        if entry.id not in only or entry.role != Role.CAUSE:
+            continue
+        for ex in entry.examples.match:
+            root, fired = _root_cause_of(catalog, ex.line)
+            if entry.id in fired and root is not None and root not in only and root in by_id:
+                out.append(Shadowed(entry, by_id[root], ex.at))
+    return out
 
 
 def example_matches(matcher: Matcher, entry: Entry, text: str) -> tuple[bool, str]:
@@ -89,19 +138,19 @@ def check_examples(catalog: Catalog, only: set[str] | None = None) -> tuple[int,
             count += 1
             failure = _match_failure(catalog, matcher, entry, ex)
             if failure is not None:
-                failures.append(failure)
+                failures.append(replace(failure, at=ex.at))
         for ex in entry.examples.no_match:
             count += 1
             if fires(ex):
                 failures.append(
-                    ExampleFailure(entry, "no_match", ex.line, f"matches but must not ({ex.why})")
+                    ExampleFailure(entry, "no_match", ex.line, f"matches but must not ({ex.why})", ex.at)
                 )
         for ex in entry.examples.todo_match:
             count += 1
             if fires(ex):
                 failures.append(
                     ExampleFailure(
-                        entry, "todo_match", ex.line, "now matches: move it from todo_match to match"
+                        entry, "todo_match", ex.line, "now matches: move it from todo_match to match", ex.at
                     )
                 )
     return count, failures

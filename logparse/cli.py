@@ -90,15 +90,15 @@ class _ClickTerminal:
         except OSError as exc:
             _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
 
-    def render_fleet(self, summary, fmt: str, width: int | None = None) -> str:
+    def render_fleet(self, summary, fmt: str, width: int | None = None, color: bool = False) -> str:
         from reports.fleet import render_fleet
 
-        return render_fleet(summary, fmt, width=width)
+        return render_fleet(summary, fmt, width=width, color=color)
 
-    def render_diff(self, result, fmt: str) -> str:
+    def render_diff(self, result, fmt: str, color: bool = False, width: int | None = None) -> str:
         from reports.diff import render_diff
 
-        return render_diff(result, fmt)
+        return render_diff(result, fmt, color=color, width=width)
 
     def report_file_names(self, jobs: list[str]) -> list[str]:
         from reports.fleet import report_file_names
@@ -107,6 +107,14 @@ class _ClickTerminal:
 
 
 _TERMINAL = _ClickTerminal()
+
+
+def _color_option(f: Callable) -> Callable:
+    return click.option(
+        "--color/--no-color",
+        default=None,
+        help="Colour the text [default: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it].",
+    )(f)
 
 
 def _known_issues_option(f: Callable) -> Callable:
@@ -361,6 +369,7 @@ def _unwrap_setting(value: str) -> str | int:
     help="Also write each job's own HTML report into DIR (created if missing), linked from its row "
     "in the Markdown and HTML summaries.",
 )
+@_color_option
 def fleet(**options) -> None:
     """Analyse many jobs at once and summarise them: one row per job, counts per category and stage.
 
@@ -402,8 +411,9 @@ def fleet(**options) -> None:
     type=click.IntRange(0, 1000),
     default=25,
     show_default=True,
-    help="Lines new in BAD shown at most.",
+    help="Lines new in BAD shown at most (a traceback's lines are one).",
 )
+@_color_option
 def diff_command(**options) -> None:
     """Compare a good run with a bad one: what changed, where BAD first diverged, what is new in it.
 
@@ -439,11 +449,12 @@ def catalog_list(catalogs: tuple[str, ...]) -> None:
 @catalog_group.command(name="check", short_help="Validate the catalog and run its examples.")
 @click.argument("path", required=False, type=click.Path())
 @_known_issues_option
-def catalog_check(path: str | None, known_issue_files: tuple[str, ...]) -> None:
+@_color_option
+def catalog_check(path: str | None, known_issue_files: tuple[str, ...], color: bool | None) -> None:
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples; and the
     known upstream issues (built-in, or the --known-issues files): their schema, version ranges and
     examples, each scanned as a log and matched as a report matches it."""
-    sys.exit(commands.check(path, known_issue_files, _TERMINAL))
+    sys.exit(commands.check(path, known_issue_files, _TERMINAL, color))
 
 
 @cli.command(short_help="What an entry or a category means, and how to fix it.")
@@ -456,13 +467,18 @@ def catalog_check(path: str | None, known_issue_files: tuple[str, ...]) -> None:
     help="Explain the category NAME where an entry has that id too.",
 )
 @_known_issues_option
+@_color_option
 def explain(
-    entry_id: str, catalogs: tuple[str, ...], as_category: bool, known_issue_files: tuple[str, ...]
+    entry_id: str,
+    catalogs: tuple[str, ...],
+    as_category: bool,
+    known_issue_files: tuple[str, ...],
+    color: bool | None,
 ) -> None:
     """Show what a catalog entry (cuda-oom), a root-cause category (host-oom, the word after FAILED
     in a summary) or a fallback rule means and how to fix it (`explain unknown`: what an unknown
     verdict means and how to add an entry)."""
-    sys.exit(commands.explain(entry_id, catalogs, as_category, known_issue_files, _TERMINAL))
+    sys.exit(commands.explain(entry_id, catalogs, as_category, known_issue_files, _TERMINAL, color))
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from logparse.live import terminal_width, use_color
 from logparse.model import ReportStatus
 from logparse.outputs import OutputError, plan_outputs, refuse_inputs, write_atomically
 from logparse.pipeline import default_known_issues
@@ -67,9 +68,11 @@ class Terminal(Protocol):
     render: Callable[..., str]
     csv_safe_frame: Callable[[Any], Any]
 
-    def render_fleet(self, summary: FleetSummary, fmt: str, width: int | None = None) -> str: ...
+    def render_fleet(
+        self, summary: FleetSummary, fmt: str, width: int | None = None, color: bool = False
+    ) -> str: ...
 
-    def render_diff(self, diff: Any, fmt: str) -> str: ...
+    def render_diff(self, diff: Any, fmt: str, color: bool = False, width: int | None = None) -> str: ...
 
     def report_file_names(self, jobs: list[str]) -> list[str]: ...
 
@@ -102,6 +105,16 @@ def load_known(files: Sequence[str] = ()) -> KnownIssues:
         raise CommandError(
             f"known issues error{where} ({len(exc.problems)} problem(s))", exc.problems
         ) from None
+
+
+def warn(terminal: Terminal, text: str, color: bool | None = None) -> None:
+    """`verl-logscan: warning: TEXT` on standard error: made safe for a terminal, wrapped to its width
+    at spaces, yellow when colour is on there (as scan's summary colours its notes)."""
+    from logparse.console import RESET, YELLOW, wrap_text  # (only when there is a warning: a scan needs none)
+
+    text = wrap_text(f"verl-logscan: warning: {terminal.clean(text)}", terminal_width(terminal.err))
+    painted = use_color(color, terminal.err)
+    terminal.say(f"{YELLOW}{text}{RESET}" if painted else text, color=painted)
 
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
@@ -166,10 +179,18 @@ def _under(source: str, roots: Sequence[str]) -> bool:
     return any(source == root or source.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def check(path: str | None, known_issue_files: Sequence[str], terminal: Terminal) -> int:
+def check(
+    path: str | None, known_issue_files: Sequence[str], terminal: Terminal, color: bool | None = None
+) -> int:
     """`catalog check [PATH] [--known-issues FILE]`: PATH's entries (on top of the built-in catalog),
-    the --known-issues files' known issues; neither given, everything built in."""
-    from logparse.catalog_check import check_catalog, check_known_issues  # here: a scan needs none of it
+    the --known-issues files' known issues; neither given, everything built in. Each problem and
+    warning on standard error, wrapped to a terminal's width; failures red, warnings yellow."""
+    from logparse.catalog_check import (  # here: a scan needs none of it
+        check_catalog,
+        check_known_issues,
+        shadowed_examples,
+    )
+    from logparse.console import BOLD, GREEN, RED, RESET, YELLOW, wrap_text
 
     catalog = load((path,) if path else ())
     known = load_known(known_issue_files)
@@ -185,13 +206,24 @@ def check(path: str | None, known_issue_files: Sequence[str], terminal: Terminal
         summary = "; ".join(x for x in (summary, known_words) if x)
         failures = [*failures, *known_failures]
         count += n
+    warnings = shadowed_examples(catalog, only) if only else []
+    err_width, err_color = terminal_width(terminal.err), use_color(color, terminal.err)
+
+    def say(text: str, paint: str = "") -> None:
+        text = wrap_text(terminal.clean(text), err_width)
+        terminal.say(f"{paint}{text}{RESET}" if paint and err_color else text, color=err_color)
+
+    for w in warnings:
+        say(str(w), YELLOW)
     if failures:
         for f in failures:
-            terminal.say(terminal.clean(f))
-        said = terminal.clean(summary)
-        terminal.say(f"verl-logscan: catalog check failed: {len(failures)} of {count} examples ({said})")
+            say(str(f), RED)
+        said = f"{len(failures)} of {count} examples ({summary})"
+        say(f"verl-logscan: catalog check failed: {said}", BOLD + RED)
         return EXIT_ERROR
-    terminal.echo(f"catalog ok: {terminal.clean(summary)}")
+    warned = f"; {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else ""
+    ok = wrap_text(terminal.clean(f"catalog ok: {summary}{warned}"), terminal_width(terminal.out))
+    terminal.echo(f"{GREEN}{ok}{RESET}" if use_color(color, terminal.out) else ok)
     return EXIT_HEALTHY
 
 
@@ -201,6 +233,7 @@ def explain(
     as_category: bool,
     known_issue_files: Sequence[str],
     terminal: Terminal,
+    color: bool | None = None,
 ) -> int:
     """`explain NAME`: an entry, a category or a fallback rule, and how to fix it."""
     from logparse.explain import explain_text, names
@@ -214,8 +247,22 @@ def explain(
         raise CommandError(
             f"no {what} '{name}'{did_you_mean(name, choices)}; see 'verl-logscan catalog list'"
         )
-    terminal.echo(terminal.clean(text), nl=False)  # (a user catalog's text: no escape reaches the terminal)
+    # (a user catalog's text: no escape reaches the terminal); on a terminal, wrapped to its width at
+    # spaces, the headings bold when colour is on
+    from logparse.console import wrap_text
+
+    text = wrap_text(terminal.clean(text), terminal_width(terminal.out))
+    if use_color(color, terminal.out):
+        text = "\n".join(bold_heading(line) for line in text.split("\n"))
+    terminal.echo(text, nl=False)
     return EXIT_HEALTHY
+
+
+def bold_heading(line: str) -> str:
+    """A line that starts at the first column (a heading, the entry's title) in bold."""
+    from logparse.console import BOLD, RESET
+
+    return f"{BOLD}{line}{RESET}" if line[:1].strip() else line
 
 
 # -- diff ------------------------------------------------------------------------------------------
@@ -231,6 +278,7 @@ class DiffOptions:
     redact_hosts: bool
     no_redact: bool
     max_lines: int
+    color: bool | None = None
 
 
 def diff(options: DiffOptions, formats: Sequence[str], terminal: Terminal) -> int:
@@ -253,12 +301,21 @@ def diff(options: DiffOptions, formats: Sequence[str], terminal: Terminal) -> in
     except InputError as exc:
         raise CommandError(str(exc)) from None
     for o in planned:
-        text = terminal.render_diff(result, o.fmt)
         if o.to_stdout:
-            terminal.report(text)
+            on_screen = o.fmt == "text"
+            color = on_screen and use_color(options.color, terminal.out)
+            width = terminal_width(terminal.out) if on_screen else None
+            terminal.report(terminal.render_diff(result, o.fmt, color=color, width=width))
         else:
-            write(o.path, text)
+            write(o.path, terminal.render_diff(result, o.fmt))
     if not any(o.to_stdout for o in planned):
+        # as scan -o: the text on standard error, then where the reports went
+        color = use_color(options.color, terminal.err)
+        terminal.say(
+            terminal.render_diff(result, "text", color=color, width=terminal_width(terminal.err)),
+            nl=False,
+            color=color,
+        )
         words = "the runs differ" if result.differs else "no difference found"
         terminal.say(
             f"verl-logscan: {words}; written to {terminal.clean(', '.join(o.path for o in planned))}"

@@ -10,11 +10,38 @@ line is read, and a one-line status redrawn while scanning.
 from __future__ import annotations
 
 import os
+import re
+import textwrap
 import time
 from collections.abc import Callable
 from typing import TextIO
 
 STATUS_EVERY_SECONDS = 0.5
+BOLD, RED, YELLOW, GREEN, RESET = "\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[32m", "\x1b[0m"
+_ITEM = re.compile(r"(\s*)(\d+\.\s+|[-*]\s+)?")  # a line's indent, and a list item's number or bullet
+
+
+def wrap_text(text: str, width: int | None) -> str:
+    """`text` (plain, already made safe for a terminal) with each line wrapped to `width` columns at
+    spaces, never inside a word that fits on a line (`gpu_memory_utilization` stays whole), continuation
+    rows under the line's text (after its indent and a list item's `1. `). None: as it is (a pipe)."""
+    if width is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        m = _ITEM.match(line)
+        hang = " " * (len(m.group(1)) + len(m.group(2) or "") or 4)
+        out += textwrap.wrap(
+            line,
+            width=max(width, 20),
+            subsequent_indent=hang if len(hang) < width // 2 else "    ",
+            break_on_hyphens=False,
+            drop_whitespace=True,
+        ) or [line]
+    return "\n".join(out)
 
 
 ALERT_MESSAGE_CHARS = 200  # of the error message shown in an alert
@@ -63,6 +90,7 @@ class Alerts:
         # masked before it is clipped, so the clip cannot leave the start of a token in clear
         shown = self.clean(message[:ALERT_WINDOW_CHARS], len(message) > ALERT_WINDOW_CHARS)
         line = f"verl-logscan: ALERT {hit.category} ({entry.id}) at {place}: {shown[:ALERT_MESSAGE_CHARS]}"
+        line = wrap_text(line, screen_width(self.out))  # (on a terminal: its width, at spaces)
         # (the log's part of the line is clean: no escape sequence of its own to end ours early)
         self.out.write(f"{_ALERT}{line}{_RESET}\n" if self.color else line + "\n")
         self.out.flush()
@@ -71,6 +99,13 @@ class Alerts:
 DEFAULT_COLUMNS = 80
 _DIM, _RESET = "\x1b[2m", "\x1b[0m"
 _ALERT = "\x1b[1m\x1b[31m"  # bold red: an alert stands out in a flood of passed-through log lines
+
+
+def screen_width(stream: TextIO | None) -> int | None:
+    """The columns a line on `stream` wraps to: a terminal's (terminal_columns), else None."""
+    from logparse.process import isatty
+
+    return terminal_columns(stream) if isatty(stream) else None
 
 
 def terminal_columns(stream: TextIO | None) -> int:

@@ -9,7 +9,9 @@ is made of facts from the two reports and from the two runs' lines, in the order
    BAD stopping at an earlier step or stage;
 3. the lines new in BAD: messages whose masked template (observe.hits.mask: numbers, hex, paths and ids
    masked, as grouping does) never appears in GOOD, most error-like first (MAX_NEW_LINES of them), each
-   with its stream and BAD's stage at that line;
+   with its stream and BAD's stage at that line; the new lines of one Python traceback (its
+   `Traceback (most recent call last):`, frame, code and `^^^` lines and its exception line, in one
+   stream) are one entry, shown by its most error-like line with the count of the others;
 4. BAD's verdict, and whether GOOD shows the same failure (failed the same way, or printed it without
    failing).
 
@@ -101,6 +103,7 @@ def compare(
 ) -> DiffReport:
     """The diff of two finished (unredacted) reports and their runs' templates."""
     new = _new_lines(bad, g_lines, b_lines)
+    templates = sum(1 + n.folded for n in new)
     in_good, detail = _bad_in_good(good, bad, g_lines)
     changes = env_changes(_environment(good, g_lines), _environment(bad, b_lines), failure_text(bad))
     diverged = divergences(good, bad)
@@ -113,7 +116,8 @@ def compare(
         changes=changes,
         divergences=diverged,
         new_lines=tuple(new[:max_new_lines]),
-        new_templates=len(new),
+        new_templates=templates,
+        new_entries=len(new),
         bad_in_good=in_good,
         bad_in_good_detail=detail,
         series=_paired_series(good, bad),
@@ -199,12 +203,59 @@ def _is_pipe(path: str) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
+TRACEBACK_START = "Traceback (most recent call last):"
+# lines a chained traceback puts between its parts (the next part's first line opens it again)
+CHAIN_LINES = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+
+
 @dataclass
 class Seen:
     first: Record
     before: str = ""  # the end of the line before `first` in its input (for the redaction)
     count: int = 0
     streams: list[str] = field(default_factory=list)
+    traceback: tuple[str, int] | None = None  # (source, line) of the traceback `first` is part of
+    ends: bool = False  # `first` is that traceback's exception line
+
+
+class TracebackSpans:
+    """Which Python traceback a record is part of, per stream: from its `Traceback (most recent call
+    last):` line through the indented frame, code and marker lines to the first line that is not
+    indented (the exception line), and a block framed by `=` rules right after it (torchrun's
+    `ChildFailedError` summary of failures and root cause)."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[str, int]] = {}
+        self.after: dict[str, tuple[str, int]] = {}  # just after an exception line: a framed block may follow
+        self.framed: dict[str, tuple[str, int]] = {}  # in that framed block
+
+    def feed(self, rec: Record) -> tuple[tuple[str, int] | None, bool]:
+        """(where the traceback `rec` is part of starts, or None; is `rec` its exception line)"""
+        stream = rec.origin.where() or ""
+        message = rec.message
+        if TRACEBACK_START in message:
+            self.framed.pop(stream, None)
+            self.after.pop(stream, None)
+            self.open[stream] = (rec.line.source, rec.line.number)
+            return self.open[stream], False
+        rule = len(message.strip()) >= 20 and set(message.strip()) == {"="}
+        if stream in self.framed:
+            return (self.framed.pop(stream) if rule else self.framed[stream]), False
+        after = self.after.pop(stream, None)
+        if after is not None and rule and after[0] == rec.line.source:
+            self.framed[stream] = after
+            return after, False
+        at = self.open.get(stream)
+        if at is None or at[0] != rec.line.source:
+            return None, False
+        if message[:1] in (" ", "\t") or message.strip() in ("", *CHAIN_LINES):
+            return at, False
+        del self.open[stream]  # the exception line: the last of it
+        self.after[stream] = at
+        return at, True
 
 
 @dataclass
@@ -219,6 +270,7 @@ class Templates:
 def _templates(paths: list[str], keep_first: bool) -> Templates:
     out = Templates()
     normalizer = Normalizer()
+    spans = TracebackSpans() if keep_first else None
     seq = 0
     for path in expand_inputs(paths):
         before = ""
@@ -226,7 +278,7 @@ def _templates(paths: list[str], keep_first: bool) -> Templates:
             seq += 1
             rec = normalizer.normalize(line, seq)
             out.setup.feed(rec.stream, rec.message)
-            _note(out, rec, keep_first, before)
+            _note(out, rec, keep_first, before, spans.feed(rec) if spans is not None else (None, False))
             before = line.text
     out.setup.finish()
     return out
@@ -238,8 +290,16 @@ def template(message: str) -> str:
     return SCIENTIFIC_RE.sub("<*>", mask(message.strip()))[:MAX_TEMPLATE_CHARS]
 
 
-def _note(out: Templates, rec: Record, keep_first: bool, before: str = "") -> None:
-    """Count `rec`'s template (`before`: the line before it in its input, kept with a first one)."""
+def _note(
+    out: Templates,
+    rec: Record,
+    keep_first: bool,
+    before: str = "",
+    traceback: tuple[tuple[str, int] | None, bool] = (None, False),
+) -> None:
+    """Count `rec`'s template (`before`: the line before it in its input, kept with a first one;
+    `traceback`: where the traceback it is part of starts and whether it is its exception line, kept
+    with a first one)."""
     if not rec.message.strip():
         return
     key = template(rec.message)
@@ -248,7 +308,11 @@ def _note(out: Templates, rec: Record, keep_first: bool, before: str = "") -> No
         if len(out.seen) >= MAX_TEMPLATES:
             out.truncated = True
             return
-        seen = out.seen[key] = Seen(rec, before[-MAX_BEFORE_CHARS:]) if keep_first else None
+        seen = out.seen[key] = (
+            Seen(rec, before[-MAX_BEFORE_CHARS:], traceback=traceback[0], ends=traceback[1])
+            if keep_first
+            else None
+        )
     if seen is not None:
         seen.count += 1
         where = rec.origin.where() or None
@@ -384,23 +448,34 @@ def _stops_earlier(good: Report, bad: Report) -> Divergence | None:
 
 # -- 3. lines new in BAD -------------------------------------------------------------------------------
 def _new_lines(bad: Report, good_lines: Templates, bad_lines: Templates) -> list[NewLine]:
-    out = []
+    """BAD's new templates, the new lines of one traceback as one entry (its most error-like line, the
+    latest of equals), most error-like first."""
+    out: list[NewLine] = []
+    tracebacks: dict[tuple[str, int], list[tuple[bool, NewLine]]] = {}
     for template, seen in bad_lines.seen.items():
         if seen is None or template in good_lines.seen:
             continue
         rec = seen.first
-        out.append(
-            NewLine(
-                template=template,
-                first=Evidence(rec.line.source, rec.line.number, rec.line.text.rstrip("\r\n")),
-                count=seen.count,
-                streams=tuple(seen.streams),
-                stage=bad.progress.stage_at_line(rec.line.source, rec.line.number) if bad.progress else None,
-                level=rec.origin.level,
-                score=error_score(rec.message, rec.origin.level),
-                before=seen.before,
-            )
+        line = NewLine(
+            template=template,
+            first=Evidence(rec.line.source, rec.line.number, rec.line.text.rstrip("\r\n")),
+            count=seen.count,
+            streams=tuple(seen.streams),
+            stage=bad.progress.stage_at_line(rec.line.source, rec.line.number) if bad.progress else None,
+            level=rec.origin.level,
+            score=error_score(rec.message, rec.origin.level),
+            before=seen.before,
+            traceback_at=seen.traceback[1] if seen.traceback else None,
         )
+        if seen.traceback is None:
+            out.append(line)
+        else:
+            tracebacks.setdefault(seen.traceback, []).append((seen.ends, line))
+    for members in tracebacks.values():
+        # shown by its exception line when that is new, else by its most error-like line
+        _, head = max(members, key=lambda m: (m[0], m[1].score, m[1].first.line))
+        score = max(n.score for _, n in members)
+        out.append(replace(head, folded=len(members) - 1, score=score))
     out.sort(key=lambda n: (-n.score, n.first.source, n.first.line))
     return out
 

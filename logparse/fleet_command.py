@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from logparse.commands import CommandError, Terminal, load, load_known, redact_config
-from logparse.live import collect_rows, terminal_width
+from logparse.live import collect_rows, terminal_width, use_color
 from logparse.model import FleetSummary, Report
 from logparse.outputs import (
     Output,
@@ -50,6 +50,7 @@ class FleetOptions:
     redact_hosts: bool
     no_redact: bool
     reports_dir: str | None
+    color: bool | None = None
 
 
 def fleet(options: FleetOptions, terminal: Terminal) -> int:
@@ -91,7 +92,7 @@ def fleet(options: FleetOptions, terminal: Terminal) -> int:
             f"verl-logscan: interrupted by {interrupted[1]}: {len(summary.jobs)} of {len(jobs)} job(s) "
             f"analysed; the summary lists those"
         )
-    if not _write_summaries(summary, targets, terminal):
+    if not _write_summaries(summary, targets, terminal, o.color):
         return interrupted[0] if interrupted is not None else EXIT_ERROR
     if interrupted is not None:
         return interrupted[0]
@@ -102,15 +103,22 @@ def fleet(options: FleetOptions, terminal: Terminal) -> int:
     return EXIT_STALLED if summary.stalled else EXIT_HEALTHY
 
 
-def _write_summaries(summary: FleetSummary, targets: list[Output], terminal: Terminal) -> bool:
-    """The summary in every planned output (each file's report links relative to its own folder);
-    False when a file could not be written (the others are still written, and said)."""
+def _write_summaries(
+    summary: FleetSummary, targets: list[Output], terminal: Terminal, color: bool | None = None
+) -> bool:
+    """The summary in every planned output (each file's report links relative to its own folder; on a
+    terminal, the status column coloured unless --no-color / NO_COLOR); False when a file could not be
+    written (the others are still written, and said)."""
     written, failed = [], False
     for target in targets:
         linked = linked_from(summary, None if target.to_stdout else target.path)
         if target.to_stdout:
             width = terminal_width(terminal.out)
-            terminal.report(terminal.render_fleet(linked, target.fmt, width=width - 1 if width else None))
+            painted = target.fmt == "text" and use_color(color, terminal.out)
+            text = terminal.render_fleet(
+                linked, target.fmt, width=width - 1 if width else None, color=painted
+            )
+            terminal.report(text)
             continue
         try:
             write_atomically(target.path, terminal.render_fleet(linked, target.fmt))

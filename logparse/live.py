@@ -147,7 +147,11 @@ class LiveView:
 
             explicit = None if stall_s == "auto" else float(stall_s)
             self.watch = StallWatch(
-                self.err, alert_cleaner(redact, names, self.escape), explicit, self.status
+                self.err,
+                alert_cleaner(redact, names, self.escape),
+                explicit,
+                self.status,
+                color=use_color(self.color, self.err),
             )
             on_progress = self._progress
             self.watch.start()

@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from logparse.console import screen_width, wrap_text
 from logparse.decide.stall import live_alert_after, median, median_step_time, span
 
 CHECK_S = 0.5  # the clock is looked at this often
 CAUGHT_UP_S = 1.0  # no read for this long: the backlog is read, arrivals are live
 MAX_STREAMS_SAID = 8
+_STALL, _DIM, _RESET = "\x1b[1m\x1b[35m", "\x1b[2m", "\x1b[0m"
 LINE_CHARS = 120
 
 
@@ -42,8 +44,10 @@ class StallWatch:
         explicit_s: float | None = None,
         screen=None,
         clock: Callable[[], float] = time.monotonic,
+        color: bool = False,
     ):
         self.out = out
+        self.color = color
         self.clean = clean
         self.explicit_s = explicit_s
         self.screen = screen
@@ -136,8 +140,8 @@ class StallWatch:
         limit_text = f"limit {span(limit)}: {why}{took}"
         parts = [f"verl-logscan: ALERT stalled: no new step for {span(silence)} {where} ({limit_text})"]
         streams = a.stalls.last_lines()
-        for who, ev in streams[:MAX_STREAMS_SAID]:
-            text = ev.text.strip()
+        for who, ev, message in streams[:MAX_STREAMS_SAID]:
+            text = message.strip() or ev.text.strip()
             shown = self.clean(text[:LINE_CHARS], len(text) > LINE_CHARS)
             parts.append(f"  {self.clean(who, False)} last wrote {ev.source}:{ev.line}: {shown}")
         if len(streams) > MAX_STREAMS_SAID:
@@ -145,7 +149,15 @@ class StallWatch:
         return "\n".join(parts)
 
     def _write(self, text: str) -> None:
+        """`text` on the terminal: its first line (the ALERT) and the lines under it (the streams) each
+        wrapped to the terminal's width at spaces; with colour the ALERT bold magenta (a stall's colour
+        in the summary, as a fatal line's ALERT is bold red), the streams dim."""
         if self.screen is not None:
             self.screen.before_output()
-        self.out.write(text + "\n")
+        width = screen_width(self.out)
+        head, _, rest = text.partition("\n")
+        head, rest = wrap_text(head, width), wrap_text(rest, width) if rest else ""
+        if self.color:
+            head, rest = f"{_STALL}{head}{_RESET}", f"{_DIM}{rest}{_RESET}" if rest else ""
+        self.out.write(head + (f"\n{rest}" if rest else "") + "\n")
         self.out.flush()

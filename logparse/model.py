@@ -594,6 +594,10 @@ class NewLine:
     stage: str | None  # BAD's stage at its first line
     level: str | None  # the line's log level, when its prefix tells
     score: int  # how error-like (higher first): level, error words, a traceback's last line
+    # other new templates of the same Python traceback (its frame, code and `^^^` lines), folded into
+    # this entry, its most error-like line (logparse.diff: one traceback is one entry)
+    folded: int = 0
+    traceback_at: int | None = None  # the line of that traceback's `Traceback (most recent call last):`
     # the line before its first line in BAD, for the redaction only (a token a log wrapped onto this
     # line is masked with the line it started on); no renderer shows it, and a redacted report has none
     before: str | None = None
@@ -610,7 +614,7 @@ class DiffReport:
     ]  # named in BAD's error first, then versions, topology, config; one run only last
     divergences: tuple[Divergence, ...]  # the first one first
     new_lines: tuple[NewLine, ...]  # most error-like first, then in time order (bounded)
-    new_templates: int  # templates new in BAD in all (new_lines holds the first of them)
+    new_templates: int  # templates new in BAD in all (a traceback's are one entry)
     bad_in_good: str  # whether GOOD shows BAD's failure: same | silently | no | n/a
     bad_in_good_detail: str
     series: tuple[tuple[MetricSeries, MetricSeries], ...] = ()  # (GOOD's, BAD's) per key, for charts
@@ -620,6 +624,7 @@ class DiffReport:
     # the difference that best explains BAD's verdict, in a sentence: a changed version or config value
     # named in BAD's error or frames, else a metric that left GOOD's band, else the first new error line
     lead: str | None = None
+    new_entries: int = 0  # entries the new templates make in all (new_lines holds the first of them)
 
     @property
     def differs(self) -> bool:

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 import regex
 
-from logparse.commands import CommandError, Terminal, load, load_known, redact_config, verdict_words, without
+from logparse.commands import (
+    CommandError,
+    Terminal,
+    load,
+    load_known,
+    redact_config,
+    verdict_words,
+    warn,
+    without,
+)
 from logparse.explain import explain_hint
 from logparse.live import LiveView, terminal_width, use_color
 from logparse.model import Report
@@ -75,7 +84,7 @@ def scan(options: ScanOptions, formats: Sequence[str], terminal: Terminal) -> in
     stall_s = stall_after(o.stall_after, o.follow or o.tee or list(o.paths) in ([], ["-"]), o.paths)
     catalog = without(load(o.catalogs), o.disabled)
     known = load_known(o.known_issue_files)
-    files, folder_notes = _inputs(o.paths, planned, o.metrics_csv, terminal)
+    files, folder_notes = _inputs(o.paths, planned, o.metrics_csv, terminal, o.color)
     check_outputs(planned, o.metrics_csv)  # (a typo in -o is said now, not after an hour of --follow)
     config = ScanConfig(all_metrics=bool(o.metrics_csv), unwrap=o.unwrap)
     if o.workers is not None:
@@ -116,7 +125,11 @@ def report_exit_code(report: Report) -> int:
 
 
 def _inputs(
-    paths: tuple[str, ...], planned: list[Output], metrics_csv: str | None, terminal: Terminal
+    paths: tuple[str, ...],
+    planned: list[Output],
+    metrics_csv: str | None,
+    terminal: Terminal,
+    color: bool | None = None,
 ) -> tuple[list[str], list[str]]:
     """The files the inputs name (no report over one of them), and the notes on what a folder holds
     (a note on several jobs in one folder is also said on stderr before the scan)."""
@@ -133,7 +146,7 @@ def _inputs(
         n for p in paths if p != "-" and os.path.isdir(p) for n in [several_jobs_note(p, files)] if n
     ]
     for note in folder_notes:
-        terminal.say(f"verl-logscan: warning: {terminal.clean(note)}")
+        warn(terminal, note, color)
     folder_notes += expanded.notes  # (what a folder holds and was not read: in the report)
     if files == ["-"] and isatty(terminal.stdin):  # no silent wait for a log that is not coming
         terminal.say("verl-logscan: reading from stdin (Ctrl-D to end; pipe a log or pass a file)")

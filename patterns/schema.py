@@ -181,6 +181,7 @@ class Example:
     line: str  # one log line; for a block example, the whole block
     why: str = ""
     block: bool = False  # several lines, scanned as a log (for entries that need a traceback)
+    at: int = 0  # its line in the file that defines it (0: not known), where a failing example points
 
 
 @dataclass(frozen=True)

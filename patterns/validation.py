@@ -10,7 +10,7 @@ imports go one way.
 from __future__ import annotations
 
 import reprlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import regex
@@ -398,7 +398,8 @@ class FieldBuilder:
                 self.fail("examples", f"examples.{key} must be a non-empty list")
                 return ()
             items = (self._example(key, item, need_why) for item in raw_list)
-            return tuple(x for x in items if x is not None)
+            at = [self.item_line(key, raw_list, i) or 0 for i in range(len(raw_list))]
+            return tuple(replace(x, at=n) for x, n in zip(items, at, strict=True) if x is not None)
 
         return Examples(examples("match", False), examples("no_match", True), examples("todo_match", False))
 

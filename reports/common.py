@@ -357,3 +357,14 @@ def jinja_env(autoescape: bool) -> jinja2.Environment:
     env.tests["gap"] = lambda value: isinstance(value, Gap)
     env.tests["folded"] = lambda value: isinstance(value, FoldedFrames)
     return env
+
+
+def cut_words(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, at a word's end when one is near, with `…`."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(limit - 1, 0)]
+    space = head.rfind(" ")
+    if space >= limit * 3 // 4:
+        head = head[:space]
+    return head.rstrip() + "…"

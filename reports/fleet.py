@@ -208,7 +208,23 @@ def _fit_columns(columns: list[str], widths: list[int], width: int) -> tuple[lis
     return keep, dropped
 
 
-def _text_table(frame: pd.DataFrame, width: int | None = None) -> tuple[str, list[str]]:
+# the status column on a terminal, in scan's colours (reports.render: failed red, healthy green)
+STATUS_COLORS = {
+    "failed": "\x1b[1m\x1b[31m",
+    "stalled": "\x1b[1m\x1b[35m",
+    "error": "\x1b[33m",
+    "healthy": "\x1b[32m",
+}
+
+
+def _painted_status(cell: str) -> str:
+    """A status cell (padded) with its word coloured, the padding outside the colour."""
+    word = cell.rstrip()
+    code = STATUS_COLORS.get(word)
+    return f"{code}{word}\x1b[0m{cell[len(word) :]}" if code else cell
+
+
+def _text_table(frame: pd.DataFrame, width: int | None = None, color: bool = False) -> tuple[str, list[str]]:
     """Columns two spaces apart, text left-aligned, numbers right-aligned, no trailing blanks; with
     `width`, columns are dropped (and then the widest cut) until the table fits (_fit_columns).
     Returns the table and the names of the columns dropped."""
@@ -221,17 +237,23 @@ def _text_table(frame: pd.DataFrame, width: int | None = None) -> tuple[str, lis
     sides = {name: side for name, _, side in _SHRINK}
     right = [c in _NUMERIC_COLUMNS for c in columns]
 
-    def line(values: list[str]) -> str:
+    status = columns.index("status") if "status" in columns else -1
+
+    def line(values: list[str], paint: bool = False) -> str:
         shown = [
             (_cut(values[i], widths[i], sides.get(columns[i], "right")), widths[i], right[i]) for i in keep
         ]
-        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in shown).rstrip()
+        out = [v.rjust(w) if r else v.ljust(w) for v, w, r in shown]
+        if paint and status in keep:
+            at = keep.index(status)
+            out[at] = _painted_status(out[at])
+        return "  ".join(out).rstrip()
 
-    rows = [line(columns)] + [line(list(r)) for r in cells.itertuples(index=False)]
+    rows = [line(columns)] + [line(list(r), color) for r in cells.itertuples(index=False)]
     return "\n".join(rows), dropped
 
 
-def render_fleet_text(summary: FleetSummary, width: int | None = None) -> str:
+def render_fleet_text(summary: FleetSummary, width: int | None = None, color: bool = False) -> str:
     """The fleet summary for a terminal; `width`: its columns (the job table is fitted to them: each
     job named by the end of its path that tells it from the others, and columns left out, said in a
     line under the headline, before anything is cut). A row's message (why a job could not be read,
@@ -240,7 +262,7 @@ def render_fleet_text(summary: FleetSummary, width: int | None = None) -> str:
     frame = jobs_frame(summary, messages=False).rename(columns=_TEXT_HEADERS)
     if width is not None:
         frame["job"] = short_names([j.job for j in summary.jobs])
-    text, dropped = _text_table(frame, width)
+    text, dropped = _text_table(frame, width, color)
     table = text.split("\n")
     lines = table[:1]
     # (strict=False: a job name holding a line break spans more than one line of the table)
@@ -459,10 +481,11 @@ def render_fleet_json(summary: FleetSummary) -> str:
     )
 
 
-def render_fleet(summary: FleetSummary, fmt: str, width: int | None = None) -> str:
-    """`summary` as `fmt`; `width` (text only): the terminal's columns, which the job table fits."""
+def render_fleet(summary: FleetSummary, fmt: str, width: int | None = None, color: bool = False) -> str:
+    """`summary` as `fmt`; text only: `width`, the terminal's columns, which the job table fits, and
+    `color`, the status column coloured as scan colours its verdict."""
     if fmt == "text":
-        return render_fleet_text(summary, width)
+        return render_fleet_text(summary, width, color)
     renderers = {
         "text": render_fleet_text,
         "md": render_fleet_markdown,

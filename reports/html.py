@@ -18,6 +18,7 @@ from logparse.model import Evidence, FindingView, MetricSeries, Report, compact_
 from reports.common import (
     Gap,
     anomaly_text,
+    cut_words,
     env_rows,
     finding_kind,
     finding_steps,
@@ -41,6 +42,7 @@ from reports.layout import (
 FINDINGS_OPEN_ROWS = 50  # a longer findings table starts folded (it unfolds for printing)
 CELL_CHARS = 500  # a log line quoted in a table cell
 BANNER_ERROR_CHARS = 300
+FOLDED_ERROR_CHARS = 20_000  # the banner's folded whole message
 
 # chart geometry (SVG user units; the SVGs scale to their box)
 TL_WIDTH, TL_LABEL, TL_RIGHT, TL_ROW, TL_BAR, TL_TOP, TL_AXIS = 960, 150, 24, 24, 14, 22, 34
@@ -211,7 +213,9 @@ class HtmlView:
     step: str
     redacted: str
     references: tuple[tuple[str, str | None], ...]  # (text, href or None)
-    error: str  # the error line, clipped for the banner (the evidence has it in full)
+    error: str  # the error message's start for the banner, cut at a word (the evidence has it in full)
+    error_full: str  # the whole message (bounded at FOLDED_ERROR_CHARS), folded under it when cut; else ''
+
     timeline: Timeline | None
     timeline_narrow: Timeline | None  # the same, laid out for a phone (shown under 640 px)
     charts: tuple[Chart, ...]
@@ -576,7 +580,10 @@ def view(report: Report) -> HtmlView:
         library_roots=roots,
         where=where(rc) if rc else "",
         step=step_text(report),
-        error=clip_cell(rc.message, BANNER_ERROR_CHARS) if rc else "",
+        error=cut_words(rc.message, BANNER_ERROR_CHARS) if rc else "",
+        error_full=clip_cell(rc.message, FOLDED_ERROR_CHARS)
+        if rc and len(rc.message) > BANNER_ERROR_CHARS
+        else "",
         redacted=redaction_line(report),
         references=references,
         timeline=timeline(report),

@@ -14,6 +14,7 @@ from reports.common import (
     Gap,
     anomaly_text,
     basis_text,
+    cut_words,
     env_rows,
     finding_aside,
     finding_label,
@@ -284,17 +285,6 @@ SUMMARY_FIELD_LINES = 3  # any other field, wrapped
 SUMMARY_ERROR_CHARS = 300  # the error's budget when nothing is wrapped (a file or a pipe)
 LABEL = 9  # a field label's width (`stage    `) after an indent of two: the longest (`symptoms`) and a blank
 _PRIVATE = re.compile("[\ue000-\ue001]")  # the colour markers' brackets: never from log text
-
-
-def cut_words(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters, at a word's end when one is near, with `…`."""
-    if len(text) <= limit:
-        return text
-    head = text[: max(limit - 1, 0)]
-    space = head.rfind(" ")
-    if space >= limit * 3 // 4:
-        head = head[:space]
-    return head.rstrip() + "…"
 
 
 @dataclass(frozen=True)

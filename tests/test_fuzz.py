@@ -306,6 +306,7 @@ CATALOG = load_catalog()
 SAMPLE_LINES = [line for tb in TRACEBACKS for line in tb] + [p + m for p in PREFIXES[:8] for m in MESSAGES]
 
 
+@pytest.mark.slow  # 7 s: 25 generated logs, each a whole scan to JSON
 @SLOW_FUZZ
 @given(
     st.lists(st.one_of(st.sampled_from(SAMPLE_LINES), st.text(max_size=60)), max_size=120),

@@ -125,6 +125,7 @@ def test_tee_passes_bytes_through_and_alerts_while_running(tmp_path: Path) -> No
     assert "cuda-oom" in out.read_text()
 
 
+@pytest.mark.slow  # 5 s: the CLI as a process, fed through a pipe
 def test_tee_without_output_passes_the_log_and_gives_the_summary_on_stderr() -> None:
     # (issue 24: `--tee` alone was a usage error; a report other than the summary still needs -o)
     p = subprocess.run(CLI + ["scan", "--tee"], input=b"x\n", capture_output=True, timeout=30)

@@ -30,6 +30,7 @@ def _before_the_hang() -> str:
     return "".join(lines[: last_step + 1])
 
 
+@pytest.mark.slow  # 5 s: waits out a real 1 s stall and the resumed progress, as a user would
 def test_follow_alerts_when_no_step_arrives_for_the_duration_and_says_when_progress_resumes(
     tmp_path: Path,
 ) -> None:
@@ -98,10 +99,10 @@ class _Stages:
 
 
 class _Stalls:
-    def last_lines(self) -> list[tuple[str, Evidence]]:
+    def last_lines(self) -> list[tuple[str, Evidence, str]]:
         return [
-            ("rank 3", Evidence("job.log", 7, "step:2 - loss:1.0")),
-            ("rank 0", Evidence("job.log", 9, "x")),
+            ("rank 3", Evidence("job.log", 7, "[rank3]:step:2 - loss:1.0"), "step:2 - loss:1.0"),
+            ("rank 0", Evidence("job.log", 9, "[rank0]:x"), "x"),
         ]
 
 

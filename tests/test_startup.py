@@ -80,6 +80,7 @@ def test_a_json_scan_imports_no_fleet_checker_or_templates(tmp_path: Path, cache
         assert "yaml" not in modules and "patterns.yamlfile" not in modules
 
 
+@pytest.mark.slow  # 5 s: a fresh interpreter per format
 def test_the_formats_that_need_templates_still_load_them(tmp_path: Path) -> None:
     modules, _ = _modules_after(
         ["scan", str(SAMPLES / "ray-actor-exception.log"), "-o", "r.md"], tmp_path, tmp_path / "cache"
@@ -103,6 +104,7 @@ def _entry(tmp_path: Path, before: str, args: list[str]) -> subprocess.Completed
     return _python(["-c", code, *args], tmp_path, _env(tmp_path))
 
 
+@pytest.mark.slow  # 6 s: several fresh interpreters
 def test_the_quick_exit_keeps_the_exit_code_the_output_and_the_atexit_functions(tmp_path: Path) -> None:
     sample = str(SAMPLES / "ray-actor-exception.log")
     before = "import atexit\natexit.register(lambda: print('atexit ran', file=sys.stderr))"
@@ -115,6 +117,7 @@ def test_the_quick_exit_keeps_the_exit_code_the_output_and_the_atexit_functions(
     assert _entry(tmp_path, before, ["--version"]).returncode == 0
 
 
+@pytest.mark.slow  # 4 s: fresh interpreters with a thread and a profiler
 def test_the_interpreter_exits_as_usual_for_a_thread_still_running_and_for_a_profiler(tmp_path: Path) -> None:
     sample = str(SAMPLES / "ray-actor-exception.log")
     # a thread that is no daemon: the interpreter waits for it before it ends the process (this one

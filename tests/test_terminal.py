@@ -135,8 +135,11 @@ def test_status_is_wiped_before_an_alert(tmp_path: Path) -> None:
         assert line.endswith("\r")
         last = line[:-1].rsplit("\r", 1)[-1]
         assert last.strip() == "", repr(line)
-    after = shown[at:].split("\n", 1)[0]
-    assert "finding(s)" not in after and after.rstrip("\r").endswith("1.00 GiB is free.")
+    # the alert, wrapped at spaces to the 80 columns: its rows up to the end of the message
+    rows = [row.rstrip("\r") for row in shown[at:].split("\n")]
+    rows = rows[: next(i for i, row in enumerate(rows) if row.endswith("is free.")) + 1]
+    assert not any("finding(s)" in row for row in rows) and all(len(row) <= 80 for row in rows), rows
+    assert "1.00 GiB is free." in " ".join(" ".join(rows).split())
 
 
 @pytest.mark.slow

@@ -137,7 +137,7 @@ def who_of(origin: Origin, names: dict[int, str] | None = None) -> str:
     return origin.actor or NO_PREFIX
 
 
-NO_PREFIX = "(no prefix)"
+NO_PREFIX = "unprefixed output"
 
 
 @dataclass
@@ -454,11 +454,16 @@ class StallObserver:
         return None
 
     # -- the end ---------------------------------------------------------------------------------------
-    def last_lines(self) -> list[tuple[str, Evidence]]:
+    def last_lines(self) -> list[tuple[str, Evidence, str]]:
         """Each stream's last record so far, the one that went quiet first first (live use: where each
-        stream stopped while the job runs)."""
+        stream stopped while the job runs): (who, where, its bare message: the launcher's prefix, such
+        as torchrun's `W1201 23:17:43.749000 1938 torch/distributed/run.py:874] `, left out, since
+        `who` names the stream)."""
         records = list(self._live_last.values())  # (one copy: the watch thread asks while lines are read)
-        return [(self._stream_name(r.origin), _evidence(r)) for r in sorted(records, key=lambda r: r.seq)]
+        return [
+            (self._stream_name(r.origin), _evidence(r), r.message)
+            for r in sorted(records, key=lambda r: r.seq)
+        ]
 
     def facts(
         self,

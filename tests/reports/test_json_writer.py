@@ -48,6 +48,7 @@ def _reference(data: dict) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
+@pytest.mark.slow  # 15 s: 300 generated documents, each written both ways
 @settings(max_examples=300, deadline=None)
 @given(DATA)
 def test_the_writer_writes_what_json_dumps_writes(data: dict) -> None:

@@ -204,6 +204,7 @@ VALUE = st.one_of(
 KEY = st.sampled_from(["actor/pg_loss", "critic/score/mean", "timing_s/step", "loss", "a/b", " k ", "x-y"])
 
 
+@pytest.mark.slow  # 4-5 s: 300 generated shapes, each parsed both ways
 @settings(max_examples=300, deadline=None)
 @given(st.lists(KEY, min_size=1, max_size=5, unique=True), st.lists(st.lists(VALUE, min_size=5, max_size=5)))
 def test_step_parser_on_lines_of_one_shape_keeps_the_values_of_the_reference(
@@ -220,6 +221,7 @@ def test_step_parser_on_lines_of_one_shape_keeps_the_values_of_the_reference(
         )
 
 
+@pytest.mark.slow  # 2-4 s: 300 generated shapes, each read from bytes and from text
 @settings(max_examples=300, deadline=None)
 @given(st.lists(KEY, min_size=1, max_size=5, unique=True), st.lists(st.lists(VALUE, min_size=5, max_size=5)))
 def test_step_parser_reads_a_compiled_shape_from_bytes_as_from_text(

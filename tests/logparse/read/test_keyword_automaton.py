@@ -159,6 +159,7 @@ def test_the_first_load_of_a_large_user_catalog_is_linear(tmp_path: Path, monkey
     assert (large - none) / (small - none) < 6, (none, small, large)  # (3.9 here; quadratic: ~16)
 
 
+@pytest.mark.slow  # 4 s: keyword sets past Hyperscan's limits compiled and searched
 def test_keywords_too_long_for_hyperscan_are_found_whole() -> None:
     """Hyperscan refuses an expression over 16,000 characters: such a keyword is in its database by a
     prefix, and a line with the prefix alone is no candidate for it."""

@@ -77,6 +77,7 @@ def test_keywords_inside_longer_ones_are_all_found() -> None:
 
 
 @needs_hyperscan
+@pytest.mark.slow  # 20-50 s on 2 cores: every line end and keyword split at every offset, both engines
 def test_line_ends_and_keywords_that_span_lines() -> None:
     """lines_and_ends gives where each line ends (its newline, or the end of a block that has none),
     as the re engine does; so with a keyword in the database by its prefix only. A keyword that holds
@@ -101,6 +102,7 @@ def test_line_ends_and_keywords_that_span_lines() -> None:
 
 
 @needs_hyperscan
+@pytest.mark.slow  # 7 s: compiles a keyword set of thousands with both engines
 def test_a_large_keyword_set_is_compiled_as_literals_with_the_same_results(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -204,6 +204,7 @@ def test_stopping_early_stops_every_reader(tmp_path: Path, small_chunks: None) -
     assert not multiprocessing.active_children()
 
 
+@pytest.mark.slow  # 3-4 s: starts a scan with reader processes, kills it, waits for every reader to end
 def test_every_reader_ends_when_the_scan_is_killed(tmp_path: Path) -> None:
     """kill -9 of the scan: the first reader's send or receive fails, the others see that their
     parent is gone while they wait for a block, and all end."""
@@ -248,6 +249,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # 9 s: the CLI as a process, scanning with 1, 2 and 4 reader processes
 def test_workers_from_the_command_line(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     generate(str(log), 1.0, kind="dense")
