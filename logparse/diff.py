@@ -452,12 +452,14 @@ def _new_lines(bad: Report, good_lines: Templates, bad_lines: Templates) -> list
     latest of equals), most error-like first."""
     out: list[NewLine] = []
     tracebacks: dict[tuple[str, int], list[tuple[bool, NewLine]]] = {}
-    for template, seen in bad_lines.seen.items():
-        if seen is None or template in good_lines.seen:
+    rc = bad.root_cause
+    verdict_line = template(rc.message) if rc is not None and rc.message else None
+    for key, seen in bad_lines.seen.items():
+        if seen is None or key in good_lines.seen:
             continue
         rec = seen.first
         line = NewLine(
-            template=template,
+            template=key,
             first=Evidence(rec.line.source, rec.line.number, rec.line.text.rstrip("\r\n")),
             count=seen.count,
             streams=tuple(seen.streams),
@@ -475,8 +477,12 @@ def _new_lines(bad: Report, good_lines: Templates, bad_lines: Templates) -> list
         # shown by its exception line when that is new, else by its most error-like line
         _, head = max(members, key=lambda m: (m[0], m[1].score, m[1].first.line))
         score = max(n.score for _, n in members)
-        out.append(replace(head, folded=len(members) - 1, score=score))
-    out.sort(key=lambda n: (-n.score, n.first.source, n.first.line))
+        held = any(n.template == verdict_line for _, n in members)
+        out.append(replace(head, folded=len(members) - 1, score=score, verdict=held))
+    # the entry that holds BAD's own root-cause line explains BAD's verdict best: first (a launcher's
+    # "failed (exitcode: 1)" that echoes it has as many error words)
+    out = [replace(n, verdict=True) if n.template == verdict_line else n for n in out]
+    out.sort(key=lambda n: (not n.verdict, -n.score, n.first.source, n.first.line))
     return out
 
 
@@ -540,6 +546,32 @@ def _bad_in_good(good: Report, bad: Report, g_lines: Templates) -> tuple[str, st
 
 
 # -- redaction ---------------------------------------------------------------------------------------------
+def _masked_change(c: EnvChange, redactor: Redactor) -> EnvChange:
+    """A change's values masked with their key in view: a printed config's `api_key: rk-...` is a
+    secret by its key, and a bare `rk-...` is not recognisable as one."""
+
+    path = c.key.removeprefix("config.")
+    leaf = path.rpartition(".")[2]
+    # the shapes a value is printed in next to its key (a YAML or dict line, an override, JSON): the
+    # redaction's rules read each of them; a value any of them masks is masked
+    shapes = ((f"{path}: ", ""), (f"{path}=", ""), (f'"{leaf}": "', '"'))
+
+    def side(value: str | None) -> str | None:
+        if value is None:
+            return None
+        for head, tail in shapes:
+            masked = redactor.text(head + value + tail)
+            if masked == head + value + tail:
+                continue
+            if masked.startswith(head) and masked.endswith(tail):
+                return masked[len(head) : len(masked) - len(tail)]
+            return redactor.text(masked)
+        return value
+
+    good, bad = side(c.good), side(c.bad)
+    return c if (good, bad) == (c.good, c.bad) else replace(c, good=good, bad=bad)
+
+
 def _redacted(diff: DiffReport, redactor: Redactor) -> DiffReport:
     """The diff with every string masked by `redactor` (logparse.redact.redactor_for: one placeholder
     per value across both sides, the names both runs' whole logs give). A new line is masked with the
@@ -551,6 +583,9 @@ def _redacted(diff: DiffReport, redactor: Redactor) -> DiffReport:
             template = redactor.lines([n.before, n.template])[1]
             n = replace(n, first=replace(n.first, text=text), template=template, before=None)
         lines.append(n)
-    out = redactor.value(replace(diff, new_lines=tuple(lines)))
+    changes = tuple(_masked_change(c, redactor) for c in diff.changes)
+    # the lead quotes a change or a new line: said again from their masked forms
+    first = lead(changes, diff.divergences, lines) if diff.lead is not None else None
+    out = redactor.value(replace(diff, new_lines=tuple(lines), changes=changes, lead=first))
     assert isinstance(out, DiffReport)
     return replace(out, redactions=redactor.counts())

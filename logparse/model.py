@@ -598,6 +598,7 @@ class NewLine:
     # this entry, its most error-like line (logparse.diff: one traceback is one entry)
     folded: int = 0
     traceback_at: int | None = None  # the line of that traceback's `Traceback (most recent call last):`
+    verdict: bool = False  # it holds BAD's root-cause line (listed first: it explains BAD's verdict)
     # the line before its first line in BAD, for the redaction only (a token a log wrapped onto this
     # line is masked with the line it started on); no renderer shows it, and a redacted report has none
     before: str | None = None

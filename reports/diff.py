@@ -221,8 +221,20 @@ def _cell(value: object) -> str:
     return "" if value is None else md_cell_code(value)
 
 
-def _shown(value: str | None) -> str:
-    return "(not shown)" if value is None else md_cell_code(value)
+def side_text(c: EnvChange, side: str) -> str:
+    """One run's value of a change: blank where the log did not show it ("shown in BAD only" on the
+    other side: a value one run does not show is no difference), the reason it leads on BAD's."""
+    value, other = (c.good, c.bad) if side == "GOOD" else (c.bad, c.good)
+    if value is None:
+        return ""
+    if other is None:
+        return f"{value} (shown in {side} only)"
+    return f"{value} ({c.why})" if side == "BAD" and c.why else value
+
+
+def _shown(c: EnvChange, side: str) -> str:
+    text = side_text(c, side)
+    return md_cell_code(text) if text else "-"
 
 
 def render_diff_markdown(diff: DiffReport) -> str:
@@ -230,10 +242,12 @@ def render_diff_markdown(diff: DiffReport) -> str:
     out.append(f"- **GOOD:** {md_text(diff.good.verdict)}")
     out.append(f"- **BAD:** {md_text(diff.bad.verdict)}")
     out.append(f"- **In GOOD:** {md_text(diff.bad_in_good_detail)}")
+    if diff.lead:
+        out.append(f"- **First difference:** {md_text(diff.lead)}")
     out += ["", "### Environment and config", ""]
     if diff.changes:
         out += ["| key | GOOD | BAD |", "|---|---|---|"]
-        out += [f"| {_cell(c.key)} | {_shown(c.good)} | {_shown(c.bad)} |" for c in diff.changes]
+        out += [f"| {_cell(c.key)} | {_shown(c, 'GOOD')} | {_shown(c, 'BAD')} |" for c in diff.changes]
     else:
         out.append("No difference the logs show.")
     out += ["", "### First divergence", ""]
@@ -260,10 +274,6 @@ def render_diff_markdown(diff: DiffReport) -> str:
 # -- HTML ----------------------------------------------------------------------------------------------
 def _e(value: object) -> str:
     return html.escape("" if value is None else str(value))
-
-
-def _or_not_shown(value: str | None) -> str:
-    return "(not shown)" if value is None else value
 
 
 def _axis_number(v: float) -> str:
@@ -374,8 +384,8 @@ def render_diff_html(diff: DiffReport) -> str:
     rows = "".join(
         _cells(
             ("key", "", f"<code>{_e(c.key)}</code>"),
-            ("GOOD", "", _e(_or_not_shown(c.good))),
-            ("BAD", "bad-run", _e(_or_not_shown(c.bad))),
+            ("GOOD", "", _e(side_text(c, "GOOD") or "-")),
+            ("BAD", "bad-run", _e(side_text(c, "BAD") or "-")),
         )
         for c in diff.changes
     )
@@ -403,6 +413,7 @@ def render_diff_html(diff: DiffReport) -> str:
         f'<dt>BAD</dt><dd class="bad-run">{_e(diff.bad.verdict)}</dd>',
         f"<dt>error</dt><dd>{where}</dd>" if where else "",
         f"<dt>in GOOD</dt><dd>{_e(diff.bad_in_good_detail)}</dd>",
+        f"<dt>first difference</dt><dd>{_e(diff.lead)}</dd>" if diff.lead else "",
         "</dl>",
         '<nav><a href="#changes">environment and config</a><a href="#divergence">first divergence</a>'
         '<a href="#new-lines">lines new in BAD</a></nav></header>',

@@ -53,6 +53,27 @@ def test_the_version_named_in_the_error_comes_first_and_a_one_sided_value_never_
     python = next(c for c in out.changes if c.key == "python")
     assert python.good is None and python.why == "shown in one run only"
     assert out.changes[-1].one_run_only
+    # the new lines start with the traceback that holds BAD's own error, not the launcher's echo of it
+    assert out.new_lines[0].verdict and "np.float_" in out.new_lines[0].first.text
+    assert "failed (exitcode" in out.new_lines[1].first.text
+
+
+def test_a_secret_a_config_dump_prints_stays_masked_in_the_diff(tmp_path: Path) -> None:
+    """A printed config's value is a secret by its key (`"auth": ...`, `judge.token=...`): each shape
+    it was read from masks it, where the bare value alone would pass."""
+    from logparse.redact import RedactConfig
+
+    good, bad = tmp_path / "good.log", tmp_path / "bad.log"
+    good.write_text("INFO step 1\n")
+    bad.write_text(
+        "INFO step 1\n"
+        '{"auths": {"ghcr.io": {"auth": "amRvZTpnaHBfc2VjcmV0dmFsdWU="}}}\n'
+        "Error executing job with overrides: ['++judge.token=jt-4a5b6c7d8e']\n"
+    )
+    out = diff_runs([str(good)], [str(bad)], CATALOG, RedactConfig())
+    values = {c.key: c.bad for c in out.changes}
+    assert values["config.auths.ghcr.io.auth"] == "[redacted:docker-auth]"
+    assert values["config.judge.token"] == "[redacted:hydra-override-secret]"
 
 
 def test_dumps_in_one_shared_stderr_are_each_a_process_and_the_odd_rank_is_named() -> None:
