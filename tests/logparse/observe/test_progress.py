@@ -434,7 +434,7 @@ def _state(tracker: StageTracker) -> tuple:
         tracker._completed,
         sorted(tracker._dropped),
         tracker.last_seq,
-        tracker.last_step,
+        tracker.last_step_line,
         tracker._checkpoint_step,
         list(tracker._activity),
         tracker.attempts_started,
