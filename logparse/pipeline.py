@@ -30,18 +30,17 @@ from logparse.observe.hits import CatalogHits, Hit, mask
 from logparse.observe.messages import OpenMessages
 from logparse.observe.metrics import MetricsTracker
 from logparse.observe.progress import StageTracker
-from logparse.observe.progress_facts import MAX_SAMPLE_TEXT_LINES, ProgressFacts
 from logparse.observe.routes import Route, Routes
 from logparse.observe.stalls import StallObserver
 from logparse.observe.tracebacks import LineRole, TracebackAssembler
-from logparse.read.blocks import MAX_WORKERS, Block, available_cpus
+from logparse.read.blocks import MAX_WORKERS, available_cpus
 from logparse.read.lookback import LOOKBACK_LINES, stream_lines_before
-from logparse.read.normalize import Origin, Record
+from logparse.read.normalize import Record
 from logparse.read.prefilter import STRUCTURAL_KEYWORDS, Prefilter, available_engines
-from logparse.read.progress_syntax import NOTHING
-from logparse.read.records import MAX_MERGE_FILES, RecordReader
+from logparse.read.progress_syntax import ProgressRun, ProgressSyntax
+from logparse.read.records import MAX_MERGE_FILES, ReaderHooks, RecordReader
 from logparse.read.sources import Line, expand
-from logparse.read.steps import STEP_RE
+from logparse.read.steps import STEP_KEYWORD, STEP_RE
 from logparse.redact import Names, RedactConfig, redact_report
 from patterns import Catalog
 from patterns.formats import formats
@@ -53,6 +52,8 @@ from patterns.upstream_issues import ENV_VAR, KnownIssues, known_issue_files_fro
 SAMPLE_TEXT_START = formats().literals("sample-text-start")
 SAMPLE_TEXT_END = formats().literals("sample-text-end")
 SAMPLE_TEXT_MARKS = SAMPLE_TEXT_START + SAMPLE_TEXT_END
+MAX_SAMPLE_TEXT_LINES = 5000  # lines of decoded model text skipped at most
+MAX_NOTED_PROCESSES = 65_536  # (actor, node) pairs of progress lines the environment tracker was told of
 # the roles of lines that no entry is tried on: a traceback's frames and source lines, and its header
 # (`catalog check` refuses a match example that reads as one: it would never fire in a scan)
 UNMATCHED_ROLES = (LineRole.FRAME, LineRole.START)
@@ -181,8 +182,11 @@ class Analysis:
         self.sample_text: dict[tuple, int] = {}  # stream -> lines of decoded model text so far
         self._active_sources: set[str] = set()  # inputs that showed progress or a finding
         self.hits = CatalogHits(catalog, config.max_groups)
-        self.stages = StageTracker()
-        self.metrics = MetricsTracker(all_keys=config.all_metrics)
+        # what a progress line says, read from a record or fast from its bytes (a step line's rows with
+        # every value when all_metrics: --metrics-csv)
+        self.syntax = ProgressSyntax(all_keys=config.all_metrics)
+        self.stages = StageTracker(syntax=self.syntax)
+        self.metrics = MetricsTracker()
         self.env = EnvironmentTracker()
         self.collectives = CollectiveAnalyzer()
         self.bare = BareLines()
@@ -205,7 +209,7 @@ class Analysis:
         self.stalls = StallObserver(
             rules_of_stalls,
             keyword_ids=frozenset(i for i, k in enumerate(prefilter.keywords) if k in stall_words),
-            is_progress=lambda text: self.stages.syntax.parse(text) is not NOTHING,
+            is_progress=self.syntax.says_progress,
         )
         self._open_dumps = self.stalls.regions  # source -> py-spy dumps being read (checked every line)
         self.routes = Routes(
@@ -217,11 +221,14 @@ class Analysis:
             STRUCTURAL_KEYWORDS,
         )
         self._routes = self.routes.cache  # (looked up inline: every record asks)
+        hooks = ReaderHooks(
+            self.region_open, self.process_quiet, self.routes.progress_words, self.premask, self.take_progress
+        )
         self.reader = RecordReader(
             prefilter,
-            self.stages.syntax,
+            self.syntax,
             self.env.ignores,
-            sink=self,
+            hooks,
             merge_files=config.merge_files,
             reader_process_bytes=config.reader_process_bytes,
             all_metrics=config.all_metrics,
@@ -231,7 +238,8 @@ class Analysis:
         )
         self._reading = self.reader.reading_blocks  # source -> the block being read (lines read back)
         self.assembler = self._new_assembler()
-        self.facts = ProgressFacts(self, self.stages, self.metrics, self.env)
+        # the processes of progress lines EnvironmentTracker.note_process took (_note)
+        self._noted: set[tuple[str | None, str | None]] = set()
         self.attempts: list = []  # earlier attempts, each decided on its own (AttemptVerdict)
         self._attempt_count = 0
         self._attempt_first: Evidence | None = None
@@ -268,22 +276,13 @@ class Analysis:
     def feed_line(self, line: Line) -> None:
         self.feed_record(self.reader.normalizer.normalize(line))
 
-    # -- what the reader asks (logparse.read.records.ProgressSink) ---------------------------------
+    # -- what the reader asks (logparse.read.records.ReaderHooks) ----------------------------------
     def progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:
         return self.routes.progress_words(ids)
-
-    def progress_ready(self, columns, tables) -> bytearray:
-        return self.facts.ready(columns, tables)
 
     def premask(self, ids: frozenset[int], message: str) -> str | None:
         route = self._routes.get(ids) or self.routes.route(ids)
         return mask(message) if route.entries else None
-
-    def progress_run(self, columns, k, runs, ready, tables, block, idx, source) -> int:
-        return self.facts.run(columns, k, runs, ready, tables, block, idx, source)
-
-    def progress_line(self, columns, k, tables, block, idx, source, number, default, region) -> bool:
-        return self.facts.line(columns, k, tables, block, idx, source, number, default, region)
 
     def region_open(self, source: str, number: int) -> bool:
         """Must the next line of `source` be read even without a keyword (a traceback, a message or a
@@ -317,17 +316,74 @@ class Analysis:
         if dump is not None:
             yield dump
 
-    # -- what the fast path asks (logparse.observe.progress_facts.ScanState) -------------------------
-    def stream_busy(self, stream: tuple) -> bool:
-        return self.assembler.current(stream) is not None or stream in self.messages
+    # -- progress lines read fast (logparse.read.records.ProgressIntake) ----------------------------
+    def take_progress(self, run: ProgressRun, region: bool, stream: Callable[[], tuple]) -> int:
+        """Progress lines the reader read fast from their bytes: as many of `run`'s, from its first, as
+        need no record, applied as their records would be (the stage tracker, the metrics, the
+        environment tracker's processes); how many (0: the first needs its record). A line needs its
+        record while a config dump is open, as a step line before the step-line format is known, when
+        a traceback or message of its stream waits for it (`region`: one of the input is open;
+        `stream`: the first line's), and when its Ray actor is new to the environment tracker; while
+        model text is open, only the first line is taken (a line of a stream in model text is skipped
+        as its record would be: _model_text). No line here starts an attempt (a marker that does is
+        read from its record: logparse.read.progress_lines)."""
+        env = self.env
+        if env.dump_open() or (run.steps[0] >= 0 and not env.step_format_known()):
+            return 0
+        alone = region or bool(self.sample_text)
+        if alone:
+            taken = self._in_stream(stream(), region, run.steps[0] >= 0)
+            if taken is not None:
+                return taken
+        process = run.processes[0]
+        if process not in self._noted and not self._note(process):
+            return 0  # a new Ray actor: its record tells the era rules
+        n = 1 if alone else self._run_length(run)
+        if n < len(run.numbers):
+            run = run.head(n)
+        seq = self.seq + 1
+        self.seq += n
+        self.stages.apply(seq, run)
+        if run.rows:  # (a step line)
+            self.metrics.take(run)
+            self._active_sources.add(run.source)
+        return n
 
-    def stream_of(
-        self, block: Block, idx: int, source: str, number: int, default: Origin | None, step_at: int = -1
-    ) -> tuple:
-        return self.reader.stream_of(block, idx, source, number, default, step_at)
+    def _run_length(self, run: ProgressRun) -> int:
+        """How many of `run`'s lines, from its first (taken), go without records: up to a line of a
+        process the environment tracker was not told of, or a step line while its format is unknown."""
+        n = len(run.numbers)
+        processes = run.processes
+        if n > 1 and not self._noted.issuperset(processes):
+            n = next(j for j in range(1, n) if processes[j] not in self._noted)
+        if n > 1 and not self.env.step_format_known():
+            steps = run.steps
+            n = next((j for j in range(1, n) if steps[j] >= 0), n)
+        return n
 
-    def activate(self, source: str) -> None:
-        self._active_sources.add(source)
+    def _in_stream(self, stream: tuple, region: bool, step: bool) -> int | None:
+        """What only a progress line's stream tells: 0 when a traceback or message of its stream waits
+        for it; 1 when it is skipped as model text (as _model_text skips a record of it: model text goes
+        on until a step line); None when neither."""
+        if region and (self.assembler.current(stream) is not None or stream in self.messages):
+            return 0
+        sample_text = self.sample_text
+        if stream in sample_text:
+            lines = sample_text[stream] + 1
+            if not step and lines < MAX_SAMPLE_TEXT_LINES:
+                sample_text[stream] = lines
+                self.seq += 1
+                return 1
+            del sample_text[stream]
+        return None
+
+    def _note(self, process: tuple[str | None, str | None]) -> bool:
+        """Tell the environment tracker of a progress line's process; False when it needs the record."""
+        if not self.env.note_process(*process):
+            return False
+        if len(self._noted) < MAX_NOTED_PROCESSES:
+            self._noted.add(process)
+        return True
 
     # -- observing ---------------------------------------------------------------------------------
     def feed_record(self, rec: Record) -> None:
@@ -343,21 +399,16 @@ class Analysis:
         if self.names is not None:
             self.names.feed(rec)
         route = NO_ROUTE if ids is None else self._routes.get(ids) or self.routes.route(ids)
-        progress = False
+        run = None
         if route.stage_words is None or route.stage_words:
-            progress = self.stages.feed(rec, route.stage_words)
-        self.stalls.feed(rec, progress)
-        if (
-            self.stages.attempts_started != self._attempt_count
-        ):  # (a count: building the list cost every line)
-            self._attempt_count = self.stages.attempts_started
-            if rec.line.source in self._active_sources:
-                # a (re)start printed where this input already showed progress or errors: a new attempt.
-                # (A launcher's banner in its own file, merged among the ranks' files, is not one.)
-                self._new_attempt(rec)
+            run = self._stage_line(rec, route.stage_words)
+        self.stalls.feed(rec, run is not None and run.says)
+        if self.stages.attempts_started != self._attempt_count:  # (a count: a list cost every line)
+            self._attempt_started(rec)
         role = self.assembler.feed(rec)
         if role != LineRole.FRAME:
-            self.metrics.feed(rec)
+            if run is not None or STEP_KEYWORD in rec.message:
+                self._step_rows(rec, run)
             self.env.feed(rec, route.env_words)
         else:
             self.env.frame(rec)
@@ -371,6 +422,31 @@ class Analysis:
         if rec.origin.rank is not None or any(word in msg for word in COLLECTIVE_WORDS):
             self.collectives.feed(rec)
         self._match(rec, route, role)
+
+    def _stage_line(self, rec: Record, words: list[str] | None) -> ProgressRun | None:
+        """The run of one a record is read into (ProgressSyntax.read: `words`, the stage keywords seen in
+        its raw line, None: not known), applied to the stage tracker; None when it has none of them."""
+        run = self.syntax.read(rec, words)
+        if run is not None:
+            self.stages.apply(rec.seq, run)
+        return run
+
+    def _attempt_started(self, rec: Record) -> None:
+        """The stage tracker started an attempt at `rec`."""
+        self._attempt_count = self.stages.attempts_started
+        if rec.line.source in self._active_sources:
+            # a (re)start printed where this input already showed progress or errors: a new attempt.
+            # (A launcher's banner in its own file, merged among the ranks' files, is not one.)
+            self._new_attempt(rec)
+
+    def _step_rows(self, rec: Record, run: ProgressRun | None) -> None:
+        """The metrics of a record's step line (not a traceback frame's), from the run it was read into;
+        `run` None: none of the stage tracker's keywords was seen in its raw line, though `step:` is in
+        its message (an escape code inside `step:`): it is read for its rows alone."""
+        if run is None:
+            run = self.syntax.read(rec, ())
+        if run is not None and run.rows:
+            self.metrics.take(run)
 
     def _model_text(self, rec: Record) -> bool:
         """Is `rec` decoded model text (a validation sample), which is never evidence?"""

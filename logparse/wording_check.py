@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -179,22 +180,28 @@ def worker_death_facts(example: WordingExample) -> dict[str, Any]:
 
 
 def progress_facts(example: WordingExample) -> dict[str, Any]:
-    """A line: what ProgressSyntax.parse makes of its bare message (step, step time, bar) and the values
-    of its step line (parse_step_line); a key: the number parse_value reads in it."""
+    """A line: the progress fact its record is read into, as a scan reads it (ProgressSyntax.read: step,
+    step time, bar) and the values of its step line (parse_step_line); a key: the number parse_value
+    reads in it."""
     from logparse.read.steps import parse_step_line, parse_value
 
     if example.source == "key":
         return {"value": parse_value(example.text)}
-    message = _records(example.text, False)[0].message
-    line = _progress_syntax().parse(message)
-    bar = line.bar or (None, None, None)
-    parsed = parse_step_line(message)
+    rec = _records(example.text, False)[0]
+    run = _progress_syntax().read(rec)
+    parsed = parse_step_line(rec.message)
+    if run is None:
+        step = seconds = n = total = rate = None
+    else:
+        step = run.steps[0] if run.steps[0] >= 0 else None
+        n, total = (run.bar_n[0], run.bar_total[0]) if run.bar_n[0] >= 0 else (None, None)
+        seconds, rate = (None if math.isnan(x) else x for x in (run.seconds[0], run.bar_rate[0]))
     return {
-        "step": line.step,
-        "seconds": line.seconds,
-        "bar_n": bar[0],
-        "bar_total": bar[1],
-        "bar_seconds": bar[2],
+        "step": step,
+        "seconds": seconds,
+        "bar_n": n,
+        "bar_total": total,
+        "bar_seconds": rate,
         "values": tuple(parsed[1].items()) if parsed is not None else None,
     }
 

@@ -2,9 +2,9 @@
 
 verl prints one line per step (reference §1.3): `step:N - key:value - key:value ...`, the keys in
 dict order, values as `0.123` (v0.1-v0.4), the full repr (v0.5+: `np.float64(0.1)`, `np.int64(3)`,
-`nan`, `inf`, `1e-06`, plain ints). The line is split on ` - ` and each part on its LAST `:` (data-source
-names inside keys may hold anything); values that are not numbers are dropped. The step line may
-follow a tqdm bar on the same line, so `step:N - ` is searched, not anchored.
+`nan`, `inf`, `1e-06`, plain ints). The lines are read in logparse.read (logparse.read.steps), into the
+rows of a ProgressRun (logparse.read.progress_syntax), whether read from a record or fast from their
+bytes; the tracker takes a run's rows (`take`).
 
 Bounds: one row per step (a later line for the same step merges into the row); at most
 `MetricsConfig.max_keys_per_row` (512) keys in a row and `max_rows` (100,000) rows, the oldest row
@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING
 
 from logparse import model
 from logparse.model import Anomaly, downsampled
-from logparse.read.normalize import Record
-from logparse.read.steps import STEP_KEYWORD, StepParser
+from logparse.read.progress_syntax import ProgressRun
+from logparse.read.steps import STEP_KEYWORD
 from patterns.progress import (
     CHART_KEYS,
     CLIP_RATIO_HIGH,
@@ -123,11 +123,11 @@ class MetricsTracker:
 
     keywords: tuple[str, ...] = (STEP_KEYWORD,)  # a line without any of these changes nothing
 
-    def __init__(self, config: MetricsConfig | None = None, all_keys: bool = False):
-        """`all_keys`: keep every numeric value (for a CSV of them all); by default only the values
-        of the keys a report uses (wanted_key) are kept, and the other keys are only named."""
+    def __init__(self, config: MetricsConfig | None = None):
+        """The rows keep the values their reader kept: with `all_keys` (logparse.read.steps.StepParser,
+        for a CSV of them all) every numeric value, else only those of the keys a report uses
+        (wanted_key), the other keys only named."""
         self.config = config or MetricsConfig()
-        self.parser = StepParser(all_keys)
         # Rows in arrival order, grouped in segments of consecutive rows with the same keys (a run
         # prints the same keys every step): a row costs one array extend, 8 bytes a value, so
         # 100,000 steps of 60 keys stay near 50 MB. A later row for a step already seen wins.
@@ -144,20 +144,13 @@ class MetricsTracker:
         self._ordered = True
         self._top: int | None = None  # the step of the last row, while ordered
 
-    def feed(self, rec: Record) -> None:
-        """A record's step line; `rec.step_line`, when a reader process parsed it (logparse.read.blocks),
-        is used if it is this message's."""
-        message = rec.message
-        pre = rec.step_line
-        if pre is not None and pre.fits(rec.line.text, message):
-            self.add_row(pre.step, pre.keys, pre.values, pre.names)
-            return
-        if STEP_KEYWORD not in message:
-            return
-        parsed = self.parser.parse(message)
-        if parsed is not None:
-            step, keys, values, names = parsed
-            self.add_row(step, keys, array("d", values), names)
+    def take(self, run: ProgressRun) -> None:
+        """The metric rows of a run's step lines (ProgressRun.rows), in turn."""
+        for rows in run.rows:
+            if len(rows.steps) == 1:
+                self.add_row(rows.steps[0], rows.keys, rows.values, rows.names)
+            else:
+                self.add_rows(rows.steps, rows.keys, rows.values, rows.names)
 
     def add(self, step: int, values: dict[str, float]) -> None:
         keys = tuple(values)

@@ -1,12 +1,13 @@
 """Where a job got to: stages reached, last step, total steps, completion, restarts.
 
-`StageTracker.feed(rec)` is called for every record, in order (records carry increasing `seq`, as
-RecordReader sets them). One `re` alternation of the stage markers' keywords plus `step:` and
-`Training Progress` (factored as a trie, `keyword_pattern`) rejects almost every line with a single
-C-level search; only the lines it accepts are examined (`keywords` lists those literals, for a
-scanner that prefilters raw chunks before decoding lines): the stage markers of
-patterns/stages.yaml (through `MarkerMatcher`), verl's step line (`step:N - key:value - ...`, found
-anywhere in the message because it can be glued to a tqdm bar) and the `Training Progress` tqdm bar.
+The tracker is told ProgressRun facts (logparse.read.progress_syntax) one way, `apply(seq, run)`: a
+record's line as a run of one (`feed(rec)` reads it with ProgressSyntax.read), or a run of progress
+lines the reader read fast from their bytes (logparse.read.records), with seqs that increase as the
+analysis (logparse.pipeline) numbers its records. What a line says is read in logparse.read: the stage
+markers of patterns/stages.yaml (through `MarkerMatcher`, after one trie alternation of their keywords
+plus `step:` and `Training Progress` rejects almost every line), verl's step line (`step:N -
+key:value - ...`, found anywhere in the message because it can be glued to a tqdm bar) and the
+`Training Progress` tqdm bar.
 
 Rules that come from how the logs are written (reference §1.5, §1.8, §4.2):
 * Ray's dedup summaries (`... [repeated 3x across cluster]`, `Origin.repeat > 1`) arrive seconds
@@ -24,9 +25,9 @@ Bounds (StageTrackerConfig): transitions (seq, stage) for `stage_at` at most `ma
 resume records at most `max_events` (1,000) each. A full list drops its oldest half (and says so in
 `notes`); one span per stage in the timeline. Everything else is O(1).
 
-`parse(message)` and `apply(...)` are `feed` in two halves: what a line says (`ProgressLine`), and
-what that changes. A scanner that parses progress lines apart from its records
-(logparse.read.progress_lines) applies them with the same `apply`.
+A run is applied line by line, or, when nothing in it changes how the lines after a line count (no
+clock, no repeat count, plain markers, no checkpoint pending), a column at a time: the state after it
+is the same either way (tested).
 """
 
 from __future__ import annotations
@@ -35,15 +36,16 @@ import itertools
 import math
 from array import array
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from logparse.model import Progress
 from logparse.observe.progression import AttemptStart, MarkColumns, Progression, SpanSeen, StepMark
 from logparse.read.normalize import Record
-from logparse.read.progress_syntax import NOTHING, MarkerHit, ProgressLine, ProgressSyntax
+from logparse.read.progress_syntax import ProgressRun, ProgressSyntax
 from patterns.numbers import log_int
-from patterns.stages import StageMarkers
+from patterns.stages import StageMarker, StageMarkers
 
 STEP_TIMES_KEPT = 64  # the latest step lines' times kept (StageTracker.step_times)
 MAX_SEGMENTS_PER_STAGE = 500  # stretches of one stage in the progression (closer ones are merged)
@@ -51,6 +53,9 @@ STEP_STAGE = "training"  # a step line or a progress-bar update means the traini
 LAUNCH_STAGE = "launch"
 CHECKPOINT_STAGE = "checkpoint"
 _NOT_NONE = (-1).__lt__  # a column value that is not -1 (none): at least 0
+# a run at least this long is applied a column at a time (shorter: line by line, which costs less then)
+MIN_BULK_LINES = 4
+_NO_GROUPS: Mapping[str, str | None] = MappingProxyType({})  # a marker hit's named groups, when it has none
 
 
 @dataclass(frozen=True)
@@ -162,9 +167,16 @@ def _trim(items: list, cap: int) -> bool:
 class StageTracker:
     """Bounded state machine over records: stage events, steps, progress bar, attempts, completion."""
 
-    def __init__(self, markers: StageMarkers | None = None, config: StageTrackerConfig | None = None):
+    def __init__(
+        self,
+        markers: StageMarkers | None = None,
+        config: StageTrackerConfig | None = None,
+        syntax: ProgressSyntax | None = None,
+    ):
+        """`syntax`: what the records are read with, whose markers the runs' marker numbers name (a
+        ProgressSyntax of `markers` by default)."""
         self.config = config or StageTrackerConfig()
-        self.syntax = ProgressSyntax(markers)
+        self.syntax = syntax or ProgressSyntax(markers)
         self.matcher = self.syntax.matcher
         self.keywords: tuple[str, ...] = self.syntax.keywords  # a line without any of these changes nothing
         self._spans: dict[str, _Span] = {}
@@ -186,6 +198,7 @@ class StageTracker:
         # engine generating: patterns/stages.yaml's `activity` markers), in order
         self._activity = array("q")
         self._activity_markers = frozenset(i for i, m in enumerate(self.matcher.markers) if m.activity)
+        self._plain_markers = [self.syntax.plain_marker(i) for i in range(len(self.matcher.markers))]
         # (step, time) of the latest step lines that carry a timestamp: the run's own step times, and
         # when its last step was (a stall's silence; logparse.decide.stall)
         self.step_times: deque[tuple[int, float]] = deque(maxlen=STEP_TIMES_KEPT)
@@ -202,59 +215,73 @@ class StageTracker:
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, rec: Record, keywords: Iterable[str] | None = None) -> bool:
-        """`keywords`: those of `self.keywords` that a scanner's prefilter found in the raw line (None:
-        not known, the message is searched for all of them). Is the record a progress line (a stage
-        marker, a step line, a bar)?"""
-        message = rec.message
-        if keywords is None and not self.matcher.prefilter.search(message):
+        """`apply` of what the record says (ProgressSyntax.read; `keywords`: those of `self.keywords`
+        that a scanner's prefilter found in the raw line, None: not known). Is the record a progress
+        line (a stage marker, a step line, a bar)?"""
+        run = self.syntax.read(rec, keywords)
+        if run is None:
             return False
-        line = rec.line
-        origin = rec.origin
-        said = self.parse(message, keywords)
-        self.apply(rec.seq, line.source, line.number, origin.time, origin.repeat, said)
-        return said is not NOTHING
+        self.apply(rec.seq, run)
+        return run.says
 
-    def parse(self, message: str, keywords: Iterable[str] | None = None) -> ProgressLine:
-        """What `message` says (logparse.read.progress_syntax): depends on the message alone."""
-        return self.syntax.parse(message, keywords)
+    def apply(self, seq: int, run: ProgressRun) -> None:
+        """The one way progress facts change the tracker: line j of `run` is record seq + j. A run of at
+        least MIN_BULK_LINES whose lines read no clock, no repeat count and only plain markers, with no
+        checkpoint pending (`_bulk`), is applied a column at a time; any other line by line. The state
+        after it is that after each line applied as a run of one (tested)."""
+        n = len(run.numbers)
+        if n >= MIN_BULK_LINES and self._bulk(run):
+            self._apply_bulk(seq, run)
+            return
+        for j in range(n):
+            self._apply_line(seq + j, run, j)
 
-    def apply(
-        self, seq: int, source: str, number: int, time: float | None, repeat: int, line: ProgressLine
-    ) -> None:
-        """What the line `seq` (`source`:`number`, its time and Ray repeat count) that says `line`
-        changes: the second half of `feed`."""
+    def _bulk(self, run: ProgressRun) -> bool:
+        """May `run` be applied a column at a time (_apply_bulk)? Not when a bar may be a late redraw from
+        before a checkpoint (see _apply_line), nor with a marker that starts an attempt, completes the run
+        or names a repeat stage (each changes how the lines after it count)."""
+        if run.time is not None or run.repeat != 1 or run.groups or self._checkpoint_step is not None:
+            return False
+        plain = self._plain_markers
+        return all(plain[m] for m in set(run.markers) if m >= 0)
+
+    def _apply_line(self, seq: int, run: ProgressRun, j: int) -> None:
+        """What line j of `run`, record `seq`, changes."""
         self.last_seq = seq
-        hit = line.hit
+        source, number, time, repeat = run.source, run.numbers[j], run.time, run.repeat
+        index = run.markers[j]
+        n = run.bar_n[j]
+        marker = self.matcher.markers[index] if index >= 0 else None
         if (
-            hit is not None
-            and line.bar is not None
+            marker is not None
+            and n >= 0
             and self._checkpoint_step is not None
-            and line.bar[0] < self._checkpoint_step
-            and hit.marker.stage == STEP_STAGE
+            and n < self._checkpoint_step
+            and marker.stage == STEP_STAGE
         ):
             # verl writes step S's checkpoint inside step S, before the bar counts S done: a bar that
             # counts fewer, printed after the save began, is the bar as it stood before (tqdm's line is
             # flushed late, and the driver's output and the workers' reach the log by different paths),
             # not the loop going on. The job is still in the checkpoint.
-            hit = None
-        if hit is not None:
-            self._on_marker(seq, source, number, time, repeat, hit)
-        if line.step is not None:
-            self._mark_step(seq, line.step, line.seconds, time)
+            marker = None
+        if marker is not None:
+            self._on_marker(seq, source, number, time, repeat, marker, run.groups or _NO_GROUPS)
+        step = run.steps[j]
+        if step >= 0:
+            self._mark_step(seq, step, run.seconds[j], time)
             if not self._completed and repeat == 1:
                 self._record_stage(source, number, seq, time, STEP_STAGE)
-        if line.bar is not None:
+        if n >= 0:
             if self._transition_stages and repeat == 1:  # a progress bar: still in the loop
                 self._last_at = (seq, source, number, time)
-            n, total, seconds = line.bar
-            self._bars.append(seq, (n, total), (seconds,))
+            self._bars.append(seq, (n, run.bar_total[j]), (run.bar_rate[j],))
             if self._bars.trim(self.config.max_marks):
                 self._dropped.add("progress-bar")
             self._progress_since_start = True
 
     def _mark_step(self, seq: int, step: int, seconds: float | None, time: float | None) -> None:
         """A step the loop reached: verl's step line, or a marker that reads one (`step` group: a
-        Megatron `iteration N/M` line, DeepSpeed's `step=N, skipped=...`)."""
+        Megatron `iteration N/M` line, DeepSpeed's `step=N, skipped=...`). `seconds`: None or NaN, none."""
         if time is not None:
             self.step_times.append((step, time))
         self._steps.append(seq, (step,), (seconds,))
@@ -264,38 +291,13 @@ class StageTracker:
             self._dropped.add("step")
         self._progress_since_start = True
 
-    @property
-    def checkpoint_pending(self) -> bool:
-        """Is the job in a checkpoint of a known step? Then a progress bar may be a late redraw from
-        before it (see `apply`), which `apply_run` does not tell: progress lines go one by one."""
-        return self._checkpoint_step is not None
-
-    def plain_marker(self, index: int) -> bool:
-        """ProgressSyntax.plain_marker: may a line of marker `index` go in an `apply_run`?"""
-        return self.syntax.plain_marker(index)
-
-    def apply_run(
-        self,
-        seq: int,
-        source: str,
-        numbers: Sequence[int],
-        steps: Sequence[int],
-        seconds: Sequence[float],
-        markers: Sequence[int],
-        bar_n: Sequence[int],
-        bar_total: Sequence[int],
-        bar_rate: Sequence[float],
-    ) -> None:
-        """`apply` of len(numbers) lines in a row: line j is record seq + j, line numbers[j] of `source`,
-        with no time and no Ray repeat count; it says step steps[j] (-1: none) with seconds[j], the
-        marker markers[j] of self.matcher.markers (-1: none; a plain_marker, with no named group) and
-        the bar (bar_n[j], bar_total[j], bar_rate[j]) (bar_n -1: none); NaN stands for None. The
-        state after it is that after `apply` of each line in turn: the marks are appended a column at
-        a time, and of the stage records of a stretch of lines in one stage only the first and the
-        last are made (those between change only what the last one sets again)."""
+    def _apply_bulk(self, seq: int, run: ProgressRun) -> None:
+        """`apply` of a run a column at a time (`_bulk`: no time, no repeat count, plain markers, no
+        checkpoint pending): the marks are appended a column at a time, and of the stage records of a
+        stretch of lines in one stage only the first and the last are made (those between change only
+        what the last one sets again)."""
+        source, numbers, steps, markers, bar_n = run.source, run.numbers, run.steps, run.markers, run.bar_n
         m = len(numbers)
-        if not m:
-            return
         lines = range(m)
         is_step = list(map(_NOT_NONE, steps))
         step_at = list(itertools.compress(lines, is_step))
@@ -332,7 +334,7 @@ class StageTracker:
             if self._steps.extend(
                 array("q", [seq + j for j in step_at]),
                 (array("q", itertools.compress(steps, is_step)),),
-                (array("d", itertools.compress(seconds, is_step)),),
+                (array("d", itertools.compress(run.seconds, is_step)),),
                 cap,
             ):
                 self._dropped.add("step")
@@ -346,9 +348,9 @@ class StageTracker:
                 array("q", [seq + j for j in bar_at]),
                 (
                     array("q", itertools.compress(bar_n, is_bar)),
-                    array("q", itertools.compress(bar_total, is_bar)),
+                    array("q", itertools.compress(run.bar_total, is_bar)),
                 ),
-                (array("d", itertools.compress(bar_rate, is_bar)),),
+                (array("d", itertools.compress(run.bar_rate, is_bar)),),
                 cap,
             ):
                 self._dropped.add("progress-bar")
@@ -358,13 +360,13 @@ class StageTracker:
     def _record_stretches(
         self, seq: int, source: str, numbers: Sequence[int], steps: Sequence[int], markers: Sequence[int]
     ) -> int:
-        """apply_run's stage records for lines of more than one stage: the first and the last line of
+        """_apply_bulk's stage records for lines of more than one stage: the first and the last line of
         each stretch in one stage; the last line that recorded one."""
         known = self.matcher.markers
         current = None
         first = last = -1
         for j, (marker, step) in enumerate(zip(markers, steps, strict=True)):
-            # (a marker's record comes before a step line's, as in apply)
+            # (a marker's record comes before a step line's, as in _apply_line)
             for stage in (known[marker].stage if marker >= 0 else None, STEP_STAGE if step >= 0 else None):
                 if stage is None:
                     continue
@@ -379,15 +381,20 @@ class StageTracker:
         return last
 
     def _on_marker(
-        self, seq: int, source: str, number: int, time: float | None, repeat: int, hit: MarkerHit
+        self,
+        seq: int,
+        source: str,
+        number: int,
+        time: float | None,
+        repeat: int,
+        marker: StageMarker,
+        groups: Mapping[str, str | None],
     ) -> None:
-        marker = hit.marker
         if marker.activity:
             self._add_activity((seq,))
             return
         if marker.attempt_start and repeat == 1:
             self._start_attempt(seq, source, number, time)
-        groups = hit.groups
         if groups.get("total_steps"):
             self._add_event(self._totals, (seq, log_int(groups["total_steps"])), "total")
         if groups.get("resume_step"):

@@ -1,5 +1,5 @@
 """Progress lines (verl's step lines, tqdm's `Training Progress` bars, lines only a stage marker marks,
-as a Hugging Face Trainer's loss dict) understood without a record.
+as a Hugging Face Trainer's loss dict) read fast from their bytes: the fast path of `read/`.
 
 A run that logs every step prints a step line (about 3 KB of metrics) and a bar per step, often from
 many processes: a quarter of its lines. Through the per-record pipeline (decode, normalise, the four
@@ -7,9 +7,9 @@ trackers, the matcher) each cost 30-60 us, though all it changes is the stage tr
 spans, one metrics row, the last step, and the environment's note of its Ray actor and node. So
 where the blocks are made (the reader process, or the scanner itself) `ProgressLineParser` parses the
 candidate lines that can only be that into `ProgressColumns` (arrays: no object per line crosses
-the process boundary), and the scanner applies each in order, with the same functions its records
-go through (StageTracker.apply, MetricsTracker.add_row, EnvironmentTracker.note_process), instead of
-making a record of it.
+the process boundary), and the scanner's reader (logparse.read.records) hands them to the analysis as
+ProgressRun facts (logparse.read.progress_syntax), the same facts ProgressSyntax.read makes of their
+records, instead of making a record of each. Nothing outside `read/` knows these columns.
 
 A line qualifies when what the pipeline would do with it is fully told by its columns:
 * its prefilter keywords are the stage tracker's only (`step:`, the bar, stage markers): no catalog
@@ -19,11 +19,12 @@ A line qualifies when what the pipeline would do with it is fully told by its co
   step line), with no common environment keyword (`ip=`, `version`, ...);
 * a stage marker it matches starts no attempt and has no named groups; a line with `step:` is a step
   line (its message starts with it).
-The scanner adds what only it knows, line by line: no traceback, message or config dump of the
-line's stream is open (it normalises the line to tell its stream while one is open), the step-line
-format is known to the environment tracker, and the line's actor is not new to it. Anything else takes
-the usual way, so reports are the same (tests/logparse/test_progress_lines.py compares them on every
-sample, fixture and generated log).
+The analysis adds what only it knows (logparse.pipeline.Analysis.take_progress): no traceback,
+message or config dump of the line's stream is open (the reader tells the line's stream while one is
+open), the step-line format is known to the environment tracker, and the line's actor is not new to
+it. Anything else takes the usual way, so reports are the same (tests/logparse/read/
+test_progress_lines.py compares them on every sample, fixture and generated log; test_progress_road.py
+the facts, line by line).
 
 Bounds: distinct (actor, node) pairs at most MAX_PROCESSES, metric shapes at most MAX_SHAPES, cached
 prefixes at most MAX_PREFIXES, remembered keyword sets at most MAX_KINDS, per input; a line past a
@@ -169,23 +170,15 @@ class ProgressTables:
     def __init__(self) -> None:
         self.processes: list[tuple[str | None, str | None]] = []
         self.shapes: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-        self.noted = bytearray()  # process id -> 1: the scanner noted it (EnvironmentTracker.note_process)
+        # process id -> 1: the analysis took a line of it (logparse.read.records offers a run up to a
+        # line of a process it did not: how far a run goes without records is its to say, but a line of
+        # a process it has not been told of is where it stops)
+        self.taken = bytearray()
 
     def learn(self, columns: ProgressColumns) -> None:
         self.processes.extend(columns.new_processes)
         self.shapes.extend(columns.new_shapes)
-        self.noted.extend(bytes(len(columns.new_processes)))
-
-    def line(self, columns: ProgressColumns, k: int) -> ProgressLine:
-        """What line `k` of `columns` says to the stage tracker (its marker hit is made by the scanner)."""
-        ints = columns.ints
-        at = k * INT_FIELDS
-        step = ints[at + STEP]
-        n = ints[at + BAR_N]
-        seconds = columns.floats[k * FLOAT_FIELDS + SECONDS]
-        rate = columns.floats[k * FLOAT_FIELDS + BAR_RATE]
-        bar = (n, ints[at + BAR_TOTAL], None if math.isnan(rate) else rate) if n >= 0 else None
-        return ProgressLine(None, step if step >= 0 else None, None if math.isnan(seconds) else seconds, bar)
+        self.taken.extend(bytes(len(columns.new_processes)))
 
 
 class ProgressLineParser:

@@ -14,8 +14,10 @@ timestamps (a line without one takes the last timestamp seen in its file; lines 
 come first, in file order); more files than that are read one after the other. One that cannot be
 read is skipped with a note; a single unreadable input is an InputError.
 
-The progress lines of an input read alone (step lines, progress bars: logparse.read.progress_lines)
-are handed to the sink as plain facts instead of records, when the sink says it can apply them.
+The progress lines of an input read alone (step lines, progress bars, lines only a stage marker marks:
+logparse.read.progress_lines) are read fast from their bytes into ProgressRun facts
+(logparse.read.progress_syntax), the same facts a record of each would be read into, and handed to
+the analysis (`ReaderHooks.take_progress`) instead of records, as many at a time as it takes.
 
 The lines before a record are read back from the raw block on request (`context`, `raw_before`): a
 stream that printed and went quiet costs nothing.
@@ -24,9 +26,13 @@ stream that printed and went quiet costs nothing.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import stat
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 import regex
@@ -39,15 +45,27 @@ from logparse.read.normalize import Normalizer, Origin, Record
 from logparse.read.pre_records import PreReader
 from logparse.read.prefilter import Prefilter
 from logparse.read.progress_lines import (
+    BAR_N,
+    BAR_RATE,
+    BAR_TOTAL,
+    DEFERRED,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    MARKER,
+    MESSAGE_AT,
+    OFFSET,
+    PROCESS,
     RAY_PID_PREFIX,
-    ProgressColumns,
+    SECONDS,
+    SHAPE,
+    STEP,
     ProgressLineParser,
     ProgressTables,
     ray_bar_prefix,
     ray_prefix_apart,
     step_prefix_record,
 )
-from logparse.read.progress_syntax import ProgressSyntax
+from logparse.read.progress_syntax import ProgressRun, ProgressSyntax, StepRows, step_seconds
 from logparse.read.sources import (
     MAX_LINE_BYTES,
     STDIN_NAME,
@@ -68,57 +86,40 @@ from patterns.numbers import log_int
 
 MAX_MERGE_FILES = 64
 MAX_STEP_STREAMS = 4096  # step-line prefixes whose stream is remembered (RecordReader.stream_of)
+# progress lines offered at once at most (a run the analysis takes whole is followed by one twice as
+# long, up to this; one it takes in part by a run of one line: what it leaves is bounded by what it took)
+MAX_RUN_LINES = 1024
 RAY_ACTOR_MARKER = regex.compile(r"^:actor_name:(?P<actor>\S+)")
 _NO_KEYWORDS: frozenset[int] = frozenset()
 
 
-class ProgressSink(Protocol):
-    """What the reader asks of the analysis that consumes its records (logparse.pipeline)."""
+class ProgressIntake(Protocol):
+    """Where the reader hands the progress lines it read fast from their bytes (the analysis':
+    logparse.pipeline.Analysis.take_progress)."""
 
-    def progress_words(self, ids: frozenset[int]) -> tuple[tuple[str, ...], bool] | None:
-        """For a line with prefilter keyword ids `ids`: its stage keywords and whether it has an
-        environment keyword, when it may be a progress line applied without a record; else None."""
+    def __call__(self, run: ProgressRun, region: bool, stream: Callable[[], tuple]) -> int:
+        """Apply as many of `run`'s lines, from its first, as need no record; how many (0: the first
+        needs its record). `region`: a region of the input is open (then the run is one line);
+        `stream`: the first line's stream (Record.stream), worked out when asked for."""
 
-    def progress_ready(self, columns: ProgressColumns, tables: ProgressTables) -> bytearray:
-        """For each progress line of `columns`: 1 if it may go in a run (`progress_run`)."""
 
-    def premask(self, ids: frozenset[int], message: str) -> str | None:
-        """A candidate line's message masked for grouping, when its keywords (`ids`) make it a possible
-        catalog hit; else None. (Asked in reader processes: logparse.read.pre_records.)"""
+@dataclass(frozen=True)
+class ReaderHooks:
+    """What the reader asks of the analysis that takes its records and facts (logparse.pipeline), as
+    plain functions: the reader holds no analysis."""
 
-    def progress_run(
-        self,
-        columns: ProgressColumns,
-        k: int,
-        runs: list[int],
-        ready: bytearray,
-        tables: ProgressTables,
-        block: Block,
-        idx: int,
-        source: str,
-    ) -> int:
-        """Apply progress lines k, k + 1, ... at once; how many (0: none, take them one by one)."""
-
-    def progress_line(
-        self,
-        columns: ProgressColumns,
-        k: int,
-        tables: ProgressTables,
-        block: Block,
-        idx: int,
-        source: str,
-        number: int,
-        default: Origin | None,
-        region: bool,
-    ) -> bool:
-        """Apply progress line k without a record; False: it needs its record."""
-
-    def region_open(self, source: str, number: int) -> bool:
-        """Must line `number` of `source` be read even without a keyword?"""
-
-    def process_quiet(self, source: str, pid: int) -> bool:
-        """Would a line without a keyword of Ray actor process `pid` in `source` be dropped (nothing of
-        its stream is open), so that it need not be read while a region of the input is open?"""
+    # must line `number` of `source` be read even without a keyword (a region of the input is open)?
+    region_open: Callable[[str, int], bool]
+    # would a line without a keyword of Ray actor process `pid` in `source` be dropped (nothing of its
+    # stream is open), so that it need not be read while a region of the input is open?
+    process_quiet: Callable[[str, int], bool]
+    # for a line with prefilter keyword ids `ids`: its stage keywords and whether it has an environment
+    # keyword, when it may be a progress line read fast (logparse.read.progress_lines); else None
+    progress_words: Callable[[frozenset[int]], tuple[tuple[str, ...], bool] | None]
+    # a candidate line's message masked for grouping, when its keywords (`ids`) make it a possible
+    # catalog hit; else None (asked in reader processes: logparse.read.pre_records)
+    premask: Callable[[frozenset[int], str], str | None]
+    take_progress: ProgressIntake
 
 
 def _line_end(block: Block, start: int) -> int:
@@ -138,7 +139,7 @@ class RecordReader:
         prefilter: Prefilter,
         syntax: ProgressSyntax,
         ignores: Callable[[str], bool],
-        sink: ProgressSink,
+        hooks: ReaderHooks,
         merge_files: int = MAX_MERGE_FILES,
         reader_process_bytes: int | None = None,
         all_metrics: bool = False,
@@ -149,7 +150,7 @@ class RecordReader:
         self.prefilter = prefilter
         self.syntax = syntax  # the stage markers, step lines and bars of the fast path
         self.ignores = ignores  # a message no environment keyword makes worth a record
-        self.sink = sink
+        self.hooks = hooks
         self.merge_files = merge_files
         self.reader_process_bytes = reader_process_bytes
         self.all_metrics = all_metrics
@@ -233,11 +234,11 @@ class RecordReader:
         step_parser = StepParser(self.all_metrics)
         progress = None
         if fast:
-            progress = ProgressLineParser(self.sink.progress_words, self.syntax, step_parser, self.ignores)
+            progress = ProgressLineParser(self.hooks.progress_words, self.syntax, step_parser, self.ignores)
         # each process that makes blocks numbers their processes and shapes in its own tables
         tables = _TablesByWorker() if fast else None
         if alone and self._reader_process_for(path):
-            pre = PreReader(self.sink.premask)  # (candidate lines read apart: logparse.read.pre_records)
+            pre = PreReader(self.hooks.premask)  # (candidate lines read apart: logparse.read.pre_records)
             workers = self.workers
             size = os.path.getsize(path)  # (a regular file: _reader_process_for)
             blocks = blocks_in_process(
@@ -304,8 +305,9 @@ class RecordReader:
         tables: ProgressTables | None = None,
     ) -> Iterator[Record]:
         """Records of the lines of `block` worth a look: its candidate lines, and every line while a
-        region (traceback, message, config dump) of this input is open. Its progress lines that need no
-        record (Block.progress, with `tables`) are handed to the sink instead, in their turn."""
+        region (traceback, message, config dump) of this input is open. Its progress lines read fast
+        (Block.progress, with `tables`) are handed to the analysis instead, in their turn, as far as it
+        takes them without records."""
         starts, numbers, keywords = block.starts, block.numbers, block.keywords
         count = len(starts)
         idx = cur = 0
@@ -316,7 +318,7 @@ class RecordReader:
             while idx < count and starts[idx] < cur:
                 idx += 1
             candidate = idx < count and starts[idx] == cur
-            region = self.sink.region_open(source, number)
+            region = self.hooks.region_open(source, number)
             if region:
                 start = cur
                 ids = keywords[idx] if candidate else _NO_KEYWORDS
@@ -356,7 +358,7 @@ class RecordReader:
         del self._blocks[source]  # a reader process reuses its memory once the next block is asked for
 
     def _quiet_line(self, data: bytes, start: int, end: int, source: str) -> bool:
-        """Would the sink drop the record of the line data[start:end] (no keyword marks it; a region of
+        """Would the analysis drop the record of the line data[start:end] (no keyword marks it; a region of
         its input is open)? Yes for a line of one Ray actor process (a RAY_PREFIX and no other `pid=`
         after it, which the normaliser would read instead) that has nothing open; else it is read."""
         if end - start > MAX_LINE_BYTES:
@@ -364,7 +366,7 @@ class RecordReader:
         m = RAY_PID_PREFIX.match(data, start, end)
         if m is None or data.find(b"pid=", m.end(), end) >= 0:
             return False
-        return self.sink.process_quiet(source, log_int(m.group(2)))
+        return self.hooks.process_quiet(source, log_int(m.group(2)))
 
     def _record(
         self,
@@ -528,7 +530,9 @@ class _TablesByWorker(dict):
 
 
 class _FastLines:
-    """The progress lines of one block that the sink may apply without records (Block.progress)."""
+    """The progress lines of one block read fast from their bytes (Block.progress), handed to the
+    analysis as ProgressRun facts in their turn: a run of the candidates in a row that are progress
+    lines, or one line while a region of the input is open or the input has a default origin."""
 
     def __init__(
         self,
@@ -538,7 +542,8 @@ class _FastLines:
         default: Origin | None,
         tables: ProgressTables | None,
     ):
-        self.sink = reader.sink
+        self.reader = reader
+        self.take = reader.hooks.take_progress
         self.block = block
         self.source = source
         self.default = default
@@ -550,35 +555,162 @@ class _FastLines:
         self.runs = self.ready = None
         if self.columns is not None and default is None:
             # progress line k is candidate k + runs[k]: lines with the same value are consecutive
-            # candidates; ready[k]: it may go in a run (progress_run)
+            # candidates, which may go in one run; ready[k]: the analysis took a line of its process
             self.runs = [i - k for k, i in enumerate(self.index)]
-            self.ready = self.sink.progress_ready(self.columns, tables)
+            self.processes = self.columns.ints[PROCESS::INT_FIELDS]
+            self.ready = bytearray(map(tables.taken.__getitem__, self.processes))
         self.k = 0  # the next progress line (an index into `columns`)
         self.n = len(self.index)
+        self.offer = MAX_RUN_LINES  # lines offered in the next run at most (MAX_RUN_LINES)
+        self._deferred: dict[int, tuple[tuple, float | None]] = {}  # line k -> _deferred_row (this block)
+        self._first = (0, 0, -1)  # (candidate, line number, message start) of the run offered (_stream)
 
     def apply(self, idx: int, number: int, region: bool) -> tuple[int, int, int] | None:
-        """Apply candidate `idx` (line `number`), and those after it in a run, if it is a progress line
-        the sink takes: (the last candidate applied, where the line after it starts, its number); None
-        when the candidate needs its record."""
+        """Hand on candidate `idx` (line `number`), and those after it in a run, if it is a progress
+        line the analysis takes: (the last candidate taken, where the line after it starts, its
+        number); None when the candidate needs its record."""
         index, k = self.index, self.k
         while k < len(index) and index[k] < idx:
             k += 1
         self.k = k
         if k >= len(index) or index[k] != idx:
             return None
-        block, columns, tables = self.block, self.columns, self.tables
-        applied = 0
+        default = self.default
+        if default is not None and default.rank is not None:
+            return None  # (the record's origin has a rank the line's prefixes do not tell)
+        end = k + 1
         if self.runs is not None and not region:
-            applied = self.sink.progress_run(
-                columns, k, self.runs, self.ready, tables, block, idx, self.source
-            )
-        if applied:
-            self.k += applied
-            idx += applied - 1
-            return idx, block.end(idx) + 1, block.numbers[idx] + 1
-        if self.sink.progress_line(columns, k, tables, block, idx, self.source, number, self.default, region):
-            return idx, block.end(idx) + 1, number + 1
-        return None
+            end = self._run_end(k, min(bisect_right(self.runs, idx - k, k), k + self.offer))
+        run = self._run(k, end, idx, number)
+        at = self.columns.ints[k * INT_FIELDS + MESSAGE_AT] if run.steps[0] >= 0 else -1
+        self._first = (idx, number, at)
+        taken = self.take(run, region, self._stream)
+        self.offer = min(2 * self.offer, MAX_RUN_LINES) if taken == end - k else 1
+        if not taken:
+            return None
+        self.tables.taken[self.columns.ints[k * INT_FIELDS + PROCESS]] = 1
+        self.k += taken
+        if taken == 1:
+            return idx, self.block.end(idx) + 1, number + 1
+        idx += taken - 1
+        return idx, self.block.end(idx) + 1, self.block.numbers[idx] + 1
+
+    def _run_end(self, k: int, end: int) -> int:
+        """Where a run from progress line k offered up to `end` stops: at a line of a process the
+        analysis took no line of (it is told of it alone: EnvironmentTracker.note_process)."""
+        ready, taken, processes = self.ready, self.tables.taken, self.processes
+        stop = ready.find(0, k + 1, end)
+        while stop >= 0:
+            if not taken[processes[stop]]:
+                return stop
+            ready[stop] = 1  # (taken since the block came)
+            stop = ready.find(0, stop + 1, end)
+        return end
+
+    def _stream(self) -> tuple:
+        """The stream of the first line of the run offered."""
+        idx, number, at = self._first
+        return self.reader.stream_of(self.block, idx, self.source, number, self.default, at)
+
+    def _run(self, k: int, end: int, idx: int, number: int) -> ProgressRun:
+        """The fact of progress lines k to end - 1 (candidates idx, idx + 1, ...; the first is line
+        `number`)."""
+        if end - k == 1:
+            return self._line(k, idx, number)
+        columns, tables = self.columns, self.tables
+        ints, floats = columns.ints, columns.floats
+        lo, hi = k * INT_FIELDS, end * INT_FIELDS
+        flo, fhi = k * FLOAT_FIELDS, end * FLOAT_FIELDS
+        steps = ints[lo + STEP : hi : INT_FIELDS]
+        seconds = floats[flo + SECONDS : fhi : FLOAT_FIELDS]
+        rows = self._rows(
+            k, idx, steps, seconds, ints[lo + SHAPE : hi : INT_FIELDS], ints[lo + OFFSET : hi : INT_FIELDS]
+        )
+        return ProgressRun(
+            self.source,
+            self.block.numbers[idx : idx + end - k],
+            steps,
+            seconds,
+            ints[lo + MARKER : hi : INT_FIELDS],
+            ints[lo + BAR_N : hi : INT_FIELDS],
+            ints[lo + BAR_TOTAL : hi : INT_FIELDS],
+            floats[flo + BAR_RATE : fhi : FLOAT_FIELDS],
+            list(map(tables.processes.__getitem__, ints[lo + PROCESS : hi : INT_FIELDS])),
+            rows,
+        )
+
+    def _line(self, k: int, idx: int, number: int) -> ProgressRun:
+        """The fact of progress line k alone (candidate idx, line `number`): its process's actor and
+        node are the default origin's where its prefixes tell none."""
+        columns = self.columns
+        ints, floats = columns.ints, columns.floats
+        at, fat = k * INT_FIELDS, k * FLOAT_FIELDS
+        step = ints[at + STEP]
+        seconds = floats[fat + SECONDS]
+        actor, node = self.tables.processes[ints[at + PROCESS]]
+        if self.default is not None:
+            actor = actor or self.default.actor
+            node = node or self.default.node
+        rows = ()
+        shape = ints[at + SHAPE]
+        if shape >= 0:
+            keys, names = self.tables.shapes[shape]
+            start = ints[at + OFFSET]
+            rows = (StepRows((step,), keys, columns.values[start : start + len(keys)], names),)
+        elif shape == DEFERRED:
+            row, got = self._deferred_row(k, idx)
+            seconds = math.nan if got is None else got
+            rows = (StepRows((row[0],), row[1], array("d", row[2]), row[3]),)
+        return ProgressRun(
+            self.source,
+            (number,),
+            (step,),
+            (seconds,),
+            (ints[at + MARKER],),
+            (ints[at + BAR_N],),
+            (ints[at + BAR_TOTAL],),
+            (floats[fat + BAR_RATE],),
+            ((actor, node),),
+            rows,
+        )
+
+    def _rows(
+        self, k: int, idx: int, steps: array, seconds: array, shapes: array, offsets: array
+    ) -> tuple[StepRows, ...]:
+        """The metric rows of the step lines of a run from progress line k (candidate idx), rows of one
+        shape at a time; a DEFERRED line's row is parsed here, and its time set in `seconds`."""
+        columns, tables = self.columns, self.tables
+        step_at = [j for j, step in enumerate(steps) if step >= 0]
+        out = []
+        i, count = 0, len(step_at)
+        while i < count:
+            j = step_at[i]
+            shape = shapes[j]
+            if shape == DEFERRED:  # left to this side by a reader process that ran behind
+                row, got = self._deferred_row(k + j, idx + j)
+                seconds[j] = math.nan if got is None else got
+                out.append(StepRows((row[0],), row[1], array("d", row[2]), row[3]))
+                i += 1
+                continue
+            g = i + 1
+            while g < count and shapes[step_at[g]] == shape:
+                g += 1
+            keys, names = tables.shapes[shape]
+            start = offsets[j]
+            values = columns.values[start : start + (g - i) * len(keys)]
+            out.append(StepRows([steps[x] for x in step_at[i:g]], keys, values, names))
+            i = g
+        return tuple(out)
+
+    def _deferred_row(self, k: int, idx: int) -> tuple[tuple, float | None]:
+        """(StepParser.parse, step_seconds) of DEFERRED progress line k, candidate `idx`: a step line
+        whose message is its bytes from MESSAGE_AT (parsed once a block, however often it is offered)."""
+        got = self._deferred.get(k)
+        if got is None:
+            raw, _ = self.block.raw(idx)
+            message = raw[self.columns.ints[k * INT_FIELDS + MESSAGE_AT] :].decode("ascii")
+            got = self._deferred[k] = (self.reader.syntax.step_parser.parse(message), step_seconds(message))
+        return got
 
 
 def merge_by_time(streams: list[Iterator[Record]]) -> Iterator[Record]:

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logparse.observe.metrics import AnomalyKind, MetricsConfig, MetricsTracker, _spike_scan, _spikes
-from logparse.read.normalize import Normalizer
+from logparse.read.normalize import Normalizer, Record
+from logparse.read.progress_syntax import ProgressSyntax
 from logparse.read.sources import InputStats, Line, read_input, strip_ansi
 from logparse.read.steps import (
     STEP_TIME_KEY,
@@ -40,12 +41,20 @@ V05_LINE = (
 )
 
 
+def take(tracker: MetricsTracker, rec: Record, syntax: ProgressSyntax) -> None:
+    """What a scan tells the tracker of a record: the rows of what `syntax` reads in it."""
+    run = syntax.read(rec)
+    if run is not None:
+        tracker.take(run)
+
+
 def feed(lines: list[str], tracker: MetricsTracker | None = None) -> MetricsTracker:
     """Every value kept (as for --metrics-csv): the frame then holds every numeric key."""
-    tracker = tracker or MetricsTracker(all_keys=True)
+    tracker = tracker or MetricsTracker()
     norm = Normalizer()
+    syntax = ProgressSyntax(all_keys=True)
     for i, text in enumerate(lines, 1):
-        tracker.feed(norm.normalize(Line("job.log", i, strip_ansi(text)), i))
+        take(tracker, norm.normalize(Line("job.log", i, strip_ansi(text)), i), syntax)
     return tracker
 
 
@@ -268,8 +277,9 @@ def _keeps_the_values_of_the_reference(parser: StepParser, lines: list[list[str]
 def test_selective_tracker_keeps_chart_and_anomaly_keys_and_names_the_rest() -> None:
     t = MetricsTracker()
     norm = Normalizer()
+    syntax = ProgressSyntax()  # (a scan without --metrics-csv)
     for i, text in enumerate([V05_LINE, V05_LINE.replace("step:71", "step:72")], 1):
-        t.feed(norm.normalize(Line("job.log", i, strip_ansi(text)), i))
+        take(t, norm.normalize(Line("job.log", i, strip_ansi(text)), i), syntax)
     assert "critic/lr" in t.keys and "perf/total_num_tokens" in t.keys  # named
     assert t.series("critic/lr") == []  # not kept: no chart or rule uses it
     assert t.series("actor/pg_loss") == [(71, -0.0006611689302644663), (72, -0.0006611689302644663)]
@@ -444,9 +454,10 @@ def test_anomalies_sorted_by_step_fatal_first() -> None:
 def run_sample(name: str, all_keys: bool = True) -> MetricsTracker:
     path = str(SAMPLES / name)
     norm = Normalizer()
-    t = MetricsTracker(all_keys=all_keys)
+    t = MetricsTracker()
+    syntax = ProgressSyntax(all_keys=all_keys)
     for seq, line in enumerate(read_input(path, InputStats(path)), 1):
-        t.feed(norm.normalize(line, seq))
+        take(t, norm.normalize(line, seq), syntax)
     return t
 
 

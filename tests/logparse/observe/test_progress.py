@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 
@@ -435,6 +434,11 @@ def _state(tracker: StageTracker) -> tuple:
         tracker._completed,
         sorted(tracker._dropped),
         tracker.last_seq,
+        tracker.last_step_line,
+        tracker._checkpoint_step,
+        list(tracker._activity),
+        tracker.attempts_started,
+        tracker._completions,
         tracker.progress(),
         tracker.freeze().segments(),
         tracker.notes,
@@ -442,31 +446,48 @@ def _state(tracker: StageTracker) -> tuple:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_apply_run_equals_apply_line_by_line(seed: int) -> None:
-    """A run of progress lines (steps, bars, plain markers of several stages) applied at once leaves the
-    tracker as applying each line in turn does, also past the bounds on marks and transitions and
-    after a completion."""
-    from logparse.read.progress_syntax import MarkerHit, ProgressLine
+def test_a_run_applied_at_once_equals_its_lines_applied_each_as_a_run_of_one(seed: int) -> None:
+    """StageTracker.apply is the one way in: a run of progress lines (steps, bars, markers of several
+    stages, plain or not) leaves the tracker as each of its lines applied as a run of one does, also
+    past the bounds on marks and transitions, after a completion and while a checkpoint is pending
+    (then the run goes line by line); plain runs of MIN_BULK_LINES or more go a column at a time."""
+    from logparse.observe import progress
+    from logparse.read.progress_syntax import ProgressRun
 
     rnd = random.Random(seed)
     config = StageTrackerConfig(
         max_marks=rnd.choice([3, 10, 100_000]), max_transitions=rnd.choice([2, 5, 10_000])
     )
     one, many = StageTracker(config=config), StageTracker(config=config)
-    plain = [i for i, m in enumerate(one.matcher.markers) if one.plain_marker(i)]
-    stages = {one.matcher.markers[i].stage for i in plain}
-    assert len(stages) > 3
-    markers = rnd.sample(plain, 3)
+    known = one.matcher.markers
+    plain = [i for i in range(len(known)) if one.syntax.plain_marker(i) and not known[i].attempt_start]
+    others = [i for i in range(len(known)) if not one.syntax.plain_marker(i) and not known[i].attempt_start]
+    assert len({known[i].stage for i in plain}) > 3 and others
+    training = [i for i in plain if known[i].stage == "training"]
+    markers = rnd.sample(plain, 3) + rnd.sample(training, 1) + ([rnd.choice(others)] if seed % 4 == 0 else [])
+    bulk = []
+    many._apply_bulk = lambda seq, run: (
+        bulk.append(len(run.numbers)),
+        type(many)._apply_bulk(many, seq, run),
+    )
     nan = float("nan")
     seq = 0
     for _ in range(rnd.randrange(1, 12)):
-        if rnd.random() < 0.1:  # a line of its own between the runs: a completion, or a new attempt
+        if rnd.random() < 0.15:  # a line of its own between the runs: a completion, a restart, a save
             seq += 1
-            line = rnd.choice(["Final validation metrics: {'a': 1}", "ray init kwargs: {'num_cpus': None}"])
+            line = rnd.choice(
+                [
+                    "Final validation metrics: {'a': 1}",
+                    "ray init kwargs: {'num_cpus': None}",
+                    "Saving checkpoint to /ckpt/global_step_30",
+                ]
+            )
             for tracker in (one, many):
                 tracker.feed(Normalizer().normalize(Line("a.log", seq, line), seq))
         m = rnd.randrange(0, 30)
-        cols = {"numbers": [], "steps": [], "seconds": [], "markers": [], "n": [], "total": [], "rate": []}
+        cols: dict[str, list] = {
+            k: [] for k in ("numbers", "steps", "seconds", "markers", "n", "total", "rate")
+        }
         for j in range(m):
             kind = rnd.random()
             step = rnd.randrange(50) if kind < 0.4 else -1
@@ -479,27 +500,11 @@ def test_apply_run_equals_apply_line_by_line(seed: int) -> None:
             cols["n"].append(bar)
             cols["total"].append(100 if bar >= 0 else -1)
             cols["rate"].append(rnd.choice([nan, 2.5]) if bar >= 0 else nan)
+        names = ("numbers", "steps", "seconds", "markers", "n", "total", "rate")
         for j in range(m):
-            step, seconds, marker = cols["steps"][j], cols["seconds"][j], cols["markers"][j]
-            rate = cols["rate"][j]
-            bar = (cols["n"][j], cols["total"][j], None if math.isnan(rate) else rate)
-            line = ProgressLine(
-                MarkerHit(one.matcher.markers[marker], {}) if marker >= 0 else None,
-                step if step >= 0 else None,
-                None if math.isnan(seconds) else seconds,
-                bar if bar[0] >= 0 else None,
-            )
-            one.apply(seq + 1 + j, "a.log", cols["numbers"][j], None, 1, line)
-        many.apply_run(
-            seq + 1,
-            "a.log",
-            cols["numbers"],
-            cols["steps"],
-            cols["seconds"],
-            cols["markers"],
-            cols["n"],
-            cols["total"],
-            cols["rate"],
-        )
+            line = [(cols[k][j],) for k in names]
+            one.apply(seq + 1 + j, ProgressRun("a.log", *line, ((None, None),)))
+        many.apply(seq + 1, ProgressRun("a.log", *(cols[k] for k in names), [(None, None)] * m))
         seq += m
         assert _state(many) == _state(one)
+    assert all(n >= progress.MIN_BULK_LINES for n in bulk)
