@@ -1,8 +1,8 @@
 """The `verl-logscan` command (click): it parses the arguments and hands them to the command's module
 (logparse.commands: catalog, explain, diff; logparse.scan_command; logparse.fleet_command), which
-returns the exit code. The only module that imports click and `reports`: it gives the commands the
-`Terminal` they print and render through, and shows a CommandError (exit 2); the library below it
-never prints or exits."""
+returns the exit code. With logparse.cli_terminal (the `Terminal` the commands print and render
+through, and how a CommandError is shown: exit 2) the only modules that import click and `reports`
+(logparse.api, the Python front end, renders too); the library below them never prints or exits."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from collections.abc import Callable
 import click
 
 from logparse import commands, scan_command
+from logparse.cli_terminal import TERMINAL, fail, show
 from logparse.commands import CommandError, DiffOptions
 from logparse.fleet_command import DEFAULT_JOB_TIMEOUT_S, FLEET_FORMATS, FleetOptions
-from logparse.outputs import encoded
 from logparse.pipeline import DEFAULT_MAX_WORKERS, SettingError, check_settings
 from logparse.process import (
     EXIT_ERROR,
@@ -24,89 +24,15 @@ from logparse.process import (
     guard_standard_descriptors,
     install_sigterm_handler,
     interrupt_code,
-    stdout_closed,
     stdout_to_devnull,
 )
 from logparse.read.blocks import MAX_WORKERS
 from logparse.read.unwrap import parse_unwrap
 from logparse.startup import release_signals
 from patterns.upstream_issues import ENV_VAR as KNOWN_ISSUES_ENV
-from reports import FORMATS, render
-from reports.escape import csv_safe_frame, terminal_text
+from reports import FORMATS
 
 STALL_FLOOR_WORDS = "5 min"  # = patterns/stalls.yaml min_silence_s (said in --help without loading it)
-
-
-def _fail(message: str) -> None:
-    # a message can quote a path or a line: no escape sequence from it reaches the terminal
-    click.echo(f"verl-logscan: error: {terminal_text(message)}", err=True)
-    sys.exit(EXIT_ERROR)
-
-
-def _show(error: CommandError) -> None:
-    """A command's error (exit 2): its message, or its heading and the problems under it."""
-    if error.problems is None:
-        _fail(error.message)
-    click.echo(f"verl-logscan: {error.message}:", err=True)
-    for p in error.problems:  # (a file name or a catalog's text may hold terminal escapes: dropped)
-        click.echo(f"  {terminal_text(str(p))}", err=True)
-    sys.exit(EXIT_ERROR)
-
-
-class _ClickTerminal:
-    """The commands' Terminal (logparse.commands): click's echo, and the renderers of reports/."""
-
-    render = staticmethod(render)
-    clean = staticmethod(terminal_text)
-    csv_safe_frame = staticmethod(csv_safe_frame)
-
-    @property
-    def out(self):
-        return sys.stdout
-
-    @property
-    def err(self):
-        return sys.stderr
-
-    @property
-    def stdin(self):
-        return sys.stdin
-
-    def echo(self, text: str, nl: bool = True) -> None:
-        click.echo(text, nl=nl)
-
-    def say(self, text: str, nl: bool = True, color: bool | None = None) -> None:
-        click.echo(text, err=True, nl=nl, color=color)
-
-    def report(self, text: str) -> None:
-        """The report on standard output (bytes: click writes them as they are). A write error is exit
-        2; a reader that went away (`| head`) is main()'s to handle."""
-        if stdout_closed():
-            _fail("standard output is closed; write the report with -o FILE")
-        try:
-            click.echo(encoded(text), nl=False)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            _fail(f"cannot write the report to standard output: {exc.strerror or exc}")
-
-    def render_fleet(self, summary, fmt: str, width: int | None = None, color: bool = False) -> str:
-        from reports.fleet import render_fleet
-
-        return render_fleet(summary, fmt, width=width, color=color)
-
-    def render_diff(self, result, fmt: str, color: bool = False, width: int | None = None) -> str:
-        from reports.diff import render_diff
-
-        return render_diff(result, fmt, color=color, width=width)
-
-    def report_file_names(self, jobs: list[str]) -> list[str]:
-        from reports.fleet import report_file_names
-
-        return report_file_names(jobs)
-
-
-_TERMINAL = _ClickTerminal()
 
 
 def _color_option(f: Callable) -> Callable:
@@ -147,7 +73,7 @@ class DefaultToScan(click.Group):
             release_signals()  # one held during start-up (logparse.startup) arrives here
             return super().invoke(ctx)
         except CommandError as exc:
-            _show(exc)
+            show(exc)
         except (KeyboardInterrupt, Terminated) as exc:
             code, name = interrupt_code(exc)
             click.echo(f"verl-logscan: interrupted ({name})", err=True)
@@ -207,7 +133,7 @@ def cli() -> None:
     try:
         check_settings()
     except SettingError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @cli.command(short_help="Report the root cause of one job: files, folders, .gz or stdin.")
@@ -297,7 +223,7 @@ def scan(**options) -> None:
     2 usage, input or catalog error, 3 stalled (no failure, no progress),
     5 no log line read (empty input), 130 / 143 interrupted (SIGINT / SIGTERM).
     """
-    sys.exit(scan_command.scan(scan_command.ScanOptions(**options), FORMATS, _TERMINAL))
+    sys.exit(scan_command.scan(scan_command.ScanOptions(**options), FORMATS, TERMINAL))
 
 
 def _unwrap_setting(value: str) -> str | int:
@@ -395,7 +321,7 @@ def fleet(**options) -> None:
     """
     from logparse.fleet_command import fleet as run_fleet
 
-    sys.exit(run_fleet(FleetOptions(**options), _TERMINAL))
+    sys.exit(run_fleet(FleetOptions(**options), TERMINAL))
 
 
 @cli.command(name="diff", short_help="Compare a good run with a bad one: what changed first.")
@@ -431,7 +357,7 @@ def diff_command(**options) -> None:
     Exit codes: 0 no difference found, 1 the runs differ,
     2 usage, input or catalog error, 5 no log line read in GOOD or BAD.
     """
-    sys.exit(commands.diff(DiffOptions(**options), FORMATS, _TERMINAL))
+    sys.exit(commands.diff(DiffOptions(**options), FORMATS, TERMINAL))
 
 
 @cli.group(name="catalog")
@@ -443,7 +369,7 @@ def catalog_group() -> None:
 @click.option("--catalog", "catalogs", multiple=True, type=click.Path(), help="Extra catalog file or folder.")
 def catalog_list(catalogs: tuple[str, ...]) -> None:
     """List every catalog entry: id, category, role, priority, title."""
-    sys.exit(commands.list_catalog(catalogs, _TERMINAL))
+    sys.exit(commands.list_catalog(catalogs, TERMINAL))
 
 
 @catalog_group.command(name="check", short_help="Validate the catalog and run its examples.")
@@ -454,7 +380,7 @@ def catalog_check(path: str | None, known_issue_files: tuple[str, ...], color: b
     """Validate the catalog (built-in, or PATH on top of it) and run every entry's examples; and the
     known upstream issues (built-in, or the --known-issues files): their schema, version ranges and
     examples, each scanned as a log and matched as a report matches it."""
-    sys.exit(commands.check(path, known_issue_files, _TERMINAL, color))
+    sys.exit(commands.check(path, known_issue_files, TERMINAL, color))
 
 
 @cli.command(short_help="What an entry or a category means, and how to fix it.")
@@ -478,7 +404,7 @@ def explain(
     """Show what a catalog entry (cuda-oom), a root-cause category (host-oom, the word after FAILED
     in a summary) or a fallback rule means and how to fix it (`explain unknown`: what an unknown
     verdict means and how to add an entry)."""
-    sys.exit(commands.explain(entry_id, catalogs, as_category, known_issue_files, _TERMINAL, color))
+    sys.exit(commands.explain(entry_id, catalogs, as_category, known_issue_files, TERMINAL, color))
 
 
 def main() -> None:
@@ -497,7 +423,7 @@ def main() -> None:
         # what a command prints on stdout (explain, catalog list, --help) could not be written: a full
         # disk, /dev/full, a quota; (a report's own writes say so themselves, with their path)
         stdout_to_devnull()  # (so that the flush at exit has somewhere to go)
-        _fail(f"cannot write to standard output: {exc.strerror or exc}")
+        fail(f"cannot write to standard output: {exc.strerror or exc}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 
 PACKAGES = ("logparse", "patterns", "reports")
 # the modules that render, each a front end over the same commands: the CLI and the Python API
-FRONT_ENDS = ("logparse.cli", "logparse.api")
+FRONT_ENDS = ("logparse.cli", "logparse.cli_terminal", "logparse.api")
 MAX_CYCLES = 200  # cycles listed at most (a tangle of modules has many; the first ones show where)
 
 # Cycles known not to be gone yet, each as its modules in import order (an import of the last one
