@@ -206,6 +206,22 @@ def progress_facts(example: WordingExample) -> dict[str, Any]:
     }
 
 
+def counter_facts(example: WordingExample) -> dict[str, Any]:
+    """Lines read in order as a scan reads them (one fresh ProgressSyntax: a shape counts once it comes
+    back with a higher counter): the last line's step, and the values parse_counter_line reads in it."""
+    from logparse.read.progress_syntax import ProgressSyntax
+    from logparse.read.steps import parse_counter_line
+
+    syntax = ProgressSyntax()
+    run = None
+    records = _records(example.text, example.source == "block")
+    for rec in records:
+        run = syntax.read(rec)
+    step = run.steps[0] if run is not None and run.steps[0] >= 0 else None
+    parsed = parse_counter_line(records[-1].message)
+    return {"step": step, "values": parsed.pairs if parsed is not None else None}
+
+
 @functools.lru_cache(maxsize=1)
 def _progress_syntax():
     from logparse.read.progress_syntax import ProgressSyntax
@@ -283,6 +299,7 @@ READERS: dict[str, SectionReader] = {
     "sample_text": SectionReader(sample_text_facts, ("line",)),
     "step_lines": SectionReader(progress_facts, ("line", "key")),
     "progress_bars": SectionReader(progress_facts, ("line",)),
+    "counter_lines": SectionReader(counter_facts, ("line", "block")),
     # (a key is judged by what key_family and wanted_key say of it: whether a word applies as the
     # whole key, its start or its end is theirs to tell)
     "metric_keys": SectionReader(metric_key_facts, ("key",), hits=False),

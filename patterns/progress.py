@@ -19,6 +19,7 @@ SECTIONS = {
         ("regex", "literal"),
         {"keywords": FieldSpec("a list of literals (one is in every text the regex can hit)", is_texts)},
     ),
+    "counter_lines": SectionSpec(("regex", "literals")),
     "progress_bars": SectionSpec(("regex", "literal")),
     "metric_keys": SectionSpec(("literal", "literals")),
     "thresholds": SectionSpec(("value",)),

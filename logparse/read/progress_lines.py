@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from logparse.read.normalize import Normalizer, Origin, Record, carriage_message
 from logparse.read.progress_syntax import (
+    COUNTER_SET,
     RATE_RE,
     TQDM_KEYWORD,
     MarkerHit,
@@ -412,7 +413,8 @@ class ProgressLineParser:
         line may have one), else None; remembered per set."""
         got = self.words(ids)
         kind = None
-        if got is not None and (not got[1] or STEP_KEYWORD in got[0]):
+        # (a counter line's state, whether its shape has counted yet, is the record road's: never claimed)
+        if got is not None and (not got[1] or STEP_KEYWORD in got[0]) and COUNTER_SET.isdisjoint(got[0]):
             kind = (*got, STEP_KEYWORD in got[0])
         if len(self._kinds) < MAX_KINDS:
             self._kinds[ids] = kind

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from logparse.read.normalize import Record
 from logparse.read.prefilter import compile_keywords
-from logparse.read.steps import STEP_KEYWORD, STEP_RE, STEP_TIME_KEY, StepParser
+from logparse.read.steps import COUNTER_KEYWORDS, STEP_KEYWORD, STEP_RE, STEP_TIME_KEY, CounterLines, StepParser
 from patterns.numbers import log_int
 from patterns.progress import progress_wordings
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
@@ -36,6 +36,7 @@ TQDM_RE = re.compile(_P.regex("tqdm-bar"))
 RATE_RE = re.compile(_P.regex("tqdm-rate"))
 SECONDS_PER_STEP = _P.literal("seconds-per-step")
 
+COUNTER_SET = frozenset(COUNTER_KEYWORDS)
 MAX_CANDIDATE_SETS = 4096  # MarkerMatcher.candidates() remembered, per set of keywords present
 
 
@@ -221,9 +222,13 @@ class ProgressSyntax:
     every key, not only those a report uses (StepParser)."""
 
     def __init__(self, markers: StageMarkers | None = None, all_keys: bool = False):
-        self.matcher = MarkerMatcher(markers or builtin_stage_markers(), (STEP_KEYWORD, TQDM_KEYWORD))
+        self.matcher = MarkerMatcher(
+            markers or builtin_stage_markers(), (STEP_KEYWORD, TQDM_KEYWORD, *COUNTER_KEYWORDS)
+        )
         self.keywords: tuple[str, ...] = self.matcher.keywords  # a line without any of these says nothing
         self.step_parser = StepParser(all_keys)  # (the metrics of a record's step line)
+        # an ordinary script's step lines, learnt by their shape (state: which shapes have counted)
+        self.counters = CounterLines(all_keys)
 
     def parse(self, message: str, keywords: Iterable[str] | None = None) -> ProgressLine:
         """What `message` says: a stage marker, a step line, a progress bar (each or none). `keywords`:
@@ -264,6 +269,14 @@ class ProgressSyntax:
             else:
                 _, keys, values, names = self.step_parser.parse_tail(step, message[m.end() :], message)
                 rows = (StepRows((step,), keys, array("d", values), names),)
+        elif self._counted(message, keywords):
+            counted = self.counters.take(rec.stream, message)
+            if counted is not None:
+                step, keys, values, names, earlier = counted
+                if earlier is not None:  # (the line before, held back until this one showed the shape)
+                    rows = (StepRows((earlier[0], step), keys, array("d", earlier[1] + values), names),)
+                else:
+                    rows = (StepRows((step,), keys, array("d", values), names),)
         n, total, rate = bar if bar is not None else (-1, -1, None)
         return ProgressRun(
             line.source,
@@ -280,6 +293,13 @@ class ProgressSyntax:
             origin.repeat,
             None if hit is None else hit.groups,
         )
+
+    @staticmethod
+    def _counted(message: str, keywords: Iterable[str] | None) -> bool:
+        """May `message` be a counter line (a keyword of one among `keywords`, or in it: None)?"""
+        if keywords is None:
+            return any(kw in message for kw in COUNTER_KEYWORDS)
+        return any(kw in COUNTER_SET for kw in keywords)
 
     def _said(
         self, message: str, keywords: Iterable[str] | None

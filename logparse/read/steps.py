@@ -378,3 +378,84 @@ class StepParser:
                 if value is not None:
                     keep[key] = value
         return step, tuple(keep), list(keep.values()), tuple(dict.fromkeys(k for k, _ in pairs))
+
+
+# --- an ordinary training script's step line, learnt by its shape (patterns/progress.yaml `counter_lines`):
+# a step or iteration counter and numeric key/value pairs, in any order around it
+COUNTER_KEYWORDS: tuple[str, ...] = _P.literals("counter-keywords")
+COUNTER_RE = re.compile(_P.regex("counter-head"))
+COUNTER_PAIR_RE = re.compile(_P.regex("counter-pair"))
+MAX_COUNTER_SHAPES = 4096  # (stream, shape) pairs remembered per reader: past it, no new shape is learnt
+MAX_COUNTER_PAIRS = 256  # key/value pairs read of one line at most
+
+
+class CounterLine(NamedTuple):
+    """What parse_counter_line reads in a message: its counter, the counter's word (`step`, `iter`, as
+    printed) and the numeric key/value pairs around it, in the line's order."""
+
+    step: int
+    word: str
+    pairs: tuple[tuple[str, float], ...]
+
+
+def parse_counter_line(message: str) -> CounterLine | None:
+    """The counter and the numeric pairs of a line shaped like a training script's step line (`step 7
+    loss 2.31 lr 1e-3`, `{"step": 7, "loss": 2.31}`), or None: no counter, or no pair beside it. A
+    line of one shape is no progress on its own (CounterLines). verl's `step:N - ` line is not read
+    here (STEP_RE is)."""
+    m = COUNTER_RE.search(message)
+    if m is None:
+        return None
+    pairs: dict[str, float] = {}
+    for part in (message[: m.start()], message[m.end() :]):
+        for p in COUNTER_PAIR_RE.finditer(part):
+            if len(pairs) >= MAX_COUNTER_PAIRS:
+                break
+            key = p.group("key")
+            if key not in pairs and key.lower() != m.group("word").lower():
+                pairs[key] = float(p.group("value"))
+    if not pairs:
+        return None
+    return CounterLine(log_int(m.group("step")), m.group("word"), tuple(pairs.items()))
+
+
+class CounterLines:
+    """Counter lines (parse_counter_line) that are progress: a shape (the counter's word and the keys,
+    in order) counts in a stream once a line of it follows one with a lower counter there; from then on
+    every line of it counts. `take` hands back the step line's values and, for the line that confirms
+    its shape, the one before it (its row was held back). `all_keys`: keep every key's value, not only
+    those a report uses (as StepParser)."""
+
+    def __init__(self, all_keys: bool = False):
+        self.all_keys = all_keys
+        # (stream, word, keys) -> None: confirmed; else the last line's (step, values) not yet progress
+        self._shapes: dict[tuple, tuple[int, tuple[float, ...]] | None] = {}
+        self._kept: dict[tuple[str, ...], tuple[int, ...]] = {}  # names -> the places of the kept keys
+
+    def take(
+        self, stream: tuple, message: str
+    ) -> tuple[int, tuple[str, ...], list[float], tuple[str, ...], tuple[int, list[float]] | None] | None:
+        """(step, kept keys, their values, every key, the held-back earlier row (step, values) or None)
+        of a counter line that is progress; None for any other line (remembered when it may start a
+        shape)."""
+        line = parse_counter_line(message)
+        if line is None:
+            return None
+        names = tuple(k for k, _ in line.pairs)
+        shape = (stream, line.word, names)
+        values = tuple(v for _, v in line.pairs)
+        held = self._shapes.get(shape, False)
+        if held is False or (held is not None and line.step <= held[0]):
+            if held is not False or len(self._shapes) < MAX_COUNTER_SHAPES:
+                self._shapes[shape] = (line.step, values)
+            return None
+        kept = self._kept.get(names)
+        if kept is None:
+            kept = tuple(i for i, k in enumerate(names) if self.all_keys or wanted_key(k))
+            if len(self._kept) < MAX_COUNTER_SHAPES:
+                self._kept[names] = kept
+        earlier = None
+        if held is not None:  # (this line confirms the shape: the one before it is a step line too)
+            self._shapes[shape] = None
+            earlier = (held[0], [held[1][i] for i in kept])
+        return line.step, tuple(names[i] for i in kept), [values[i] for i in kept], names, earlier
