@@ -23,7 +23,14 @@ from typing import NamedTuple
 
 from logparse.read.normalize import Record
 from logparse.read.prefilter import compile_keywords
-from logparse.read.steps import COUNTER_KEYWORDS, STEP_KEYWORD, STEP_RE, STEP_TIME_KEY, CounterLines, StepParser
+from logparse.read.steps import (
+    COUNTER_KEYWORDS,
+    STEP_KEYWORD,
+    STEP_RE,
+    STEP_TIME_KEY,
+    CounterLines,
+    StepParser,
+)
 from patterns.numbers import log_int
 from patterns.progress import progress_wordings
 from patterns.stages import StageMarker, StageMarkers, builtin_stage_markers
