@@ -375,5 +375,37 @@ if [[ $ONLY == all || $ONLY == shapes || $ONLY == shapes-hang ]]; then
         --faulthandler 10
     cat "$JOB/shared-stderr-py-spy.txt" >> "$FIX_S/torchrun-shared-stderr-dumps.log"
 fi
+if [[ $ONLY == all || $ONLY == steps ]]; then
+    # issue 38: an ordinary script's step lines, learnt by their shape, in tests/fixtures/steps/ (and a diff pair)
+    FIX_SP=$REPO/tests/fixtures/steps
+    FIX_D=$REPO/tests/fixtures/diff
+    fresh_job
+    cp "$HERE/plain_train.py" "$JOB/"
+    # a. healthy, a step a second through Python logging (`... INFO step 7 loss ... lr ...`): the live
+    #    stall watch must stay quiet on it
+    run_case "$FIX_SP/plain-healthy-logging.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port 29850 \
+        plain_train.py --steps 20 --step-s 1
+    # b. healthy, the other printed shapes; the JSON one with every rank logging under --tee 3 (`[defaultN]:`)
+    port=29851
+    for shape in bar iter epoch; do
+        run_case "$FIX_SP/plain-healthy-$shape.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port $((port++)) \
+            plain_train.py --steps 12 --step-s 0.2 --step-shape "$shape"
+    done
+    run_case "$FIX_SP/plain-healthy-json-all-ranks.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port 29855 \
+        --tee 3 plain_train.py --steps 12 --step-s 0.2 --step-shape json --log-all-ranks
+    # c. rank 1 fails at step 12 (a RuntimeError: its shard is corrupt)
+    run_case "$FIX_SP/plain-crash-step12.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port 29856 \
+        plain_train.py --steps 20 --step-s 0.1 --case crash --fail-step 12 --odd-rank 1
+    # d. a hang after step 6 (rank 3 in broadcast, ranks 0-2 in all_reduce), a step a second, `[defaultN]:`
+    #    prefixes; SIGTERM after 30 s
+    run_hang "$FIX_SP/plain-hang-iter.log" 30 TERM 0 - "" \
+        "$TORCHRUN" --nproc_per_node 4 --master_port 29857 --tee 3 plain_train.py --steps 20 --step-s 1 \
+        --step-shape iter --case hang-broadcast --fail-step 7 --faulthandler 18 --log-all-ranks
+    # e. a diff pair: the same run with optim.lr=1e30 in BAD, whose loss overflows to inf, then NaN
+    run_case "$FIX_D/plain-lr-divergence/good.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port 29858 \
+        plain_train.py --steps 8 --step-s 0.1
+    run_case "$FIX_D/plain-lr-divergence/bad.log" 120 "$TORCHRUN" --nproc_per_node 4 --master_port 29859 \
+        plain_train.py --steps 8 --step-s 0.1 optim.lr=1e30
+fi
 rm -rf "$JOB"
 echo "done"

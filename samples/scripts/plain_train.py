@@ -11,7 +11,12 @@ the shape chosen, then every rank trains a small MLP, logging through Python `lo
 --version-shape  how rank 0 prints its versions: eq (`name==x.y.z`), space (`name x.y.z`), colon
                  (`name: x.y.z`), word (`name version x.y.z`), dunder (`torch.__version__ = ...`),
                  pip-list (`pip list`), collect-env (`python -m torch.utils.collect_env`)
---case           healthy; np-float (at --fail-step every rank computes with `np.float_`, which NumPy
+--step-shape     how the step lines look: logging (`... INFO step 7 loss 2.3104 lr 0.001`, the default),
+                 bar (`Step 7/100 | loss=2.3104 | lr=0.001`), iter (`iter 7: loss 2.3104, lr 0.001`), epoch
+                 (`epoch 1 step 7 loss: 2.3104`), json (`{"step": 7, "loss": 2.3104, "lr": 0.001}`); all
+                 but logging are print()ed
+--case           healthy; crash (at --fail-step rank --odd-rank raises a RuntimeError); np-float (at
+                 --fail-step every rank computes with `np.float_`, which NumPy
                  2 removed); hang-broadcast (at --fail-step the last rank waits in a broadcast while
                  the others wait in all_reduce; every rank prints `rank N pid M` first and arms
                  faulthandler.dump_traceback_later into the shared stderr); barrier-timeout (at
@@ -42,6 +47,7 @@ def parse():
     p.add_argument("--case", default="healthy")
     p.add_argument("--config-shape", default="dict")
     p.add_argument("--version-shape", default="eq")
+    p.add_argument("--step-shape", default="logging")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--fail-step", type=int, default=4)
     p.add_argument("--step-s", type=float, default=0.1)
@@ -131,7 +137,23 @@ def print_versions(shape):
     sys.stdout.flush()
 
 
+def log_step(shape, step, total, loss, lr):
+    """One step line in the shape chosen (--step-shape)."""
+    if shape == "logging":
+        log.info("step %d loss %.4f lr %g", step, loss, lr)
+    elif shape == "bar":
+        print(f"Step {step}/{total} | loss={loss:.4f} | lr={lr:g}", flush=True)
+    elif shape == "iter":
+        print(f"iter {step}: loss {loss:.4f}, lr {lr:g}", flush=True)
+    elif shape == "epoch":
+        print(f"epoch {1 + (step - 1) // 4} step {step} loss: {loss:.4f}", flush=True)
+    elif shape == "json":
+        print(json.dumps({"step": step, "loss": loss, "lr": lr}), flush=True)
+
+
 def step_loss(args, rank, step, x, w):
+    if args.case == "crash" and step == args.fail_step and rank == args.odd_rank:
+        raise RuntimeError(f"shard {step} of rank {rank} is corrupt: expected 32 columns, got 31")
     if args.case == "np-float" and step == args.fail_step:
         scale = np.float_(1.0)  # removed in NumPy 2.0
         x = x * float(scale)
@@ -146,10 +168,12 @@ def step_loss(args, rank, step, x, w):
             log.info("rank %d loading shard %d", rank, step)
             time.sleep(args.hang_s)
         dist.barrier()
-    loss = ((x @ w) ** 2).mean()
-    grad = torch.ones_like(w) * loss.detach()
+    w.requires_grad_(True)
+    loss = ((x @ w - 1.0) ** 2).mean()
+    (grad,) = torch.autograd.grad(loss, w)
+    w.requires_grad_(False)
     dist.all_reduce(grad)
-    return loss
+    return loss.detach(), grad / dist.get_world_size()
 
 
 def main():
@@ -170,9 +194,10 @@ def main():
     lr = float(cfg["optim"]["lr"])
     for step in range(1, args.steps + 1):
         x = torch.randn(int(cfg["data"]["batch_size"]), hidden)
-        loss = step_loss(args, rank, step, x, w)
+        loss, grad = step_loss(args, rank, step, x, w)
+        w -= lr * grad  # (a rate far too large makes the loss overflow to inf, then NaN)
         if rank == 0 or args.log_all_ranks:
-            log.info("step %d loss %.4f lr %g", step, loss.item(), lr)
+            log_step(args.step_shape, step, args.steps, loss.item(), lr)
         time.sleep(args.step_s)
     if rank == 0:
         log.info("training finished: %d steps", args.steps)
