@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -32,14 +33,22 @@ sys.path.insert(0, str(ROOT))
 
 from logparse.decide.stall import live_alert_after  # noqa: E402
 
+# an ordinary script's step line (`step 7 loss ...`, `iter 7: loss ...`): what the last step is cut after
+COUNTER = re.compile(rb"(?<![\w/])(?:[Ss]tep|[Ii]ter) [0-9]+:? loss")
+
 STALLS = ROOT / "tests" / "fixtures" / "stalls"
 CLI = [sys.executable, "-m", "logparse"]
-HANGS = {  # fixture -> the file to follow
+HANGS = {  # fixture (under tests/fixtures/stalls/, or a path from tests/fixtures/) -> the file to follow
     "torchrun-hang-faulthandler-ctrl-c.log": "torchrun-hang-faulthandler-ctrl-c.log",
     "torchrun-hang-py-spy": "torchrun-hang-py-spy/train.log",
     "ray-placement-group-wait": "ray-placement-group-wait/driver.log",
     "ray-rollout-hang.log": "ray-rollout-hang.log",
+    # an ordinary script's step lines (issue 38): Python logging's, and `iter N: ...` under --tee
+    "torchrun-shared-stderr-dumps.log": "torchrun-shared-stderr-dumps.log",
+    "../steps/plain-hang-iter.log": "../steps/plain-hang-iter.log",
 }
+# a healthy run that steps every second, replayed live a line at a time at its own pace
+LIVE_HEALTHY = ROOT / "tests" / "fixtures" / "steps" / "plain-healthy-logging.log"
 INTERRUPT_WORDS = ("death signal", "KeyboardInterrupt", "got signal", "Traceback (most recent call last)")
 
 
@@ -62,9 +71,9 @@ def caught() -> list[tuple[str, str, str]]:
 def healthy_inputs() -> list[Path]:
     out = sorted((ROOT / "samples").glob("*.log"))
     out += sorted((ROOT / "tests" / "fixtures" / "diff").rglob("*.log"))
-    for sub in ("torchrun", "ray", "verl"):
+    for sub in ("torchrun", "ray", "verl", "steps"):
         out += sorted(p for p in (ROOT / "tests" / "fixtures" / sub).rglob("*.log") if p.is_file())
-    return out
+    return [p for p in out if "hang" not in p.name]
 
 
 def false_alarms(cuts: int) -> tuple[int, int, list[str]]:
@@ -84,7 +93,7 @@ def false_alarms(cuts: int) -> tuple[int, int, list[str]]:
 
 def before_the_hang(path: Path) -> bytes:
     lines = path.read_bytes().splitlines(keepends=True)
-    steps = [i for i, line in enumerate(lines) if b"step:" in line]
+    steps = [i for i, line in enumerate(lines) if b"step:" in line or COUNTER.search(line)]
     if steps:
         return b"".join(lines[: steps[-1] + 1])
     stop = next(
@@ -132,6 +141,44 @@ def first_alert(path: Path, stall_after: float) -> float | None:
         return got[0] if got else None
 
 
+def live_healthy(stall_after: float) -> tuple[int, int]:
+    """LIVE_HEALTHY's step lines written to a followed file at a step a second (its own pace), for
+    stall_after + 5 s: (steps written, ALERT lines said)."""
+    lines = LIVE_HEALTHY.read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if COUNTER.search(line))
+    steps = int(stall_after) + 5
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "job.log"
+        log.write_bytes(b"".join(lines[: first + 1]))
+        p = subprocess.Popen(
+            CLI
+            + [
+                "scan",
+                "--follow",
+                "--stall-after",
+                f"{stall_after}s",
+                str(log),
+                "-o",
+                str(Path(tmp) / "r.json"),
+            ],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        with log.open("ab") as fh:
+            for line in lines[first + 1 : first + 1 + steps]:
+                time.sleep(1)
+                fh.write(line)
+                fh.flush()
+        p.send_signal(signal.SIGINT)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+    return steps, err.count("ALERT stalled")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cuts", type=int, default=20)
@@ -144,6 +191,8 @@ def main() -> None:
     print(f"false alarms: {alarms} of {runs} healthy or failed runs (whole and cut) came out stalled")
     for w in where:
         print(f"  {w}")
+    steps, alerts = live_healthy(args.stall_after)
+    print(f"live healthy run ({LIVE_HEALTHY.name}, a step a second for {steps} s): {alerts} ALERT(s)")
     print(f"time to the first ALERT (--follow --stall-after {args.stall_after:g}s):")
     for name, file in HANGS.items():
         path = STALLS / file
