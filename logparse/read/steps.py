@@ -387,6 +387,11 @@ COUNTER_RE = re.compile(_P.regex("counter-head"))
 COUNTER_PAIR_RE = re.compile(_P.regex("counter-pair"))
 MAX_COUNTER_SHAPES = 4096  # (stream, shape) pairs remembered per reader: past it, no new shape is learnt
 MAX_COUNTER_PAIRS = 256  # key/value pairs read of one line at most
+# words of letters a counter line may hold besides its counter and pairs (a label: `train |`, `[eval]`);
+# `reward failed on sample 1 of step 1; scoring it 0` and `Saving the model after step 7 took 3.2 s`
+# hold more: sentences about a step, not step lines
+MAX_OTHER_WORDS = 2
+WORD_RE = re.compile(r"[A-Za-z]{2,}")
 
 
 class CounterLine(NamedTuple):
@@ -400,20 +405,28 @@ class CounterLine(NamedTuple):
 
 def parse_counter_line(message: str) -> CounterLine | None:
     """The counter and the numeric pairs of a line shaped like a training script's step line (`step 7
-    loss 2.31 lr 1e-3`, `{"step": 7, "loss": 2.31}`), or None: no counter, or no pair beside it. A
+    loss 2.31 lr 1e-3`, `{"step": 7, "loss": 2.31}`), or None: no counter, no pair beside it, or more
+    than MAX_OTHER_WORDS other words (a sentence that names a step). A
     line of one shape is no progress on its own (CounterLines). verl's `step:N - ` line is not read
     here (STEP_RE is)."""
     m = COUNTER_RE.search(message)
     if m is None:
         return None
     pairs: dict[str, float] = {}
+    other = 0  # words outside the counter and the pairs: a sentence about a step is no step line
     for part in (message[: m.start()], message[m.end() :]):
+        at = 0
         for p in COUNTER_PAIR_RE.finditer(part):
             if len(pairs) >= MAX_COUNTER_PAIRS:
                 break
+            other += len(WORD_RE.findall(part, at, p.start()))
+            at = p.end()
             key = p.group("key")
             if key not in pairs and key.lower() != m.group("word").lower():
                 pairs[key] = float(p.group("value"))
+        other += len(WORD_RE.findall(part, at))
+        if other > MAX_OTHER_WORDS:
+            return None
     if not pairs:
         return None
     return CounterLine(log_int(m.group("step")), m.group("word"), tuple(pairs.items()))
