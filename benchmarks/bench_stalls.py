@@ -47,7 +47,10 @@ HANGS = {  # fixture (under tests/fixtures/stalls/, or a path from tests/fixture
     "torchrun-shared-stderr-dumps.log": "torchrun-shared-stderr-dumps.log",
     "../steps/plain-hang-iter.log": "../steps/plain-hang-iter.log",
 }
-# a healthy run that steps every second, replayed live a line at a time at its own pace
+# a healthy run that steps every second, replayed live a step every PACE_S seconds: slower than the
+# CAUGHT_UP_S (1 s) after which the watch counts the silence, so a step line the scan did not read as
+# one would leave it counting "before any step"
+PACE_S = 1.5
 LIVE_HEALTHY = ROOT / "tests" / "fixtures" / "steps" / "plain-healthy-logging.log"
 INTERRUPT_WORDS = ("death signal", "KeyboardInterrupt", "got signal", "Traceback (most recent call last)")
 
@@ -142,11 +145,11 @@ def first_alert(path: Path, stall_after: float) -> float | None:
 
 
 def live_healthy(stall_after: float) -> tuple[int, int]:
-    """LIVE_HEALTHY's step lines written to a followed file at a step a second (its own pace), for
+    """LIVE_HEALTHY's step lines written to a followed file a step every PACE_S, for about
     stall_after + 5 s: (steps written, ALERT lines said)."""
     lines = LIVE_HEALTHY.read_bytes().splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if COUNTER.search(line))
-    steps = int(stall_after) + 5
+    steps = int((stall_after + 5) / PACE_S)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "job.log"
         log.write_bytes(b"".join(lines[: first + 1]))
@@ -167,7 +170,7 @@ def live_healthy(stall_after: float) -> tuple[int, int]:
         )
         with log.open("ab") as fh:
             for line in lines[first + 1 : first + 1 + steps]:
-                time.sleep(1)
+                time.sleep(PACE_S)
                 fh.write(line)
                 fh.flush()
         p.send_signal(signal.SIGINT)
@@ -192,7 +195,9 @@ def main() -> None:
     for w in where:
         print(f"  {w}")
     steps, alerts = live_healthy(args.stall_after)
-    print(f"live healthy run ({LIVE_HEALTHY.name}, a step a second for {steps} s): {alerts} ALERT(s)")
+    print(
+        f"live healthy run ({LIVE_HEALTHY.name}, {steps} steps a step every {PACE_S:g} s): {alerts} ALERT(s)"
+    )
     print(f"time to the first ALERT (--follow --stall-after {args.stall_after:g}s):")
     for name, file in HANGS.items():
         path = STALLS / file
