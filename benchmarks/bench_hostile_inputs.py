@@ -1,8 +1,9 @@
 """How long the hostile cases of the test matrix take: the timings that used to be assertions in tests.
 
-The tests (tests/test_robustness.py, tests/test_hostile_catalogs.py, tests/test_deep_and_dense_inputs.py,
-tests/test_binary_and_compressed_inputs.py, tests/test_outputs_are_never_lost.py,
-tests/test_fleet_failures.py) check what each case does (a report, a note, an exit code, no
+The tests (tests/logparse/test_robustness.py, tests/logparse/test_hostile_catalogs.py,
+tests/logparse/read/test_deep_and_dense_inputs.py,
+tests/logparse/read/test_binary_and_compressed_inputs.py, tests/logparse/test_outputs_are_never_lost.py,
+tests/logparse/test_fleet_failures.py) check what each case does (a report, a note, an exit code, no
 traceback) and only guard against a hang; a shared, busy machine made their wall-clock limits fail.
 This script times the same cases, each as a user runs it (`python -m logparse ...` in a fresh
 process), and prints the seconds and peak RSS of each:

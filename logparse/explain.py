@@ -18,7 +18,7 @@ RULE_BASES = ("phrase", "weak-phrase", "type", "weak-type", "frame", "marker")  
 BUILTIN_SOURCE = "patterns/catalog"  # how the loader names the source of a built-in entry
 
 # the smallest entry that works, for `explain unknown`; `verl-logscan catalog check` validates a copy of it
-# (tests/test_cli_outputs.py), so the skeleton users start from never rots
+# (tests/logparse/test_cli_outputs.py), so the skeleton users start from never rots
 ENTRY_SKELETON = """\
 - id: my-dataset-key-error
   title: A dataset row lacks the prompt key

@@ -29,9 +29,9 @@ def collected(*args: str) -> set[str]:
 
 
 SLOW_FILES = (
-    "tests/test_robustness.py",
-    "tests/test_fleet.py",
-    "tests/test_fleet_outputs.py",
+    "tests/logparse/test_robustness.py",
+    "tests/logparse/test_fleet.py",
+    "tests/logparse/test_fleet_outputs.py",
     "tests/logparse/observe/test_tracebacks.py",
     "tests/reports/test_html.py",
     "tests/reports/test_html_on_a_phone.py",

@@ -11,8 +11,9 @@ import pytest
 from logparse.diff import diff_runs
 from logparse.pipeline import analyse
 from patterns import load_builtin_catalog
+from tests.conftest import FIXTURES
 
-ROOT = Path(__file__).resolve().parent / "fixtures"
+ROOT = FIXTURES
 CATALOG = load_builtin_catalog()
 SHAPES = {
     "dict": "config.data.batch_size",

@@ -15,7 +15,7 @@ import pytest
 from logparse.read import sources as reader
 from logparse.read.sources import InputStats, iter_lines
 from tests.conftest import SAMPLES
-from tests.test_robustness import OOM, root_id, scan_json
+from tests.logparse.test_robustness import OOM, root_id, scan_json
 
 SAMPLE = SAMPLES / "ray-actor-exception.log"
 SAMPLE_LINES = SAMPLE.read_bytes().count(b"\n")

@@ -16,8 +16,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tests.conftest import ROOT, SAMPLES
-from tests.test_live_terminal import Live
-from tests.test_terminal import SGR, screen_lines
+from tests.logparse.test_live_terminal import Live
+from tests.logparse.test_terminal import SGR, screen_lines
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux")
 

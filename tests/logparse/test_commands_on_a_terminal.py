@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_diff_presentation import SGR, on_pty
+from tests.logparse.test_diff_presentation import SGR, on_pty
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux"),
@@ -101,7 +101,7 @@ def test_stall_alert_is_coloured_and_names_where_each_stream_stopped(tmp_path: P
     import time
 
     from tests.conftest import FIXTURES, ROOT
-    from tests.test_terminal import drain, open_pty
+    from tests.logparse.test_terminal import drain, open_pty
 
     log = (FIXTURES / "stalls" / "torchrun-hang-py-spy" / "train.log").read_bytes()
     master, slave = open_pty(100)
@@ -172,7 +172,7 @@ def test_scan_warning_wraps_and_is_yellow(tmp_path: Path) -> None:
 
 
 def test_fatal_alert_wraps_at_spaces_to_the_terminal(tmp_path: Path) -> None:
-    from tests.test_terminal import OOM, run_live
+    from tests.logparse.test_terminal import OOM, run_live
 
     shown, _, _ = run_live(tmp_path, [(OOM, 0.5)], 60, {})
     text = shown.replace("\r\n", "\n")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.test_terminal import SGR, drain, open_pty, screen_lines
+from tests.logparse.test_terminal import SGR, drain, open_pty, screen_lines
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux")
 

@@ -60,7 +60,7 @@ def test_error_files_of_several_ranks_are_one_note() -> None:
 
 
 def test_one_entry_is_entry_not_entries(tmp_path: Path) -> None:
-    issue = Path(__file__).parent / "fixtures" / "known_issues"
+    issue = FIXTURES / "known_issues"
     files = sorted(issue.glob("*.yaml")) if issue.is_dir() else []
     result = run_cli(["catalog", "list"])
     assert re.fullmatch(r"\d+ entries\n", result.stderr)  # (many: entries)

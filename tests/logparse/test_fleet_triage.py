@@ -17,7 +17,7 @@ import pytest
 
 from logparse.process import EXIT_FAILURE_FOUND
 from tests.conftest import FIXTURES, SAMPLES, run_cli, sample_logs
-from tests.test_terminal import drain, open_pty, screen_lines
+from tests.logparse.test_terminal import drain, open_pty, screen_lines
 
 CLI = [sys.executable, "-m", "logparse"]
 

@@ -19,7 +19,7 @@ from logparse.observe.progression import StepMark
 from logparse.scan_command import parse_duration
 from patterns.stalls import stall_rules
 from tests.conftest import FIXTURES, run_cli
-from tests.test_live import CLI, read_until
+from tests.logparse.test_live import CLI, read_until
 
 HANG = FIXTURES / "stalls" / "torchrun-hang-py-spy" / "train.log"
 

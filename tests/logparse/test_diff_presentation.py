@@ -16,7 +16,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tests.conftest import ROOT, SAMPLES, run_cli
-from tests.test_terminal import drain, open_pty
+from tests.logparse.test_terminal import drain, open_pty
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pty behaviour checked on Linux")
 

@@ -2,8 +2,8 @@
 `--catalog` on a FIFO or /dev/zero, environment variables with values the tool cannot use, commands
 whose standard output is full, and catalog text with terminal escapes printed by catalog list / check
 and explain. Each is now one line (or the text without the escapes), with exit code 2 where it fails.
-(`fleet --engine ray --address` at a gRPC server that is not Ray's: tests/test_ray_address_probe.py; a
-second SIGTERM during the report's write: tests/test_signals.py.)"""
+(`fleet --engine ray --address` at a gRPC server that is not Ray's: tests/logparse/test_handshake.py; a
+second SIGTERM during the report's write: tests/logparse/test_signals.py.)"""
 
 from __future__ import annotations
 

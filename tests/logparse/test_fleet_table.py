@@ -17,7 +17,7 @@ from logparse.fleet import FleetSummary, JobRow, JobStatus
 from logparse.process import EXIT_FAILURE_FOUND
 from reports.fleet import render_fleet
 from tests.conftest import FIXTURES, run_cli, sample_logs
-from tests.test_terminal import drain, open_pty
+from tests.logparse.test_terminal import drain, open_pty
 
 UNKNOWN = FIXTURES / "cascades" / "unknown-exception.log"
 SHARD_ERROR = "shards.ShardChecksumError: shard 17 checksum mismatch: 9f1c2e != 77aa01"

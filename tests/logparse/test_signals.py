@@ -19,7 +19,7 @@ import pytest
 from logparse.pipeline import Analysis
 from logparse.process import Terminated
 from tests.conftest import ROOT, run_cli
-from tests.test_robustness import OOM
+from tests.logparse.test_robustness import OOM
 
 EXPECTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 

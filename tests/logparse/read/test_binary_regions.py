@@ -4,7 +4,7 @@ after it is read, every line keeping its number in the file. (15 KB of real log 
 was skipped whole: EMPTY, exit 5, the CUDA OOM missed.) Binary data at the head of a file is a region
 too (64 KB of random bytes before a log also gave EMPTY); a file that starts with a binary format's
 magic (an ELF core dump, compressed data without its suffix) is still skipped whole
-(tests/test_robustness.py), and a short run of garbage inside text stays text."""
+(tests/logparse/test_robustness.py), and a short run of garbage inside text stays text."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from logparse.process import EXIT_FAILURE_FOUND
 from logparse.read import sources as reader
 from logparse.read.sources import MIN_BINARY_SPAN, InputStats, decode_line, iter_lines, sniff
 from tests.conftest import SAMPLES
-from tests.test_robustness import root_id, scan_json
+from tests.logparse.test_robustness import root_id, scan_json
 
 SAMPLE = SAMPLES / "ray-actor-exception.log"  # 15 KB, its CUDA OOM on line 88
 OOM_LINE = 88

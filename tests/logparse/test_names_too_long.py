@@ -1,5 +1,5 @@
 """A path with a component longer than the file system allows (NAME_MAX, 255 bytes) is bad input: a
-one-line error naming it and exit 2, never an OSError traceback. (Outputs: tests/test_output_targets.py.)"""
+one-line error naming it and exit 2, never an OSError traceback. (Outputs: tests/logparse/test_output_targets.py.)"""
 
 from __future__ import annotations
 

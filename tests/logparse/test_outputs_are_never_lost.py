@@ -20,8 +20,8 @@ from logparse.observe.metrics import MetricsTracker
 from logparse.process import EXIT_ERROR, EXIT_FAILURE_FOUND
 from logparse.read.follow import FollowFile, TeeStream
 from tests.conftest import SAMPLES, run_cli
-from tests.test_live import read_until
-from tests.test_robustness import run_process
+from tests.logparse.test_live import read_until
+from tests.logparse.test_robustness import run_process
 
 SAMPLE = SAMPLES / "ray-actor-exception.log"  # a CUDA OOM after three step lines
 CLI = [sys.executable, "-m", "logparse"]
