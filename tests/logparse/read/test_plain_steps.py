@@ -20,7 +20,7 @@ from logparse.read.progress_syntax import ProgressSyntax
 from logparse.read.sources import Line
 from patterns import load_builtin_catalog
 from tests.conftest import FIXTURES
-from tests.test_live import CLI
+from tests.logparse.test_live import CLI
 
 STEPS = FIXTURES / "steps"
 CATALOG = load_builtin_catalog()
