@@ -161,6 +161,7 @@ def _answers_like_ray(conn: socket.socket) -> None:
     conn.sendall(len(message).to_bytes(3, "big") + b"\x00\x00\x00\x00\x00\x01" + message)
 
 
+@pytest.mark.slow  # the silent server's case waits out the 2 s handshake timeout
 @pytest.mark.parametrize(
     "answer,refused",
     [

@@ -76,6 +76,7 @@ def test_an_interrupted_scan_with_a_failure_keeps_failed_and_says_partial(tmp_pa
     assert last.startswith("FAILED cuda-oom") and re.search(r"INTERRUPTED after \d+ lines \(partial\)", last)
 
 
+@pytest.mark.slow  # the CLI under a pty, waiting for a redraw that must not come: about 3 s
 def test_no_status_line_over_a_log_pasted_into_the_terminal() -> None:
     """stdin on the terminal: what is pasted is echoed by the terminal on the line the status line
     would redraw; none is drawn (a pipe into the same scan gets one: test_live_terminal)."""

@@ -362,6 +362,7 @@ def _as_nobody() -> list[str] | None:
     return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if setpriv else None
 
 
+@pytest.mark.slow  # a fresh interpreter with privileges dropped to nobody: about 1.4 s
 def test_permission_denied_real(tmp_path: Path) -> None:
     prefix = _as_nobody()
     if prefix is None:

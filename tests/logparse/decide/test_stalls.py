@@ -95,6 +95,7 @@ def _healthy_logs() -> list[Path]:
     return [SAMPLES / "torchrun-healthy.log", SAMPLES / "ray-healthy.log"]
 
 
+@pytest.mark.slow  # many scans of each cut: about 2 s a log
 @pytest.mark.parametrize("log", _healthy_logs(), ids=lambda p: p.name)
 def test_a_healthy_run_cut_off_at_a_random_line_is_never_stalled(log: Path) -> None:
     lines = log.read_bytes().splitlines(keepends=True)

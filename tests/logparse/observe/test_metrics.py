@@ -526,6 +526,7 @@ def _reference_spike(series: list[tuple[int, float]]):
     return found
 
 
+@pytest.mark.slow  # a property test over many generated series: about 3 s
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.floats(0, 5), st.floats(40, 500), st.just(float("nan"))), max_size=80))
 def test_grad_norm_spike_equals_the_stated_rule(values: list[float]) -> None:

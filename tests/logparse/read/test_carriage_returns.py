@@ -98,6 +98,7 @@ def _redraws(count: int) -> str:
     return "".join(f"Training Progress: {i % 100}%|###| {i}/99999 [00:01<00:07]\r" for i in range(count))
 
 
+@pytest.mark.slow  # 22 MB of redraws: about 1.4 s a case
 @pytest.mark.parametrize("redraws", [16_000, 25_000, 400_000], ids=["0.9MB", "1.3MB", "22MB"])
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_failure_after_a_megabyte_of_redraws_survives_the_cut(

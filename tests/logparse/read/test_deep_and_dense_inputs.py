@@ -248,6 +248,7 @@ def test_a_regex_that_times_out_on_every_line_is_disabled_with_a_note(tmp_path: 
     assert line < lines // 4
 
 
+@pytest.mark.slow  # a dense log hit on every line: about 2 s
 def test_a_fast_user_entry_that_matches_every_line_is_never_disabled(tmp_path: Path) -> None:
     cat = write_catalog(tmp_path, GOOD)
     log = tmp_path / "job.log"

@@ -91,6 +91,7 @@ def test_a_scan_reads_the_new_prefix_in_its_reader_processes_too(
     assert (cause.rank, cause.node, cause.pid) == (1, "node-1", 101)
 
 
+@pytest.mark.slow  # the whole catalog check twice (every example of every file): about 18 s here
 def test_catalog_check_runs_the_new_formats_examples(own_format: Path) -> None:
     result = run_cli(["catalog", "check"])
     assert result.exit_code == 0, result.output
