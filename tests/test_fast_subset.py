@@ -64,8 +64,8 @@ def test_not_slow_leaves_out_the_browser_ray_and_huge_input_tests_and_only_them(
 def test_readme_gives_the_quick_run_and_ci_runs_everything() -> None:
     command = re.search(r"<!-- test-command -->\n```\n(.*)\n```", README)
     assert command and "-m" not in command.group(1).split("pytest", 1)[1]  # .ci/run takes this one
-    assert 'python -m pytest -q -m "not slow"' in README
+    assert 'python -m pytest -q -m "not slow" -n auto' in README
     # how long each set takes, measured, and how to get the browser tests' Chromium
-    assert re.search(r"the quick run takes about \d+ minutes of CPU", README)
-    assert re.search(r"the slow tests .*\d+ min", README, re.S)
+    assert re.search(r"the quick run takes \d+ min \d+ s", README)
+    assert re.search(r"The slow tests .*\d+ min", README, re.S)
     assert "apt-get install chromium chromium-driver" in README
