@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -269,31 +269,47 @@ class _EntryBuilder(FieldBuilder):
 def _load_file(
     path: Path, label: str, problems: list[Problem], probe: bool = False, lazy: bool = False
 ) -> list[Entry]:
+    return load_items(
+        path,
+        label,
+        problems,
+        lazy,
+        lambda raw: _EntryBuilder(raw, label, problems, probe, lazy).build(),
+        "catalog entry",
+    )
+
+
+def load_items(
+    path: Path, label: str, problems: list[Problem], lazy: bool, build: Callable[[dict], Any], noun: str
+) -> list:
+    """The items of one YAML file of entries (a catalog's, the known issues'), each mapping made by
+    `build` (None: its problems are reported) and its id unique in the file; every problem in
+    `problems`, and no item at all from a file that is no valid YAML or no list of mappings."""
     text = _read_catalog_text(path, label, problems)
     if text is None:
         return []
-    entries: list[Entry] = []
+    items: list = []
     seen: dict[str, int] = {}
 
     def add(raw: Any) -> None:
         if not isinstance(raw, dict):
-            problems.append(Problem(label, getattr(raw, "line", 0), "each catalog entry must be a mapping"))
+            problems.append(Problem(label, getattr(raw, "line", 0), f"each {noun} must be a mapping"))
             return
-        entry = _EntryBuilder(raw, label, problems, probe, lazy).build()
-        if entry is None:
+        item = build(raw)
+        if item is None:
             return
-        if entry.id in seen:
+        if item.id in seen:
             problems.append(
                 Problem(
                     label,
-                    entry.line,
-                    f"duplicate id '{entry.id}' (first at line {seen[entry.id]})",
+                    item.line,
+                    f"duplicate id '{item.id}' (first at line {seen[item.id]})",
                     "ids are unique within a catalog source",
                 )
             )
             return
-        seen[entry.id] = entry.line
-        entries.append(entry)
+        seen[item.id] = item.line
+        items.append(item)
 
     import yaml  # here: with the start-up cache warm, a scan parses no YAML
 
@@ -319,7 +335,7 @@ def _load_file(
             )
         )
         return []
-    return entries
+    return items
 
 
 def _read_catalog_text(path: Path, label: str, problems: list[Problem]) -> str | None:

@@ -405,47 +405,12 @@ class _IssueBuilder(FieldBuilder):
 
 
 def _load_file(path: Path, label: str, problems: list[Problem], probe: bool, lazy: bool) -> list[KnownIssue]:
-    from patterns.loader import _add_document, _documents, _read_catalog_text, _yaml_problem
+    from patterns.loader import load_items
 
-    text = _read_catalog_text(path, label, problems)
-    if text is None:
-        return []
-    out: list[KnownIssue] = []
-    seen: dict[str, int] = {}
+    def build(raw: dict) -> KnownIssue | None:
+        return _IssueBuilder(raw, label, problems, probe, lazy).build()
 
-    def add(raw: Any) -> None:
-        if not isinstance(raw, dict):
-            problems.append(Problem(label, getattr(raw, "line", 0), "each known issue must be a mapping"))
-            return
-        issue = _IssueBuilder(raw, label, problems, probe, lazy).build()
-        if issue is None:
-            return
-        if issue.id in seen:
-            problems.append(
-                Problem(label, issue.line, f"duplicate id '{issue.id}' (first at line {seen[issue.id]})")
-            )
-            return
-        seen[issue.id] = issue.line
-        out.append(issue)
-
-    import yaml
-
-    from patterns.yamlfile import AliasBomb
-
-    try:
-        for data in _documents(text, lazy):
-            if not _add_document(data, label, problems, add):
-                return []
-    except yaml.YAMLError as exc:
-        problems.append(_yaml_problem(exc, label))
-        return []
-    except RecursionError:
-        problems.append(Problem(label, 0, "invalid YAML: nested too deeply"))
-        return []
-    except AliasBomb as exc:
-        problems.append(Problem(label, exc.line, f"refused: {exc.reason}"))
-        return []
-    return out
+    return load_items(path, label, problems, lazy, build, "known issue")
 
 
 def _files(path: Path) -> list[Path]:
