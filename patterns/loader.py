@@ -422,7 +422,8 @@ def _yaml_problem(exc: Exception, label: str) -> Problem:
     )
 
 
-def _catalog_files(path: Path) -> list[Path]:
+def yaml_files(path: Path) -> list[Path]:
+    """A source's YAML files: the file itself, or a folder's `.yaml` / `.yml` files, sorted."""
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
     return [path]
@@ -432,33 +433,43 @@ def _load_source(
     path: Path, display: str, problems: list[Problem], probe: bool = False, lazy: bool = False
 ) -> list[Entry]:
     """One source (a file or a folder): ids must be unique across it."""
+    return load_source_items(
+        path, display, problems, lambda f, label: _load_file(f, label, problems, probe, lazy), "catalog"
+    )
+
+
+def load_source_items(
+    path: Path, display: str, problems: list[Problem], load_file: Callable[[Path, str], list], what: str
+) -> list:
+    """The items of one source (a file or a folder of `what` files), each file's read by
+    `load_file(file, label)`; ids must be unique across the source."""
     try:
         if not path.exists():
-            problems.append(Problem(display, 0, "catalog path does not exist"))
+            problems.append(Problem(display, 0, f"{what} path does not exist"))
             return []
-        files = _catalog_files(path)
+        files = yaml_files(path)
     except OSError as exc:  # a name too long for the file system, a loop of links, ...
-        problems.append(Problem(display, 0, f"cannot read catalog path: {exc.strerror or exc}"))
+        problems.append(Problem(display, 0, f"cannot read {what} path: {exc.strerror or exc}"))
         return []
-    entries: list[Entry] = []
-    first: dict[str, Entry] = {}
+    items: list = []
+    first: dict[str, Any] = {}
     for f in files:
         label = display if f == path else str(Path(display) / f.relative_to(path))
-        for entry in _load_file(f, label, problems, probe, lazy):
-            if entry.id in first:
-                other = first[entry.id]
+        for item in load_file(f, label):
+            if item.id in first:
+                other = first[item.id]
                 problems.append(
                     Problem(
                         label,
-                        entry.line,
-                        f"duplicate id '{entry.id}' (also at {other.source}:{other.line})",
+                        item.line,
+                        f"duplicate id '{item.id}' (also at {other.source}:{other.line})",
                         "ids are unique within a catalog source",
                     )
                 )
                 continue
-            first[entry.id] = entry
-            entries.append(entry)
-    return entries
+            first[item.id] = item
+            items.append(item)
+    return items
 
 
 def _builtin_dir() -> Path:
@@ -469,7 +480,7 @@ def _builtin_entries(problems: list[Problem]) -> list[Entry]:
     """The built-in entries (patterns/catalog), parsed, or as an earlier run parsed the same files
     (patterns.cache)."""
     folder = _builtin_dir()
-    files = _catalog_files(folder)
+    files = yaml_files(folder)
     parts = [str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() for f in files]
     parts += source_of("patterns.loader", "patterns.yamlfile", "patterns.schema", "patterns.validation")
     parts += vocabulary_key()

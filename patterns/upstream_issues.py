@@ -413,39 +413,15 @@ def _load_file(path: Path, label: str, problems: list[Problem], probe: bool, laz
     return load_items(path, label, problems, lazy, build, "known issue")
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-    return [path]
-
-
 def _load_source(
     path: Path, display: str, problems: list[Problem], probe: bool, lazy: bool
 ) -> list[KnownIssue]:
-    try:
-        if not path.exists():
-            problems.append(Problem(display, 0, "known-issues path does not exist"))
-            return []
-        files = _files(path)
-    except OSError as exc:
-        problems.append(Problem(display, 0, f"cannot read known-issues path: {exc.strerror or exc}"))
-        return []
-    out: list[KnownIssue] = []
-    first: dict[str, KnownIssue] = {}
-    for f in files:
-        label = display if f == path else str(Path(display) / f.relative_to(path))
-        for issue in _load_file(f, label, problems, probe, lazy):
-            if issue.id in first:
-                other = first[issue.id]
-                problems.append(
-                    Problem(
-                        label, issue.line, f"duplicate id '{issue.id}' (also at {other.source}:{other.line})"
-                    )
-                )
-                continue
-            first[issue.id] = issue
-            out.append(issue)
-    return out
+    from patterns.loader import load_source_items
+
+    def load_file(f: Path, label: str) -> list[KnownIssue]:
+        return _load_file(f, label, problems, probe, lazy)
+
+    return load_source_items(path, display, problems, load_file, "known-issues")
 
 
 def _builtin_dir() -> Path:
@@ -455,8 +431,10 @@ def _builtin_dir() -> Path:
 @functools.lru_cache(maxsize=1)
 def _builtin_issues() -> tuple[tuple[KnownIssue, ...], tuple[Problem, ...]]:
     """The built-in known issues, parsed, or as an earlier run parsed the same files (patterns.cache)."""
+    from patterns.loader import yaml_files
+
     folder = _builtin_dir()
-    files = _files(folder)
+    files = yaml_files(folder)
     parts = [str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes() for f in files]
     parts += source_of(
         "patterns.upstream_issues", "patterns.loader", "patterns.schema", "patterns.validation"
